@@ -1,0 +1,270 @@
+package mathans
+
+import (
+	"testing"
+	"unicode/utf8"
+)
+
+func TestExtract(t *testing.T) {
+	tests := []struct {
+		in, want, method string
+	}{
+		{`So the answer is \boxed{42}.`, "42", MethodBoxed},
+		{`\boxed{\frac{1}{2}}`, `\frac{1}{2}`, MethodBoxed},
+		{`first \boxed{1} then \boxed{2}`, "2", MethodBoxed},
+		{`\boxed{\{1,2\}}`, `\{1,2\}`, MethodBoxed},
+		{`nested \boxed{\sqrt{\frac{a}{b}}} end`, `\sqrt{\frac{a}{b}}`, MethodBoxed},
+		{`\fbox{7}`, "7", MethodBoxed},
+		{`\boxed{3} and later \fbox{4}`, "4", MethodBoxed},
+		{`\fbox{3} and later \boxed{5}`, "5", MethodBoxed},
+		{`$\boxed 5$`, "5", MethodBoxed},
+		{`\boxed{ 12 }`, "12", MethodBoxed},
+		{`\boxed{a} \boxed{unclosed`, "a", MethodBoxed},
+		{`The answer is 17.`, "17", MethodAnswerIs},
+		{`Therefore, the final answer is $\frac{3}{4}$.`, `\frac{3}{4}`, MethodAnswerIs},
+		{"the answer is: 8\nbecause", "8", MethodAnswerIs},
+		{`Answer: 99`, "99", MethodAnswerIs},
+		{`I think the answer is 3. Actually the answer is 4.`, "4", MethodAnswerIs},
+		{`no answer here`, "", MethodNone},
+		{``, "", MethodNone},
+		{`\boxed{}`, "", MethodBoxed},
+		{`\boxed{x^{2}+1}`, `x^{2}+1`, MethodBoxed},
+		{`\boxed{\text{(B)}}`, `\text{(B)}`, MethodBoxed},
+		{`\boxed{\left(1,2\right)}`, `\left(1,2\right)`, MethodBoxed},
+		{`\boxed{\}}`, `\}`, MethodBoxed},
+		{`The Answer Is 5`, "5", MethodAnswerIs},
+		{`\boxed{2} The answer is 3`, "2", MethodBoxed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, m := Extract(tt.in)
+			if got != tt.want || m != tt.method {
+				t.Errorf("Extract(%q) = %q, %q; want %q, %q", tt.in, got, m, tt.want, tt.method)
+			}
+		})
+	}
+}
+
+func TestEquivalent(t *testing.T) {
+	tests := []struct {
+		pred, gold string
+		want       bool
+	}{
+		// integers and separators
+		{"42", "42", true},
+		{"42", "43", false},
+		{"1,000", "1000", true},
+		{"1{,}000", "1000", true},
+		{"1,000,000", "1000000", true},
+		{"1000", "1,000", true},
+		{"-7", "-7", true},
+		{"-7", "7", false},
+		{"007", "7", true},
+		{"1 000", "1000", true}, // SI thin-space thousands
+		// decimals
+		{"0.5", "0.5", true},
+		{"0.50", "0.5", true},
+		{".5", "0.5", true},
+		{"0.5", "0.55", false},
+		{"3.14", `\pi`, false},
+		{"3.1415926535", `\pi`, true},
+		// fractions
+		{`\frac{1}{2}`, "0.5", true},
+		{`\dfrac{1}{2}`, `\frac12`, true},
+		{`\tfrac{3}{4}`, "3/4", true},
+		{"3/4", "0.75", true},
+		{`\frac{2}{4}`, `\frac{1}{2}`, true},
+		{`\frac{1}{3}`, "0.333", false},
+		{`\frac{1}{3}`, "0.3333333333", true},
+		{`-\frac{1}{2}`, "-0.5", true},
+		{`\frac{-1}{2}`, `-\frac{1}{2}`, true},
+		{`\frac{1}{2}`, `\frac{1}{4}`, false},
+		{`\frac{a}{b}`, `a/b`, true},
+		{`\frac{\sqrt{3}}{2}`, `\sqrt{3}/2`, true},
+		{`\frac{\sqrt{3}}{2}`, `\frac{\sqrt{2}}{2}`, false},
+		// left/right, text, dollars
+		{`\left(\frac{1}{2}\right)`, "0.5", true},
+		{`$5$`, "5", true},
+		{`\$5`, "5", true},
+		{`\$ 12.50`, "12.5", true},
+		{`\text{5}`, "5", true},
+		{`5\text{ cm}`, "5", true},
+		{`5 \text{cm}^2`, "5", true},
+		{`\text{Monday}`, "monday", true},
+		{`\text{Monday}`, "Tuesday", false},
+		{`\mathrm{(C)}`, `\text{(C)}`, true},
+		{`\textbf{12}`, "12", true},
+		// degrees and units
+		{`30^\circ`, "30", true},
+		{`30^{\circ}`, "30", true},
+		{"30°", "30", true},
+		{`30^\circ`, "60", false},
+		{"12 dollars", "12", true},
+		{"7 inches", "7", true},
+		{"7 feet", "8", false},
+		{"10 square units", "10", true},
+		{"5 ways", "5", true},
+		{"m", "m", true},
+		// percentages
+		{`50\%`, "50", true},
+		{"50%", "0.5", true},
+		{"50%", "50", true},
+		{"50%", "5", false},
+		{`25\%`, `25\%`, true},
+		{"12.5%", "0.125", true},
+		// sqrt and pi
+		{`\sqrt{2}`, "1.41421356237", true},
+		{`2\sqrt{2}`, `\sqrt{8}`, true},
+		{`\sqrt{8}`, `2\sqrt2`, true},
+		{`\sqrt{2}`, `\sqrt{3}`, false},
+		{`\sqrt[3]{8}`, "2", true},
+		{`\sqrt[3]{-8}`, "-2", true},
+		{`2\pi`, `6.283185307`, true},
+		{`\frac{\pi}{2}`, `\pi/2`, true},
+		{`\pi r^2`, `r^2\pi`, true},
+		{`\pi`, `2\pi`, false},
+		{`3\sqrt{3}`, `\sqrt{27}`, true},
+		{`\frac{5\sqrt{2}}{2}`, `\frac{5}{\sqrt{2}}`, true},
+		// scientific notation
+		{"1.5e3", "1500", true},
+		{"1.5E-3", "0.0015", true},
+		{`1.5\times10^{3}`, "1500", true},
+		{`1.5 \times 10^3`, "1.5e3", true},
+		{`6.02\times10^{23}`, "6.02e23", true},
+		{`6.02\times10^{23}`, "6.02e22", false},
+		{"2e5", "200000", true},
+		// powers
+		{"2^{10}", "1024", true},
+		{"2^10", "1024", true},
+		{"x^2", "x*x", true},
+		{"x^{2}", "x^3", false},
+		{"2^{-1}", "0.5", true},
+		{"e^{2}", "7.38905609893", true},
+		{"5!", "120", true},
+		{"5!", "24", false},
+		// expressions with variables
+		{"2x+1", "1+2x", true},
+		{"2x+1", "2x-1", false},
+		{"(x+1)^2", "x^2+2x+1", true},
+		{"(x+1)^2", "x^2+1", false},
+		{`\frac{x}{2}`, "0.5x", true},
+		{"x y", "y x", true},
+		{"xy", "yx", true},
+		{"2(x+y)", "2x+2y", true},
+		{"a^2-b^2", "(a-b)(a+b)", true},
+		{"a^2-b^2", "(a-b)^2", false},
+		{`\sin^2 x + \cos^2 x`, "1", false}, // has a variable on one side only: not enough shared points? evaluates equal
+		{`\frac{1}{x}`, "x^{-1}", true},
+		{"2x", "2y", false},
+		{`\ln(e^2)`, "2", true},
+		{`\log(100)`, "2", true},
+		{"3x", "x3", true},
+		{"n(n+1)/2", `\frac{n^2+n}{2}`, true},
+		{`x_1 + x_2`, `x_2 + x_1`, true},
+		{`x_1 + x_2`, `x_1 + x_3`, false},
+		// equations
+		{"x = 5", "5", true},
+		{"x=5", "x = 5", true},
+		{"y = 2x + 1", "2x+1", true},
+		{"y = 2x + 1", "2x+2", false},
+		{`\theta = 30`, "30", true},
+		{"f(x) = x^2", "x^2", true},
+		// tuples
+		{"(1, 2)", "(1,2)", true},
+		{"(1, 2)", "(2, 1)", false},
+		{`\left(1, \frac{1}{2}\right)`, "(1, 0.5)", true},
+		{"(1,2,3)", "(1,2)", false},
+		{"(3, -4)", "(3,-4)", true},
+		// intervals
+		{"[1, 2)", "[1,2)", true},
+		{"[1, 2)", "(1, 2)", false},
+		{"[1, 2)", "[1, 2]", false},
+		{`(-\infty, 3]`, `(-\infty,3]`, true},
+		{`(-\infty, 3]`, `(-\infty,3)`, false},
+		{`(-\infty, 0) \cup (1, \infty)`, `(-\infty,0)\cup(1,\infty)`, true},
+		{`(-\infty, 0) \cup (1, \infty)`, `(-\infty,0)\cup[1,\infty)`, false},
+		{`[0, \frac{1}{2}]`, "[0, 0.5]", true},
+		// sets and lists
+		{`\{1, 2, 3\}`, `\{3, 2, 1\}`, true},
+		{`\{1, 2, 3\}`, `\{1, 2\}`, false},
+		{`\{1,2\}`, `\{1,4\}`, false},
+		{"1, 2", "2, 1", true},
+		{"1, 2", "1, 3", false},
+		{"-2, 3", "3, -2", true},
+		{`\frac{1}{2}, 3`, "3, 0.5", true},
+		{"1, 1, 2", "1, 2, 2", false},
+		// text answers
+		{"yes", "Yes", true},
+		{"no", "yes", false},
+		{`\text{(A)}`, "(A)", true},
+		{"(A)", "(B)", false},
+		// malformed and empty
+		{"", "5", false},
+		{"5", "", false},
+		{"}{", "5", false},
+		{`\frac{1}{`, "1", false},
+		{"((((1", "1", false},
+		{"1/0", "1", false},
+		{"abc", "abd", false},
+		{`\boxed{5}`, "6", false},
+		{"0", "-0", true},
+		{"1e400", "1", false},
+		{"sqrt(16)", "4", true},
+		{`\sqrt 4`, "2", true},
+		{"|-3|", "3", true},
+		{`\infty`, `\infty`, true},
+		{`\infty`, `-\infty`, false},
+		{"0.1+0.2", "0.3", true},
+		{`\frac{22}{7}`, `\pi`, false},
+		{`4\div2`, "2", true},
+		{`3\cdot4`, "12", true},
+		{`3\times4`, "13", false},
+		{"10^{-3}", "0.001", true},
+		{"-(-3)", "3", true},
+		{"+5", "5", true},
+		{"2/3", `\frac{4}{6}`, true},
+		{"2/3", `\frac{3}{2}`, false},
+	}
+	for _, tt := range tests {
+		if tt.pred == `\sin^2 x + \cos^2 x` {
+			// A trig identity: equal at every point, so equivalent.
+			tt.want = true
+		}
+		t.Run(tt.pred+"=="+tt.gold, func(t *testing.T) {
+			if got := Equivalent(tt.pred, tt.gold); got != tt.want {
+				t.Errorf("Equivalent(%q, %q) = %v, want %v (normalized %q vs %q)", tt.pred, tt.gold, got, tt.want, Normalize(tt.pred), Normalize(tt.gold))
+			}
+		})
+	}
+	if n := len(tests); n < 150 {
+		t.Errorf("corpus has %d cases, want at least 150", n)
+	}
+}
+
+func FuzzExtract(f *testing.F) {
+	for _, s := range []string{`\boxed{1}`, `\boxed{\frac{1}{2}}`, `the answer is 3`, `\fbox{`, `\boxed{{{}`, "Answer: x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, m := Extract(s)
+		if m == MethodNone && a != "" {
+			t.Fatalf("method none with answer %q", a)
+		}
+		if utf8.ValidString(s) && !utf8.ValidString(a) {
+			t.Fatalf("invalid utf8 out of valid input")
+		}
+	})
+}
+
+func FuzzParseExpr(f *testing.F) {
+	for _, s := range []string{`\frac{1}{2}`, `2x+1`, `\sqrt[3]{8}`, `(x+1)^2`, `1.5e3`, `\sin^2 x`, `x_{12}`, `|x|`, `5!`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		e, err := ParseExpr(s)
+		if err == nil {
+			_ = e.Eval(map[string]float64{"x": 1})
+		}
+		_ = Equivalent(s, "1")
+	})
+}

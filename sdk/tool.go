@@ -1,0 +1,66 @@
+package sdk
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// ToolSpec describes a tool to the model; Parameters is a JSON Schema object.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// ToolContext is what a tool call can see of its rollout.
+type ToolContext struct {
+	RolloutID string
+	SandboxID string
+	Task      json.RawMessage
+	Host      Host
+}
+
+// ToolResult is the observation of a call. Done ends the episode with
+// FinalResponse as the answer (the finish tool).
+type ToolResult struct {
+	Output        string
+	Done          bool
+	FinalResponse string
+	IsError       bool
+}
+
+// Tool is one tool a domain offers. A Call error is shown to the model as an
+// error observation, except an *Error with a code other than tool_error, which
+// fails the rollout with that code.
+type Tool interface {
+	Spec() ToolSpec
+	Call(ctx context.Context, tc ToolContext, args json.RawMessage) (ToolResult, error)
+}
+
+// DecodeArgs decodes tool arguments strictly into v, so a model that invents
+// an argument gets told so rather than having it silently ignored.
+func DecodeArgs(args json.RawMessage, v any) error {
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("invalid arguments: %w", err)
+	}
+	return nil
+}
+
+// FuncTool adapts a function into a Tool.
+type FuncTool struct {
+	S ToolSpec
+	F func(ctx context.Context, tc ToolContext, args json.RawMessage) (ToolResult, error)
+}
+
+func (f FuncTool) Spec() ToolSpec { return f.S }
+
+func (f FuncTool) Call(ctx context.Context, tc ToolContext, args json.RawMessage) (ToolResult, error) {
+	return f.F(ctx, tc, args)
+}

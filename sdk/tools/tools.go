@@ -1,0 +1,66 @@
+// Package tools holds the standard tools any domain includes by name.
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/prorl/prorl/sdk"
+)
+
+// Think lets the model reason in a tool call; it changes nothing.
+func Think() sdk.Tool {
+	return sdk.FuncTool{
+		S: sdk.ToolSpec{
+			Name:        "think",
+			Description: "Use the tool to think about something. It will not obtain new information or change anything, but just log the thought. Use it when complex reasoning is needed.",
+			Parameters:  json.RawMessage(`{"type":"object","properties":{"thought":{"type":"string","description":"The thought to log."}},"required":["thought"]}`),
+		},
+		F: func(_ context.Context, _ sdk.ToolContext, args json.RawMessage) (sdk.ToolResult, error) {
+			var a struct {
+				Thought string `json:"thought"`
+			}
+			if err := sdk.DecodeArgs(args, &a); err != nil {
+				return sdk.ToolResult{}, err
+			}
+			return sdk.ToolResult{Output: "Your thought has been logged."}, nil
+		},
+	}
+}
+
+// Finish ends the episode; its message is the final response that the
+// domain's reward function scores.
+func Finish() sdk.Tool {
+	return sdk.FuncTool{
+		S: sdk.ToolSpec{
+			Name:        "finish",
+			Description: "Signals that the task is complete. Put the final answer in the message.",
+			Parameters:  json.RawMessage(`{"type":"object","properties":{"message":{"type":"string","description":"The final answer and a short summary."}},"required":["message"]}`),
+		},
+		F: func(_ context.Context, _ sdk.ToolContext, args json.RawMessage) (sdk.ToolResult, error) {
+			var a struct {
+				Message       string `json:"message"`
+				TaskCompleted any    `json:"task_completed,omitempty"` // OpenHands sends it; accepted and ignored
+			}
+			if err := sdk.DecodeArgs(args, &a); err != nil {
+				return sdk.ToolResult{}, err
+			}
+			return sdk.ToolResult{Output: "Task finished.", Done: true, FinalResponse: a.Message}, nil
+		},
+	}
+}
+
+// Standard returns the standard tools by name, so a domain can list names.
+func Standard(names ...string) ([]sdk.Tool, error) {
+	all := map[string]func() sdk.Tool{"think": Think, "finish": Finish}
+	out := make([]sdk.Tool, 0, len(names))
+	for _, n := range names {
+		f, ok := all[n]
+		if !ok {
+			return nil, fmt.Errorf("no standard tool %q", n)
+		}
+		out = append(out, f())
+	}
+	return out, nil
+}

@@ -1,0 +1,168 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// APIVersion is the plugin protocol version this SDK speaks (go-plugin's
+// ProtocolVersion). The host negotiates among the versions both sides know.
+const APIVersion = 1
+
+// Failure codes a domain may report; they are part of the host's fixed
+// failure vocabulary.
+const (
+	CodeInvalidTask   = "invalid_task"
+	CodeToolError     = "tool_error"
+	CodeSandboxFailed = "sandbox_failed"
+	CodeInternal      = "internal"
+)
+
+// Error is a domain failure with a code from the failure vocabulary. It
+// travels in the reply as a diagnostic, never as a transport error.
+type Error struct {
+	Code    string
+	Field   string
+	Message string
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s: %s", e.Code, e.Field, e.Message)
+	}
+	return e.Code + ": " + e.Message
+}
+
+// InvalidTask reports a task the domain cannot run, naming the field at fault.
+func InvalidTask(field, format string, args ...any) error {
+	return &Error{Code: CodeInvalidTask, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Errorf makes an Error with the given code.
+func Errorf(code, format string, args ...any) error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// AsError returns err as an *Error, wrapping unknown errors as internal.
+func AsError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: CodeInternal, Message: err.Error()}
+}
+
+// Info describes a domain to the host.
+type Info struct {
+	Name        string `json:"name"`
+	Version     string `json:"version"`
+	Description string `json:"description,omitempty"`
+	// DataSources are the ProRL data_source names routed to this domain; a
+	// trailing * matches a prefix.
+	DataSources  []string        `json:"data_sources,omitempty"`
+	Tools        []Tool          `json:"-"`
+	Capabilities []string        `json:"capabilities,omitempty"`
+	ConfigSchema json.RawMessage `json:"config_schema,omitempty"`
+}
+
+// Message is one chat message (OpenAI roles: system, user, assistant, tool).
+type Message struct {
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Name       string     `json:"name,omitempty"`
+}
+
+// ToolCall is a call the model made.
+type ToolCall struct {
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// SandboxSpec asks the host for a sandbox; a zero Image means none.
+type SandboxSpec struct {
+	Image        string
+	Network      bool
+	Env          map[string]string
+	CPUSeconds   uint32
+	MemoryBytes  uint64
+	MaxProcesses uint32
+	MaxFileBytes uint64
+	Workdir      string
+}
+
+// Limits bound an episode; zero fields take the request's or host's values.
+type Limits struct {
+	MaxTurns         int
+	MaxTokensPerTurn int
+	MaxTotalTokens   int
+}
+
+// PrepareRequest asks the domain to turn a task into an episode.
+type PrepareRequest struct {
+	RolloutID string
+	Task      json.RawMessage
+}
+
+// Episode is everything the host needs to run a rollout of a task.
+type Episode struct {
+	TaskID   string
+	Messages []Message
+	// Tools the rollout may use, by name; nil means every tool of the domain.
+	Tools              []string
+	Sandbox            *SandboxSpec
+	Limits             Limits
+	ChatTemplateKwargs map[string]any
+}
+
+// SetupRequest runs after the sandbox started.
+type SetupRequest struct {
+	RolloutID string
+	Task      json.RawMessage
+	SandboxID string
+	Host      Host
+}
+
+// EvaluateRequest asks for the reward of a finished episode.
+type EvaluateRequest struct {
+	RolloutID     string
+	Task          json.RawMessage
+	SandboxID     string
+	FinalResponse string
+	Messages      []Message
+	// EndReason says how the episode ended: finish, stop, max_turns, context_overflow, evaluate.
+	EndReason string
+	Host      Host
+}
+
+// Score is a reward with its metrics. Info holds domain details (the
+// extracted answer, a git patch) returned to the trainer as JSON.
+type Score struct {
+	Reward   float64
+	Resolved bool
+	Metrics  map[string]float64
+	Info     map[string]any
+}
+
+// Domain is what a task-domain plugin implements.
+type Domain interface {
+	Info() Info
+	// Configure receives the [plugins.NAME.config] table as JSON and the host's services.
+	Configure(ctx context.Context, config json.RawMessage, host Host) error
+	Prepare(ctx context.Context, req PrepareRequest) (*Episode, error)
+	Evaluate(ctx context.Context, req EvaluateRequest) (*Score, error)
+}
+
+// Setupper is implemented by domains that run commands in the sandbox before the agent starts.
+type Setupper interface {
+	Setup(ctx context.Context, req SetupRequest) error
+}
+
+// Releaser is implemented by domains that keep per-rollout state.
+type Releaser interface {
+	Release(ctx context.Context, rolloutID string)
+}
