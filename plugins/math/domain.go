@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	"strings"
+
+	"github.com/prorl/prorl/sdk"
+	"github.com/prorl/prorl/sdk/mathans"
+	"github.com/prorl/prorl/sdk/tools"
+)
+
+const version = "0.1.0"
+
+const defaultSystemPrompt = `You are a careful mathematician. Solve the problem step by step. ` +
+	`You may use the think tool to reason. When you are done, call the finish tool with your final answer ` +
+	`written as \boxed{answer} in the message.`
+
+// Config is the [plugins.math.config] table.
+type Config struct {
+	SystemPrompt string `json:"system_prompt"`
+	MaxTurns     int    `json:"max_turns"`
+}
+
+// Domain is the math domain.
+type Domain struct {
+	cfg   Config
+	tools []sdk.Tool
+}
+
+// New returns the domain with default configuration.
+func New() *Domain {
+	return &Domain{cfg: Config{SystemPrompt: defaultSystemPrompt, MaxTurns: 8}, tools: []sdk.Tool{tools.Think(), tools.Finish()}}
+}
+
+func (d *Domain) Info() sdk.Info {
+	return sdk.Info{
+		Name:        "math",
+		Version:     version,
+		Description: "Competition math: answer in \\boxed{}, scored by symbolic/numeric equivalence.",
+		DataSources: []string{"math", "deepscaler", "gsm8k", "aime*", "math500", "dapo*", "numina*"},
+		Tools:       d.tools,
+		ConfigSchema: json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{` +
+			`"system_prompt":{"type":"string"},"max_turns":{"type":"integer","minimum":1}}}`),
+	}
+}
+
+func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Host) error {
+	cfg := d.cfg
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		return sdk.Errorf(sdk.CodeInvalidTask, "math config: %v", err)
+	}
+	if cfg.MaxTurns < 1 {
+		return sdk.Errorf(sdk.CodeInvalidTask, "math config: max_turns must be at least 1")
+	}
+	d.cfg = cfg
+	return nil
+}
+
+// Task is a math problem in either accepted shape: plain {question, answer}
+// or a ProRL/verl row {data_source, prompt, reward_model.ground_truth}.
+type Task struct {
+	ID       string
+	Question string
+	Answer   string
+}
+
+type rawTask struct {
+	ID          string          `json:"id"`
+	InstanceID  json.RawMessage `json:"instance_id"`
+	Question    string          `json:"question"`
+	Problem     string          `json:"problem"`
+	Answer      json.RawMessage `json:"answer"`
+	Prompt      json.RawMessage `json:"prompt"`
+	RewardModel *struct {
+		GroundTruth json.RawMessage `json:"ground_truth"`
+	} `json:"reward_model"`
+}
+
+// ParseTask reads a task payload; unknown extra fields (domain, data_source,
+// extra_info...) are allowed because datasets carry many.
+func ParseTask(raw json.RawMessage) (*Task, error) {
+	var r rawTask
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, sdk.InvalidTask("task", "not a JSON object: %v", err)
+	}
+	t := &Task{ID: r.ID, Question: r.Question}
+	if t.ID == "" && len(r.InstanceID) > 0 {
+		t.ID = scalarString(r.InstanceID)
+	}
+	if t.Question == "" {
+		t.Question = r.Problem
+	}
+	if t.Question == "" && len(r.Prompt) > 0 {
+		q, err := promptText(r.Prompt)
+		if err != nil {
+			return nil, err
+		}
+		t.Question = q
+	}
+	if strings.TrimSpace(t.Question) == "" {
+		return nil, sdk.InvalidTask("question", "missing: give question, problem or prompt")
+	}
+	switch {
+	case len(r.Answer) > 0:
+		t.Answer = scalarString(r.Answer)
+	case r.RewardModel != nil && len(r.RewardModel.GroundTruth) > 0:
+		t.Answer = scalarString(r.RewardModel.GroundTruth)
+	}
+	if strings.TrimSpace(t.Answer) == "" {
+		return nil, sdk.InvalidTask("answer", "missing: give answer or reward_model.ground_truth")
+	}
+	return t, nil
+}
+
+// promptText accepts a string or a chat list and returns the user text.
+func promptText(raw json.RawMessage) (string, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var msgs []struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &msgs); err != nil {
+		return "", sdk.InvalidTask("prompt", "must be a string or a list of {role, content}")
+	}
+	var parts []string
+	for _, m := range msgs {
+		if m.Role == "user" {
+			parts = append(parts, m.Content)
+		}
+	}
+	return strings.Join(parts, "\n\n"), nil
+}
+
+// scalarString renders a JSON string, number or list of them as answer text.
+func scalarString(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) == nil && len(list) > 0 {
+		return scalarString(list[0])
+	}
+	return strings.TrimSpace(string(raw))
+}
+
+func (d *Domain) Prepare(_ context.Context, req sdk.PrepareRequest) (*sdk.Episode, error) {
+	t, err := ParseTask(req.Task)
+	if err != nil {
+		return nil, err
+	}
+	return &sdk.Episode{
+		TaskID: t.ID,
+		Messages: []sdk.Message{
+			{Role: "system", Content: d.cfg.SystemPrompt},
+			{Role: "user", Content: t.Question},
+		},
+		Limits: sdk.Limits{MaxTurns: d.cfg.MaxTurns},
+	}, nil
+}
+
+func (d *Domain) Evaluate(_ context.Context, req sdk.EvaluateRequest) (*sdk.Score, error) {
+	t, err := ParseTask(req.Task)
+	if err != nil {
+		return nil, err
+	}
+	resp := req.FinalResponse
+	if resp == "" {
+		// No finish call: score the last assistant message, as the model's final word.
+		for i := len(req.Messages) - 1; i >= 0; i-- {
+			if req.Messages[i].Role == "assistant" {
+				resp = req.Messages[i].Content
+				break
+			}
+		}
+	}
+	ans, method := mathans.Extract(resp)
+	correct := method != mathans.MethodNone && mathans.Equivalent(ans, t.Answer)
+	sc := &sdk.Score{
+		Metrics: map[string]float64{"format_ok": b2f(method != mathans.MethodNone), "correct": b2f(correct)},
+		Info:    map[string]any{"extracted_answer": ans, "extraction": method, "ground_truth": t.Answer},
+	}
+	if correct {
+		sc.Reward, sc.Resolved = 1, true
+	}
+	return sc, nil
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/prorl/prorl/sdk/sdktest"
+)
+
+func TestConformance(t *testing.T) {
+	sdktest.Conformance(t, sdktest.Suite{
+		Domain: New(),
+		Config: json.RawMessage(`{"max_turns": 4}`),
+		Cases: []sdktest.Case{
+			{Name: "plain", Task: json.RawMessage(`{"question":"What is 1/2 + 1/4?","answer":"\\frac{3}{4}"}`), Right: `The answer is \boxed{0.75}`, Wrong: `\boxed{1}`},
+			{Name: "verl", Task: json.RawMessage(`{"data_source":"deepscaler","prompt":[{"role":"user","content":"Solve x+1=3."}],"reward_model":{"style":"rule","ground_truth":"2"},"extra_info":{"index":3}}`), Right: `x = \boxed{2}`, Wrong: `\boxed{3}`},
+			{Name: "numeric ground truth", Task: json.RawMessage(`{"problem":"1000+234?","answer":1234}`), Right: `\boxed{1,234}`, Wrong: `\boxed{1243}`},
+		},
+		BadTasks: []json.RawMessage{
+			json.RawMessage(`{"question":"no answer"}`),
+			json.RawMessage(`{"answer":"no question"}`),
+			json.RawMessage(`{"prompt":42,"answer":"1"}`),
+		},
+	})
+}
+
+func TestParseTask(t *testing.T) {
+	tests := []struct {
+		in      string
+		q, a    string
+		wantErr bool
+	}{
+		{`{"question":"q","answer":"1"}`, "q", "1", false},
+		{`{"problem":"p","answer":["2","3"]}`, "p", "2", false},
+		{`{"prompt":"s","reward_model":{"ground_truth":"4"}}`, "s", "4", false},
+		{`{"prompt":[{"role":"system","content":"x"},{"role":"user","content":"u"}],"reward_model":{"ground_truth":"5"}}`, "u", "5", false},
+		{`{"question":"","answer":"1"}`, "", "", true},
+		{`{"question":"q"}`, "", "", true},
+		{`[]`, "", "", true},
+	}
+	for _, tt := range tests {
+		got, err := ParseTask(json.RawMessage(tt.in))
+		if (err != nil) != tt.wantErr {
+			t.Errorf("%s: err %v", tt.in, err)
+			continue
+		}
+		if err == nil && (got.Question != tt.q || got.Answer != tt.a) {
+			t.Errorf("%s: got %+v", tt.in, got)
+		}
+	}
+}

@@ -1,0 +1,193 @@
+package sdktest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/prorl/prorl/sdk"
+	pb "github.com/prorl/prorl/sdk/proto"
+)
+
+// Case is one sample task with a final response that must earn reward 1 and
+// one that must not.
+type Case struct {
+	Name  string
+	Task  json.RawMessage
+	Right string
+	Wrong string
+}
+
+// Suite is what a domain gives the conformance suite.
+type Suite struct {
+	Domain sdk.Domain
+	// Config is the [plugins.NAME.config] table as JSON; nil means {}.
+	Config json.RawMessage
+	Cases  []Case
+	// BadTasks must be refused by Prepare with an invalid_task diagnostic.
+	BadTasks []json.RawMessage
+}
+
+// Conformance runs the checks every domain must pass, over real gRPC.
+func Conformance(t *testing.T, s Suite) {
+	t.Helper()
+	if len(s.Cases) == 0 {
+		t.Fatal("conformance needs at least one case")
+	}
+	h := Start(t, s.Domain)
+	ctx := context.Background()
+	cfg := s.Config
+	if cfg == nil {
+		cfg = json.RawMessage("{}")
+	}
+	var info *pb.DomainInfo
+
+	t.Run("info", func(t *testing.T) {
+		var err error
+		info, err = h.Client.GetInfo(ctx, &pb.GetInfoRequest{})
+		if err != nil {
+			t.Fatalf("GetInfo: %v", err)
+		}
+		if info.Name == "" || info.Version == "" {
+			t.Errorf("name %q and version %q must be set", info.Name, info.Version)
+		}
+		if !containsU32(info.ApiVersions, sdk.APIVersion) {
+			t.Errorf("api_versions %v lack %d", info.ApiVersions, sdk.APIVersion)
+		}
+		seen := map[string]bool{}
+		for _, tool := range info.Tools {
+			if tool.Name == "" || seen[tool.Name] {
+				t.Errorf("tool name %q empty or repeated", tool.Name)
+			}
+			seen[tool.Name] = true
+			var schema struct {
+				Type string `json:"type"`
+			}
+			if err := json.Unmarshal(tool.ParametersJson, &schema); err != nil || schema.Type != "object" {
+				t.Errorf("tool %s: parameters must be a JSON Schema object: %s", tool.Name, tool.ParametersJson)
+			}
+			if tool.Description == "" {
+				t.Errorf("tool %s has no description", tool.Name)
+			}
+		}
+		if _, err := json.Marshal(sdk.DescribeOf(s.Domain)); err != nil {
+			t.Errorf("describe: %v", err)
+		}
+	})
+	if info == nil {
+		t.FailNow()
+	}
+
+	t.Run("configure", func(t *testing.T) {
+		r, err := h.Configure(ctx, cfg)
+		if err != nil || len(r.Diagnostics) > 0 {
+			t.Fatalf("Configure: %v %v", err, r.GetDiagnostics())
+		}
+	})
+
+	for i, c := range s.Cases {
+		name := c.Name
+		if name == "" {
+			name = fmt.Sprintf("case%d", i)
+		}
+		t.Run(name, func(t *testing.T) {
+			rid := fmt.Sprintf("conf-%d", i)
+			p, err := h.Client.Prepare(ctx, &pb.PrepareRequest{RolloutId: rid, TaskJson: c.Task})
+			if err != nil || len(p.Diagnostics) > 0 {
+				t.Fatalf("Prepare: %v %v", err, p.GetDiagnostics())
+			}
+			if len(p.Messages) == 0 || p.Messages[len(p.Messages)-1].Role != "user" {
+				t.Errorf("episode must end with a user message: %v", p.Messages)
+			}
+			r, err := h.Client.CallTool(ctx, &pb.CallToolRequest{RolloutId: rid, TaskJson: c.Task, Call: &pb.ToolCall{Name: "no_such_tool", ArgumentsJson: []byte("{}")}})
+			if err != nil || !r.IsError || len(r.Diagnostics) > 0 {
+				t.Errorf("unknown tool must be an error observation: %v %v", err, r)
+			}
+			for _, tool := range info.Tools {
+				r, err := h.Client.CallTool(ctx, &pb.CallToolRequest{RolloutId: rid, TaskJson: c.Task, Call: &pb.ToolCall{Name: tool.Name, ArgumentsJson: []byte(`{"definitely_not_an_argument": 1`)}})
+				if err != nil || !r.IsError {
+					t.Errorf("tool %s: malformed arguments must be an error observation: %v %v", tool.Name, err, r)
+				}
+			}
+			if hasTool(info, "finish") {
+				args, _ := json.Marshal(map[string]string{"message": c.Right})
+				r, err := h.Client.CallTool(ctx, &pb.CallToolRequest{RolloutId: rid, TaskJson: c.Task, Call: &pb.ToolCall{Name: "finish", ArgumentsJson: args}})
+				if err != nil || !r.Done || r.FinalResponse != c.Right {
+					t.Errorf("finish must end the episode with its message: %v %+v", err, r)
+				}
+			}
+			eval := func(resp string) *pb.EvaluateResponse {
+				e, err := h.Client.Evaluate(ctx, &pb.EvaluateRequest{RolloutId: rid, TaskJson: c.Task, FinalResponse: resp, EndReason: "finish"})
+				if err != nil || len(e.Diagnostics) > 0 {
+					t.Fatalf("Evaluate: %v %v", err, e.GetDiagnostics())
+				}
+				return e
+			}
+			if e := eval(c.Right); e.Reward != 1 {
+				t.Errorf("right answer %q scored %v", c.Right, e.Reward)
+			}
+			if e := eval(c.Wrong); e.Reward >= 1 {
+				t.Errorf("wrong answer %q scored %v", c.Wrong, e.Reward)
+			}
+			if e := eval(""); e.Reward != 0 {
+				t.Errorf("empty answer scored %v", e.Reward)
+			}
+			// Scoring must be safe to call concurrently and deterministic.
+			var wg sync.WaitGroup
+			for k := 0; k < 8; k++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					e, err := h.Client.Evaluate(ctx, &pb.EvaluateRequest{RolloutId: rid, TaskJson: c.Task, FinalResponse: c.Right})
+					if err != nil || e.Reward != 1 {
+						t.Errorf("concurrent Evaluate: %v %v", err, e)
+					}
+				}()
+			}
+			wg.Wait()
+			for k := 0; k < 2; k++ {
+				if _, err := h.Client.Release(ctx, &pb.ReleaseRequest{RolloutId: rid}); err != nil {
+					t.Errorf("Release must be idempotent: %v", err)
+				}
+			}
+		})
+	}
+
+	t.Run("bad tasks", func(t *testing.T) {
+		bad := append([]json.RawMessage{json.RawMessage(`{}`), json.RawMessage(`[1,2]`), json.RawMessage(`"x"`)}, s.BadTasks...)
+		for _, b := range bad {
+			p, err := h.Client.Prepare(ctx, &pb.PrepareRequest{RolloutId: "bad", TaskJson: b})
+			if err != nil {
+				t.Errorf("Prepare(%s): transport error %v; domain errors travel as diagnostics", b, err)
+				continue
+			}
+			if len(p.Diagnostics) == 0 || p.Diagnostics[0].Code != sdk.CodeInvalidTask {
+				t.Errorf("Prepare(%s) = %v; want an invalid_task diagnostic", b, p.Diagnostics)
+			}
+		}
+		p, err := h.Client.Prepare(ctx, &pb.PrepareRequest{RolloutId: "bad", TaskJson: []byte("{not json")})
+		if err != nil || len(p.Diagnostics) == 0 {
+			t.Errorf("invalid JSON must be an invalid_task diagnostic: %v %v", err, p)
+		}
+	})
+}
+
+func containsU32(xs []uint32, v uint32) bool {
+	for _, x := range xs {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func hasTool(info *pb.DomainInfo, name string) bool {
+	for _, t := range info.Tools {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
