@@ -1,0 +1,170 @@
+// Package backend talks to inference servers and chooses one per rollout:
+// protocol clients (vLLM, NeMo RL's /generate), a load-keyed min-heap with
+// sticky leases, and health checks.
+package backend
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prorl/prorl/core/tokenizer"
+	"github.com/prorl/prorl/core/trajectory"
+)
+
+// GenerateRequest is one turn's generation: token ids in.
+type GenerateRequest struct {
+	PromptIDs   []int
+	MaxTokens   int
+	Temperature float64
+	TopP        float64
+	TopK        int
+	Seed        *int64
+	Stop        []string
+}
+
+// GenerateResult is token ids and their logprobs out.
+type GenerateResult struct {
+	IDs          []int
+	Logprobs     []float64
+	Text         string
+	HasText      bool
+	FinishReason string // "stop" or "length"
+}
+
+// Client is one inference server's protocol.
+type Client interface {
+	tokenizer.Tokenizer
+	Generate(ctx context.Context, req GenerateRequest) (*GenerateResult, error)
+	Health(ctx context.Context) error
+}
+
+// StatusError is a non-2xx answer from a backend.
+type StatusError struct {
+	URL    string
+	Status int
+	Body   string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("%s: HTTP %d: %s", e.URL, e.Status, e.Body)
+}
+
+// HTTPClient is shared by all backends: many idle connections per host
+// because a thousand rollouts may share one server.
+var HTTPClient = &http.Client{Transport: &http.Transport{
+	Proxy:               nil, // backends are addressed directly, never through a proxy from the environment
+	DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	MaxIdleConns:        4096,
+	MaxIdleConnsPerHost: 2048,
+	IdleConnTimeout:     90 * time.Second,
+}}
+
+// maxResponseBytes bounds what a backend may send back.
+const maxResponseBytes = 256 << 20
+
+func postJSON(ctx context.Context, url string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("encode request: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := HTTPClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	if err != nil {
+		return fmt.Errorf("%s: read response: %w", url, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		if len(data) > 512 {
+			data = data[:512]
+		}
+		return &StatusError{URL: url, Status: resp.StatusCode, Body: string(data)}
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("%s: decode response: %w", url, err)
+	}
+	return nil
+}
+
+func getOK(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := HTTPClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode/100 != 2 {
+		return &StatusError{URL: url, Status: resp.StatusCode}
+	}
+	return nil
+}
+
+// NewClient returns the client of a protocol.
+func NewClient(protocol, baseURL, model string) (Client, error) {
+	switch protocol {
+	case "vllm":
+		return &VLLM{BaseURL: baseURL, Model: model}, nil
+	case "generate":
+		return &Generate{VLLM: VLLM{BaseURL: baseURL, Model: model}}, nil
+	}
+	return nil, fmt.Errorf("unknown protocol %q", protocol)
+}
+
+// openAIMessages are sent to /tokenize without host-only fields.
+func openAIMessages(msgs []trajectory.Message) []map[string]any {
+	out := make([]map[string]any, len(msgs))
+	for i, m := range msgs {
+		o := map[string]any{"role": m.Role, "content": m.Content}
+		if len(m.ToolCalls) > 0 {
+			o["tool_calls"] = m.ToolCalls
+		}
+		if m.ToolCallID != "" {
+			o["tool_call_id"] = m.ToolCallID
+		}
+		if m.Name != "" {
+			o["name"] = m.Name
+		}
+		if m.ReasoningContent != "" {
+			o["reasoning_content"] = m.ReasoningContent
+		}
+		out[i] = o
+	}
+	return out
+}
+
+func getJSON(ctx context.Context, url string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := HTTPClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return &StatusError{URL: url, Status: resp.StatusCode, Body: string(data)}
+	}
+	return json.Unmarshal(data, out)
+}

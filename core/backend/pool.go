@@ -1,0 +1,316 @@
+package backend
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// ErrNoBackend means no healthy backend with spare capacity appeared in time.
+var ErrNoBackend = errors.New("no healthy inference backend available")
+
+// Backend is one registered inference server.
+type Backend struct {
+	ID             string `json:"id"`
+	URL            string `json:"url"`
+	Protocol       string `json:"protocol"`
+	Model          string `json:"model,omitempty"`
+	MaxConcurrency int    `json:"max_concurrency,omitempty"`
+	Client         Client `json:"-"`
+
+	// guarded by Pool.mu
+	inflight int
+	assigned int64
+	healthy  bool
+	removed  bool
+	lastErr  string
+	index    int // in the heap; -1 when out
+	added    time.Time
+}
+
+// Status is a backend as GET /v1/backends shows it.
+type Status struct {
+	ID             string    `json:"id"`
+	URL            string    `json:"url"`
+	Protocol       string    `json:"protocol"`
+	Model          string    `json:"model,omitempty"`
+	MaxConcurrency int       `json:"max_concurrency,omitempty"`
+	Healthy        bool      `json:"healthy"`
+	InFlight       int       `json:"in_flight"`
+	Assigned       int64     `json:"assigned"`
+	LastError      string    `json:"last_error,omitempty"`
+	Added          time.Time `json:"added"`
+}
+
+// Pool chooses backends: a min-heap keyed by in-flight rollouts, then
+// cumulative assignments. Keying on load first means a backend added late
+// shares new work instead of taking all of it until its count catches up.
+type Pool struct {
+	log    hclog.Logger
+	mu     sync.Mutex
+	h      backendHeap
+	all    map[string]*Backend
+	byURL  map[string]*Backend
+	nextID atomic.Int64
+	// changed is closed and replaced whenever capacity may have appeared.
+	changed chan struct{}
+}
+
+// NewPool returns an empty pool.
+func NewPool(log hclog.Logger) *Pool {
+	return &Pool{log: log, all: map[string]*Backend{}, byURL: map[string]*Backend{}, changed: make(chan struct{})}
+}
+
+func (p *Pool) notifyLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// ErrDuplicate is returned when a URL is already registered.
+var ErrDuplicate = errors.New("backend already registered")
+
+// Add registers a backend, healthy until a health check says otherwise.
+func (p *Pool) Add(b *Backend) (*Backend, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old, ok := p.byURL[b.URL]; ok {
+		return old, ErrDuplicate
+	}
+	if b.ID == "" {
+		b.ID = "b" + strconv.FormatInt(p.nextID.Add(1), 10)
+	}
+	b.healthy, b.index, b.added = true, -1, time.Now()
+	p.all[b.ID] = b
+	p.byURL[b.URL] = b
+	heap.Push(&p.h, b)
+	p.notifyLocked()
+	return b, nil
+}
+
+// Remove unregisters a backend; leases on it stay valid until released.
+func (p *Pool) Remove(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.all[id]
+	if !ok {
+		return false
+	}
+	b.removed = true
+	if b.index >= 0 {
+		heap.Remove(&p.h, b.index)
+	}
+	delete(p.all, id)
+	delete(p.byURL, b.URL)
+	return true
+}
+
+// Clear removes every backend.
+func (p *Pool) Clear() {
+	p.mu.Lock()
+	ids := make([]string, 0, len(p.all))
+	for id := range p.all {
+		ids = append(ids, id)
+	}
+	p.mu.Unlock()
+	for _, id := range ids {
+		p.Remove(id)
+	}
+}
+
+// Len is the number of registered backends.
+func (p *Pool) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.all)
+}
+
+// List returns every backend's status, ordered by id.
+func (p *Pool) List() []Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]Status, 0, len(p.all))
+	for _, b := range p.all {
+		out = append(out, Status{
+			ID: b.ID, URL: b.URL, Protocol: b.Protocol, Model: b.Model, MaxConcurrency: b.MaxConcurrency,
+			Healthy: b.healthy, InFlight: b.inflight, Assigned: b.assigned, LastError: b.lastErr, Added: b.added,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Added.Before(out[j].Added) || out[i].Added.Equal(out[j].Added) && out[i].ID < out[j].ID })
+	return out
+}
+
+// Lease is a rollout's hold on one backend for its whole life (sticky, so the
+// server's prefix cache keeps the conversation).
+type Lease struct {
+	p    *Pool
+	B    *Backend
+	once sync.Once
+}
+
+// Release returns the lease's capacity.
+func (l *Lease) Release() {
+	l.once.Do(func() {
+		p := l.p
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		l.B.inflight--
+		if l.B.index >= 0 {
+			heap.Fix(&p.h, l.B.index)
+		}
+		p.notifyLocked()
+	})
+}
+
+func (b *Backend) full() bool { return b.MaxConcurrency > 0 && b.inflight >= b.MaxConcurrency }
+
+// tryAcquireLocked takes the least-loaded backend with spare capacity.
+func (p *Pool) tryAcquireLocked() *Backend {
+	if len(p.h) == 0 {
+		return nil
+	}
+	b := p.h[0]
+	if b.full() {
+		// The least-loaded is full; one with a higher cap may not be.
+		b = nil
+		for _, c := range p.h {
+			if !c.full() && (b == nil || less(c, b)) {
+				b = c
+			}
+		}
+		if b == nil {
+			return nil
+		}
+	}
+	b.inflight++
+	b.assigned++
+	heap.Fix(&p.h, b.index)
+	return b
+}
+
+// Acquire waits up to wait for a healthy backend with capacity.
+func (p *Pool) Acquire(ctx context.Context, wait time.Duration) (*Lease, error) {
+	var timer <-chan time.Time
+	for {
+		p.mu.Lock()
+		b := p.tryAcquireLocked()
+		ch := p.changed
+		p.mu.Unlock()
+		if b != nil {
+			return &Lease{p: p, B: b}, nil
+		}
+		if timer == nil {
+			if wait <= 0 {
+				return nil, ErrNoBackend
+			}
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			timer = t.C
+		}
+		select {
+		case <-ch:
+		case <-timer:
+			return nil, fmt.Errorf("%w after waiting %s", ErrNoBackend, wait)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// SetHealth records a health check: an unhealthy backend leaves the heap and
+// comes back when healthy.
+func (p *Pool) SetHealth(id string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.all[id]
+	if !ok {
+		return
+	}
+	healthy := err == nil
+	if err != nil {
+		b.lastErr = err.Error()
+	}
+	if healthy == b.healthy {
+		return
+	}
+	b.healthy = healthy
+	if healthy {
+		heap.Push(&p.h, b)
+		p.notifyLocked()
+		p.log.Info("backend healthy again", "backend", b.ID, "url", b.URL)
+	} else {
+		if b.index >= 0 {
+			heap.Remove(&p.h, b.index)
+		}
+		p.log.Warn("backend unhealthy, out of rotation", "backend", b.ID, "url", b.URL, "error", err)
+	}
+}
+
+// RunHealthChecks checks every backend each interval until ctx ends.
+func (p *Pool) RunHealthChecks(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		bs := make([]*Backend, 0, len(p.all))
+		for _, b := range p.all {
+			bs = append(bs, b)
+		}
+		p.mu.Unlock()
+		var wg sync.WaitGroup
+		for _, b := range bs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cctx, cancel := context.WithTimeout(ctx, interval)
+				defer cancel()
+				p.SetHealth(b.ID, b.Client.Health(cctx))
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+func less(a, b *Backend) bool {
+	if a.inflight != b.inflight {
+		return a.inflight < b.inflight
+	}
+	if a.assigned != b.assigned {
+		return a.assigned < b.assigned
+	}
+	return a.ID < b.ID
+}
+
+type backendHeap []*Backend
+
+func (h backendHeap) Len() int           { return len(h) }
+func (h backendHeap) Less(i, j int) bool { return less(h[i], h[j]) }
+func (h backendHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *backendHeap) Push(x any) {
+	b := x.(*Backend)
+	b.index = len(*h)
+	*h = append(*h, b)
+}
+func (h *backendHeap) Pop() any {
+	old := *h
+	b := old[len(old)-1]
+	old[len(old)-1] = nil
+	b.index = -1
+	*h = old[:len(old)-1]
+	return b
+}

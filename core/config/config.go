@@ -1,0 +1,410 @@
+// Package config loads the host's TOML configuration strictly: unknown keys
+// are errors naming the key and its line, every value is validated, and
+// defaults fill what a deployment leaves out.
+package config
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Duration is a time.Duration written as "30s" in TOML.
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	if v < 0 {
+		return fmt.Errorf("negative duration %q", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText writes the duration as a Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// Config is the whole host configuration.
+type Config struct {
+	Server   Server             `toml:"server"`
+	Pipeline Pipeline           `toml:"pipeline"`
+	Agent    Agent              `toml:"agent"`
+	Backends Backends           `toml:"backends"`
+	Compat   Compat             `toml:"compat"`
+	Plugins  map[string]*Plugin `toml:"plugins"`
+	Log      Log                `toml:"log"`
+}
+
+// Server is the HTTP API.
+type Server struct {
+	Listen string `toml:"listen"`
+	// AllowRemote must be set to listen on a non-loopback address.
+	AllowRemote     bool     `toml:"allow_remote"`
+	MaxBodyBytes    int64    `toml:"max_body_bytes"`
+	MaxBatch        int      `toml:"max_batch"`
+	MaxSamples      int      `toml:"max_samples"`
+	MaxWait         Duration `toml:"max_wait"`
+	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	DataDir         string   `toml:"data_dir"`
+	// ResultRetention bounds how many finished, unacknowledged results are kept.
+	ResultRetention int `toml:"result_retention"`
+}
+
+// Pipeline sizes the three stages.
+type Pipeline struct {
+	InitWorkers    int      `toml:"init_workers"`
+	RunWorkers     int      `toml:"run_workers"`
+	EvalWorkers    int      `toml:"eval_workers"`
+	InitQueue      int      `toml:"init_queue"`
+	RunQueue       int      `toml:"run_queue"`
+	EvalQueue      int      `toml:"eval_queue"`
+	RolloutTimeout Duration `toml:"rollout_timeout"`
+}
+
+// Agent holds the defaults of the multi-turn loop.
+type Agent struct {
+	MaxTurns         int    `toml:"max_turns"`
+	MaxTokensPerTurn int    `toml:"max_tokens_per_turn"`
+	MaxTotalTokens   int    `toml:"max_total_tokens"`
+	ToolCallFormat   string `toml:"tool_call_format"`
+	// ToolTimeout bounds one tool call through the plugin.
+	ToolTimeout Duration `toml:"tool_timeout"`
+}
+
+// Backends configures inference backends.
+type Backends struct {
+	HealthInterval Duration  `toml:"health_interval"`
+	RequestTimeout Duration  `toml:"request_timeout"`
+	WaitForBackend Duration  `toml:"wait_for_backend"`
+	Static         []Backend `toml:"static"`
+}
+
+// Backend is one inference server.
+type Backend struct {
+	URL            string `toml:"url"`
+	Protocol       string `toml:"protocol"`
+	Model          string `toml:"model"`
+	MaxConcurrency int    `toml:"max_concurrency"`
+}
+
+// Compat configures the ProRL-compatible endpoints.
+type Compat struct {
+	// Protocol of servers added with /add_llm_server.
+	Protocol string `toml:"protocol"`
+	Model    string `toml:"model"`
+	// StartOnBoot makes the compat server "running" without a /start call.
+	StartOnBoot bool `toml:"start_on_boot"`
+}
+
+// Plugin is one [plugins.NAME] table.
+type Plugin struct {
+	Enabled      bool              `toml:"enabled"`
+	Path         string            `toml:"path"`
+	SHA256       string            `toml:"sha256"`
+	Args         []string          `toml:"args"`
+	Env          map[string]string `toml:"env"`
+	StartTimeout Duration          `toml:"start_timeout"`
+	// MaxRestarts within RestartWindow before the domain is marked unhealthy.
+	MaxRestarts   int            `toml:"max_restarts"`
+	RestartWindow Duration       `toml:"restart_window"`
+	Config        map[string]any `toml:"config"`
+}
+
+// Log configures host logging.
+type Log struct {
+	Level string `toml:"level"`
+	JSON  bool   `toml:"json"`
+}
+
+// Protocols are the backend protocols the host speaks.
+var Protocols = []string{"vllm", "generate"}
+
+// ToolCallFormats are the tool-call formats the host parses.
+var ToolCallFormats = []string{"hermes"}
+
+// Default returns the configuration with every default set.
+func Default() *Config {
+	return &Config{
+		Server: Server{
+			Listen: "127.0.0.1:8006", MaxBodyBytes: 8 << 20, MaxBatch: 10000, MaxSamples: 1024,
+			MaxWait: Duration{60 * time.Second}, ShutdownTimeout: Duration{30 * time.Second}, DataDir: ".data",
+			ResultRetention: 1_000_000,
+		},
+		Pipeline: Pipeline{
+			InitWorkers: 64, RunWorkers: 1024, EvalWorkers: 64,
+			InitQueue: 100_000, RunQueue: 4096, EvalQueue: 4096,
+			RolloutTimeout: Duration{30 * time.Minute},
+		},
+		Agent: Agent{MaxTurns: 8, MaxTokensPerTurn: 2048, MaxTotalTokens: 32768, ToolCallFormat: "hermes", ToolTimeout: Duration{5 * time.Minute}},
+		Backends: Backends{
+			HealthInterval: Duration{5 * time.Second}, RequestTimeout: Duration{10 * time.Minute}, WaitForBackend: Duration{60 * time.Second},
+		},
+		Compat:  Compat{Protocol: "vllm"},
+		Plugins: map[string]*Plugin{},
+		Log:     Log{Level: "info"},
+	}
+}
+
+// Vars expand {config_dir} and {exe_dir} in paths.
+type Vars struct {
+	ConfigDir string
+	ExeDir    string
+}
+
+// Load reads a config file.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	abs, _ := filepath.Abs(path)
+	return Parse(data, path, Vars{ConfigDir: filepath.Dir(abs), ExeDir: exeDir()})
+}
+
+func exeDir() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "."
+	}
+	return filepath.Dir(exe)
+}
+
+// ParseEmbedded parses an embedded config; {config_dir} means the working directory.
+func ParseEmbedded(data []byte, name string) (*Config, error) {
+	wd, _ := os.Getwd()
+	return Parse(data, name, Vars{ConfigDir: wd, ExeDir: exeDir()})
+}
+
+// Parse decodes, defaults and validates a config document.
+func Parse(data []byte, name string, vars Vars) (*Config, error) {
+	cfg := Default()
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(cfg)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			if pe.LastKey != "" {
+				return nil, fmt.Errorf("%s:%d: %s: %s", name, pe.Position.Line, pe.LastKey, pe.Message)
+			}
+			return nil, fmt.Errorf("%s:%d: %s", name, pe.Position.Line, pe.Message)
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		var msgs []string
+		for _, k := range und {
+			if isUnderPluginConfig(k) {
+				continue
+			}
+			msgs = append(msgs, fmt.Sprintf("%s:%d: unknown key %q", name, keyLine(data, k), k.String()))
+		}
+		if len(msgs) > 0 {
+			return nil, errors.New(strings.Join(msgs, "\n"))
+		}
+	}
+	for n, p := range cfg.Plugins {
+		if p == nil {
+			continue
+		}
+		if !md.IsDefined("plugins", n, "start_timeout") {
+			p.StartTimeout = Duration{10 * time.Second}
+		}
+		if !md.IsDefined("plugins", n, "max_restarts") {
+			p.MaxRestarts = 5
+		}
+		if !md.IsDefined("plugins", n, "restart_window") {
+			p.RestartWindow = Duration{time.Minute}
+		}
+		p.Path = expand(p.Path, vars)
+	}
+	cfg.Server.DataDir = expand(cfg.Server.DataDir, vars)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return cfg, nil
+}
+
+func isUnderPluginConfig(k toml.Key) bool {
+	return len(k) >= 3 && k[0] == "plugins" && k[2] == "config"
+}
+
+func expand(p string, v Vars) string {
+	p = strings.ReplaceAll(p, "{config_dir}", v.ConfigDir)
+	p = strings.ReplaceAll(p, "{exe_dir}", v.ExeDir)
+	if p != "" && !filepath.IsAbs(p) && v.ConfigDir != "" {
+		p = filepath.Join(v.ConfigDir, p)
+	}
+	return p
+}
+
+// FieldError names the config key at fault.
+type FieldError struct {
+	Key string
+	Msg string
+}
+
+func (e *FieldError) Error() string { return e.Key + ": " + e.Msg }
+
+func fe(key, format string, args ...any) error {
+	return &FieldError{Key: key, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks every value.
+func (c *Config) Validate() error {
+	var errs []error
+	host, _, err := net.SplitHostPort(c.Server.Listen)
+	if err != nil {
+		errs = append(errs, fe("server.listen", "%v", err))
+	} else if !c.Server.AllowRemote && !isLoopback(host) {
+		errs = append(errs, fe("server.listen", "%q is not a loopback address; set server.allow_remote = true to expose the API", c.Server.Listen))
+	}
+	pos := func(key string, v int) {
+		if v <= 0 {
+			errs = append(errs, fe(key, "must be positive, got %d", v))
+		}
+	}
+	pos("server.max_batch", c.Server.MaxBatch)
+	pos("server.max_samples", c.Server.MaxSamples)
+	pos("server.result_retention", c.Server.ResultRetention)
+	if c.Server.MaxBodyBytes <= 0 {
+		errs = append(errs, fe("server.max_body_bytes", "must be positive"))
+	}
+	pos("pipeline.init_workers", c.Pipeline.InitWorkers)
+	pos("pipeline.run_workers", c.Pipeline.RunWorkers)
+	pos("pipeline.eval_workers", c.Pipeline.EvalWorkers)
+	pos("pipeline.init_queue", c.Pipeline.InitQueue)
+	pos("pipeline.run_queue", c.Pipeline.RunQueue)
+	pos("pipeline.eval_queue", c.Pipeline.EvalQueue)
+	pos("agent.max_turns", c.Agent.MaxTurns)
+	pos("agent.max_tokens_per_turn", c.Agent.MaxTokensPerTurn)
+	pos("agent.max_total_tokens", c.Agent.MaxTotalTokens)
+	if c.Pipeline.RolloutTimeout.Duration <= 0 {
+		errs = append(errs, fe("pipeline.rollout_timeout", "must be positive"))
+	}
+	if !oneOf(c.Agent.ToolCallFormat, ToolCallFormats) {
+		errs = append(errs, fe("agent.tool_call_format", "unknown format %q (known: %s)", c.Agent.ToolCallFormat, strings.Join(ToolCallFormats, ", ")))
+	}
+	if !oneOf(c.Compat.Protocol, Protocols) {
+		errs = append(errs, fe("compat.protocol", "unknown protocol %q (known: %s)", c.Compat.Protocol, strings.Join(Protocols, ", ")))
+	}
+	if c.Backends.HealthInterval.Duration <= 0 {
+		errs = append(errs, fe("backends.health_interval", "must be positive"))
+	}
+	for i, b := range c.Backends.Static {
+		key := fmt.Sprintf("backends.static[%d]", i)
+		if b.URL == "" {
+			errs = append(errs, fe(key+".url", "required"))
+		}
+		if b.Protocol == "" {
+			c.Backends.Static[i].Protocol = "vllm"
+		} else if !oneOf(b.Protocol, Protocols) {
+			errs = append(errs, fe(key+".protocol", "unknown protocol %q", b.Protocol))
+		}
+	}
+	for name, p := range c.Plugins {
+		key := "plugins." + name
+		if p == nil || !p.Enabled {
+			continue
+		}
+		if p.Path == "" {
+			errs = append(errs, fe(key+".path", "required for an enabled plugin"))
+		}
+		if p.SHA256 != "" {
+			if b, err := hex.DecodeString(p.SHA256); err != nil || len(b) != 32 {
+				errs = append(errs, fe(key+".sha256", "must be 64 hex digits"))
+			}
+		}
+		if p.StartTimeout.Duration <= 0 {
+			errs = append(errs, fe(key+".start_timeout", "must be positive"))
+		}
+		for k := range p.Env {
+			if k == "" || strings.Contains(k, "=") {
+				errs = append(errs, fe(key+".env", "bad variable name %q", k))
+			}
+		}
+	}
+	switch c.Log.Level {
+	case "trace", "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fe("log.level", "unknown level %q", c.Log.Level))
+	}
+	return errors.Join(errs...)
+}
+
+// EnabledPlugins returns the enabled plugins by name.
+func (c *Config) EnabledPlugins() map[string]*Plugin {
+	out := map[string]*Plugin{}
+	for n, p := range c.Plugins {
+		if p != nil && p.Enabled {
+			out[n] = p
+		}
+	}
+	return out
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func oneOf(s string, set []string) bool {
+	for _, x := range set {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+// keyLine finds the line where a key is set, for error messages; the TOML
+// library keeps key positions private.
+func keyLine(data []byte, key toml.Key) int {
+	want := key.String()
+	var table []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for line := 1; sc.Scan(); line++ {
+		s := strings.TrimSpace(sc.Text())
+		if s == "" || s[0] == '#' {
+			continue
+		}
+		if strings.HasPrefix(s, "[") {
+			h := strings.Trim(strings.SplitN(s, "#", 2)[0], " []")
+			table = splitKey(h)
+			if strings.Join(table, ".") == want {
+				return line
+			}
+			continue
+		}
+		if i := strings.IndexByte(s, '='); i > 0 {
+			full := append(append([]string{}, table...), splitKey(s[:i])...)
+			if strings.Join(full, ".") == want {
+				return line
+			}
+		}
+	}
+	return 0
+}
+
+func splitKey(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ".") {
+		out = append(out, strings.Trim(strings.TrimSpace(p), `"'`))
+	}
+	return out
+}

@@ -1,0 +1,94 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name, doc, want string
+	}{
+		{"unknown top key", "bogus = 1\n", `:1: unknown key "bogus"`},
+		{"unknown nested key", "[server]\nlisten = \"127.0.0.1:1\"\nlistn = \"x\"\n", `:3: unknown key "server.listn"`},
+		{"unknown plugin key", "[plugins.math]\nenabled = true\npath = \"/x\"\nshaa = \"\"\n", `:4: unknown key "plugins.math.shaa"`},
+		{"syntax", "[server\n", "t.toml:2: expected"},
+		{"bad duration", "[pipeline]\nrollout_timeout = \"soon\"\n", "pipeline.rollout_timeout"},
+		{"negative workers", "[pipeline]\nrun_workers = 0\n", "pipeline.run_workers: must be positive"},
+		{"remote listen", "[server]\nlisten = \"0.0.0.0:8006\"\n", "server.listen"},
+		{"bad sha", "[plugins.math]\nenabled = true\npath = \"/x\"\nsha256 = \"abc\"\n", "plugins.math.sha256: must be 64 hex digits"},
+		{"no path", "[plugins.math]\nenabled = true\n", "plugins.math.path: required"},
+		{"bad protocol", "[[backends.static]]\nurl = \"http://127.0.0.1:1\"\nprotocol = \"grpc\"\n", `backends.static[0].protocol: unknown protocol "grpc"`},
+		{"bad log level", "[log]\nlevel = \"loud\"\n", "log.level"},
+		{"bad format", "[agent]\ntool_call_format = \"xml\"\n", "agent.tool_call_format"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.doc), "t.toml", Vars{ConfigDir: "/c"})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseDefaultsAndExpansion(t *testing.T) {
+	doc := `
+[server]
+allow_remote = true
+listen = "0.0.0.0:9000"
+[plugins.math]
+enabled = true
+path = "{exe_dir}/plugins/prorl-math"
+args = ["-v"]
+[plugins.math.config]
+max_turns = 3
+anything = { nested = [1, 2] }
+[plugins.off]
+enabled = false
+path = "rel/bin"
+`
+	c, err := Parse([]byte(doc), "t.toml", Vars{ConfigDir: "/cfg", ExeDir: "/opt/prorl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Plugins["math"]
+	if p.Path != "/opt/prorl/plugins/prorl-math" || p.StartTimeout.Seconds() != 10 || p.MaxRestarts != 5 {
+		t.Errorf("plugin = %+v", p)
+	}
+	if p.Config["max_turns"] != int64(3) {
+		t.Errorf("config table = %#v", p.Config)
+	}
+	if c.Plugins["off"].Path != "/cfg/rel/bin" {
+		t.Errorf("relative path = %q", c.Plugins["off"].Path)
+	}
+	if len(c.EnabledPlugins()) != 1 {
+		t.Errorf("enabled = %v", c.EnabledPlugins())
+	}
+	if c.Pipeline.RunWorkers != 1024 || c.Agent.MaxTurns != 8 {
+		t.Errorf("defaults lost: %+v %+v", c.Pipeline, c.Agent)
+	}
+}
+
+func TestLocalConfigParses(t *testing.T) {
+	data, err := os.ReadFile("../../configs/local.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse(data, "local.toml", Vars{ConfigDir: "/c", ExeDir: "/e"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("[server]\nlisten = \"127.0.0.1:1\"\n"))
+	f.Add([]byte("[plugins.x]\nenabled = true\npath = \"/p\"\n[plugins.x.config]\na = 1\n"))
+	f.Add([]byte("[[backends.static]]\nurl = \"u\"\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data, "f.toml", Vars{ConfigDir: "/c"})
+		if err == nil && c.Validate() != nil {
+			t.Fatal("Parse accepted a config that does not validate")
+		}
+	})
+}

@@ -1,0 +1,141 @@
+// Package toolcall parses tool calls out of generated text. Parsing never
+// rewrites the tokens: it only reads the text to decide what to execute.
+package toolcall
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Call is one parsed tool call.
+type Call struct {
+	Name      string
+	Arguments json.RawMessage
+}
+
+// Parsed is a generated message split into its parts.
+type Parsed struct {
+	Content   string
+	Reasoning string
+	Calls     []Call
+	// Errors are malformed calls; the model is shown them as observations.
+	Errors []error
+}
+
+// Parser is a tool-call format.
+type Parser interface {
+	Parse(text string) Parsed
+}
+
+// New returns the parser of a named format.
+func New(format string) (Parser, error) {
+	switch format {
+	case "hermes", "":
+		return Hermes{}, nil
+	}
+	return nil, fmt.Errorf("unknown tool call format %q", format)
+}
+
+// Hermes parses <tool_call>{"name":..., "arguments":{...}}</tool_call>, as
+// Hermes, Qwen2.5 and Qwen3 emit them; <think>...</think> is reasoning.
+type Hermes struct{}
+
+const (
+	openTag    = "<tool_call>"
+	closeTag   = "</tool_call>"
+	thinkOpen  = "<think>"
+	thinkClose = "</think>"
+)
+
+// Parse implements Parser.
+func (Hermes) Parse(text string) Parsed {
+	var p Parsed
+	rest := text
+	if i := strings.Index(rest, thinkClose); i >= 0 {
+		r := rest[:i]
+		if j := strings.Index(r, thinkOpen); j >= 0 {
+			r = r[j+len(thinkOpen):]
+		}
+		p.Reasoning = strings.TrimSpace(r)
+		rest = rest[i+len(thinkClose):]
+	}
+	var content strings.Builder
+	for {
+		i := strings.Index(rest, openTag)
+		j := strings.Index(rest, closeTag)
+		if i < 0 {
+			if j >= 0 {
+				p.Errors = append(p.Errors, errors.New("found </tool_call> without a matching <tool_call>"))
+				rest = strings.Replace(rest, closeTag, "", 1)
+				continue
+			}
+			content.WriteString(rest)
+			break
+		}
+		if j >= 0 && j < i {
+			p.Errors = append(p.Errors, errors.New("found </tool_call> without a matching <tool_call>"))
+			content.WriteString(rest[:j])
+			rest = rest[j+len(closeTag):]
+			continue
+		}
+		content.WriteString(rest[:i])
+		body := rest[i+len(openTag):]
+		end := strings.Index(body, closeTag)
+		if end < 0 {
+			p.Errors = append(p.Errors, errors.New("unclosed <tool_call>: expected </tool_call>"))
+			break
+		}
+		if nested := strings.Index(body[:end], openTag); nested >= 0 {
+			p.Errors = append(p.Errors, errors.New("nested <tool_call> inside a tool call"))
+			rest = body[end+len(closeTag):]
+			continue
+		}
+		c, err := parseBody(body[:end])
+		if err != nil {
+			p.Errors = append(p.Errors, err)
+		} else {
+			p.Calls = append(p.Calls, c)
+		}
+		rest = body[end+len(closeTag):]
+	}
+	p.Content = strings.TrimSpace(content.String())
+	return p
+}
+
+func parseBody(s string) (Call, error) {
+	var raw struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+		// Some models write "parameters" for "arguments".
+		Parameters json.RawMessage `json:"parameters"`
+	}
+	s = strings.TrimSpace(s)
+	if err := json.Unmarshal([]byte(s), &raw); err != nil {
+		return Call{}, fmt.Errorf("tool call is not valid JSON: %v", err)
+	}
+	if raw.Name == "" {
+		return Call{}, errors.New(`tool call has no "name"`)
+	}
+	args := raw.Arguments
+	if len(args) == 0 {
+		args = raw.Parameters
+	}
+	args = bytes.TrimSpace(args)
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	// Arguments given as a JSON string holding an object.
+	if args[0] == '"' {
+		var inner string
+		if err := json.Unmarshal(args, &inner); err == nil && json.Valid([]byte(inner)) {
+			args = json.RawMessage(inner)
+		}
+	}
+	if args[0] != '{' {
+		return Call{}, fmt.Errorf("tool call %q: arguments must be a JSON object", raw.Name)
+	}
+	return Call{Name: raw.Name, Arguments: args}, nil
+}

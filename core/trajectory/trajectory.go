@@ -1,0 +1,217 @@
+// Package trajectory defines what a trainer gets back: a rollout's status,
+// reward, turns and its exact token sequence with loss mask and logprobs.
+package trajectory
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status of a rollout.
+type Status string
+
+const (
+	StatusQueued    Status = "queued"
+	StatusRunning   Status = "running"
+	StatusCompleted Status = "completed"
+	StatusFailed    Status = "failed"
+	StatusCancelled Status = "cancelled"
+	StatusTimeout   Status = "timeout"
+	StatusTruncated Status = "truncated"
+)
+
+// Finished reports whether the status is final.
+func (s Status) Finished() bool { return s != StatusQueued && s != StatusRunning }
+
+// Stages of the pipeline.
+const (
+	StageInit = "init"
+	StageRun  = "run"
+	StageEval = "eval"
+)
+
+// The fixed failure vocabulary.
+const (
+	ReasonBackendUnavailable = "backend_unavailable"
+	ReasonPluginCrashed      = "plugin_crashed"
+	ReasonSandboxFailed      = "sandbox_failed"
+	ReasonContextOverflow    = "context_overflow"
+	ReasonMaxTurns           = "max_turns"
+	ReasonTimeout            = "timeout"
+	ReasonCancelled          = "cancelled"
+	ReasonToolError          = "tool_error"
+	ReasonInvalidTask        = "invalid_task"
+	ReasonInternal           = "internal"
+)
+
+// Reasons lists the vocabulary, for metrics and validation.
+var Reasons = []string{ReasonBackendUnavailable, ReasonPluginCrashed, ReasonSandboxFailed, ReasonContextOverflow,
+	ReasonMaxTurns, ReasonTimeout, ReasonCancelled, ReasonToolError, ReasonInvalidTask, ReasonInternal}
+
+// Sampling are the generation parameters of a request.
+type Sampling struct {
+	Temperature      *float64 `json:"temperature,omitempty"`
+	TopP             *float64 `json:"top_p,omitempty"`
+	TopK             *int     `json:"top_k,omitempty"`
+	MaxTokensPerTurn int      `json:"max_tokens_per_turn,omitempty"`
+	MaxTotalTokens   int      `json:"max_total_tokens,omitempty"`
+	Seed             *int64   `json:"seed,omitempty"`
+	Stop             []string `json:"stop,omitempty"`
+}
+
+// Failure says why a rollout did not complete.
+type Failure struct {
+	Stage   string `json:"stage"`
+	Reason  string `json:"reason"`
+	Message string `json:"message,omitempty"`
+}
+
+// Tokens is the flattened sequence: LossMask is 1 exactly on generated tokens.
+type Tokens struct {
+	IDs       []int     `json:"ids"`
+	LossMask  []uint8   `json:"loss_mask"`
+	Logprobs  []float64 `json:"logprobs"`
+	PromptLen int       `json:"prompt_len"`
+}
+
+// MarshalJSON writes the mask as numbers, not base64 bytes.
+func (t Tokens) MarshalJSON() ([]byte, error) {
+	mask := make([]int, len(t.LossMask))
+	for i, m := range t.LossMask {
+		mask[i] = int(m)
+	}
+	return json.Marshal(struct {
+		IDs       []int     `json:"ids"`
+		LossMask  []int     `json:"loss_mask"`
+		Logprobs  []float64 `json:"logprobs"`
+		PromptLen int       `json:"prompt_len"`
+	}{nonNil(t.IDs), mask, nonNilF(t.Logprobs), t.PromptLen})
+}
+
+// UnmarshalJSON reads the numeric mask.
+func (t *Tokens) UnmarshalJSON(b []byte) error {
+	var v struct {
+		IDs       []int     `json:"ids"`
+		LossMask  []int     `json:"loss_mask"`
+		Logprobs  []float64 `json:"logprobs"`
+		PromptLen int       `json:"prompt_len"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	t.IDs, t.Logprobs, t.PromptLen = v.IDs, v.Logprobs, v.PromptLen
+	t.LossMask = make([]uint8, len(v.LossMask))
+	for i, m := range v.LossMask {
+		t.LossMask[i] = uint8(m)
+	}
+	return nil
+}
+
+func nonNil(x []int) []int {
+	if x == nil {
+		return []int{}
+	}
+	return x
+}
+
+func nonNilF(x []float64) []float64 {
+	if x == nil {
+		return []float64{}
+	}
+	return x
+}
+
+// Turn is one LLM call of the loop.
+type Turn struct {
+	Index int `json:"index"`
+	// PromptDeltaIDs are the tokens appended before this turn's generation
+	// (the whole prompt for turn 0).
+	PromptDeltaIDs []int     `json:"prompt_delta_ids"`
+	ResponseIDs    []int     `json:"response_ids"`
+	Logprobs       []float64 `json:"logprobs"`
+	FinishReason   string    `json:"finish_reason"`
+	Backend        string    `json:"backend"`
+	PolicyVersion  int64     `json:"policy_version"`
+	ToolCalls      int       `json:"tool_calls"`
+	// Latencies in milliseconds: waiting on the backend, on tools, and the host's own work.
+	GenerateMS float64 `json:"generate_ms"`
+	ToolsMS    float64 `json:"tools_ms"`
+	OverheadMS float64 `json:"overhead_ms"`
+}
+
+// ToolCall is a call in OpenAI chat format.
+type ToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall holds the name and the JSON-encoded arguments.
+type FunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Message is a chat message in OpenAI format.
+type Message struct {
+	Role             string     `json:"role"`
+	Content          string     `json:"content"`
+	ReasoningContent string     `json:"reasoning_content,omitempty"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID       string     `json:"tool_call_id,omitempty"`
+	Name             string     `json:"name,omitempty"`
+	// Span is this message's [start, end) in Tokens.IDs, when known.
+	Span *[2]int `json:"token_span,omitempty"`
+}
+
+// Tool is a tool definition in OpenAI format.
+type Tool struct {
+	Type     string       `json:"type"`
+	Function ToolFunction `json:"function"`
+}
+
+// ToolFunction describes a function tool.
+type ToolFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// Timing in milliseconds; Queued is time waiting between stages.
+type Timing struct {
+	QueuedMS float64 `json:"queued"`
+	InitMS   float64 `json:"init"`
+	RunMS    float64 `json:"run"`
+	EvalMS   float64 `json:"eval"`
+	TotalMS  float64 `json:"total"`
+}
+
+// Result is a rollout as the trainer sees it.
+type Result struct {
+	ID            string             `json:"id"`
+	GroupID       string             `json:"group_id"`
+	SampleIndex   int                `json:"sample_index"`
+	Attempt       int                `json:"attempt"`
+	Domain        string             `json:"domain"`
+	TaskID        string             `json:"task_id,omitempty"`
+	Status        Status             `json:"status"`
+	Stage         string             `json:"stage,omitempty"`
+	Failure       *Failure           `json:"failure,omitempty"`
+	Reward        float64            `json:"reward"`
+	Resolved      bool               `json:"resolved"`
+	Metrics       map[string]float64 `json:"metrics,omitempty"`
+	Info          json.RawMessage    `json:"info,omitempty"`
+	FinalResponse string             `json:"final_response,omitempty"`
+	EndReason     string             `json:"end_reason,omitempty"`
+	PolicyVersion int64              `json:"policy_version"`
+	Turns         []Turn             `json:"turns"`
+	Tokens        Tokens             `json:"tokens"`
+	Messages      []Message          `json:"messages"`
+	Tools         []Tool             `json:"tools"`
+	Timing        Timing             `json:"timing"`
+	Metadata      json.RawMessage    `json:"metadata,omitempty"`
+	SubmittedAt   time.Time          `json:"submitted_at"`
+	FinishedAt    *time.Time         `json:"finished_at,omitempty"`
+	// Seq orders finished results for ?since= paging.
+	Seq uint64 `json:"seq,omitempty"`
+}
