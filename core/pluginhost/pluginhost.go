@@ -1,0 +1,471 @@
+// Package pluginhost launches, verifies, supervises and restarts task-domain
+// plugins (the go-plugin client side).
+package pluginhost
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/sdk"
+	pb "github.com/prorl/prorl/sdk/proto"
+)
+
+// ErrCrashed marks a call that failed because the plugin process died or was
+// restarted under the rollout.
+var ErrCrashed = errors.New("plugin crashed")
+
+// ErrUnhealthy means the plugin crashed too often and is not serving.
+var ErrUnhealthy = errors.New("plugin unhealthy")
+
+// State of a plugin.
+type State string
+
+const (
+	StateStarting  State = "starting"
+	StateRunning   State = "running"
+	StateUnhealthy State = "unhealthy"
+	StateStopped   State = "stopped"
+)
+
+// Plugin is one supervised plugin process.
+type Plugin struct {
+	Name string
+	cfg  *config.Plugin
+	log  hclog.Logger
+	hs   pb.HostServicesServer
+	inst string
+
+	mu       sync.Mutex
+	client   *plugin.Client
+	rpc      pb.TaskDomainClient
+	info     *pb.DomainInfo
+	epoch    uint64
+	state    State
+	lastErr  string
+	restarts []time.Time
+	total    int
+	ready    chan struct{} // closed when running; replaced on crash
+	stopping bool
+}
+
+// Verify checks the binary's sha256 against the pinned value.
+func Verify(name string, p *config.Plugin) error {
+	if p.SHA256 == "" {
+		return nil
+	}
+	f, err := os.Open(p.Path)
+	if err != nil {
+		return fmt.Errorf("plugin %s: %w", name, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("plugin %s: hash %s: %w", name, p.Path, err)
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if !strings.EqualFold(got, p.SHA256) {
+		return fmt.Errorf("plugin %s: refusing to start %s: its sha256 is %s but the config pins %s", name, p.Path, got, strings.ToLower(p.SHA256))
+	}
+	return nil
+}
+
+// HashFile returns a file's sha256 in hex, for pinning.
+func HashFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// baseEnv is all a plugin gets besides its configured env: no variable of
+// the host's environment (tokens, cloud credentials) reaches it.
+var baseEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
+
+func (p *Plugin) command() *exec.Cmd {
+	cmd := exec.Command(p.cfg.Path, p.cfg.Args...)
+	cmd.Env = append([]string{}, baseEnv...)
+	keys := make([]string, 0, len(p.cfg.Env))
+	for k := range p.cfg.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		cmd.Env = append(cmd.Env, k+"="+p.cfg.Env[k])
+	}
+	// Own process group, and killed with the host even on SIGKILL: no orphans.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
+
+// start launches and configures the process once.
+func (p *Plugin) start(ctx context.Context) error {
+	if err := Verify(p.Name, p.cfg); err != nil {
+		return err
+	}
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  sdk.Handshake,
+		VersionedPlugins: sdk.PluginSets(nil, p.hs, nil),
+		Cmd:              p.command(),
+		SkipHostEnv:      true,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		StartTimeout:     p.cfg.StartTimeout.Duration,
+		Logger:           p.log,
+		GRPCDialOptions:  sdk.DialOptions(),
+	})
+	fail := func(err error) error {
+		client.Kill()
+		return fmt.Errorf("plugin %s: %w", p.Name, err)
+	}
+	rpcClient, err := client.Client()
+	if err != nil {
+		return fail(err)
+	}
+	raw, err := rpcClient.Dispense(sdk.PluginName)
+	if err != nil {
+		return fail(err)
+	}
+	rd, ok := raw.(*sdk.RemoteDomain)
+	if !ok {
+		return fail(fmt.Errorf("unexpected plugin type %T", raw))
+	}
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.StartTimeout.Duration)
+	defer cancel()
+	info, err := rd.Client.GetInfo(cctx, &pb.GetInfoRequest{})
+	if err != nil {
+		return fail(fmt.Errorf("GetInfo: %w", err))
+	}
+	cfgJSON, err := json.Marshal(p.cfg.Config)
+	if err != nil || p.cfg.Config == nil {
+		cfgJSON = []byte("{}")
+	}
+	cr, err := rd.Client.Configure(cctx, &pb.ConfigureRequest{ConfigJson: cfgJSON, HostServicesBrokerId: rd.HostBrokerID, HostInstance: p.inst})
+	if err != nil {
+		return fail(fmt.Errorf("Configure: %w", err))
+	}
+	if len(cr.Diagnostics) > 0 {
+		d := cr.Diagnostics[0]
+		return fail(fmt.Errorf("configuration refused: %s", d.Message))
+	}
+	p.mu.Lock()
+	p.client, p.rpc, p.info = client, rd.Client, info
+	p.epoch++
+	p.state = StateRunning
+	p.lastErr = ""
+	close(p.ready)
+	p.mu.Unlock()
+	p.log.Info("plugin running", "version", info.Version, "pid", pidOf(client), "epoch", p.epoch)
+	return nil
+}
+
+func pidOf(c *plugin.Client) int {
+	if rc := c.ReattachConfig(); rc != nil {
+		return rc.Pid
+	}
+	return 0
+}
+
+// supervise restarts the plugin whenever its process exits.
+func (p *Plugin) supervise(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for {
+		p.mu.Lock()
+		c := p.client
+		p.mu.Unlock()
+		// go-plugin offers no exit channel; a short poll is cheap for a few processes.
+		for c != nil && !c.Exited() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		p.mu.Lock()
+		if p.stopping {
+			p.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		p.restarts = append(p.restarts, now)
+		cut := 0
+		for cut < len(p.restarts) && now.Sub(p.restarts[cut]) > p.cfg.RestartWindow.Duration {
+			cut++
+		}
+		p.restarts = p.restarts[cut:]
+		p.total++
+		p.epoch++ // rollouts prepared under the old process fail as plugin_crashed
+		p.rpc = nil
+		p.state = StateStarting
+		if len(p.restarts) > p.cfg.MaxRestarts {
+			p.state = StateUnhealthy
+		}
+		p.ready = make(chan struct{})
+		p.mu.Unlock()
+		p.log.Error("plugin exited; restarting", "backoff", backoff, "restarts_in_window", len(p.restarts))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		if err := p.start(ctx); err != nil {
+			p.mu.Lock()
+			p.lastErr = err.Error()
+			p.client = nil
+			p.mu.Unlock()
+			p.log.Error("plugin restart failed", "error", err)
+			backoff = min(backoff*2, 10*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		p.mu.Lock()
+		if len(p.restarts) > p.cfg.MaxRestarts {
+			p.state = StateUnhealthy // running again, but crash-looping: still reported
+		}
+		p.mu.Unlock()
+	}
+}
+
+// Conn is a call handle valid for one plugin process lifetime.
+type Conn struct {
+	pb.TaskDomainClient
+	Epoch uint64
+}
+
+// Acquire returns the running process's client, waiting for a restart up to
+// the start timeout.
+func (p *Plugin) Acquire(ctx context.Context) (Conn, error) {
+	p.mu.Lock()
+	rpc, epoch, ready, st := p.rpc, p.epoch, p.ready, p.state
+	p.mu.Unlock()
+	if rpc != nil {
+		return Conn{rpc, epoch}, nil
+	}
+	if st == StateStopped {
+		return Conn{}, fmt.Errorf("plugin %s stopped", p.Name)
+	}
+	t := time.NewTimer(p.cfg.StartTimeout.Duration)
+	defer t.Stop()
+	select {
+	case <-ready:
+		return p.Acquire(ctx)
+	case <-t.C:
+		return Conn{}, fmt.Errorf("%w: plugin %s not running (%s)", ErrUnhealthy, p.Name, p.LastError())
+	case <-ctx.Done():
+		return Conn{}, ctx.Err()
+	}
+}
+
+// Epoch is the current process generation.
+func (p *Plugin) Epoch() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.epoch
+}
+
+// Check maps a call error to ErrCrashed when the process that served the
+// rollout is gone.
+func (p *Plugin) Check(epoch uint64, err error) error {
+	p.mu.Lock()
+	cur, c := p.epoch, p.client
+	p.mu.Unlock()
+	if cur != epoch || c == nil || c.Exited() {
+		if err == nil {
+			err = errors.New("process restarted")
+		}
+		return fmt.Errorf("%w: %s: %v", ErrCrashed, p.Name, err)
+	}
+	return err
+}
+
+// LastError is the last start failure.
+func (p *Plugin) LastError() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastErr
+}
+
+// Info is the plugin's GetInfo answer.
+func (p *Plugin) Info() *pb.DomainInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.info
+}
+
+// Status is a plugin as GET /v1/domains shows it.
+type Status struct {
+	Name        string   `json:"name"`
+	Version     string   `json:"version"`
+	Description string   `json:"description,omitempty"`
+	State       State    `json:"state"`
+	Healthy     bool     `json:"healthy"`
+	Restarts    int      `json:"restarts"`
+	LastError   string   `json:"last_error,omitempty"`
+	DataSources []string `json:"data_sources,omitempty"`
+	Tools       []string `json:"tools"`
+	Path        string   `json:"path"`
+	Pinned      bool     `json:"sha256_pinned"`
+	PID         int      `json:"pid,omitempty"`
+}
+
+// Status reports the plugin.
+func (p *Plugin) Status() Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Status{Name: p.Name, State: p.state, Healthy: p.state == StateRunning, Restarts: p.total, LastError: p.lastErr,
+		Path: p.cfg.Path, Pinned: p.cfg.SHA256 != "", Tools: []string{}}
+	if p.info != nil {
+		s.Version, s.Description, s.DataSources = p.info.Version, p.info.Description, p.info.DataSources
+		for _, t := range p.info.Tools {
+			s.Tools = append(s.Tools, t.Name)
+		}
+	}
+	if p.client != nil {
+		s.PID = pidOf(p.client)
+	}
+	return s
+}
+
+// Healthy reports whether the plugin serves new rollouts.
+func (p *Plugin) Healthy() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state == StateRunning
+}
+
+// PID of the running process, 0 if none.
+func (p *Plugin) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.client == nil {
+		return 0
+	}
+	return pidOf(p.client)
+}
+
+func (p *Plugin) stop() {
+	p.mu.Lock()
+	p.stopping = true
+	p.state = StateStopped
+	c := p.client
+	p.rpc = nil
+	p.mu.Unlock()
+	if c != nil {
+		c.Kill() // graceful: asks the plugin to exit, then kills after a grace period
+	}
+}
+
+// Manager owns every enabled plugin.
+type Manager struct {
+	log     hclog.Logger
+	plugins map[string]*Plugin
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// Start verifies and launches every enabled plugin; any failure stops all.
+func Start(ctx context.Context, log hclog.Logger, plugins map[string]*config.Plugin, hs pb.HostServicesServer, instance string) (*Manager, error) {
+	sctx, cancel := context.WithCancel(context.Background())
+	m := &Manager{log: log, plugins: map[string]*Plugin{}, cancel: cancel}
+	names := make([]string, 0, len(plugins))
+	for n := range plugins {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p := &Plugin{Name: n, cfg: plugins[n], log: log.Named("plugin." + n), hs: hs, inst: instance, state: StateStarting, ready: make(chan struct{})}
+		if err := p.start(ctx); err != nil {
+			m.Stop()
+			return nil, err
+		}
+		if got := p.Info().GetName(); got != n {
+			p.log.Warn("plugin reports a different name than its config table", "reported", got)
+		}
+		m.plugins[n] = p
+		m.wg.Add(1)
+		go func() { defer m.wg.Done(); p.supervise(sctx) }()
+	}
+	return m, nil
+}
+
+// Get returns a plugin by name.
+func (m *Manager) Get(name string) (*Plugin, bool) {
+	p, ok := m.plugins[name]
+	return p, ok
+}
+
+// Names lists the plugins.
+func (m *Manager) Names() []string {
+	out := make([]string, 0, len(m.plugins))
+	for n := range m.plugins {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ByDataSource resolves a ProRL data_source to a plugin, exact names first,
+// then "prefix*" patterns, then the plugin's own name.
+func (m *Manager) ByDataSource(ds string) (*Plugin, bool) {
+	for _, n := range m.Names() {
+		if info := m.plugins[n].Info(); info != nil {
+			for _, s := range info.DataSources {
+				if s == ds {
+					return m.plugins[n], true
+				}
+			}
+		}
+	}
+	for _, n := range m.Names() {
+		if info := m.plugins[n].Info(); info != nil {
+			for _, s := range info.DataSources {
+				if pre, ok := strings.CutSuffix(s, "*"); ok && strings.HasPrefix(ds, pre) {
+					return m.plugins[n], true
+				}
+			}
+		}
+	}
+	p, ok := m.plugins[ds]
+	return p, ok
+}
+
+// Statuses reports every plugin.
+func (m *Manager) Statuses() []Status {
+	out := []Status{}
+	for _, n := range m.Names() {
+		out = append(out, m.plugins[n].Status())
+	}
+	return out
+}
+
+// Stop stops every plugin gracefully.
+func (m *Manager) Stop() {
+	m.cancel()
+	var wg sync.WaitGroup
+	for _, p := range m.plugins {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.stop() }()
+	}
+	wg.Wait()
+	m.wg.Wait()
+}

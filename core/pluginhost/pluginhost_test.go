@@ -1,0 +1,113 @@
+package pluginhost
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prorl/prorl/core/config"
+	pb "github.com/prorl/prorl/sdk/proto"
+)
+
+var envPlugin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "pluginhost")
+	if err != nil {
+		panic(err)
+	}
+	envPlugin = filepath.Join(dir, "envplugin")
+	if out, err := exec.Command("go", "build", "-o", envPlugin, "./testdata/envplugin").CombinedOutput(); err != nil {
+		panic(string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func pcfg(path, sha string) *config.Plugin {
+	return &config.Plugin{Enabled: true, Path: path, SHA256: sha, Env: map[string]string{"ALLOWED": "yes"},
+		StartTimeout: config.Duration{Duration: 10 * time.Second}, MaxRestarts: 3, RestartWindow: config.Duration{Duration: time.Minute}}
+}
+
+func TestSHA256Mismatch(t *testing.T) {
+	good, err := HashFile(envPlugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := strings.Repeat("ab", 32)
+	_, err = Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"envtest": pcfg(envPlugin, wrong)}, NoSandboxes{}, "t")
+	if err == nil {
+		t.Fatal("a wrong sha256 was accepted")
+	}
+	for _, want := range []string{"plugin envtest", good, wrong} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"envtest": pcfg(envPlugin, strings.ToUpper(good))}, NoSandboxes{}, "t")
+	if err != nil {
+		t.Fatalf("the right sha256 was refused: %v", err)
+	}
+	m.Stop()
+}
+
+func TestEnvCrashRestart(t *testing.T) {
+	t.Setenv("PRORL_SECRET_TOKEN", "hunter2")
+	ctx := context.Background()
+	m, err := Start(ctx, hclog.NewNullLogger(), map[string]*config.Plugin{"envtest": pcfg(envPlugin, "")}, NoSandboxes{}, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	p, ok := m.ByDataSource("envx-42")
+	if !ok || p.Name != "envtest" {
+		t.Fatal("data_source prefix routing")
+	}
+	c, err := p.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.CallTool(ctx, &pb.CallToolRequest{Call: &pb.ToolCall{Name: "env", ArgumentsJson: []byte("{}")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(r.Output, "hunter2") || !strings.Contains(r.Output, "ALLOWED=yes") {
+		t.Fatalf("plugin env:\n%s", r.Output)
+	}
+	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_, callErr := c.CallTool(ctx, &pb.CallToolRequest{Call: &pb.ToolCall{Name: "env"}})
+	if callErr == nil {
+		// The call may race the kill; the epoch check below still catches it.
+		callErr = errors.New("late")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for p.Epoch() == c.Epoch && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := p.Check(c.Epoch, callErr); !errors.Is(err, ErrCrashed) {
+		t.Fatalf("Check after crash = %v", err)
+	}
+	c2, err := p.Acquire(ctx)
+	if err != nil {
+		t.Fatalf("no restart: %v", err)
+	}
+	if c2.Epoch == c.Epoch {
+		t.Fatal("epoch did not change")
+	}
+	if _, err := c2.GetInfo(ctx, &pb.GetInfoRequest{}); err != nil {
+		t.Fatalf("restarted plugin: %v", err)
+	}
+	if s := p.Status(); s.Restarts != 1 || !s.Healthy {
+		t.Fatalf("status %+v", s)
+	}
+}
