@@ -1,0 +1,86 @@
+// Command prorl-simllm is a SIMULATOR of a vLLM inference server for tests,
+// benchmarks and `make run`: vLLM's endpoints and field names, a scripted
+// policy instead of a model. Never use it to train anything.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prorl/prorl/internal/simllm"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "prorl-simllm:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("prorl-simllm", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:8100", "address to listen on (loopback)")
+	model := fs.String("model", "prorl-sim", "model name served")
+	answers := fs.String("answers", "", "JSONL tasks whose answers the scripted policy knows")
+	correct := fs.Float64("correct-rate", 0.5, "share of rollouts answered right")
+	think := fs.Int("think-turns", 1, "think tool calls before finish")
+	malformed := fs.Float64("malformed-rate", 0, "share of turns with a malformed tool call")
+	plain := fs.Float64("plain-rate", 0, "share of answers given as text without the finish tool")
+	latency := fs.Duration("token-latency", 0, "time per generated token")
+	slots := fs.Int("slots", 0, "concurrent generations (0: unbounded)")
+	maxLen := fs.Int("max-model-len", 32768, "context length")
+	failRate := fs.Float64("fail-rate", 0, "share of generations answered with HTTP 500")
+	dropRate := fs.Float64("drop-rate", 0, "share of generations whose connection is dropped")
+	logPath := fs.String("log", "", "write every request and response as JSON lines to this file")
+	addrFile := fs.String("addr-file", "", "write the bound address here once listening")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	opt := simllm.Options{Model: *model, MaxModelLen: *maxLen, CorrectRate: *correct, ThinkTurns: *think,
+		MalformedRate: *malformed, PlainRate: *plain, TokenLatency: *latency, Slots: *slots, FailRate: *failRate, DropRate: *dropRate}
+	if *answers != "" {
+		a, err := simllm.LoadAnswers(*answers)
+		if err != nil {
+			return err
+		}
+		opt.Answers = a
+	}
+	if *logPath != "" {
+		f, err := os.Create(*logPath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		opt.Log = f
+	}
+	s := simllm.New(opt)
+	defer s.Flush()
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	if *addrFile != "" {
+		if err := os.WriteFile(*addrFile, []byte(ln.Addr().String()), 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "prorl-simllm (a SIMULATOR, not a model) serving %q on http://%s\n", *model, ln.Addr())
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() { <-ctx.Done(); sctx, c := context.WithTimeout(context.Background(), 5*time.Second); defer c(); _ = srv.Shutdown(sctx) }()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,555 @@
+package simllm
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options configure the simulator.
+type Options struct {
+	Model       string
+	MaxModelLen int
+	// Answers maps a question (trimmed) to its reference answer.
+	Answers map[string]string
+	// CorrectRate is the share of rollouts answered right, decided per (seed, question).
+	CorrectRate float64
+	// ThinkTurns is how many think tool calls come before finish.
+	ThinkTurns int
+	// MalformedRate is the share of turns with a malformed tool call.
+	MalformedRate float64
+	// PlainRate is the share of final turns that answer in text with no finish call.
+	PlainRate float64
+	// TokenLatency is the time per generated token; Slots bounds concurrent generations (0: unbounded).
+	TokenLatency time.Duration
+	Slots        int
+	// FailRate answers that share of generation requests with HTTP 500;
+	// DropRate closes that share of connections without an answer (chaos tests).
+	FailRate float64
+	DropRate float64
+	// Log receives one JSON line per request and response.
+	Log io.Writer
+}
+
+// Server is the simulator's HTTP handler.
+type Server struct {
+	opt   Options
+	tok   *Tokenizer
+	slots chan struct{}
+	logMu sync.Mutex
+	logW  *bufio.Writer
+	n     atomic.Uint64
+	mux   *http.ServeMux
+}
+
+// New returns a simulator.
+func New(opt Options) *Server {
+	if opt.Model == "" {
+		opt.Model = "prorl-sim"
+	}
+	if opt.MaxModelLen == 0 {
+		opt.MaxModelLen = 32768
+	}
+	s := &Server{opt: opt, tok: NewTokenizer(), mux: http.NewServeMux()}
+	if opt.Slots > 0 {
+		s.slots = make(chan struct{}, opt.Slots)
+	}
+	if opt.Log != nil {
+		s.logW = bufio.NewWriterSize(opt.Log, 1<<16)
+	}
+	s.mux.HandleFunc("POST /v1/completions", s.completions)
+	s.mux.HandleFunc("POST /generate", s.generate)
+	s.mux.HandleFunc("POST /tokenize", s.tokenize)
+	s.mux.HandleFunc("POST /detokenize", s.detokenize)
+	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	s.mux.HandleFunc("GET /v1/models", s.models)
+	return s
+}
+
+// Tokenizer exposes the simulator's tokenizer to tests.
+func (s *Server) Tokenizer() *Tokenizer { return s.tok }
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Flush writes buffered log lines.
+func (s *Server) Flush() {
+	if s.logW == nil {
+		return
+	}
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	_ = s.logW.Flush()
+}
+
+// LogEntry is one line of the request log.
+type LogEntry struct {
+	Seq      uint64          `json:"seq"`
+	Time     time.Time       `json:"time"`
+	Path     string          `json:"path"`
+	Request  json.RawMessage `json:"request"`
+	Response json.RawMessage `json:"response,omitempty"`
+	Status   int             `json:"status"`
+	Decision *Decision       `json:"decision,omitempty"`
+}
+
+// Decision is what the scripted policy chose for a generation.
+type Decision struct {
+	Question string `json:"question"`
+	Answer   string `json:"answer"`
+	Correct  bool   `json:"correct"`
+	Action   string `json:"action"` // think, finish, plain, malformed
+	Turn     int    `json:"turn"`
+}
+
+func (s *Server) logEntry(e LogEntry) {
+	if s.logW == nil {
+		return
+	}
+	e.Seq, e.Time = s.n.Add(1), time.Now()
+	b, _ := json.Marshal(e)
+	s.logMu.Lock()
+	_, _ = s.logW.Write(b)
+	_ = s.logW.WriteByte('\n')
+	_ = s.logW.Flush()
+	s.logMu.Unlock()
+}
+
+// apiError writes vLLM's error body.
+func (s *Server) apiError(w http.ResponseWriter, status int, msg string) []byte {
+	b, _ := json.Marshal(map[string]any{"object": "error", "message": msg, "type": http.StatusText(status), "param": nil, "code": status})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+	return b
+}
+
+func writeJSON(w http.ResponseWriter, v any) []byte {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+	return b
+}
+
+func readBody(r *http.Request) ([]byte, error) {
+	return io.ReadAll(io.LimitReader(r.Body, 256<<20))
+}
+
+func hash64(parts ...any) uint64 {
+	h := fnv.New64a()
+	for _, p := range parts {
+		fmt.Fprint(h, p, "\x00")
+	}
+	return h.Sum64()
+}
+
+func unit(parts ...any) float64 { return float64(hash64(parts...)>>11) / float64(1<<53) }
+
+// chaos injects failures; it reports whether the request was handled.
+func (s *Server) chaos(w http.ResponseWriter, seed any) bool {
+	if s.opt.DropRate > 0 && unit("drop", seed, s.n.Load()) < s.opt.DropRate {
+		if hj, ok := w.(http.Hijacker); ok {
+			if c, _, err := hj.Hijack(); err == nil {
+				_ = c.Close()
+				return true
+			}
+		}
+	}
+	if s.opt.FailRate > 0 && unit("fail", seed, s.n.Load()) < s.opt.FailRate {
+		s.apiError(w, http.StatusInternalServerError, "simulated failure")
+		return true
+	}
+	return false
+}
+
+// policy decides the next assistant message from the prompt.
+func (s *Server) policy(prompt []int, seed int64) (string, Decision) {
+	text := s.tok.Decode(prompt)
+	q := firstUser(text)
+	turn := strings.Count(text, "<|im_start|>assistant\n") - 1
+	ans, known := s.opt.Answers[strings.TrimSpace(q)]
+	d := Decision{Question: q, Turn: turn}
+	d.Correct = known && unit("correct", seed, q) < s.opt.CorrectRate
+	switch {
+	case !known:
+		ans = "unknown"
+	case !d.Correct:
+		ans = wrong(ans)
+	}
+	d.Answer = ans
+	if s.opt.MalformedRate > 0 && unit("malformed", seed, q, turn) < s.opt.MalformedRate {
+		d.Action = "malformed"
+		return "Let me call a tool.\n<tool_call>\n{\"name\": \"think\", \"arguments\": {\"thought\": unquoted}\n</tool_call>", d
+	}
+	if turn < s.opt.ThinkTurns {
+		d.Action = "think"
+		thought, _ := json.Marshal(fmt.Sprintf("step %d of the problem: %.40s", turn+1, q))
+		return fmt.Sprintf("<think>\nLet me think about the problem.\n</think>\n\n<tool_call>\n{\"name\": \"think\", \"arguments\": {\"thought\": %s}}\n</tool_call>", thought), d
+	}
+	if s.opt.PlainRate > 0 && unit("plain", seed, q) < s.opt.PlainRate {
+		d.Action = "plain"
+		return fmt.Sprintf("The answer is \\boxed{%s}.", ans), d
+	}
+	d.Action = "finish"
+	msg, _ := json.Marshal(fmt.Sprintf("The answer is \\boxed{%s}.", ans))
+	return fmt.Sprintf("<think>\nI have it.\n</think>\n\nThe answer is \\boxed{%s}.\n<tool_call>\n{\"name\": \"finish\", \"arguments\": {\"message\": %s}}\n</tool_call>", ans, msg), d
+}
+
+func firstUser(text string) string {
+	const open = "<|im_start|>user\n"
+	i := strings.Index(text, open)
+	if i < 0 {
+		return ""
+	}
+	rest := text[i+len(open):]
+	if j := strings.Index(rest, "<|im_end|>"); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest
+}
+
+func wrong(ans string) string {
+	if n, err := strconv.ParseFloat(ans, 64); err == nil {
+		return strconv.FormatFloat(n+1, 'f', -1, 64)
+	}
+	return ans + "1"
+}
+
+type genOut struct {
+	ids      []int
+	logprobs []float64
+	text     string
+	finish   string
+	decision Decision
+}
+
+func (s *Server) run(prompt []int, maxTokens int, seed int64, r *http.Request) (*genOut, error) {
+	if len(prompt) == 0 {
+		return nil, fmt.Errorf("prompt is empty")
+	}
+	for _, id := range prompt {
+		if id < 0 || id >= s.tok.VocabSize() {
+			return nil, fmt.Errorf("token id %d is out of vocabulary (size %d)", id, s.tok.VocabSize())
+		}
+	}
+	if maxTokens <= 0 {
+		maxTokens = s.opt.MaxModelLen - len(prompt)
+	}
+	if len(prompt)+maxTokens > s.opt.MaxModelLen {
+		return nil, fmt.Errorf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+			s.opt.MaxModelLen, len(prompt)+maxTokens, len(prompt), maxTokens)
+	}
+	if s.slots != nil {
+		select {
+		case s.slots <- struct{}{}:
+			defer func() { <-s.slots }()
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		}
+	}
+	text, d := s.policy(prompt, seed)
+	ids := append(s.tok.Encode(text), idImEnd)
+	finish := "stop"
+	if len(ids) > maxTokens {
+		ids, finish = ids[:maxTokens], "length"
+	}
+	lps := make([]float64, len(ids))
+	for i, id := range ids {
+		lps[i] = -3 * unit("lp", seed, len(prompt), i, id)
+	}
+	if s.opt.TokenLatency > 0 {
+		select {
+		case <-time.After(time.Duration(len(ids)) * s.opt.TokenLatency):
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		}
+	}
+	return &genOut{ids: ids, logprobs: lps, text: s.tok.Decode(ids), finish: finish, decision: d}, nil
+}
+
+func seedOf(seed *int64, prompt []int) int64 {
+	if seed != nil {
+		return *seed
+	}
+	b := make([]byte, 0, 64)
+	for _, id := range prompt[:min(len(prompt), 4096)] {
+		b = binary.AppendVarint(b, int64(id))
+	}
+	return int64(hash64(string(b)))
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	if err != nil {
+		return
+	}
+	var req struct {
+		Model                  string          `json:"model"`
+		Prompt                 json.RawMessage `json:"prompt"`
+		MaxTokens              int             `json:"max_tokens"`
+		Temperature            *float64        `json:"temperature"`
+		TopP                   *float64        `json:"top_p"`
+		TopK                   *int            `json:"top_k"`
+		Seed                   *int64          `json:"seed"`
+		Stop                   []string        `json:"stop"`
+		Logprobs               *int            `json:"logprobs"`
+		ReturnTokenIDs         bool            `json:"return_token_ids"`
+		ReturnTokensAsTokenIDs bool            `json:"return_tokens_as_token_ids"`
+		SkipSpecialTokens      *bool           `json:"skip_special_tokens"`
+		Stream                 bool            `json:"stream"`
+	}
+	entry := LogEntry{Path: r.URL.Path, Request: body}
+	defer func() { s.logEntry(entry) }()
+	if err := json.Unmarshal(body, &req); err != nil {
+		entry.Status, entry.Response = 400, s.apiError(w, 400, "invalid request: "+err.Error())
+		return
+	}
+	if req.Model != s.opt.Model {
+		entry.Status, entry.Response = 404, s.apiError(w, 404, fmt.Sprintf("The model `%s` does not exist.", req.Model))
+		return
+	}
+	if req.Stream {
+		entry.Status, entry.Response = 400, s.apiError(w, 400, "the simulator does not stream")
+		return
+	}
+	var prompt []int
+	if err := json.Unmarshal(req.Prompt, &prompt); err != nil {
+		var text string
+		if json.Unmarshal(req.Prompt, &text) != nil {
+			entry.Status, entry.Response = 400, s.apiError(w, 400, "prompt must be a list of token ids or a string")
+			return
+		}
+		prompt = s.tok.Encode(text)
+	}
+	if req.Temperature != nil && *req.Temperature < 0 {
+		entry.Status, entry.Response = 400, s.apiError(w, 400, "temperature must be non-negative")
+		return
+	}
+	seed := seedOf(req.Seed, prompt)
+	if s.chaos(w, seed) {
+		entry.Status = 500
+		return
+	}
+	out, err := s.run(prompt, req.MaxTokens, seed, r)
+	if err != nil {
+		entry.Status, entry.Response = 400, s.apiError(w, 400, err.Error())
+		return
+	}
+	entry.Decision = &out.decision
+	tokens := make([]string, len(out.ids))
+	top := make([]map[string]float64, len(out.ids))
+	offsets := make([]int, len(out.ids))
+	off := 0
+	for i, id := range out.ids {
+		if req.ReturnTokensAsTokenIDs {
+			tokens[i] = "token_id:" + strconv.Itoa(id)
+		} else {
+			tokens[i] = s.tok.TokenString(id)
+		}
+		top[i] = map[string]float64{tokens[i]: out.logprobs[i]}
+		offsets[i] = off
+		off += len(s.tok.TokenString(id))
+	}
+	choice := map[string]any{
+		"index": 0, "text": out.text, "finish_reason": out.finish, "stop_reason": nil,
+	}
+	if req.Logprobs != nil {
+		choice["logprobs"] = map[string]any{"text_offset": offsets, "token_logprobs": out.logprobs, "tokens": tokens, "top_logprobs": top}
+	} else {
+		choice["logprobs"] = nil
+	}
+	if req.ReturnTokenIDs {
+		choice["token_ids"] = out.ids
+		choice["prompt_token_ids"] = prompt
+	}
+	resp := map[string]any{
+		"id": fmt.Sprintf("cmpl-sim-%d", s.n.Load()), "object": "text_completion", "created": time.Now().Unix(), "model": s.opt.Model,
+		"choices": []any{choice},
+		"usage":   map[string]int{"prompt_tokens": len(prompt), "completion_tokens": len(out.ids), "total_tokens": len(prompt) + len(out.ids)},
+	}
+	entry.Status, entry.Response = 200, writeJSON(w, resp)
+}
+
+func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	if err != nil {
+		return
+	}
+	var req struct {
+		PromptIDs         []int    `json:"prompt_ids"`
+		MaxTokens         int      `json:"max_tokens"`
+		Temperature       *float64 `json:"temperature"`
+		TopP              *float64 `json:"top_p"`
+		TopK              *int     `json:"top_k"`
+		Seed              *int64   `json:"seed"`
+		Stop              []string `json:"stop"`
+		SkipSpecialTokens *bool    `json:"skip_special_tokens"`
+	}
+	entry := LogEntry{Path: r.URL.Path, Request: body}
+	defer func() { s.logEntry(entry) }()
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		entry.Status, entry.Response = 400, s.apiError(w, 400, "invalid request: "+err.Error())
+		return
+	}
+	seed := seedOf(req.Seed, req.PromptIDs)
+	if s.chaos(w, seed) {
+		entry.Status = 500
+		return
+	}
+	out, err := s.run(req.PromptIDs, req.MaxTokens, seed, r)
+	if err != nil {
+		entry.Status, entry.Response = 400, s.apiError(w, 400, err.Error())
+		return
+	}
+	entry.Decision = &out.decision
+	entry.Status, entry.Response = 200, writeJSON(w, map[string]any{"response_ids": out.ids, "logprobs": out.logprobs})
+}
+
+func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	if err != nil {
+		return
+	}
+	var req struct {
+		Model                string         `json:"model"`
+		Prompt               *string        `json:"prompt"`
+		Messages             []Message      `json:"messages"`
+		Tools                []Tool         `json:"tools"`
+		AddGenerationPrompt  *bool          `json:"add_generation_prompt"`
+		ContinueFinalMessage bool           `json:"continue_final_message"`
+		AddSpecialTokens     *bool          `json:"add_special_tokens"`
+		ReturnTokenStrs      bool           `json:"return_token_strs"`
+		ChatTemplateKwargs   map[string]any `json:"chat_template_kwargs"`
+	}
+	entry := LogEntry{Path: r.URL.Path, Request: body}
+	defer func() { s.logEntry(entry) }()
+	if err := json.Unmarshal(body, &req); err != nil {
+		entry.Status, entry.Response = 400, s.apiError(w, 400, "invalid request: "+err.Error())
+		return
+	}
+	var text string
+	switch {
+	case req.Messages != nil:
+		// vLLM's default for chat tokenisation is add_generation_prompt=true.
+		agp := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
+		text = RenderChat(req.Messages, req.Tools, agp)
+	case req.Prompt != nil:
+		text = *req.Prompt
+	default:
+		entry.Status, entry.Response = 400, s.apiError(w, 400, "give prompt or messages")
+		return
+	}
+	ids := s.tok.Encode(text)
+	resp := map[string]any{"count": len(ids), "max_model_len": s.opt.MaxModelLen, "tokens": ids, "token_strs": nil}
+	if req.ReturnTokenStrs {
+		strs := make([]string, len(ids))
+		for i, id := range ids {
+			strs[i] = s.tok.TokenString(id)
+		}
+		resp["token_strs"] = strs
+	}
+	entry.Status, entry.Response = 200, writeJSON(w, resp)
+}
+
+func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	if err != nil {
+		return
+	}
+	var req struct {
+		Model  string `json:"model"`
+		Tokens []int  `json:"tokens"`
+	}
+	entry := LogEntry{Path: r.URL.Path, Request: body}
+	defer func() { s.logEntry(entry) }()
+	if err := json.Unmarshal(body, &req); err != nil {
+		entry.Status, entry.Response = 400, s.apiError(w, 400, "invalid request: "+err.Error())
+		return
+	}
+	entry.Status, entry.Response = 200, writeJSON(w, map[string]any{"prompt": s.tok.Decode(req.Tokens)})
+}
+
+func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, map[string]any{"object": "list", "data": []any{map[string]any{
+		"id": s.opt.Model, "object": "model", "created": time.Now().Unix(), "owned_by": "prorl-simllm", "root": s.opt.Model,
+		"max_model_len": s.opt.MaxModelLen,
+	}}})
+}
+
+// LoadAnswers reads JSONL tasks ({question|problem|prompt, answer|reward_model.ground_truth}).
+func LoadAnswers(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
+	for line := 1; sc.Scan(); line++ {
+		raw := bytes.TrimSpace(sc.Bytes())
+		if len(raw) == 0 {
+			continue
+		}
+		var row struct {
+			Question    string          `json:"question"`
+			Problem     string          `json:"problem"`
+			Prompt      json.RawMessage `json:"prompt"`
+			Answer      json.RawMessage `json:"answer"`
+			RewardModel *struct {
+				GroundTruth json.RawMessage `json:"ground_truth"`
+			} `json:"reward_model"`
+			Task json.RawMessage `json:"task"`
+		}
+		if err := json.Unmarshal(raw, &row); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		if len(row.Task) > 0 { // {"task": {...}} request form
+			if err := json.Unmarshal(row.Task, &row); err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+			}
+		}
+		q := row.Question
+		if q == "" {
+			q = row.Problem
+		}
+		if q == "" && len(row.Prompt) > 0 {
+			var msgs []struct{ Role, Content string }
+			if json.Unmarshal(row.Prompt, &msgs) == nil {
+				for _, m := range msgs {
+					if m.Role == "user" {
+						q = m.Content
+						break
+					}
+				}
+			} else {
+				_ = json.Unmarshal(row.Prompt, &q)
+			}
+		}
+		a := row.Answer
+		if len(a) == 0 && row.RewardModel != nil {
+			a = row.RewardModel.GroundTruth
+		}
+		var as string
+		if json.Unmarshal(a, &as) != nil {
+			as = strings.TrimSpace(string(a))
+		}
+		if q != "" {
+			out[strings.TrimSpace(q)] = as
+		}
+	}
+	return out, sc.Err()
+}
+

@@ -1,0 +1,88 @@
+package simllm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/tokenizer"
+	"github.com/prorl/prorl/core/trajectory"
+)
+
+func TestTokenizerRoundTrip(t *testing.T) {
+	tok := NewTokenizer()
+	for _, s := range []string{"", "hello world", "<|im_start|>user\nWhat is 1+1?<|im_end|>\n", "héllo 🙂 \\boxed{\\frac{1}{2}}", "<tool_call<|im_end|>"} {
+		ids := tok.Encode(s)
+		if got := tok.Decode(ids); got != s {
+			t.Errorf("round trip %q -> %v -> %q", s, ids, got)
+		}
+	}
+	if ids := tok.Encode("<|im_end|>"); !slices.Equal(ids, []int{idImEnd}) {
+		t.Errorf("special token: %v", ids)
+	}
+}
+
+func TestProtocolAndSplice(t *testing.T) {
+	var log bytes.Buffer
+	sim := New(Options{Answers: map[string]string{"What is 2+2?": "4"}, CorrectRate: 1, ThinkTurns: 1, Log: &log})
+	ts := httptest.NewServer(sim)
+	defer ts.Close()
+	ctx := context.Background()
+	for _, proto := range []string{"vllm", "generate"} {
+		c, _ := backend.NewClient(proto, ts.URL, "prorl-sim")
+		tools := []trajectory.Tool{{Type: "function", Function: trajectory.ToolFunction{Name: "finish", Description: "end", Parameters: json.RawMessage(`{"type":"object"}`)}}}
+		msgs := []trajectory.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "What is 2+2?"}}
+		prompt, err := c.Render(ctx, msgs, tools, tokenizer.RenderOptions{AddGenerationPrompt: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(sim.tok.Decode(prompt), "<|im_start|>assistant\n") {
+			t.Fatalf("no generation prompt: %q", sim.tok.Decode(prompt))
+		}
+		seed := int64(7)
+		g, err := c.Generate(ctx, backend.GenerateRequest{PromptIDs: prompt, MaxTokens: 512, Temperature: 1, TopP: 1, Seed: &seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.FinishReason != "stop" || g.IDs[len(g.IDs)-1] != idImEnd || len(g.Logprobs) != len(g.IDs) {
+			t.Fatalf("%s: generation %+v", proto, g)
+		}
+		text, err := c.Decode(ctx, g.IDs)
+		if err != nil || !strings.Contains(text, `"name": "think"`) {
+			t.Fatalf("%s: first turn should think: %q %v", proto, text, err)
+		}
+		sp := tokenizer.NewSplicer(c)
+		obs := []trajectory.Message{{Role: "tool", Content: "logged", ToolCallID: "c1"}}
+		delta, err := sp.Delta(ctx, g.IDs[len(g.IDs)-1], obs, tools, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "\n<|im_start|>user\n<tool_response>\nlogged\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+		if got := sim.tok.Decode(delta); got != want {
+			t.Fatalf("delta %q, want %q", got, want)
+		}
+		next := append(append(slices.Clone(prompt), g.IDs...), delta...)
+		g2, err := c.Generate(ctx, backend.GenerateRequest{PromptIDs: next, MaxTokens: 512, Temperature: 1, TopP: 1, Seed: &seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text, _ := c.Decode(ctx, g2.IDs); !strings.Contains(text, `\\boxed{4}`) || !strings.Contains(text, "finish") {
+			t.Fatalf("second turn should finish with 4: %q", text)
+		}
+		g3, err := c.Generate(ctx, backend.GenerateRequest{PromptIDs: next, MaxTokens: 5, Seed: &seed})
+		if err != nil || g3.FinishReason != "length" || len(g3.IDs) != 5 {
+			t.Fatalf("max_tokens: %+v %v", g3, err)
+		}
+	}
+	if !strings.Contains(log.String(), `"decision":{"question":"What is 2+2?","answer":"4","correct":true,"action":"finish"`) {
+		t.Errorf("log lacks the decision: %s", log.String()[:min(400, log.Len())])
+	}
+	if _, err := (&backend.VLLM{BaseURL: ts.URL, Model: "nope"}).Generate(ctx, backend.GenerateRequest{PromptIDs: []int{1}, MaxTokens: 1}); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("unknown model: %v", err)
+	}
+}
