@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/trajectory"
@@ -20,7 +21,7 @@ type VLLM struct {
 // completionRequest follows vLLM's CompletionRequest. top_k, seed,
 // skip_special_tokens and the token-id flags are vLLM extensions.
 type completionRequest struct {
-	Model                  string   `json:"model"`
+	Model                  string   `json:"model,omitempty"`
 	Prompt                 []int    `json:"prompt"`
 	MaxTokens              int      `json:"max_tokens"`
 	Temperature            float64  `json:"temperature"`
@@ -130,6 +131,19 @@ func (v *VLLM) Decode(ctx context.Context, ids []int) (string, error) {
 
 // Health implements Client.
 func (v *VLLM) Health(ctx context.Context) error { return getOK(ctx, v.BaseURL+"/health") }
+
+// Discover returns the first model a vLLM-compatible server serves, or ""
+// when it cannot tell (the server may not be up yet; requests then omit the
+// model and vLLM uses its only one).
+func Discover(ctx context.Context, base string) string {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	ms, err := (&VLLM{BaseURL: base}).Models(ctx)
+	if err != nil || len(ms) == 0 {
+		return ""
+	}
+	return ms[0]
+}
 
 // Models lists the served model ids (GET /v1/models).
 func (v *VLLM) Models(ctx context.Context) ([]string, error) {

@@ -314,7 +314,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		entry.Status, entry.Response = 400, s.apiError(w, 400, "invalid request: "+err.Error())
 		return
 	}
-	if req.Model != s.opt.Model {
+	if req.Model != "" && req.Model != s.opt.Model { // vLLM: an absent model means the served one
 		entry.Status, entry.Response = 404, s.apiError(w, 404, fmt.Sprintf("The model `%s` does not exist.", req.Model))
 		return
 	}

@@ -1,0 +1,73 @@
+# prorl: `make run` runs the bundled math tasks end to end; `make test` runs every test.
+SHELL := /bin/bash
+GO ?= go
+BIN := $(CURDIR)/bin
+GOBIN_TOOLS := $(HOME)/.cache/prorl/tools
+export PATH := $(GOBIN_TOOLS):$(PATH)
+PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.11
+PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+SIM_ADDR ?= 127.0.0.1:8100
+HOST_ADDR ?= 127.0.0.1:8006
+PLUGINS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
+
+.PHONY: all build plugins proto test test-short bench run lint fuzz deps clean
+
+all: build
+
+build: plugins
+	$(GO) build -o $(BIN)/prorl-host ./cmd/prorl-host
+	$(GO) build -o $(BIN)/prorl-simllm ./cmd/prorl-simllm
+
+plugins:
+	@mkdir -p $(BIN)/plugins
+	@for p in $(PLUGINS); do echo "go build plugins/$$p"; $(GO) build -o $(BIN)/plugins/prorl-$$p ./plugins/$$p || exit 1; done
+
+# Regenerate the committed protobuf code with Debian's protoc and pinned Go plugins.
+proto: deps-proto
+	cd sdk/proto && protoc --go_out=. --go_opt=paths=source_relative \
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative prorl.proto
+
+deps-proto:
+	@command -v protoc >/dev/null || { sudo_cmd=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$sudo_cmd apt-get update -qq && $$sudo_cmd apt-get install -y -qq protobuf-compiler; }
+	@mkdir -p $(GOBIN_TOOLS)
+	@[ -x $(GOBIN_TOOLS)/protoc-gen-go ] || GOBIN=$(GOBIN_TOOLS) $(GO) install $(PROTOC_GEN_GO)
+	@[ -x $(GOBIN_TOOLS)/protoc-gen-go-grpc ] || GOBIN=$(GOBIN_TOOLS) $(GO) install $(PROTOC_GEN_GO_GRPC)
+
+# Everything the tests need, installed idempotently.
+deps:
+	@$(GO) mod download
+
+test: deps build
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 20m ./...
+
+test-short: build
+	$(GO) test -short ./...
+
+lint:
+	@mkdir -p $(GOBIN_TOOLS)
+	@[ -x $(GOBIN_TOOLS)/staticcheck ] || GOBIN=$(GOBIN_TOOLS) $(GO) install $(STATICCHECK)
+	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
+	$(GO) vet ./...
+	staticcheck ./...
+
+# Figures the issues ask for, measured against the simulator in this run.
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/ | tee $(BIN)/bench.txt
+
+FUZZTIME ?= 20s
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzExtract -fuzztime $(FUZZTIME) ./sdk/mathans
+	$(GO) test -run '^$$' -fuzz FuzzParseExpr -fuzztime $(FUZZTIME) ./sdk/mathans
+	$(GO) test -run '^$$' -fuzz FuzzHermes -fuzztime $(FUZZTIME) ./core/toolcall
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./core/config
+	$(GO) test -run '^$$' -fuzz FuzzDecodeSubmit -fuzztime $(FUZZTIME) ./core/api
+
+# The main job on embedded defaults: the simulator, the host, the sample tasks,
+# the summary; then the host keeps serving until Ctrl-C.
+run: build
+	@bash scripts/run.sh "$(BIN)" "$(SIM_ADDR)" "$(HOST_ADDR)"
+
+clean:
+	rm -rf $(BIN)

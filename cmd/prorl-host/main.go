@@ -1,0 +1,283 @@
+// Command prorl-host is the prorl rollout host: `serve` runs the HTTP API,
+// `run` runs a JSONL file of tasks in batch, `plugins` inspects plugin binaries.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prorl/prorl/configs"
+	"github.com/prorl/prorl/core/batch"
+	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/core/host"
+	"github.com/prorl/prorl/core/pluginhost"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signalContext()
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
+		var ue usageError
+		fmt.Fprintln(os.Stderr, "prorl-host:", err)
+		if errors.As(err, &ue) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// signalContext ends on the first SIGINT/SIGTERM; a second one exits at once.
+func signalContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-ch
+		cancel()
+		<-ch
+		fmt.Fprintln(os.Stderr, "prorl-host: second signal, exiting now")
+		os.Exit(130)
+	}()
+	return ctx, func() { signal.Stop(ch); cancel() }
+}
+
+type usageError struct{ msg string }
+
+func (u usageError) Error() string { return u.msg }
+
+const usage = `usage: prorl-host <command> [flags]
+
+commands:
+  serve     run the HTTP API (ProRL-compatible endpoints included)
+  run       run a JSONL file of tasks and print a summary
+  plugins   list the configured plugins, hash or describe a plugin binary
+  version   print the version
+`
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return usageError{"no command"}
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], stdout, stderr)
+	case "run":
+		return runBatch(ctx, args[1:], stdin, stdout, stderr)
+	case "plugins":
+		return plugins(ctx, args[1:], stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "prorl-host", version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return usageError{fmt.Sprintf("unknown command %q", args[0])}
+}
+
+func loadConfig(path string) (*config.Config, error) {
+	if path == "" {
+		return config.ParseEmbedded(configs.Local, "embedded configs/local.toml")
+	}
+	return config.Load(path)
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "TOML config (default: the embedded configs/local.toml)")
+	listen := fs.String("listen", "", "override server.listen")
+	addrFile := fs.String("addr-file", "", "write the bound address to this file once listening")
+	var backends multiFlag
+	fs.Var(&backends, "backend", "register a vLLM backend URL at start (repeatable; PROTOCOL=URL for another protocol)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	if *listen != "" {
+		cfg.Server.Listen = *listen
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
+	}
+	addStatic(cfg, backends)
+	log := host.NewLogger(cfg.Log, stderr)
+	h, err := host.New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	ln, err := h.Listen("")
+	if err != nil {
+		h.Close(ctx)
+		return err
+	}
+	if *addrFile != "" {
+		if err := os.WriteFile(*addrFile, []byte(ln.Addr().String()), 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "prorl host listening on http://%s\n", ln.Addr())
+	return h.Serve(ctx, ln)
+}
+
+func addStatic(cfg *config.Config, backends []string) {
+	for _, b := range backends {
+		proto, url := "vllm", b
+		if p, u, ok := strings.Cut(b, "="); ok {
+			proto, url = p, u
+		}
+		cfg.Backends.Static = append(cfg.Backends.Static, config.Backend{URL: url, Protocol: proto})
+	}
+}
+
+func runBatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "TOML config of the embedded host (default: embedded configs/local.toml)")
+	server := fs.String("server", "", "use a running host at this URL instead of an embedded one")
+	tasks := fs.String("tasks", "-", "tasks JSONL (- for stdin)")
+	out := fs.String("out", "", "write results JSONL here (default: none)")
+	n := fs.Int("n", 1, "samples per task (one GRPO group)")
+	domain := fs.String("domain", "math", "domain of rows that name no domain or data_source")
+	temp := fs.Float64("temperature", 1.0, "sampling temperature")
+	maxTurns := fs.Int("max-turns", 0, "max turns (0: the domain's default)")
+	seed := fs.Int64("seed", -1, "base seed (-1: none)")
+	summaryJSON := fs.String("summary-json", "", "also write the summary as JSON here")
+	var backends multiFlag
+	fs.Var(&backends, "backend", "backend URL for the embedded host (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	var in io.Reader = stdin
+	if *tasks != "-" {
+		f, err := os.Open(*tasks)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	base := strings.TrimRight(*server, "/")
+	if base == "" {
+		cfg, err := loadConfig(*cfgPath)
+		if err != nil {
+			return err
+		}
+		cfg.Server.Listen = "127.0.0.1:0"
+		addStatic(cfg, backends)
+		h, err := host.New(ctx, cfg, host.NewLogger(config.Log{Level: "warn"}, stderr))
+		if err != nil {
+			return err
+		}
+		ln, err := h.Listen("")
+		if err != nil {
+			h.Close(ctx)
+			return err
+		}
+		hctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- h.Serve(hctx, ln) }()
+		defer func() { stop(); <-done }()
+		base = "http://" + ln.Addr().String()
+	}
+	sampling, _ := json.Marshal(map[string]any{"temperature": *temp})
+	o := batch.Options{Server: base, Tasks: in, Progress: stderr, N: *n, Domain: *domain, Sampling: sampling, MaxTurns: *maxTurns}
+	if *seed >= 0 {
+		sampling, _ = json.Marshal(map[string]any{"temperature": *temp, "seed": *seed})
+		o.Sampling = sampling
+	}
+	if *out != "" {
+		f, err := os.Create(*out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		o.Out = f
+	}
+	s, err := batch.Run(ctx, o)
+	if err != nil {
+		return err
+	}
+	s.WriteTable(stdout)
+	if *summaryJSON != "" {
+		b, _ := json.MarshalIndent(s, "", "  ")
+		if err := os.WriteFile(*summaryJSON, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func plugins(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError{"usage: prorl-host plugins list [--config F] | hash PATH | describe PATH"}
+	}
+	switch args[0] {
+	case "list":
+		fs := flag.NewFlagSet("plugins list", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		cfgPath := fs.String("config", "", "TOML config")
+		if err := fs.Parse(args[1:]); err != nil {
+			return usageError{err.Error()}
+		}
+		cfg, err := loadConfig(*cfgPath)
+		if err != nil {
+			return err
+		}
+		for name, p := range cfg.Plugins {
+			state := "ok"
+			if err := pluginhost.Verify(name, p); err != nil {
+				state = err.Error()
+			} else if _, err := os.Stat(p.Path); err != nil {
+				state = err.Error()
+			}
+			fmt.Fprintf(stdout, "%-10s enabled=%-5v pinned=%-5v %s  %s\n", name, p.Enabled, p.SHA256 != "", p.Path, state)
+		}
+		return nil
+	case "hash":
+		if len(args) != 2 {
+			return usageError{"usage: prorl-host plugins hash PATH"}
+		}
+		h, err := pluginhost.HashFile(args[1])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "sha256 = %q\n", h)
+		return nil
+	case "describe":
+		if len(args) != 2 {
+			return usageError{"usage: prorl-host plugins describe PATH"}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, args[1], "describe")
+		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		cmd.Stdout, cmd.Stderr = stdout, stderr
+		return cmd.Run()
+	}
+	return usageError{fmt.Sprintf("unknown plugins command %q", args[0])}
+}
+

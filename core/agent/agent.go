@@ -1,0 +1,284 @@
+// Package agent runs the multi-turn loop of one rollout: generate from token
+// ids, parse tool calls, dispatch them, splice the observations' tokens. The
+// sequence only ever grows: turn k+1's prompt is turn k's prompt, its
+// generated ids exactly, then the newly rendered observation tokens.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/tokenizer"
+	"github.com/prorl/prorl/core/toolcall"
+	"github.com/prorl/prorl/core/trajectory"
+)
+
+// Error is a failure with a reason from the vocabulary.
+type Error struct {
+	Reason string
+	Err    error
+}
+
+func (e *Error) Error() string { return e.Reason + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+func fail(reason string, format string, args ...any) *Error {
+	return &Error{Reason: reason, Err: fmt.Errorf(format, args...)}
+}
+
+// ToolResult is one tool call's outcome.
+type ToolResult struct {
+	Output        string
+	Done          bool
+	FinalResponse string
+	IsError       bool
+}
+
+// Tools executes tool calls for the rollout (through its plugin). An error
+// fails the rollout; it should be an *Error naming the reason.
+type Tools interface {
+	Call(ctx context.Context, id, name string, args json.RawMessage) (ToolResult, error)
+}
+
+// Generator is the rollout's backend: generation plus its tokenizer.
+type Generator interface {
+	backend.Client
+}
+
+// Episode is what one rollout runs.
+type Episode struct {
+	Messages         []trajectory.Message
+	Tools            []trajectory.Tool
+	TemplateKwargs   map[string]any
+	MaxTurns         int
+	MaxTokensPerTurn int
+	MaxTotalTokens   int
+	Temperature      float64
+	TopP             float64
+	TopK             int
+	Seed             *int64
+	Stop             []string
+	// MessageSpans computes each initial message's own token span (ProRL's
+	// per-message token_ids) at the cost of one render per message.
+	MessageSpans bool
+}
+
+// Outcome is the trajectory so far; on error it is the partial trajectory.
+type Outcome struct {
+	Status        trajectory.Status
+	EndReason     string
+	FinalResponse string
+	Failure       *trajectory.Failure
+	Turns         []trajectory.Turn
+	Tokens        trajectory.Tokens
+	Messages      []trajectory.Message
+	Metrics       map[string]float64
+}
+
+// Runner holds what is shared across rollouts.
+type Runner struct {
+	Parser toolcall.Parser
+	// Policy returns the current policy version, stamped on every turn.
+	Policy func() int64
+}
+
+// Run runs the loop until finish, a stop without tool calls, max turns, a
+// token budget, or an error.
+func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID string, splicer *tokenizer.Splicer, tools Tools) (*Outcome, error) {
+	out := &Outcome{Messages: slices.Clone(ep.Messages), Metrics: map[string]float64{}}
+	t0 := time.Now()
+	prompt, err := gen.Render(ctx, ep.Messages, ep.Tools, tokenizer.RenderOptions{AddGenerationPrompt: true, Kwargs: ep.TemplateKwargs})
+	if err != nil {
+		return out, backendErr(ctx, "render prompt", err)
+	}
+	tokDur := time.Since(t0)
+	if len(prompt) >= ep.MaxTotalTokens {
+		out.Tokens = trajectory.Tokens{IDs: prompt, LossMask: make([]uint8, len(prompt)), Logprobs: make([]float64, len(prompt)), PromptLen: len(prompt)}
+		return out, fail(trajectory.ReasonContextOverflow, "the prompt has %d tokens, max_total_tokens is %d", len(prompt), ep.MaxTotalTokens)
+	}
+	if ep.MessageSpans {
+		tt := time.Now()
+		rn.spans(ctx, gen, ep, prompt, out)
+		tokDur += time.Since(tt)
+	} else if n := len(out.Messages); n > 0 {
+		out.Messages[n-1].Span = &[2]int{0, len(prompt)}
+	}
+	tk := &out.Tokens
+	tk.PromptLen = len(prompt)
+	tk.IDs = append(make([]int, 0, len(prompt)+ep.MaxTokensPerTurn), prompt...)
+	tk.LossMask = make([]uint8, len(prompt), cap(tk.IDs))
+	tk.Logprobs = make([]float64, len(prompt), cap(tk.IDs))
+	delta := prompt
+	finish := func(status trajectory.Status, reason, final string) (*Outcome, error) {
+		out.Status, out.EndReason, out.FinalResponse = status, reason, final
+		return out, nil
+	}
+	for k := 0; ; k++ {
+		if k >= ep.MaxTurns {
+			out.Failure = &trajectory.Failure{Stage: trajectory.StageRun, Reason: trajectory.ReasonMaxTurns, Message: fmt.Sprintf("reached max_turns=%d without finishing", ep.MaxTurns)}
+			return finish(trajectory.StatusTruncated, trajectory.ReasonMaxTurns, "")
+		}
+		turnStart := time.Now()
+		maxNew := min(ep.MaxTokensPerTurn, ep.MaxTotalTokens-len(tk.IDs))
+		turn := trajectory.Turn{Index: k, PromptDeltaIDs: delta, Backend: backendID, PolicyVersion: rn.Policy()}
+		g0 := time.Now()
+		g, err := gen.Generate(ctx, backend.GenerateRequest{
+			PromptIDs: tk.IDs, MaxTokens: maxNew, Temperature: ep.Temperature, TopP: ep.TopP, TopK: ep.TopK, Seed: ep.Seed, Stop: ep.Stop,
+		})
+		genDur := time.Since(g0)
+		if err != nil {
+			return out, backendErr(ctx, "generate", err)
+		}
+		if len(g.IDs) == 0 {
+			return out, fail(trajectory.ReasonInternal, "backend returned no tokens")
+		}
+		text := g.Text
+		if !g.HasText {
+			t1 := time.Now()
+			if text, err = gen.Decode(ctx, g.IDs); err != nil {
+				return out, backendErr(ctx, "decode", err)
+			}
+			tokDur += time.Since(t1)
+		}
+		start := len(tk.IDs)
+		tk.IDs = append(tk.IDs, g.IDs...)
+		for range g.IDs {
+			tk.LossMask = append(tk.LossMask, 1)
+		}
+		tk.Logprobs = append(tk.Logprobs, g.Logprobs...)
+		turn.ResponseIDs, turn.Logprobs, turn.FinishReason = g.IDs, g.Logprobs, g.FinishReason
+		parsed := rn.Parser.Parse(text)
+		am := trajectory.Message{Role: "assistant", Content: parsed.Content, ReasoningContent: parsed.Reasoning, Span: &[2]int{start, len(tk.IDs)}}
+		for j, c := range parsed.Calls {
+			am.ToolCalls = append(am.ToolCalls, trajectory.ToolCall{ID: fmt.Sprintf("call_%d_%d", k, j), Type: "function",
+				Function: trajectory.FunctionCall{Name: c.Name, Arguments: string(c.Arguments)}})
+		}
+		out.Messages = append(out.Messages, am)
+		closeTurn := func(toolsDur time.Duration) {
+			turn.ToolCalls = len(parsed.Calls)
+			turn.GenerateMS = ms(genDur)
+			turn.ToolsMS = ms(toolsDur)
+			turn.OverheadMS = ms(time.Since(turnStart) - genDur - toolsDur - tokDur)
+			out.Turns = append(out.Turns, turn)
+			tokDur = 0
+		}
+		if g.FinishReason == "length" {
+			closeTurn(0)
+			msg := fmt.Sprintf("turn %d hit max_tokens=%d", k, maxNew)
+			if len(tk.IDs) >= ep.MaxTotalTokens {
+				msg = fmt.Sprintf("the sequence reached max_total_tokens=%d", ep.MaxTotalTokens)
+			}
+			out.Failure = &trajectory.Failure{Stage: trajectory.StageRun, Reason: trajectory.ReasonContextOverflow, Message: msg}
+			return finish(trajectory.StatusTruncated, trajectory.ReasonContextOverflow, parsed.Content)
+		}
+		if len(parsed.Calls) == 0 && len(parsed.Errors) == 0 {
+			closeTurn(0)
+			return finish(trajectory.StatusCompleted, "stop", parsed.Content)
+		}
+		t0 := time.Now()
+		var obs []trajectory.Message
+		for _, perr := range parsed.Errors {
+			obs = append(obs, trajectory.Message{Role: "tool", Content: "Error: could not parse the tool call: " + perr.Error(), ToolCallID: fmt.Sprintf("call_%d_error", k)})
+		}
+		done, final := false, ""
+		for j, c := range parsed.Calls {
+			id := am.ToolCalls[j].ID
+			r, err := tools.Call(ctx, id, c.Name, c.Arguments)
+			if err != nil {
+				closeTurn(time.Since(t0))
+				if ctx.Err() != nil {
+					return out, ctx.Err()
+				}
+				return out, err
+			}
+			if r.Done {
+				done, final = true, r.FinalResponse
+				break
+			}
+			obs = append(obs, trajectory.Message{Role: "tool", Content: r.Output, ToolCallID: id, Name: c.Name})
+		}
+		toolsDur := time.Since(t0)
+		if done {
+			closeTurn(toolsDur)
+			return finish(trajectory.StatusCompleted, "finish", final)
+		}
+		t2 := time.Now()
+		d, err := splicer.Delta(ctx, g.IDs[len(g.IDs)-1], obs, ep.Tools, ep.TemplateKwargs)
+		tokDur += time.Since(t2)
+		if err != nil {
+			closeTurn(toolsDur)
+			if errors.Is(err, tokenizer.ErrNotAppendOnly) {
+				return out, fail(trajectory.ReasonInternal, "%v", err)
+			}
+			return out, backendErr(ctx, "render observation", err)
+		}
+		closeTurn(toolsDur)
+		if len(tk.IDs)+len(d) >= ep.MaxTotalTokens {
+			out.Messages = append(out.Messages, obs...) // seen by no model; kept for humans, without spans
+			out.Failure = &trajectory.Failure{Stage: trajectory.StageRun, Reason: trajectory.ReasonContextOverflow,
+				Message: fmt.Sprintf("the observation would take the sequence past max_total_tokens=%d", ep.MaxTotalTokens)}
+			return finish(trajectory.StatusTruncated, trajectory.ReasonContextOverflow, parsed.Content)
+		}
+		// The whole delta (bridge + observations + generation prompt) is the
+		// first observation's span; later ones of the same turn get empty spans.
+		for i := range obs {
+			s := len(tk.IDs)
+			if i == 0 {
+				obs[i].Span = &[2]int{s, s + len(d)}
+			} else {
+				obs[i].Span = &[2]int{s + len(d), s + len(d)}
+			}
+		}
+		out.Messages = append(out.Messages, obs...)
+		tk.IDs = append(tk.IDs, d...)
+		tk.LossMask = append(tk.LossMask, make([]uint8, len(d))...)
+		tk.Logprobs = append(tk.Logprobs, make([]float64, len(d))...)
+		delta = d
+	}
+}
+
+// spans gives each initial message the tokens it adds to the rendered
+// prompt; the generation prompt belongs to the last one. When the template
+// is not prefix-consistent, the whole prompt goes to the last message.
+func (rn *Runner) spans(ctx context.Context, gen Generator, ep Episode, prompt []int, out *Outcome) {
+	n := len(ep.Messages)
+	prev := 0
+	for i := 1; i < n; i++ {
+		ids, err := gen.Render(ctx, ep.Messages[:i], ep.Tools, tokenizer.RenderOptions{Kwargs: ep.TemplateKwargs})
+		if err != nil || len(ids) < prev || len(ids) > len(prompt) || !slices.Equal(ids, prompt[:len(ids)]) {
+			for j := range out.Messages[:n] {
+				out.Messages[j].Span = &[2]int{0, 0}
+			}
+			out.Messages[n-1].Span = &[2]int{0, len(prompt)}
+			out.Metrics["prompt_spans_exact"] = 0
+			return
+		}
+		out.Messages[i-1].Span = &[2]int{prev, len(ids)}
+		prev = len(ids)
+	}
+	out.Messages[n-1].Span = &[2]int{prev, len(prompt)}
+	out.Metrics["prompt_spans_exact"] = 1
+}
+
+func backendErr(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var se *backend.StatusError
+	if errors.As(err, &se) && se.Status/100 == 4 {
+		// The backend refused the request itself (context length, bad ids): retrying will not help.
+		if strings.Contains(se.Body, "maximum context length") {
+			return &Error{Reason: trajectory.ReasonContextOverflow, Err: fmt.Errorf("%s: %w", what, err)}
+		}
+		return &Error{Reason: trajectory.ReasonInternal, Err: fmt.Errorf("%s: %w", what, err)}
+	}
+	return &Error{Reason: trajectory.ReasonBackendUnavailable, Err: fmt.Errorf("%s: %w", what, err)}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,98 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// Error is the JSON error body: {"error":{"code","message","field"}}.
+type Error struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func errf(status int, code, field, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+func invalid(field, format string, args ...any) *Error {
+	return errf(http.StatusUnprocessableEntity, "invalid_field", field, format, args...)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"code":"internal","message":"could not encode the response"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+	_, _ = w.Write([]byte("\n"))
+}
+
+func writeError(w http.ResponseWriter, e *Error) {
+	writeJSON(w, e.Status, map[string]*Error{"error": e})
+}
+
+// decode reads one JSON value strictly: size-limited, unknown fields
+// rejected, nothing after the value.
+func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) *Error {
+	body := http.MaxBytesReader(w, r.Body, limit)
+	data, err := io.ReadAll(body)
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return errf(http.StatusRequestEntityTooLarge, "body_too_large", "", "request body exceeds %d bytes", mb.Limit)
+		}
+		return errf(http.StatusBadRequest, "bad_body", "", "read body: %v", err)
+	}
+	return decodeBytes(data, v)
+}
+
+func decodeBytes(data []byte, v any) *Error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return errf(http.StatusBadRequest, "empty_body", "", "request body is empty; expected a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if dec.More() {
+		return errf(http.StatusBadRequest, "malformed_json", "", "unexpected data after the JSON value")
+	}
+	return nil
+}
+
+func jsonError(err error) *Error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return errf(http.StatusBadRequest, "malformed_json", "", "malformed JSON at byte %d: %v", se.Offset, err)
+	case errors.As(err, &te):
+		return errf(http.StatusBadRequest, "invalid_type", te.Field, "field %q must be %s, not %s", te.Field, te.Type, te.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errf(http.StatusBadRequest, "malformed_json", "", "truncated JSON")
+	}
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		name = strings.Trim(name, `"`)
+		return errf(http.StatusBadRequest, "unknown_field", name, "unknown field %q", name)
+	}
+	var ve *Error
+	if errors.As(err, &ve) {
+		return ve
+	}
+	return errf(http.StatusBadRequest, "malformed_json", "", "%v", err)
+}

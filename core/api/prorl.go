@@ -1,0 +1,349 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/prorl/prorl/core/pipeline"
+	"github.com/prorl/prorl/core/trajectory"
+)
+
+// The ProRL Agent server's endpoints, with its paths and field names, so a
+// trainer written for it (NeMo RL's ProRL environment) works unchanged.
+// FastAPI reports errors as {"detail": "..."}; so do these.
+
+func detail(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"detail": msg})
+}
+
+func (s *Server) prorlStart(w http.ResponseWriter, _ *http.Request) {
+	if !s.compatRunning.CompareAndSwap(false, true) {
+		detail(w, http.StatusBadRequest, "Server is already running")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "Server started successfully"})
+}
+
+func (s *Server) prorlStop(w http.ResponseWriter, _ *http.Request) {
+	if !s.compatRunning.CompareAndSwap(true, false) {
+		detail(w, http.StatusBadRequest, "Server is not running")
+		return
+	}
+	// Pending /process jobs fail, as in the ProRL server.
+	s.jobsMu.Lock()
+	ids := make(map[string]bool, len(s.jobs))
+	for _, id := range s.jobs {
+		ids[id] = true
+	}
+	s.jobsMu.Unlock()
+	s.Pipeline.CancelWhere(func(r *pipeline.Rollout) bool { return ids[r.ID] }, "server stopped")
+	writeJSON(w, http.StatusOK, map[string]string{"status": "Server stopped successfully"})
+}
+
+func (s *Server) prorlStatus(w http.ResponseWriter, _ *http.Request) {
+	st := s.Pipeline.Stats()
+	status := "stopped"
+	if s.compatRunning.Load() {
+		status = "running"
+	}
+	s.jobsMu.Lock()
+	pending := len(s.jobs)
+	s.jobsMu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{
+		"status": status, "pending_jobs": pending,
+		"init_queue": st.InitQueue, "run_queue": st.RunQueue, "eval_queue": st.EvalQueue,
+		"active_init": st.ActiveInit, "active_run": st.ActiveRun, "active_eval": st.ActiveEval, "total": st.Total,
+	})
+}
+
+// processRequest is the body of POST /process.
+type processRequest struct {
+	Instance       json.RawMessage `json:"instance"`
+	SamplingParams map[string]any  `json:"sampling_params"`
+	JobID          *string         `json:"job_id"`
+}
+
+// ProRLMessage is a message as the ProRL server returns it: token_ids on
+// every message, input_ids and logprobs on assistant messages.
+type ProRLMessage struct {
+	Role      string          `json:"role"`
+	Content   string          `json:"content"`
+	ToolCalls []ProRLToolCall `json:"tool_calls,omitempty"`
+	TokenIDs  []int           `json:"token_ids"`
+	InputIDs  []int           `json:"input_ids,omitempty"`
+	Logprobs  []float64       `json:"logprobs,omitempty"`
+}
+
+// ProRLToolCall is {name, arguments}.
+type ProRLToolCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// ProRLResult is the /process response.
+type ProRLResult struct {
+	InstanceID    any                `json:"instance_id"`
+	TrajectoryID  any                `json:"trajectory_id"`
+	Score         float64            `json:"score"`
+	GitPatch      string             `json:"git_patch"`
+	Success       bool               `json:"success"`
+	Finish        bool               `json:"finish"`
+	Messages      []ProRLMessage     `json:"messages"`
+	Tools         []trajectory.Tool  `json:"tools"`
+	EndProperly   bool               `json:"end_properly"`
+	Resolved      bool               `json:"resolved"`
+	CriticalError *string            `json:"critical_error"`
+	Filter        bool               `json:"filter"`
+	Error         *string            `json:"error"`
+	Timing        ProRLTiming        `json:"timing"`
+	Metrics       map[string]float64 `json:"metrics,omitempty"`
+	RolloutID     string             `json:"rollout_id"`
+}
+
+// ProRLTiming is in seconds.
+type ProRLTiming struct {
+	InitTime         float64 `json:"init_time"`
+	RunTime          float64 `json:"run_time"`
+	EvalTime         float64 `json:"eval_time"`
+	OthersTime       float64 `json:"others_time"`
+	CountedElapsed   float64 `json:"counted_elapsed"`
+	TimeoutTriggered bool    `json:"timeout_triggered"`
+}
+
+func num(m map[string]any, key string) (float64, bool, *Error) {
+	v, ok := m[key]
+	if !ok || v == nil {
+		return 0, false, nil
+	}
+	f, isNum := v.(float64)
+	if !isNum {
+		return 0, false, invalid("sampling_params."+key, "must be a number")
+	}
+	return f, true, nil
+}
+
+// samplingFromProRL maps ProRL's sampling_params; keys it does not use are
+// ignored, as the ProRL server ignores them.
+func samplingFromProRL(sp map[string]any) (trajectory.Sampling, int, *Error) {
+	var s trajectory.Sampling
+	turns := 0
+	if v, ok, e := num(sp, "temperature"); e != nil {
+		return s, 0, e
+	} else if ok {
+		s.Temperature = &v
+	}
+	if v, ok, e := num(sp, "top_p"); e != nil {
+		return s, 0, e
+	} else if ok {
+		s.TopP = &v
+	}
+	if v, ok, e := num(sp, "top_k"); e != nil {
+		return s, 0, e
+	} else if ok {
+		k := int(v)
+		s.TopK = &k
+	}
+	if v, ok, e := num(sp, "seed"); e != nil {
+		return s, 0, e
+	} else if ok {
+		seed := int64(v)
+		s.Seed = &seed
+	}
+	if v, ok, e := num(sp, "max_output_tokens"); e != nil {
+		return s, 0, e
+	} else if ok {
+		s.MaxTokensPerTurn = int(v)
+	} else if v, ok, _ := num(sp, "max_tokens"); ok {
+		s.MaxTokensPerTurn = int(v)
+	}
+	if v, ok, e := num(sp, "max_model_len"); e != nil {
+		return s, 0, e
+	} else if ok {
+		s.MaxTotalTokens = int(v)
+	} else if in, ok, _ := num(sp, "max_input_tokens"); ok {
+		s.MaxTotalTokens = int(in) + s.MaxTokensPerTurn
+	}
+	if v, ok, e := num(sp, "max_iterations"); e != nil {
+		return s, 0, e
+	} else if ok {
+		turns = int(v)
+	}
+	return s, turns, nil
+}
+
+func (s *Server) prorlProcess(w http.ResponseWriter, r *http.Request) {
+	if !s.compatRunning.Load() {
+		detail(w, http.StatusServiceUnavailable, "Server is not running")
+		return
+	}
+	var req processRequest
+	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if s.Pool.Len() == 0 {
+		detail(w, http.StatusServiceUnavailable, "No LLM server addresses configured")
+		return
+	}
+	var inst struct {
+		DataSource   string `json:"data_source"`
+		InstanceID   any    `json:"instance_id"`
+		TrajectoryID any    `json:"trajectory_id"`
+	}
+	if len(req.Instance) == 0 || req.Instance[0] != '{' || json.Unmarshal(req.Instance, &inst) != nil {
+		writeError(w, invalid("instance", "required: a JSON object with data_source"))
+		return
+	}
+	plug, ok := s.Plugins.ByDataSource(inst.DataSource)
+	if !ok {
+		detail(w, http.StatusBadRequest, fmt.Sprintf("Unknown data_source: %q", inst.DataSource))
+		return
+	}
+	sampling, turns, e := samplingFromProRL(req.SamplingParams)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	sr := SubmitRequest{Task: req.Instance, Sampling: sampling}
+	if turns > 0 {
+		sr.MaxTurns = &turns
+	}
+	if e := sr.validate("", s.Cfg.Server.MaxSamples); e != nil {
+		writeError(w, e)
+		return
+	}
+	rs, e := s.enqueue([]pipeline.Request{{GroupID: pipeline.NewID("g-"), Domain: plug.Name, Task: req.Instance, Sampling: sampling,
+		MaxTurns: turns, MessageSpans: true}})
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	ro := rs[0]
+	job := ro.ID
+	if req.JobID != nil && *req.JobID != "" {
+		job = *req.JobID
+	}
+	s.jobsMu.Lock()
+	s.jobs[job] = ro.ID
+	s.jobsMu.Unlock()
+	defer func() {
+		s.jobsMu.Lock()
+		delete(s.jobs, job)
+		s.jobsMu.Unlock()
+	}()
+	select {
+	case <-ro.Done():
+	case <-r.Context().Done():
+		// The client gave up: nothing will read this result.
+		s.Pipeline.Cancel(ro.ID, "client disconnected")
+		return
+	}
+	res, ok := s.Store.Get(ro.ID)
+	if !ok {
+		detail(w, http.StatusInternalServerError, "result lost")
+		return
+	}
+	// /process hands the result over: nothing else will fetch it.
+	s.Store.Ack([]string{ro.ID})
+	if res.Status == trajectory.StatusTimeout {
+		detail(w, http.StatusGatewayTimeout, fmt.Sprintf("Job %s timed out", job))
+		return
+	}
+	out := ToProRL(res)
+	out.InstanceID, out.TrajectoryID = inst.InstanceID, inst.TrajectoryID
+	writeJSON(w, http.StatusOK, out)
+}
+
+// ToProRL converts a result to the ProRL server's shape.
+func ToProRL(res *trajectory.Result) ProRLResult {
+	out := ProRLResult{
+		Score: res.Reward, Resolved: res.Resolved, Tools: res.Tools, Metrics: res.Metrics, RolloutID: res.ID,
+		Finish:      res.EndReason == "finish",
+		EndProperly: res.Status == trajectory.StatusCompleted,
+		Success:     res.Status == trajectory.StatusCompleted || res.Status == trajectory.StatusTruncated,
+	}
+	if out.Tools == nil {
+		out.Tools = []trajectory.Tool{}
+	}
+	var info struct {
+		GitPatch string `json:"git_patch"`
+	}
+	_ = json.Unmarshal(res.Info, &info)
+	out.GitPatch = info.GitPatch
+	if f := res.Failure; f != nil && res.Status != trajectory.StatusTruncated {
+		ce := f.Stage
+		if res.Status == trajectory.StatusTimeout {
+			ce = "timeout"
+		}
+		msg := fmt.Sprintf("%s: %s", f.Reason, f.Message)
+		out.CriticalError, out.Error, out.Filter = &ce, &msg, true
+	}
+	t := res.Timing
+	out.Timing = ProRLTiming{InitTime: t.InitMS / 1000, RunTime: t.RunMS / 1000, EvalTime: t.EvalMS / 1000, OthersTime: t.QueuedMS / 1000,
+		CountedElapsed: (t.InitMS + t.RunMS + t.EvalMS) / 1000, TimeoutTriggered: res.Status == trajectory.StatusTimeout}
+	ids := res.Tokens.IDs
+	out.Messages = make([]ProRLMessage, 0, len(res.Messages))
+	for _, m := range res.Messages {
+		pm := ProRLMessage{Role: m.Role, Content: m.Content, TokenIDs: []int{}}
+		for _, tc := range m.ToolCalls {
+			pm.ToolCalls = append(pm.ToolCalls, ProRLToolCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+		if sp := m.Span; sp != nil && sp[1] <= len(ids) && sp[0] <= sp[1] {
+			pm.TokenIDs = ids[sp[0]:sp[1]]
+			if m.Role == "assistant" {
+				pm.InputIDs = ids[:sp[0]]
+				pm.Logprobs = res.Tokens.Logprobs[sp[0]:sp[1]]
+			}
+		}
+		out.Messages = append(out.Messages, pm)
+	}
+	return out
+}
+
+func (s *Server) prorlCancel(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		JobID string `json:"job_id"`
+	}
+	if e := decode(w, r, 1<<16, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	s.jobsMu.Lock()
+	id, ok := s.jobs[req.JobID]
+	s.jobsMu.Unlock()
+	if !ok || !s.Pipeline.Cancel(id, "cancelled by /cancel") {
+		detail(w, http.StatusNotFound, fmt.Sprintf("Job %s not found", req.JobID))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "Cancel requested for job " + req.JobID})
+}
+
+func (s *Server) prorlAddServer(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Address string `json:"address"`
+	}
+	if e := decode(w, r, 1<<16, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	st, code, e := s.addBackendReq(r.Context(), BackendRequest{URL: req.Address, Protocol: s.Cfg.Compat.Protocol, Model: s.Cfg.Compat.Model}, "")
+	if e != nil {
+		if e.Field == "url" {
+			e.Field = "address"
+		}
+		writeError(w, e)
+		return
+	}
+	msg := "LLM server added: " + st.URL
+	if code == http.StatusOK {
+		msg = "LLM server already registered: " + st.URL
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": msg})
+}
+
+func (s *Server) prorlClearServers(w http.ResponseWriter, _ *http.Request) {
+	s.Pool.Clear()
+	writeJSON(w, http.StatusOK, map[string]string{"status": "LLM servers cleared"})
+}
+

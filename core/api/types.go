@@ -1,0 +1,142 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prorl/prorl/core/trajectory"
+)
+
+// Duration accepts "30s" or a number of seconds.
+type Duration time.Duration
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return &Error{Status: 422, Code: "invalid_field", Message: fmt.Sprintf("bad duration %q", s)}
+		}
+		*d = Duration(v)
+		return nil
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		return &Error{Status: 422, Code: "invalid_field", Message: "duration must be a string like \"30s\" or a number of seconds"}
+	}
+	*d = Duration(f * float64(time.Second))
+	return nil
+}
+
+// SubmitRequest is POST /v1/rollouts.
+type SubmitRequest struct {
+	Task           json.RawMessage     `json:"task"`
+	Sampling       trajectory.Sampling `json:"sampling"`
+	N              *int                `json:"n"`
+	MaxTurns       *int                `json:"max_turns"`
+	Timeout        *Duration           `json:"timeout"`
+	GroupID        string              `json:"group_id"`
+	IdempotencyKey string              `json:"idempotency_key"`
+	Metadata       json.RawMessage     `json:"metadata"`
+}
+
+// BatchRequest is POST /v1/rollouts:batch.
+type BatchRequest struct {
+	Requests []SubmitRequest `json:"requests"`
+}
+
+// SubmitResponse names a group and its rollouts.
+type SubmitResponse struct {
+	GroupID    string   `json:"group_id"`
+	RolloutIDs []string `json:"rollout_ids"`
+}
+
+// taskHeader is the part of a task the host reads to route it.
+type taskHeader struct {
+	Domain     string `json:"domain"`
+	DataSource string `json:"data_source"`
+	ID         any    `json:"id"`
+}
+
+func readTask(raw json.RawMessage, field string) (taskHeader, *Error) {
+	var h taskHeader
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || string(t) == "null" {
+		return h, invalid(field, "required: a JSON object with a domain")
+	}
+	if t[0] != '{' {
+		return h, invalid(field, "must be a JSON object")
+	}
+	if err := json.Unmarshal(t, &h); err != nil {
+		return h, invalid(field, "domain and data_source must be strings: %v", err)
+	}
+	return h, nil
+}
+
+const (
+	maxIDLen       = 128
+	maxMetadata    = 64 << 10
+	maxTimeout     = 24 * time.Hour
+	maxTurnsLimit  = 1000
+	maxTokensLimit = 1 << 22
+)
+
+func validID(s string) bool {
+	if len(s) > maxIDLen {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_.:", c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// validate checks a submit request; prefix names fields inside a batch.
+func (s *SubmitRequest) validate(prefix string, maxSamples int) *Error {
+	f := func(n string) string { return prefix + n }
+	if s.N != nil && (*s.N < 1 || *s.N > maxSamples) {
+		return invalid(f("n"), "must be between 1 and %d, got %d", maxSamples, *s.N)
+	}
+	sp := s.Sampling
+	if sp.Temperature != nil && (*sp.Temperature < 0 || *sp.Temperature > 100) {
+		return invalid(f("sampling.temperature"), "must be between 0 and 100, got %v", *sp.Temperature)
+	}
+	if sp.TopP != nil && (*sp.TopP <= 0 || *sp.TopP > 1) {
+		return invalid(f("sampling.top_p"), "must be in (0, 1], got %v", *sp.TopP)
+	}
+	if sp.TopK != nil && *sp.TopK < -1 {
+		return invalid(f("sampling.top_k"), "must be -1 (off) or positive, got %d", *sp.TopK)
+	}
+	if sp.MaxTokensPerTurn < 0 || sp.MaxTokensPerTurn > maxTokensLimit {
+		return invalid(f("sampling.max_tokens_per_turn"), "must be between 1 and %d", maxTokensLimit)
+	}
+	if sp.MaxTotalTokens < 0 || sp.MaxTotalTokens > maxTokensLimit {
+		return invalid(f("sampling.max_total_tokens"), "must be between 1 and %d", maxTokensLimit)
+	}
+	if len(sp.Stop) > 16 {
+		return invalid(f("sampling.stop"), "at most 16 stop strings")
+	}
+	if s.MaxTurns != nil && (*s.MaxTurns < 1 || *s.MaxTurns > maxTurnsLimit) {
+		return invalid(f("max_turns"), "must be between 1 and %d", maxTurnsLimit)
+	}
+	if s.Timeout != nil && (*s.Timeout <= 0 || time.Duration(*s.Timeout) > maxTimeout) {
+		return invalid(f("timeout"), "must be positive and at most %s", maxTimeout)
+	}
+	if !validID(s.GroupID) {
+		return invalid(f("group_id"), "at most %d characters of [A-Za-z0-9-_.:]", maxIDLen)
+	}
+	if len(s.IdempotencyKey) > 256 {
+		return invalid(f("idempotency_key"), "at most 256 characters")
+	}
+	if len(s.Metadata) > maxMetadata {
+		return invalid(f("metadata"), "at most %d bytes", maxMetadata)
+	}
+	return nil
+}

@@ -1,0 +1,621 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/core/pipeline"
+	"github.com/prorl/prorl/core/pluginhost"
+	"github.com/prorl/prorl/core/store"
+	"github.com/prorl/prorl/core/trajectory"
+)
+
+// resolveDomain finds the plugin for a task: by "domain", else by ProRL's
+// "data_source".
+func (s *Server) resolveDomain(h taskHeader, field string) (*pluginhost.Plugin, *Error) {
+	var p *pluginhost.Plugin
+	var ok bool
+	switch {
+	case h.Domain != "":
+		p, ok = s.Plugins.Get(h.Domain)
+		if !ok {
+			return nil, invalid(field+".domain", "unknown domain %q; enabled domains: %s", h.Domain, strings.Join(s.Plugins.Names(), ", "))
+		}
+	case h.DataSource != "":
+		p, ok = s.Plugins.ByDataSource(h.DataSource)
+		if !ok {
+			return nil, invalid(field+".data_source", "no enabled domain accepts data_source %q", h.DataSource)
+		}
+	default:
+		return nil, invalid(field+".domain", "required (or give data_source)")
+	}
+	if !p.Healthy() {
+		return nil, errf(http.StatusServiceUnavailable, "domain_unavailable", field+".domain", "domain %q is %s: %s", p.Name, p.Status().State, p.LastError())
+	}
+	return p, nil
+}
+
+// requests turns a validated submit request into pipeline requests.
+func (s *Server) requests(sr *SubmitRequest, prefix string) ([]pipeline.Request, string, *Error) {
+	if e := sr.validate(prefix, s.Cfg.Server.MaxSamples); e != nil {
+		return nil, "", e
+	}
+	h, e := readTask(sr.Task, prefix+"task")
+	if e != nil {
+		return nil, "", e
+	}
+	plug, e := s.resolveDomain(h, prefix+"task")
+	if e != nil {
+		return nil, "", e
+	}
+	n := 1
+	if sr.N != nil {
+		n = *sr.N
+	}
+	gid := sr.GroupID
+	if gid == "" {
+		gid = pipeline.NewID("g-")
+	}
+	reqs := make([]pipeline.Request, n)
+	for i := range reqs {
+		rq := pipeline.Request{GroupID: gid, Index: i, Domain: plug.Name, Task: sr.Task, Sampling: sr.Sampling, Metadata: sr.Metadata}
+		if sr.MaxTurns != nil {
+			rq.MaxTurns = *sr.MaxTurns
+		}
+		if sr.Timeout != nil {
+			rq.Timeout = time.Duration(*sr.Timeout)
+		}
+		// Each sample of a seeded group gets its own seed, so a group is not n copies.
+		if sr.Sampling.Seed != nil {
+			seed := *sr.Sampling.Seed + int64(i)
+			rq.Sampling.Seed = &seed
+		}
+		reqs[i] = rq
+	}
+	return reqs, gid, nil
+}
+
+func (s *Server) enqueue(reqs []pipeline.Request) ([]*pipeline.Rollout, *Error) {
+	if s.closing.Load() {
+		return nil, errf(http.StatusServiceUnavailable, "shutting_down", "", "the host is shutting down")
+	}
+	rs, err := s.Pipeline.Submit(reqs)
+	switch {
+	case errors.Is(err, pipeline.ErrQueueFull):
+		return nil, errf(http.StatusTooManyRequests, "queue_full", "", "%v; retry later", err)
+	case errors.Is(err, pipeline.ErrShuttingDown):
+		return nil, errf(http.StatusServiceUnavailable, "shutting_down", "", "%v", err)
+	case err != nil:
+		return nil, errf(http.StatusInternalServerError, "internal", "", "%v", err)
+	}
+	return rs, nil
+}
+
+func ids(rs []*pipeline.Rollout) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+	var sr SubmitRequest
+	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &sr); e != nil {
+		writeError(w, e)
+		return
+	}
+	if sr.IdempotencyKey != "" {
+		// Serialised so two concurrent retries cannot both submit.
+		s.idemMu.Lock()
+		defer s.idemMu.Unlock()
+		if prev, ok := s.Store.Idempotent(sr.IdempotencyKey); ok {
+			writeJSON(w, http.StatusOK, SubmitResponse(prev))
+			return
+		}
+	}
+	reqs, gid, e := s.requests(&sr, "")
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	rs, e := s.enqueue(reqs)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	resp := SubmitResponse{GroupID: gid, RolloutIDs: ids(rs)}
+	if sr.IdempotencyKey != "" {
+		s.Store.Remember(sr.IdempotencyKey, store.Submission(resp))
+	}
+	writeJSON(w, http.StatusAccepted, resp)
+}
+
+func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
+	var br BatchRequest
+	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &br); e != nil {
+		writeError(w, e)
+		return
+	}
+	if len(br.Requests) == 0 || len(br.Requests) > s.Cfg.Server.MaxBatch {
+		writeError(w, invalid("requests", "must hold between 1 and %d requests, got %d", s.Cfg.Server.MaxBatch, len(br.Requests)))
+		return
+	}
+	var all []pipeline.Request
+	var groups []SubmitResponse
+	for i := range br.Requests {
+		if br.Requests[i].IdempotencyKey != "" {
+			writeError(w, invalid(fmt.Sprintf("requests[%d].idempotency_key", i), "not supported inside a batch; submit singly"))
+			return
+		}
+		reqs, gid, e := s.requests(&br.Requests[i], fmt.Sprintf("requests[%d].", i))
+		if e != nil {
+			writeError(w, e)
+			return
+		}
+		all = append(all, reqs...)
+		groups = append(groups, SubmitResponse{GroupID: gid, RolloutIDs: make([]string, len(reqs))})
+	}
+	rs, e := s.enqueue(all)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	k := 0
+	for gi := range groups {
+		for j := range groups[gi].RolloutIDs {
+			groups[gi].RolloutIDs[j] = rs[k].ID
+			k++
+		}
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"groups": groups})
+}
+
+func parseWait(q url.Values, max time.Duration) (time.Duration, *Error) {
+	v := q.Get("wait")
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		secs, err2 := strconv.ParseFloat(v, 64)
+		if err2 != nil {
+			return 0, errf(http.StatusBadRequest, "invalid_field", "wait", "bad duration %q", v)
+		}
+		d = time.Duration(secs * float64(time.Second))
+	}
+	if d < 0 {
+		return 0, errf(http.StatusBadRequest, "invalid_field", "wait", "must not be negative")
+	}
+	return min(d, max), nil
+}
+
+func (s *Server) getRollout(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["id"]
+	wait, e := parseWait(r.URL.Query(), s.Cfg.Server.MaxWait.Duration)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if res, ok := s.Store.Get(id); ok {
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
+	ro, ok := s.Pipeline.Lookup(id)
+	if !ok {
+		// It may have finished between the two look-ups.
+		if res, ok := s.Store.Get(id); ok {
+			writeJSON(w, http.StatusOK, res)
+			return
+		}
+		writeError(w, errf(http.StatusNotFound, "not_found", "id", "no rollout %q (unknown, or acknowledged)", id))
+		return
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-ro.Done():
+			if res, ok := s.Store.Get(id); ok {
+				writeJSON(w, http.StatusOK, res)
+				return
+			}
+		case <-t.C:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, s.Pipeline.Snapshot(ro))
+}
+
+func (s *Server) listRollouts(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	status, stage := q.Get("status"), q.Get("stage")
+	if status != "" && status != "queued" && status != "running" {
+		writeError(w, errf(http.StatusBadRequest, "invalid_field", "status", "must be queued or running"))
+		return
+	}
+	var older time.Duration
+	if v := q.Get("older_than"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			writeError(w, errf(http.StatusBadRequest, "invalid_field", "older_than", "bad duration %q", v))
+			return
+		}
+		older = d
+	}
+	out := []pipeline.Summary{}
+	for _, sm := range s.Pipeline.Active() {
+		if status != "" && sm.Status != status || stage != "" && sm.Stage != stage || older > 0 && sm.AgeSeconds < older.Seconds() {
+			continue
+		}
+		out = append(out, sm)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"rollouts": out})
+}
+
+func (s *Server) filter(w http.ResponseWriter, q url.Values) (store.Filter, bool) {
+	f := store.Filter{GroupID: q.Get("group_id"), Limit: 1000}
+	if v := q.Get("since"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeError(w, errf(http.StatusBadRequest, "invalid_field", "since", "must be a sequence number"))
+			return f, false
+		}
+		f.Since = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10000 {
+			writeError(w, errf(http.StatusBadRequest, "invalid_field", "limit", "must be between 1 and 10000"))
+			return f, false
+		}
+		f.Limit = n
+	}
+	return f, true
+}
+
+func (s *Server) results(w http.ResponseWriter, r *http.Request) {
+	f, ok := s.filter(w, r.URL.Query())
+	if !ok {
+		return
+	}
+	wait, e := parseWait(r.URL.Query(), s.Cfg.Server.MaxWait.Duration)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	var rs []*trajectory.Result
+	var next uint64
+	if wait > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), wait)
+		rs, next = store.Wait(ctx, s.Store, f)
+		cancel()
+	} else {
+		rs, next = s.Store.Finished(f)
+	}
+	if rs == nil {
+		rs = []*trajectory.Result{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": rs, "next_since": next})
+}
+
+// resultsStream writes finished results as NDJSON (or SSE when asked) until
+// the client goes away.
+func (s *Server) resultsStream(w http.ResponseWriter, r *http.Request) {
+	f, ok := s.filter(w, r.URL.Query())
+	if !ok {
+		return
+	}
+	sse := strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+	if sse {
+		w.Header().Set("Content-Type", "text/event-stream")
+	} else {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	if fl != nil {
+		fl.Flush()
+	}
+	ctx := r.Context()
+	keep := time.NewTicker(15 * time.Second)
+	defer keep.Stop()
+	for {
+		ch := s.Store.Changed()
+		rs, next := s.Store.Finished(f)
+		for _, res := range rs {
+			b, err := json.Marshal(res)
+			if err != nil {
+				continue
+			}
+			if sse {
+				fmt.Fprintf(w, "id: %d\nevent: result\ndata: %s\n\n", res.Seq, b)
+			} else {
+				_, _ = w.Write(append(b, '\n'))
+			}
+		}
+		f.Since = next
+		if fl != nil && len(rs) > 0 {
+			fl.Flush()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		case <-keep.C:
+			if sse {
+				fmt.Fprint(w, ": keepalive\n\n")
+				if fl != nil {
+					fl.Flush()
+				}
+			}
+		}
+	}
+}
+
+func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		IDs []string `json:"ids"`
+	}
+	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if len(req.IDs) == 0 || len(req.IDs) > 100000 {
+		writeError(w, invalid("ids", "give between 1 and 100000 rollout ids"))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"acked": s.Store.Ack(req.IDs)})
+}
+
+func (s *Server) cancelRollout(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["id"]
+	if s.Pipeline.Cancel(id, "cancelled by request") {
+		writeJSON(w, http.StatusOK, map[string]any{"cancelled": 1})
+		return
+	}
+	if res, ok := s.Store.Get(id); ok {
+		writeError(w, errf(http.StatusConflict, "already_finished", "id", "rollout %s already ended with status %s", id, res.Status))
+		return
+	}
+	writeError(w, errf(http.StatusNotFound, "not_found", "id", "no rollout %q", id))
+}
+
+func (s *Server) cancelMany(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		GroupID             string `json:"group_id"`
+		BeforePolicyVersion *int64 `json:"before_policy_version"`
+		All                 bool   `json:"all"`
+	}
+	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	set := 0
+	if req.GroupID != "" {
+		set++
+	}
+	if req.BeforePolicyVersion != nil {
+		set++
+	}
+	if req.All {
+		set++
+	}
+	if set != 1 {
+		writeError(w, invalid("", "give exactly one of group_id, before_policy_version, all"))
+		return
+	}
+	var n int
+	switch {
+	case req.GroupID != "":
+		n = s.Pipeline.CancelWhere(func(ro *pipeline.Rollout) bool { return ro.Req.GroupID == req.GroupID }, "group cancelled")
+	case req.BeforePolicyVersion != nil:
+		v := *req.BeforePolicyVersion
+		n = s.Pipeline.CancelWhere(func(ro *pipeline.Rollout) bool { return ro.PolicyAt() < v }, fmt.Sprintf("stale: started before policy version %d", v))
+	default:
+		n = s.Pipeline.CancelWhere(func(*pipeline.Rollout) bool { return true }, "all cancelled")
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"cancelled": n})
+}
+
+// BackendRequest is POST /v1/backends.
+type BackendRequest struct {
+	URL            string `json:"url"`
+	Protocol       string `json:"protocol"`
+	Model          string `json:"model"`
+	MaxConcurrency int    `json:"max_concurrency"`
+}
+
+func (s *Server) addBackendReq(ctx context.Context, req BackendRequest, field string) (backend.Status, int, *Error) {
+	u, err := url.Parse(req.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return backend.Status{}, 0, invalid(field+"url", "must be an http(s) base URL like http://host:port, got %q", req.URL)
+	}
+	base := u.Scheme + "://" + u.Host
+	if req.Protocol == "" {
+		req.Protocol = "vllm"
+	}
+	known := false
+	for _, p := range config.Protocols {
+		known = known || p == req.Protocol
+	}
+	if !known {
+		return backend.Status{}, 0, invalid(field+"protocol", "unknown protocol %q (known: %s)", req.Protocol, strings.Join(config.Protocols, ", "))
+	}
+	if req.MaxConcurrency < 0 {
+		return backend.Status{}, 0, invalid(field+"max_concurrency", "must not be negative")
+	}
+	if req.Model == "" {
+		req.Model = backend.Discover(ctx, base)
+	}
+	c, err := backend.NewClient(req.Protocol, base, req.Model)
+	if err != nil {
+		return backend.Status{}, 0, invalid(field+"protocol", "%v", err)
+	}
+	b, err := s.Pool.Add(&backend.Backend{URL: base, Protocol: req.Protocol, Model: req.Model, MaxConcurrency: req.MaxConcurrency, Client: c})
+	for _, st := range s.Pool.List() {
+		if st.ID == b.ID {
+			if errors.Is(err, backend.ErrDuplicate) {
+				return st, http.StatusOK, nil
+			}
+			s.Log.Info("backend added", "backend", b.ID, "url", base, "protocol", req.Protocol, "model", req.Model)
+			return st, http.StatusCreated, nil
+		}
+	}
+	return backend.Status{}, 0, errf(http.StatusInternalServerError, "internal", "", "backend vanished")
+}
+
+func (s *Server) addBackend(w http.ResponseWriter, r *http.Request) {
+	var req BackendRequest
+	if e := decode(w, r, 1<<20, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	st, code, e := s.addBackendReq(r.Context(), req, "")
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	writeJSON(w, code, st)
+}
+
+func (s *Server) listBackends(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"backends": s.Pool.List()})
+}
+
+func (s *Server) removeBackend(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["id"]
+	if !s.Pool.Remove(id) {
+		writeError(w, errf(http.StatusNotFound, "not_found", "id", "no backend %q", id))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) setPolicy(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Version *int64 `json:"version"`
+	}
+	if e := decode(w, r, 1<<16, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if req.Version == nil || *req.Version < 0 {
+		writeError(w, invalid("version", "required, a non-negative integer"))
+		return
+	}
+	if cur := s.Pipeline.Policy(); *req.Version < cur {
+		writeError(w, errf(http.StatusConflict, "policy_regression", "version", "version %d is older than the current %d", *req.Version, cur))
+		return
+	}
+	s.Pipeline.SetPolicy(*req.Version)
+	writeJSON(w, http.StatusOK, map[string]int64{"version": *req.Version})
+}
+
+func (s *Server) getPolicy(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]int64{"version": s.Pipeline.Policy()})
+}
+
+func (s *Server) domains(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"domains": s.Plugins.Statuses()})
+}
+
+func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Domain   string          `json:"domain"`
+		Task     json.RawMessage `json:"task"`
+		Response *string         `json:"response"`
+	}
+	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	h, e := readTask(req.Task, "task")
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if req.Response == nil {
+		writeError(w, invalid("response", "required: the final response to score"))
+		return
+	}
+	var plug *pluginhost.Plugin
+	if req.Domain != "" {
+		p, ok := s.Plugins.Get(req.Domain)
+		if !ok {
+			writeError(w, invalid("domain", "unknown domain %q; enabled domains: %s", req.Domain, strings.Join(s.Plugins.Names(), ", ")))
+			return
+		}
+		plug = p
+	} else {
+		p, e := s.resolveDomain(h, "task")
+		if e != nil {
+			writeError(w, e)
+			return
+		}
+		plug = p
+	}
+	res, err := s.Pipeline.Evaluate(r.Context(), plug.Name, req.Task, *req.Response)
+	if err != nil {
+		writeError(w, errf(http.StatusBadGateway, "plugin_error", "", "%v", err))
+		return
+	}
+	if len(res.Diagnostics) > 0 {
+		d := res.Diagnostics[0]
+		code := http.StatusUnprocessableEntity
+		if d.Code == "internal" {
+			code = http.StatusInternalServerError
+		}
+		fieldName := "task"
+		if d.Field != "" {
+			fieldName = "task." + d.Field
+		}
+		writeError(w, errf(code, d.Code, fieldName, "%s", d.Message))
+		return
+	}
+	info := json.RawMessage(res.InfoJson)
+	if len(info) == 0 {
+		info = json.RawMessage("{}")
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"domain": plug.Name, "reward": res.Reward, "resolved": res.Resolved, "metrics": res.Metrics, "info": info})
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	var problems []string
+	if s.closing.Load() {
+		problems = append(problems, "shutting down")
+	}
+	for _, p := range s.Plugins.Statuses() {
+		if !p.Healthy {
+			problems = append(problems, fmt.Sprintf("domain %s is %s", p.Name, p.State))
+		}
+	}
+	healthy := 0
+	for _, b := range s.Pool.List() {
+		if b.Healthy {
+			healthy++
+		}
+	}
+	body := map[string]any{"ready": len(problems) == 0, "problems": problems, "backends_healthy": healthy}
+	if len(problems) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, body)
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
+}

@@ -1,0 +1,157 @@
+// Package host assembles a prorl host from its configuration: plugins,
+// backends, pipeline, store and API, and shuts it down in order.
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prorl/prorl/core/api"
+	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/core/metrics"
+	"github.com/prorl/prorl/core/pipeline"
+	"github.com/prorl/prorl/core/pluginhost"
+	"github.com/prorl/prorl/core/store"
+)
+
+// Host is a running prorl host.
+type Host struct {
+	Cfg      *config.Config
+	Log      hclog.Logger
+	Metrics  *metrics.Metrics
+	Store    store.Store
+	Pool     *backend.Pool
+	Plugins  *pluginhost.Manager
+	Pipeline *pipeline.Pipeline
+	API      *api.Server
+	Handler  http.Handler
+	Instance string
+
+	cancel context.CancelFunc
+}
+
+// NewLogger makes the host's logger from the config.
+func NewLogger(c config.Log, w io.Writer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "prorl", Level: hclog.LevelFromString(c.Level), JSONFormat: c.JSON, Output: w, TimeFormat: time.RFC3339Nano})
+}
+
+// New starts plugins and the pipeline; Serve starts the API.
+func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, error) {
+	hn, _ := os.Hostname()
+	h := &Host{Cfg: cfg, Log: log, Metrics: metrics.New(), Instance: fmt.Sprintf("%s-%d", hn, os.Getpid())}
+	h.Store = store.NewMemory(cfg.Server.ResultRetention)
+	h.Pool = backend.NewPool(log.Named("backends"))
+	for _, b := range cfg.Backends.Static {
+		if b.Model == "" {
+			b.Model = backend.Discover(ctx, strings.TrimRight(b.URL, "/"))
+		}
+		c, err := backend.NewClient(b.Protocol, strings.TrimRight(b.URL, "/"), b.Model)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := h.Pool.Add(&backend.Backend{URL: strings.TrimRight(b.URL, "/"), Protocol: b.Protocol, Model: b.Model, MaxConcurrency: b.MaxConcurrency, Client: c}); err != nil {
+			return nil, fmt.Errorf("backend %s: %w", b.URL, err)
+		}
+	}
+	enabled := cfg.EnabledPlugins()
+	if len(enabled) == 0 {
+		log.Warn("no plugin is enabled: the host serves no domain")
+	}
+	for n, p := range enabled {
+		if p.SHA256 == "" {
+			log.Warn("plugin binary is not pinned by sha256; pin it in production", "plugin", n, "path", p.Path)
+		}
+	}
+	plugs, err := pluginhost.Start(ctx, log.Named("plugins"), enabled, pluginhost.NoSandboxes{}, h.Instance)
+	if err != nil {
+		return nil, err
+	}
+	h.Plugins = plugs
+	h.Pipeline, err = pipeline.New(pipeline.Deps{Cfg: cfg, Log: log.Named("pipeline"), Plugins: plugs, Pool: h.Pool, Store: h.Store, Metrics: h.Metrics})
+	if err != nil {
+		plugs.Stop()
+		return nil, err
+	}
+	h.Pipeline.Start()
+	h.API, h.Handler = api.New(api.Deps{Cfg: cfg, Log: log.Named("api"), Pipeline: h.Pipeline, Pool: h.Pool, Plugins: plugs, Store: h.Store, Metrics: h.Metrics})
+	h.Metrics.Gauge("prorl_backends_healthy", "Healthy backends.", nil, func() float64 {
+		n := 0
+		for _, b := range h.Pool.List() {
+			if b.Healthy {
+				n++
+			}
+		}
+		return float64(n)
+	})
+	h.Metrics.Gauge("prorl_results_unacked", "Finished results not yet acknowledged.", nil, func() float64 { return float64(h.Store.Stats().Finished) })
+	for _, name := range plugs.Names() {
+		p, _ := plugs.Get(name)
+		h.Metrics.Gauge("prorl_plugin_restarts", "Plugin process restarts.", map[string]string{"plugin": name}, func() float64 { return float64(p.Status().Restarts) })
+		h.Metrics.Gauge("prorl_plugin_healthy", "Plugin serving (1) or not (0).", map[string]string{"plugin": name}, func() float64 {
+			if p.Healthy() {
+				return 1
+			}
+			return 0
+		})
+	}
+	hctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go h.Pool.RunHealthChecks(hctx, cfg.Backends.HealthInterval.Duration)
+	return h, nil
+}
+
+// Listen opens the configured address (or addr when not empty).
+func (h *Host) Listen(addr string) (net.Listener, error) {
+	if addr == "" {
+		addr = h.Cfg.Server.Listen
+	}
+	return net.Listen("tcp", addr)
+}
+
+// Serve serves the API on ln until ctx ends, then shuts down gracefully.
+func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: h.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	h.Log.Info("prorl host serving", "addr", ln.Addr().String(), "domains", strings.Join(h.Plugins.Names(), ","), "instance", h.Instance)
+	select {
+	case err := <-errc:
+		h.Close(context.Background())
+		return err
+	case <-ctx.Done():
+	}
+	h.Log.Info("shutting down: no new work; waiting for live rollouts", "deadline", h.Cfg.Server.ShutdownTimeout.Duration)
+	h.API.SetClosing()
+	sctx, cancel := context.WithTimeout(context.Background(), h.Cfg.Server.ShutdownTimeout.Duration)
+	defer cancel()
+	h.Pipeline.Shutdown(sctx)
+	// Long-polls and streams end with the server; give them a moment.
+	hctx, hcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer hcancel()
+	if err := srv.Shutdown(hctx); err != nil {
+		_ = srv.Close()
+	}
+	h.Close(context.Background())
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Close stops health checks and plugins.
+func (h *Host) Close(context.Context) {
+	if h.cancel != nil {
+		h.cancel()
+	}
+	h.Plugins.Stop()
+	h.Log.Info("host stopped")
+}

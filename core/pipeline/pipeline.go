@@ -1,0 +1,503 @@
+// Package pipeline is the three-stage assembly line of rollouts: init
+// (plugin Prepare, sandbox), run (the agent loop on one sticky backend) and
+// eval (plugin Evaluate), each with its own worker pool and bounded queue so
+// slow scoring never blocks generation. A rollout's timeout counts only the
+// time it spends inside stages.
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prorl/prorl/core/agent"
+	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/core/metrics"
+	"github.com/prorl/prorl/core/pluginhost"
+	"github.com/prorl/prorl/core/store"
+	"github.com/prorl/prorl/core/tokenizer"
+	"github.com/prorl/prorl/core/toolcall"
+	"github.com/prorl/prorl/core/trajectory"
+	"github.com/prorl/prorl/sdk"
+	pb "github.com/prorl/prorl/sdk/proto"
+)
+
+// Errors of Submit.
+var (
+	ErrQueueFull    = errors.New("the init queue is full")
+	ErrShuttingDown = errors.New("the host is shutting down")
+)
+
+// Deps are the pipeline's collaborators.
+type Deps struct {
+	Cfg     *config.Config
+	Log     hclog.Logger
+	Plugins *pluginhost.Manager
+	Pool    *backend.Pool
+	Store   store.Store
+	Metrics *metrics.Metrics
+}
+
+// Pipeline runs rollouts.
+type Pipeline struct {
+	d      Deps
+	runner *agent.Runner
+	policy atomic.Int64
+
+	initQ, runQ, evalQ chan *Rollout
+	initReserved       atomic.Int64 // queued in init, including reservations
+	activeStage        [3]atomic.Int64
+
+	mu     sync.Mutex
+	active map[string]*Rollout
+
+	splicers sync.Map // backend id -> *tokenizer.Splicer
+
+	closing atomic.Bool
+	base    context.Context
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// New builds a pipeline; Start runs its workers.
+func New(d Deps) (*Pipeline, error) {
+	parser, err := toolcall.New(d.Cfg.Agent.ToolCallFormat)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pipeline{
+		d:      d,
+		initQ:  make(chan *Rollout, d.Cfg.Pipeline.InitQueue),
+		runQ:   make(chan *Rollout, d.Cfg.Pipeline.RunQueue),
+		evalQ:  make(chan *Rollout, d.Cfg.Pipeline.EvalQueue),
+		active: map[string]*Rollout{},
+	}
+	p.runner = &agent.Runner{Parser: parser, Policy: p.policy.Load}
+	if m := d.Metrics; m != nil {
+		for i, name := range []string{trajectory.StageInit, trajectory.StageRun, trajectory.StageEval} {
+			q := []chan *Rollout{p.initQ, p.runQ, p.evalQ}[i]
+			m.Gauge("prorl_queue_depth", "Rollouts waiting for a stage.", map[string]string{"stage": name}, func() float64 { return float64(len(q)) })
+			m.Gauge("prorl_stage_active", "Rollouts inside a stage.", map[string]string{"stage": name}, func() float64 { return float64(p.activeStage[i].Load()) })
+		}
+		m.Gauge("prorl_policy_version", "Current policy version.", nil, func() float64 { return float64(p.policy.Load()) })
+	}
+	return p, nil
+}
+
+// Start launches the worker pools.
+func (p *Pipeline) Start() {
+	p.base, p.stop = context.WithCancel(context.Background())
+	c := p.d.Cfg.Pipeline
+	p.pool(c.InitWorkers, p.initQ, 0, p.initStage, p.runQ)
+	p.pool(c.RunWorkers, p.runQ, 1, p.runStage, p.evalQ)
+	p.pool(c.EvalWorkers, p.evalQ, 2, p.evalStage, nil)
+}
+
+var stageNames = [3]string{trajectory.StageInit, trajectory.StageRun, trajectory.StageEval}
+
+// pool starts n workers moving rollouts from in through fn to next.
+func (p *Pipeline) pool(n int, in chan *Rollout, idx int, fn func(context.Context, *Rollout) error, next chan *Rollout) {
+	for i := 0; i < n; i++ {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			for {
+				var r *Rollout
+				select {
+				case <-p.base.Done():
+					return
+				case r = <-in:
+				}
+				if idx == 0 {
+					p.initReserved.Add(-1)
+				}
+				p.work(r, idx, fn, next)
+			}
+		}()
+	}
+}
+
+func (p *Pipeline) work(r *Rollout, idx int, fn func(context.Context, *Rollout) error, next chan *Rollout) {
+	stage := stageNames[idx]
+	r.mu.Lock()
+	if r.finalized.Load() {
+		r.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithTimeout(p.base, r.remaining)
+	r.cancel, r.stage, r.inStage, r.stageFrom = cancel, stage, true, time.Now()
+	r.mu.Unlock()
+	p.activeStage[idx].Add(1)
+	start := time.Now()
+	err := fn(ctx, r)
+	el := time.Since(start)
+	p.activeStage[idx].Add(-1)
+	cancel()
+	r.mu.Lock()
+	r.inStage, r.cancel = false, nil
+	r.remaining -= el
+	switch stage {
+	case trajectory.StageInit:
+		r.timing.InitMS += ms(el)
+	case trajectory.StageRun:
+		r.timing.RunMS += ms(el)
+	case trajectory.StageEval:
+		r.timing.EvalMS += ms(el)
+	}
+	r.mu.Unlock()
+	if p.d.Metrics != nil {
+		p.d.Metrics.StageTime.WithLabelValues(stage).Observe(el.Seconds())
+	}
+	if err != nil {
+		st, f := p.classify(ctx, r, stage, err)
+		p.finalize(r, st, f)
+		return
+	}
+	if next == nil {
+		st := trajectory.StatusCompleted
+		var f *trajectory.Failure
+		if o := r.outcome; o != nil && o.Status == trajectory.StatusTruncated {
+			st, f = trajectory.StatusTruncated, o.Failure
+		}
+		p.finalize(r, st, f)
+		return
+	}
+	// Backpressure: a full next queue holds this worker, not the rollout's clock.
+	select {
+	case next <- r:
+	case <-p.base.Done():
+		p.finalize(r, trajectory.StatusCancelled, &trajectory.Failure{Stage: stage, Reason: trajectory.ReasonCancelled, Message: "host shutting down"})
+	}
+}
+
+// classify maps a stage error to a final status and failure.
+func (p *Pipeline) classify(ctx context.Context, r *Rollout, stage string, err error) (trajectory.Status, *trajectory.Failure) {
+	f := &trajectory.Failure{Stage: stage, Message: err.Error()}
+	var ae *agent.Error
+	switch {
+	case r.cancelled.Load():
+		f.Reason = trajectory.ReasonCancelled
+		if m, _ := r.cancelMsg.Load().(string); m != "" {
+			f.Message = m
+		}
+		return trajectory.StatusCancelled, f
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		f.Reason, f.Message = trajectory.ReasonTimeout, fmt.Sprintf("rollout timeout %s reached in stage %s", r.Req.Timeout, stage)
+		return trajectory.StatusTimeout, f
+	case errors.Is(err, context.Canceled) && p.base.Err() != nil:
+		f.Reason, f.Message = trajectory.ReasonCancelled, "host shutting down"
+		return trajectory.StatusCancelled, f
+	case errors.Is(err, pluginhost.ErrCrashed), errors.Is(err, pluginhost.ErrUnhealthy):
+		f.Reason = trajectory.ReasonPluginCrashed
+	case errors.Is(err, backend.ErrNoBackend):
+		f.Reason = trajectory.ReasonBackendUnavailable
+	case errors.As(err, &ae):
+		f.Reason = ae.Reason
+	default:
+		f.Reason = trajectory.ReasonInternal
+	}
+	return trajectory.StatusFailed, f
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// Submit creates rollouts and queues them for init; all or none are accepted.
+func (p *Pipeline) Submit(reqs []Request) ([]*Rollout, error) {
+	if p.closing.Load() {
+		return nil, ErrShuttingDown
+	}
+	n := int64(len(reqs))
+	if p.initReserved.Add(n) > int64(cap(p.initQ)) {
+		p.initReserved.Add(-n)
+		return nil, fmt.Errorf("%w (%d slots)", ErrQueueFull, cap(p.initQ))
+	}
+	now := time.Now()
+	pol := p.policy.Load()
+	rs := make([]*Rollout, len(reqs))
+	p.mu.Lock()
+	for i, rq := range reqs {
+		if rq.Timeout <= 0 {
+			rq.Timeout = p.d.Cfg.Pipeline.RolloutTimeout.Duration
+		}
+		r := &Rollout{ID: NewID("r-"), Req: rq, submitted: now, done: make(chan struct{}), remaining: rq.Timeout, stage: trajectory.StageInit, policy: pol}
+		p.active[r.ID] = r
+		rs[i] = r
+	}
+	p.mu.Unlock()
+	for _, r := range rs {
+		p.initQ <- r // capacity reserved above: never blocks
+	}
+	if p.d.Metrics != nil {
+		p.d.Metrics.Submitted.Add(float64(n))
+	}
+	return rs, nil
+}
+
+// Lookup returns a live rollout.
+func (p *Pipeline) Lookup(id string) (*Rollout, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.active[id]
+	return r, ok
+}
+
+// Snapshot shows a live rollout as a result in progress.
+func (p *Pipeline) Snapshot(r *Rollout) *trajectory.Result {
+	s := r.summary()
+	return &trajectory.Result{ID: r.ID, GroupID: r.Req.GroupID, SampleIndex: r.Req.Index, Attempt: 1, Domain: r.Req.Domain,
+		Status: trajectory.Status(map[string]string{"queued": "queued", "running": "running"}[s.Status]), Stage: s.Stage,
+		SubmittedAt: r.submitted, Metadata: r.Req.Metadata, Turns: []trajectory.Turn{}, Messages: []trajectory.Message{}, Tools: []trajectory.Tool{}}
+}
+
+// Active lists live rollouts.
+func (p *Pipeline) Active() []Summary {
+	p.mu.Lock()
+	rs := make([]*Rollout, 0, len(p.active))
+	for _, r := range p.active {
+		rs = append(rs, r)
+	}
+	p.mu.Unlock()
+	out := make([]Summary, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.summary())
+	}
+	return out
+}
+
+// Cancel cancels one rollout at whatever stage it is; a queued one is
+// reported at once.
+func (p *Pipeline) Cancel(id, why string) bool {
+	r, ok := p.Lookup(id)
+	if !ok {
+		return false
+	}
+	p.cancelRollout(r, why)
+	return true
+}
+
+func (p *Pipeline) cancelRollout(r *Rollout, why string) {
+	r.cancelMsg.Store(why)
+	r.cancelled.Store(true)
+	r.mu.Lock()
+	running, cancel, stage := r.inStage, r.cancel, r.stage
+	r.mu.Unlock()
+	if running && cancel != nil {
+		cancel() // the worker reports it with its partial trajectory
+		return
+	}
+	p.finalize(r, trajectory.StatusCancelled, &trajectory.Failure{Stage: stage, Reason: trajectory.ReasonCancelled, Message: why})
+}
+
+// CancelWhere cancels every live rollout matching f.
+func (p *Pipeline) CancelWhere(f func(*Rollout) bool, why string) int {
+	p.mu.Lock()
+	var rs []*Rollout
+	for _, r := range p.active {
+		if f(r) {
+			rs = append(rs, r)
+		}
+	}
+	p.mu.Unlock()
+	for _, r := range rs {
+		p.cancelRollout(r, why)
+	}
+	return len(rs)
+}
+
+// PolicyAt is the policy version a rollout started under.
+func (r *Rollout) PolicyAt() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.policy
+}
+
+// SetPolicy records new weights; later turns are stamped with it.
+func (p *Pipeline) SetPolicy(v int64) { p.policy.Store(v) }
+
+// Policy is the current policy version.
+func (p *Pipeline) Policy() int64 { return p.policy.Load() }
+
+// Stats are the stage counters.
+type Stats struct {
+	InitQueue  int `json:"init_queue"`
+	RunQueue   int `json:"run_queue"`
+	EvalQueue  int `json:"eval_queue"`
+	ActiveInit int `json:"active_init"`
+	ActiveRun  int `json:"active_run"`
+	ActiveEval int `json:"active_eval"`
+	Total      int `json:"total"`
+}
+
+// Stats reports queue depths and stage occupancy.
+func (p *Pipeline) Stats() Stats {
+	p.mu.Lock()
+	total := len(p.active)
+	p.mu.Unlock()
+	return Stats{InitQueue: len(p.initQ), RunQueue: len(p.runQ), EvalQueue: len(p.evalQ),
+		ActiveInit: int(p.activeStage[0].Load()), ActiveRun: int(p.activeStage[1].Load()), ActiveEval: int(p.activeStage[2].Load()), Total: total}
+}
+
+// finalize reports a rollout exactly once: persist, then publish.
+func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Failure) {
+	if !r.finalized.CompareAndSwap(false, true) {
+		return
+	}
+	res := p.result(r, st, f)
+	if err := p.d.Store.Finish(res); err != nil {
+		p.d.Log.Error("store result", "rollout", r.ID, "error", err)
+	}
+	p.mu.Lock()
+	delete(p.active, r.ID)
+	p.mu.Unlock()
+	close(r.done)
+	if m := p.d.Metrics; m != nil {
+		reason := ""
+		if f != nil {
+			reason = f.Reason
+		}
+		m.Finished.WithLabelValues(string(st), reason).Inc()
+		for _, t := range res.Turns {
+			m.TurnOverhd.Observe(t.OverheadMS / 1000)
+		}
+		m.Turns.Add(float64(len(res.Turns)))
+	}
+	lg := p.d.Log.With("rollout", r.ID, "group", r.Req.GroupID, "domain", r.Req.Domain)
+	if f != nil && st != trajectory.StatusTruncated {
+		lg.Info("rollout ended", "status", st, "stage", f.Stage, "reason", f.Reason, "message", f.Message)
+	} else {
+		lg.Debug("rollout ended", "status", st, "reward", res.Reward, "turns", len(res.Turns))
+	}
+	if r.epoch != 0 {
+		go p.release(r)
+	}
+}
+
+// release frees the plugin's per-rollout state, best effort.
+func (p *Pipeline) release(r *Rollout) {
+	plug, ok := p.d.Plugins.Get(r.Req.Domain)
+	if !ok || plug.Epoch() != r.epoch {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if c, err := plug.Acquire(ctx); err == nil {
+		_, _ = c.Release(ctx, &pb.ReleaseRequest{RolloutId: r.ID})
+	}
+}
+
+func (p *Pipeline) result(r *Rollout, st trajectory.Status, f *trajectory.Failure) *trajectory.Result {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res := &trajectory.Result{
+		ID: r.ID, GroupID: r.Req.GroupID, SampleIndex: r.Req.Index, Attempt: 1, Domain: r.Req.Domain, TaskID: r.taskID,
+		Status: st, Stage: r.stage, Failure: f, PolicyVersion: r.policy, Metadata: r.Req.Metadata,
+		SubmittedAt: r.submitted, FinishedAt: &now, Timing: r.timing,
+		Turns: []trajectory.Turn{}, Messages: []trajectory.Message{}, Tools: []trajectory.Tool{},
+	}
+	res.Timing.TotalMS = ms(now.Sub(r.submitted))
+	res.Timing.QueuedMS = res.Timing.TotalMS - res.Timing.InitMS - res.Timing.RunMS - res.Timing.EvalMS
+	if r.episode != nil {
+		res.Tools = r.episode.Tools
+		res.Messages = r.episode.Messages
+	}
+	if o := r.outcome; o != nil {
+		res.Turns, res.Tokens, res.Messages = o.Turns, o.Tokens, o.Messages
+		res.FinalResponse, res.EndReason = o.FinalResponse, o.EndReason
+		res.Metrics = o.Metrics
+	}
+	if s := r.score; s != nil {
+		res.Reward, res.Resolved, res.Info = s.reward, s.resolved, s.info
+		if res.Metrics == nil {
+			res.Metrics = map[string]float64{}
+		}
+		for k, v := range s.metrics {
+			res.Metrics[k] = v
+		}
+	}
+	if res.Turns == nil {
+		res.Turns = []trajectory.Turn{}
+	}
+	return res
+}
+
+// Shutdown stops accepting work, lets live rollouts finish until ctx ends,
+// then cancels the rest and stops the workers.
+func (p *Pipeline) Shutdown(ctx context.Context) {
+	p.closing.Store(true)
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		p.mu.Lock()
+		n := len(p.active)
+		p.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			p.CancelWhere(func(*Rollout) bool { return true }, "host shutting down")
+			goto stop
+		case <-t.C:
+		}
+	}
+stop:
+	// Let cancelled workers report their partial trajectories, briefly.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		p.mu.Lock()
+		n := len(p.active)
+		p.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.stop()
+	p.wg.Wait()
+}
+
+// Evaluate scores a response without generation (POST /v1/evaluate).
+func (p *Pipeline) Evaluate(ctx context.Context, domain string, task json.RawMessage, response string) (*pb.EvaluateResponse, error) {
+	plug, ok := p.d.Plugins.Get(domain)
+	if !ok {
+		return nil, fmt.Errorf("unknown domain %q", domain)
+	}
+	c, err := plug.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err := c.Evaluate(ctx, &pb.EvaluateRequest{RolloutId: NewID("eval-"), TaskJson: task, FinalResponse: response, EndReason: "evaluate"})
+	if err != nil {
+		return nil, plug.Check(c.Epoch, err)
+	}
+	return r, nil
+}
+
+// diagErr turns a plugin diagnostic into an agent error with its reason.
+func diagErr(d *pb.Diagnostic) error {
+	reason := trajectory.ReasonInternal
+	switch d.Code {
+	case sdk.CodeInvalidTask, sdk.CodeToolError, sdk.CodeSandboxFailed:
+		reason = d.Code
+	}
+	msg := d.Message
+	if d.Field != "" {
+		msg = d.Field + ": " + msg
+	}
+	return &agent.Error{Reason: reason, Err: errors.New(msg)}
+}
+
+func (p *Pipeline) splicer(b *backend.Backend) *tokenizer.Splicer {
+	if s, ok := p.splicers.Load(b.ID); ok {
+		return s.(*tokenizer.Splicer)
+	}
+	s, _ := p.splicers.LoadOrStore(b.ID, tokenizer.NewSplicer(b.Client))
+	return s.(*tokenizer.Splicer)
+}

@@ -1,0 +1,104 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prorl/prorl/core/agent"
+	"github.com/prorl/prorl/core/trajectory"
+)
+
+// Request creates one rollout.
+type Request struct {
+	GroupID  string
+	Index    int
+	Domain   string
+	Task     json.RawMessage
+	Sampling trajectory.Sampling
+	MaxTurns int
+	Timeout  time.Duration
+	Metadata json.RawMessage
+	// MessageSpans asks for each initial message's own token span (ProRL compatibility).
+	MessageSpans bool
+}
+
+// NewID returns a random id with a prefix.
+func NewID(prefix string) string {
+	var b [9]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// Rollout is one rollout in flight.
+type Rollout struct {
+	ID  string
+	Req Request
+
+	submitted time.Time
+	done      chan struct{}
+	finalized atomic.Bool
+	cancelled atomic.Bool
+	cancelMsg atomic.Value // string
+
+	mu        sync.Mutex
+	stage     string // current or last stage
+	inStage   bool
+	stageFrom time.Time
+	cancel    context.CancelFunc
+	remaining time.Duration
+	timing    trajectory.Timing
+	policy    int64
+	backendID string
+
+	// set by stages
+	taskID    string
+	epoch     uint64
+	episode   *agent.Episode
+	sandboxID string
+	outcome   *agent.Outcome
+	score     *score
+}
+
+type score struct {
+	reward   float64
+	resolved bool
+	metrics  map[string]float64
+	info     json.RawMessage
+}
+
+// Summary is a live rollout as GET /v1/rollouts lists it.
+type Summary struct {
+	ID          string    `json:"id"`
+	GroupID     string    `json:"group_id"`
+	Domain      string    `json:"domain"`
+	Status      string    `json:"status"`
+	Stage       string    `json:"stage"`
+	Turn        int       `json:"turn"`
+	Backend     string    `json:"backend,omitempty"`
+	SubmittedAt time.Time `json:"submitted_at"`
+	StageSince  time.Time `json:"stage_since,omitzero"`
+	AgeSeconds  float64   `json:"age_seconds"`
+}
+
+func (r *Rollout) summary() Summary {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := "queued"
+	if r.inStage {
+		st = "running"
+	}
+	turns := 0
+	if r.outcome != nil {
+		turns = len(r.outcome.Turns)
+	}
+	return Summary{ID: r.ID, GroupID: r.Req.GroupID, Domain: r.Req.Domain, Status: st, Stage: r.stage, Turn: turns,
+		Backend: r.backendID, SubmittedAt: r.submitted, StageSince: r.stageFrom, AgeSeconds: time.Since(r.submitted).Seconds()}
+}
+
+// Done is closed when the rollout's result is stored.
+func (r *Rollout) Done() <-chan struct{} { return r.done }

@@ -1,0 +1,221 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/prorl/prorl/core/agent"
+	"github.com/prorl/prorl/core/pluginhost"
+	"github.com/prorl/prorl/core/trajectory"
+	"github.com/prorl/prorl/sdk"
+	pb "github.com/prorl/prorl/sdk/proto"
+)
+
+func (p *Pipeline) plugin(r *Rollout) (*pluginhost.Plugin, error) {
+	plug, ok := p.d.Plugins.Get(r.Req.Domain)
+	if !ok {
+		return nil, &agent.Error{Reason: trajectory.ReasonInvalidTask, Err: fmt.Errorf("no plugin serves domain %q", r.Req.Domain)}
+	}
+	return plug, nil
+}
+
+// call runs one RPC against the plugin process the rollout belongs to, so a
+// restarted process never serves a rollout its predecessor prepared.
+func (p *Pipeline) call(ctx context.Context, r *Rollout, method string, f func(pluginhost.Conn) error) error {
+	plug, err := p.plugin(r)
+	if err != nil {
+		return err
+	}
+	c, err := plug.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	if r.epoch != 0 && c.Epoch != r.epoch {
+		return plug.Check(r.epoch, nil)
+	}
+	start := time.Now()
+	err = f(c)
+	if p.d.Metrics != nil {
+		p.d.Metrics.PluginCalls.WithLabelValues(plug.Name, method).Observe(time.Since(start).Seconds())
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return plug.Check(c.Epoch, err)
+	}
+	if r.epoch == 0 {
+		r.epoch = c.Epoch
+	}
+	return nil
+}
+
+func (p *Pipeline) initStage(ctx context.Context, r *Rollout) error {
+	var resp *pb.PrepareResponse
+	err := p.call(ctx, r, "Prepare", func(c pluginhost.Conn) (err error) {
+		resp, err = c.Prepare(ctx, &pb.PrepareRequest{RolloutId: r.ID, TaskJson: r.Req.Task})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if len(resp.Diagnostics) > 0 {
+		return diagErr(resp.Diagnostics[0])
+	}
+	if sb := resp.Sandbox; sb != nil && sb.Image != "" {
+		return &agent.Error{Reason: trajectory.ReasonSandboxFailed, Err: fmt.Errorf("the task needs sandbox image %q but this host has no sandbox driver", sb.Image)}
+	}
+	plug, _ := p.plugin(r)
+	ep, err := p.episode(r, plug.Info(), resp)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.taskID, r.episode = resp.TaskId, ep
+	r.mu.Unlock()
+	return nil
+}
+
+func (p *Pipeline) episode(r *Rollout, info *pb.DomainInfo, resp *pb.PrepareResponse) (*agent.Episode, error) {
+	c := p.d.Cfg.Agent
+	s := r.Req.Sampling
+	lim := resp.GetLimits()
+	pick := func(req int, plugin uint32, def int) int {
+		switch {
+		case req > 0:
+			return req
+		case plugin > 0:
+			return int(plugin)
+		}
+		return def
+	}
+	ep := &agent.Episode{
+		MaxTurns:         pick(r.Req.MaxTurns, lim.GetMaxTurns(), c.MaxTurns),
+		MaxTokensPerTurn: pick(s.MaxTokensPerTurn, lim.GetMaxTokensPerTurn(), c.MaxTokensPerTurn),
+		MaxTotalTokens:   pick(s.MaxTotalTokens, lim.GetMaxTotalTokens(), c.MaxTotalTokens),
+		Temperature:      1, TopP: 1, Seed: s.Seed, Stop: s.Stop,
+		MessageSpans: r.Req.MessageSpans,
+	}
+	if s.Temperature != nil {
+		ep.Temperature = *s.Temperature
+	}
+	if s.TopP != nil {
+		ep.TopP = *s.TopP
+	}
+	if s.TopK != nil {
+		ep.TopK = *s.TopK
+	}
+	for _, m := range sdk.MessagesFromProto(resp.Messages) {
+		tm := trajectory.Message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name}
+		for _, tc := range m.ToolCalls {
+			tm.ToolCalls = append(tm.ToolCalls, trajectory.ToolCall{ID: tc.ID, Type: "function", Function: trajectory.FunctionCall{Name: tc.Name, Arguments: string(tc.Arguments)}})
+		}
+		ep.Messages = append(ep.Messages, tm)
+	}
+	allowed := map[string]bool{}
+	for _, n := range resp.Tools {
+		allowed[n] = true
+	}
+	for _, t := range info.GetTools() {
+		if len(allowed) > 0 && !allowed[t.Name] {
+			continue
+		}
+		params := json.RawMessage(t.ParametersJson)
+		if len(params) == 0 {
+			params = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		ep.Tools = append(ep.Tools, trajectory.Tool{Type: "function", Function: trajectory.ToolFunction{Name: t.Name, Description: t.Description, Parameters: params}})
+	}
+	if len(resp.ChatTemplateKwargsJson) > 0 {
+		if err := json.Unmarshal(resp.ChatTemplateKwargsJson, &ep.TemplateKwargs); err != nil {
+			return nil, &agent.Error{Reason: trajectory.ReasonInternal, Err: fmt.Errorf("plugin chat template kwargs: %w", err)}
+		}
+	}
+	return ep, nil
+}
+
+// pluginTools dispatches the agent's tool calls to the rollout's plugin.
+type pluginTools struct {
+	p       *Pipeline
+	r       *Rollout
+	timeout time.Duration
+}
+
+func (t *pluginTools) Call(ctx context.Context, id, name string, args json.RawMessage) (agent.ToolResult, error) {
+	if t.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t.timeout)
+		defer cancel()
+	}
+	var resp *pb.CallToolResponse
+	err := t.p.call(ctx, t.r, "CallTool", func(c pluginhost.Conn) (err error) {
+		resp, err = c.CallTool(ctx, &pb.CallToolRequest{RolloutId: t.r.ID, TaskJson: t.r.Req.Task, SandboxId: t.r.sandboxID,
+			Call: &pb.ToolCall{Id: id, Name: name, ArgumentsJson: args}})
+		return err
+	})
+	if err != nil {
+		return agent.ToolResult{}, err
+	}
+	if len(resp.Diagnostics) > 0 {
+		return agent.ToolResult{}, diagErr(resp.Diagnostics[0])
+	}
+	return agent.ToolResult{Output: resp.Output, Done: resp.Done, FinalResponse: resp.FinalResponse, IsError: resp.IsError}, nil
+}
+
+func (p *Pipeline) runStage(ctx context.Context, r *Rollout) error {
+	lease, err := p.d.Pool.Acquire(ctx, p.d.Cfg.Backends.WaitForBackend.Duration)
+	if err != nil {
+		return err
+	}
+	defer lease.Release()
+	r.mu.Lock()
+	r.backendID = lease.B.ID
+	ep := *r.episode
+	r.outcome = &agent.Outcome{} // visible to summaries while running
+	r.mu.Unlock()
+	tools := &pluginTools{p: p, r: r, timeout: p.d.Cfg.Agent.ToolTimeout.Duration}
+	out, err := p.runner.Run(ctx, ep, lease.B.Client, lease.B.ID, p.splicer(lease.B), tools)
+	r.mu.Lock()
+	r.outcome = out
+	r.mu.Unlock()
+	if ae, ok := err.(*agent.Error); ok && ae.Reason == trajectory.ReasonContextOverflow {
+		// A context overflow ends the rollout as truncated; it is still scored.
+		out.Status = trajectory.StatusTruncated
+		out.EndReason = trajectory.ReasonContextOverflow
+		out.Failure = &trajectory.Failure{Stage: trajectory.StageRun, Reason: trajectory.ReasonContextOverflow, Message: ae.Err.Error()}
+		return nil
+	}
+	return err
+}
+
+func (p *Pipeline) evalStage(ctx context.Context, r *Rollout) error {
+	r.mu.Lock()
+	out := r.outcome
+	r.mu.Unlock()
+	msgs := make([]sdk.Message, 0, len(out.Messages))
+	for _, m := range out.Messages {
+		sm := sdk.Message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name}
+		for _, tc := range m.ToolCalls {
+			sm.ToolCalls = append(sm.ToolCalls, sdk.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: json.RawMessage(tc.Function.Arguments)})
+		}
+		msgs = append(msgs, sm)
+	}
+	var resp *pb.EvaluateResponse
+	err := p.call(ctx, r, "Evaluate", func(c pluginhost.Conn) (err error) {
+		resp, err = c.Evaluate(ctx, &pb.EvaluateRequest{RolloutId: r.ID, TaskJson: r.Req.Task, SandboxId: r.sandboxID,
+			FinalResponse: out.FinalResponse, Messages: sdk.MessagesToProto(msgs), EndReason: out.EndReason})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if len(resp.Diagnostics) > 0 {
+		return diagErr(resp.Diagnostics[0])
+	}
+	r.mu.Lock()
+	r.score = &score{reward: resp.Reward, resolved: resp.Resolved, metrics: resp.Metrics, info: resp.InfoJson}
+	r.mu.Unlock()
+	return nil
+}
