@@ -125,6 +125,9 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 			return finish(trajectory.StatusTruncated, trajectory.ReasonMaxTurns, "")
 		}
 		turnStart := time.Now()
+		if k == 0 {
+			turnStart = t0 // turn 0 includes rendering the prompt
+		}
 		maxNew := min(ep.MaxTokensPerTurn, ep.MaxTotalTokens-len(tk.IDs))
 		turn := trajectory.Turn{Index: k, PromptDeltaIDs: delta, Backend: backendID, PolicyVersion: rn.Policy()}
 		g0 := time.Now()

@@ -50,10 +50,30 @@ const (
 	thinkClose = "</think>"
 )
 
+// endMarkers are end-of-turn tokens that appear in generated text when
+// special tokens are not skipped (they must not be, or tool tags vanish).
+var endMarkers = []string{"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "</s>", "<｜end▁of▁sentence｜>", "<|return|>", "<|end|>"}
+
+// TrimEnd removes trailing end-of-turn markers from generated text.
+func TrimEnd(text string) string {
+	for {
+		t := strings.TrimRight(text, " \n")
+		trimmed := false
+		for _, m := range endMarkers {
+			if strings.HasSuffix(t, m) {
+				text, trimmed = strings.TrimSuffix(t, m), true
+			}
+		}
+		if !trimmed {
+			return text
+		}
+	}
+}
+
 // Parse implements Parser.
 func (Hermes) Parse(text string) Parsed {
 	var p Parsed
-	rest := text
+	rest := TrimEnd(text)
 	if i := strings.Index(rest, thinkClose); i >= 0 {
 		r := rest[:i]
 		if j := strings.Index(r, thinkOpen); j >= 0 {

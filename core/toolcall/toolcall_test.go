@@ -15,6 +15,8 @@ func TestHermes(t *testing.T) {
 		errSubstrings string
 	}{
 		{"plain", "hello", "hello", "", nil, 0, ""},
+		{"end marker", "hello<|im_end|>", "hello", "", nil, 0, ""},
+		{"end markers", "hi\n<|eot_id|><|end_of_text|>", "hi", "", nil, 0, ""},
 		{"one call", "ok <tool_call>\n{\"name\": \"finish\", \"arguments\": {\"message\": \"\\\\boxed{2}\"}}\n</tool_call>", "ok", "", []string{`finish{"message": "\\boxed{2}"}`}, 0, ""},
 		{"two calls", `<tool_call>{"name":"a","arguments":{}}</tool_call><tool_call>{"name":"b","arguments":{"x":1}}</tool_call>`, "", "", []string{"a{}", `b{"x":1}`}, 0, ""},
 		{"think", "<think>hmm</think>answer", "answer", "hmm", nil, 0, ""},

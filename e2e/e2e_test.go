@@ -1,0 +1,305 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prorl/prorl/core/api"
+	"github.com/prorl/prorl/core/trajectory"
+)
+
+type completionLog struct {
+	Prompt []int `json:"prompt"`
+	Seed   int64 `json:"seed"`
+}
+
+type completionResp struct {
+	Choices []struct {
+		TokenIDs []int `json:"token_ids"`
+		Logprobs struct {
+			TokenLogprobs []float64 `json:"token_logprobs"`
+		} `json:"logprobs"`
+	} `json:"choices"`
+}
+
+// checkTokens proves the invariant: the sequence is exactly what the backend
+// received and produced, turn by turn, with mask 1 exactly on generated ids.
+func checkTokens(t *testing.T, res *trajectory.Result, sim []simEntry) (finalCorrect bool) {
+	t.Helper()
+	tk := res.Tokens
+	if len(tk.IDs) != len(tk.LossMask) || len(tk.IDs) != len(tk.Logprobs) {
+		t.Fatalf("%s: lengths ids=%d mask=%d logprobs=%d", res.ID, len(tk.IDs), len(tk.LossMask), len(tk.Logprobs))
+	}
+	pos := 0
+	for k, turn := range res.Turns {
+		pos += len(turn.PromptDeltaIDs)
+		if k == 0 && pos != tk.PromptLen {
+			t.Errorf("%s: prompt_len %d, first delta %d", res.ID, tk.PromptLen, pos)
+		}
+		prompt := tk.IDs[:pos]
+		found := false
+		for _, e := range sim {
+			if e.Path != "/v1/completions" || e.Status != 200 {
+				continue
+			}
+			var req completionLog
+			_ = json.Unmarshal(e.Request, &req)
+			if !slices.Equal(req.Prompt, prompt) {
+				continue
+			}
+			var cr completionResp
+			_ = json.Unmarshal(e.Response, &cr)
+			if !slices.Equal(cr.Choices[0].TokenIDs, turn.ResponseIDs) || !slices.Equal(cr.Choices[0].Logprobs.TokenLogprobs, turn.Logprobs) {
+				continue
+			}
+			found = true
+			if k == len(res.Turns)-1 && e.Decision != nil {
+				finalCorrect = e.Decision.Correct
+			}
+			break
+		}
+		if !found {
+			t.Fatalf("%s turn %d: no simulator request had this prompt and returned these ids", res.ID, k)
+		}
+		for i, id := range turn.ResponseIDs {
+			if tk.IDs[pos+i] != id || tk.LossMask[pos+i] != 1 || tk.Logprobs[pos+i] != turn.Logprobs[i] {
+				t.Fatalf("%s turn %d: generated token %d differs in the flattened sequence", res.ID, k, i)
+			}
+		}
+		for i := pos - len(turn.PromptDeltaIDs); i < pos; i++ {
+			if tk.LossMask[i] != 0 {
+				t.Fatalf("%s: mask 1 on a prompt token at %d", res.ID, i)
+			}
+		}
+		pos += len(turn.ResponseIDs)
+	}
+	if pos != len(tk.IDs) {
+		t.Fatalf("%s: turns cover %d tokens of %d", res.ID, pos, len(tk.IDs))
+	}
+	return finalCorrect
+}
+
+func TestEndToEnd(t *testing.T) {
+	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "0.5", "--think-turns", "1"}})
+	e.startHost()
+	e.addBackend()
+
+	if r := e.do("GET", "/v1/domains", nil); r.code != 200 || !strings.Contains(string(r.body), `"name":"math"`) {
+		t.Fatalf("domains: %d %s", r.code, r.body)
+	}
+	var sub api.SubmitResponse
+	r := e.do("POST", "/v1/rollouts", map[string]any{
+		"task":     map[string]any{"domain": "math", "id": "t-add", "question": "What is 17 + 25?", "answer": "42"},
+		"sampling": map[string]any{"temperature": 1.0, "seed": 100, "max_tokens_per_turn": 512},
+		"n":        4, "idempotency_key": "e2e-1",
+	})
+	if r.code != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", r.code, r.body)
+	}
+	r.json(t, &sub)
+	if len(sub.RolloutIDs) != 4 {
+		t.Fatalf("ids %v", sub.RolloutIDs)
+	}
+	// The same idempotency key returns the same group, submitting nothing.
+	var again api.SubmitResponse
+	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "x", "answer": "1"}, "idempotency_key": "e2e-1"}).json(t, &again)
+	if again.GroupID != sub.GroupID || !slices.Equal(again.RolloutIDs, sub.RolloutIDs) {
+		t.Fatalf("idempotency: %+v vs %+v", again, sub)
+	}
+	var results []*trajectory.Result
+	for _, id := range sub.RolloutIDs {
+		var res trajectory.Result
+		r := e.do("GET", "/v1/rollouts/"+id+"?wait=60s", nil)
+		r.json(t, &res)
+		if res.Status != trajectory.StatusCompleted {
+			t.Fatalf("%s: %s %+v", id, res.Status, res.Failure)
+		}
+		results = append(results, &res)
+	}
+	sim := e.simEntries()
+	seeds := map[int64]bool{}
+	right := 0
+	for _, res := range results {
+		correct := checkTokens(t, res, sim)
+		want := 0.0
+		if correct {
+			want, right = 1, right+1
+		}
+		if res.Reward != want {
+			t.Errorf("%s: reward %v but the simulator answered correct=%v", res.ID, res.Reward, correct)
+		}
+		if len(res.Turns) != 2 || res.EndReason != "finish" || res.Turns[0].ToolCalls != 1 {
+			t.Errorf("%s: want think then finish, got %d turns, end %q", res.ID, len(res.Turns), res.EndReason)
+		}
+		if res.GroupID != sub.GroupID || res.Tokens.PromptLen == 0 || res.Timing.TotalMS <= 0 {
+			t.Errorf("%s: group %s prompt_len %d timing %+v", res.ID, res.GroupID, res.Tokens.PromptLen, res.Timing)
+		}
+		seeds[int64(res.SampleIndex)] = true
+	}
+	t.Logf("group of 4: %d right by the simulator's script", right)
+
+	// Results listing, stream and ack.
+	var page struct {
+		Results   []*trajectory.Result `json:"results"`
+		NextSince uint64               `json:"next_since"`
+	}
+	e.do("GET", "/v1/results?group_id="+sub.GroupID, nil).json(t, &page)
+	if len(page.Results) != 4 || page.NextSince == 0 {
+		t.Fatalf("results page: %d %d", len(page.Results), page.NextSince)
+	}
+	var ack map[string]int
+	e.do("POST", "/v1/results/ack", map[string]any{"ids": sub.RolloutIDs[:2]}).json(t, &ack)
+	if ack["acked"] != 2 {
+		t.Fatalf("ack %v", ack)
+	}
+	if r := e.do("GET", "/v1/rollouts/"+sub.RolloutIDs[0], nil); r.code != 404 {
+		t.Fatalf("acked result still served: %d", r.code)
+	}
+
+	// Batch submission with a verl-style row routed by data_source.
+	var batch struct {
+		Groups []api.SubmitResponse `json:"groups"`
+	}
+	r = e.do("POST", "/v1/rollouts:batch", map[string]any{"requests": []any{
+		map[string]any{"task": map[string]any{"data_source": "deepscaler", "prompt": []any{map[string]string{"role": "user", "content": "How many positive divisors does 36 have?"}}, "reward_model": map[string]any{"ground_truth": "9"}}, "n": 2},
+		map[string]any{"task": map[string]any{"domain": "math", "question": "Compute 1/2 + 1/3.", "answer": `\frac{5}{6}`}},
+	}})
+	if r.code != 202 {
+		t.Fatalf("batch: %d %s", r.code, r.body)
+	}
+	r.json(t, &batch)
+	if len(batch.Groups) != 2 || len(batch.Groups[0].RolloutIDs) != 2 {
+		t.Fatalf("batch groups %+v", batch.Groups)
+	}
+	for _, g := range batch.Groups {
+		for _, id := range g.RolloutIDs {
+			var res trajectory.Result
+			e.do("GET", "/v1/rollouts/"+id+"?wait=60s", nil).json(t, &res)
+			if res.Status != trajectory.StatusCompleted {
+				t.Fatalf("batch rollout %s: %s %+v", id, res.Status, res.Failure)
+			}
+			checkTokens(t, &res, e.simEntries())
+		}
+	}
+
+	// POST /v1/evaluate scores without generation.
+	var ev map[string]any
+	e.do("POST", "/v1/evaluate", map[string]any{"domain": "math", "task": map[string]any{"question": "q", "answer": "0.5"}, "response": `\boxed{\frac{1}{2}}`}).json(t, &ev)
+	if ev["reward"] != 1.0 {
+		t.Fatalf("evaluate: %v", ev)
+	}
+
+	testProRLCompat(t, e)
+
+	if r := e.do("GET", "/metrics", nil); r.code != 200 || !strings.Contains(string(r.body), "prorl_rollouts_finished_total") {
+		t.Fatalf("metrics: %d", r.code)
+	}
+}
+
+func testProRLCompat(t *testing.T, e *env) {
+	// Like the ProRL server, the compatible endpoints start stopped unless
+	// compat.start_on_boot is set; NeMo RL calls /start and accepts 400.
+	if r := e.do("POST", "/process", map[string]any{"instance": map[string]any{"data_source": "deepscaler"}}); r.code != 503 {
+		t.Fatalf("/process before /start: %d %s", r.code, r.body)
+	}
+	if r := e.do("POST", "/start", nil); r.code != 200 || !strings.Contains(string(r.body), "Server started successfully") {
+		t.Fatalf("/start: %d %s", r.code, r.body)
+	}
+	if r := e.do("POST", "/start", nil); r.code != 400 || !strings.Contains(string(r.body), "already running") {
+		t.Fatalf("/start while running: %d %s", r.code, r.body)
+	}
+	if r := e.do("POST", "/add_llm_server", map[string]string{"address": e.sim}); r.code != 200 || !strings.Contains(string(r.body), "already registered") {
+		t.Fatalf("/add_llm_server duplicate: %d %s", r.code, r.body)
+	}
+	var st map[string]any
+	e.do("GET", "/status", nil).json(t, &st)
+	for _, k := range []string{"status", "pending_jobs", "init_queue", "run_queue", "eval_queue", "active_init", "active_run", "active_eval", "total"} {
+		if _, ok := st[k]; !ok {
+			t.Errorf("/status lacks %q: %v", k, st)
+		}
+	}
+	r := e.do("POST", "/process", map[string]any{
+		"instance":        map[string]any{"data_source": "deepscaler", "instance_id": "i-7", "trajectory_id": 3, "prompt": []any{map[string]string{"role": "user", "content": "What is 17 + 25?"}}, "reward_model": map[string]any{"ground_truth": "42"}, "extra_info": map[string]any{}},
+		"sampling_params": map[string]any{"temperature": 1.0, "top_p": 1.0, "max_iterations": 4, "max_output_tokens": 512, "max_model_len": 8192, "token_level_generation": true, "seed": 5},
+		"job_id":          nil,
+	})
+	if r.code != 200 {
+		t.Fatalf("/process: %d %s", r.code, r.body)
+	}
+	var raw map[string]json.RawMessage
+	r.json(t, &raw)
+	for _, k := range []string{"instance_id", "trajectory_id", "score", "git_patch", "success", "finish", "messages", "tools", "end_properly", "resolved", "critical_error", "filter", "error", "timing"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("/process result lacks %q", k)
+		}
+	}
+	var pr api.ProRLResult
+	r.json(t, &pr)
+	if pr.InstanceID != "i-7" || pr.TrajectoryID != 3.0 || !pr.Finish || !pr.EndProperly || pr.CriticalError != nil || pr.Filter {
+		t.Fatalf("/process result: %+v", pr)
+	}
+	// Concatenated token_ids are the whole sequence; each assistant message's
+	// input_ids are everything before it, and it has one logprob per token.
+	var seq []int
+	for i, m := range pr.Messages {
+		if m.Role == "assistant" {
+			if !slices.Equal(m.InputIDs, seq) || len(m.Logprobs) != len(m.TokenIDs) || len(m.TokenIDs) == 0 {
+				t.Fatalf("message %d: input_ids/logprobs inconsistent", i)
+			}
+		} else if len(m.InputIDs) != 0 {
+			t.Fatalf("message %d (%s) has input_ids", i, m.Role)
+		}
+		if m.Role != "assistant" && i < 2 && len(m.TokenIDs) == 0 {
+			t.Fatalf("message %d (%s) has no token_ids", i, m.Role)
+		}
+		seq = append(seq, m.TokenIDs...)
+	}
+	// The last assistant turn's prompt is exactly what the simulator received.
+	last := pr.Messages[len(pr.Messages)-1]
+	found := false
+	for _, en := range e.simEntries() {
+		var req completionLog
+		if en.Path == "/v1/completions" && json.Unmarshal(en.Request, &req) == nil && req.Seed == 5 && slices.Equal(req.Prompt, last.InputIDs) {
+			var cr completionResp
+			_ = json.Unmarshal(en.Response, &cr)
+			if !slices.Equal(cr.Choices[0].TokenIDs, last.TokenIDs) {
+				continue
+			}
+			found = true
+			if en.Decision != nil && en.Decision.Correct != (pr.Score == 1) {
+				t.Errorf("score %v but simulator correct=%v", pr.Score, en.Decision.Correct)
+			}
+			break
+		}
+	}
+	if !found {
+		t.Fatal("the /process trajectory is not what the simulator saw")
+	}
+	if r := e.do("POST", "/cancel", map[string]string{"job_id": "nope"}); r.code != 404 {
+		t.Errorf("/cancel unknown job: %d", r.code)
+	}
+	if r := e.do("POST", "/process", map[string]any{"instance": map[string]any{"data_source": "nosuch"}, "sampling_params": map[string]any{}}); r.code != 400 {
+		t.Errorf("unknown data_source: %d %s", r.code, r.body)
+	}
+	if r := e.do("POST", "/stop", nil); r.code != 200 {
+		t.Fatalf("/stop: %d", r.code)
+	}
+	if r := e.do("POST", "/process", map[string]any{"instance": map[string]any{"data_source": "deepscaler"}}); r.code != 503 || !strings.Contains(string(r.body), "Server is not running") {
+		t.Errorf("/process when stopped: %d %s", r.code, r.body)
+	}
+	if r := e.do("POST", "/start", nil); r.code != 200 {
+		t.Fatalf("/start: %d", r.code)
+	}
+	if r := e.do("POST", "/clear_llm_server", nil); r.code != 200 {
+		t.Fatalf("/clear_llm_server: %d", r.code)
+	}
+	if r := e.do("POST", "/process", map[string]any{"instance": map[string]any{"data_source": "deepscaler"}}); r.code != 503 || !strings.Contains(string(r.body), "No LLM server") {
+		t.Errorf("/process without servers: %d %s", r.code, r.body)
+	}
+	if r := e.do("POST", "/add_llm_server", map[string]string{"address": e.sim}); r.code != 200 {
+		t.Fatalf("/add_llm_server: %d", r.code)
+	}
+}

@@ -1,0 +1,257 @@
+// Package e2e tests prorl over real processes: the prorl-host binary, the
+// math plugin binary and the prorl-simllm simulator, talking real HTTP and gRPC.
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "prorl-e2e")
+	if err != nil {
+		panic(err)
+	}
+	binDir = dir
+	for out, pkg := range map[string]string{"prorl-host": "./cmd/prorl-host", "prorl-simllm": "./cmd/prorl-simllm", "plugins/prorl-math": "./plugins/math"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
+		cmd.Dir = ".."
+		if b, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, b)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is a child process killed with its group at test end.
+type proc struct {
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	done   chan error
+}
+
+func start(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, name), args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	cmd.Stderr = &syncWriter{b: p.stderr}
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+		if t.Failed() {
+			t.Logf("%s stderr (tail):\n%s", name, tail(p.stderr.String(), 3000))
+		}
+	})
+	return p
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func waitFile(t *testing.T, path string, p *proc) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return string(b)
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("process exited before listening: %v\n%s", err, p.stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("timed out waiting for %s", path)
+	return ""
+}
+
+// env is a simulator plus a host.
+type env struct {
+	t       *testing.T
+	dir     string
+	host    string // base URL
+	sim     string
+	simLog  string
+	hostP   *proc
+	simP    *proc
+	tasks   string
+	plugin  string
+	cfgPath string
+}
+
+type envOpts struct {
+	simArgs   []string
+	extraTOML string
+	sha256    string
+}
+
+const testTasks = `{"id":"t-add","question":"What is 17 + 25?","answer":"42"}
+{"id":"t-frac","question":"Compute 1/2 + 1/3.","answer":"\\frac{5}{6}"}
+{"data_source":"deepscaler","prompt":[{"role":"user","content":"How many positive divisors does 36 have?"}],"reward_model":{"ground_truth":"9"}}
+`
+
+func newEnv(t *testing.T, o envOpts) *env {
+	t.Helper()
+	e := &env{t: t, dir: t.TempDir(), plugin: filepath.Join(binDir, "plugins/prorl-math")}
+	e.tasks = filepath.Join(e.dir, "tasks.jsonl")
+	if err := os.WriteFile(e.tasks, []byte(testTasks), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.simLog = filepath.Join(e.dir, "sim.jsonl")
+	simAddr := filepath.Join(e.dir, "sim.addr")
+	args := append([]string{"--listen", "127.0.0.1:0", "--addr-file", simAddr, "--answers", e.tasks, "--log", e.simLog}, o.simArgs...)
+	e.simP = start(t, "prorl-simllm", args...)
+	e.sim = "http://" + waitFile(t, simAddr, e.simP)
+	e.cfgPath = filepath.Join(e.dir, "host.toml")
+	sha := ""
+	if o.sha256 != "" {
+		sha = fmt.Sprintf("sha256 = %q\n", o.sha256)
+	}
+	cfg := fmt.Sprintf(`[server]
+listen = "127.0.0.1:0"
+shutdown_timeout = "5s"
+[pipeline]
+run_workers = 64
+[backends]
+health_interval = "500ms"
+wait_for_backend = "10s"
+[log]
+level = "debug"
+[plugins.math]
+enabled = true
+path = %q
+%sstart_timeout = "20s"
+[plugins.math.config]
+max_turns = 6
+%s`, e.plugin, sha, o.extraTOML)
+	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) startHost() {
+	e.t.Helper()
+	addr := filepath.Join(e.dir, "host.addr")
+	os.Remove(addr)
+	e.hostP = start(e.t, "prorl-host", "serve", "--config", e.cfgPath, "--addr-file", addr)
+	e.host = "http://" + waitFile(e.t, addr, e.hostP)
+}
+
+type resp struct {
+	code int
+	body []byte
+}
+
+func (r resp) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.body, err)
+	}
+}
+
+func (e *env) do(method, path string, body any) resp {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, e.host+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return resp{res.StatusCode, b}
+}
+
+func (e *env) addBackend() {
+	e.t.Helper()
+	r := e.do("POST", "/v1/backends", map[string]any{"url": e.sim, "protocol": "vllm"})
+	if r.code != http.StatusCreated {
+		e.t.Fatalf("add backend: %d %s", r.code, r.body)
+	}
+}
+
+// simEntries reads the simulator's request log.
+func (e *env) simEntries() []simEntry {
+	e.t.Helper()
+	b, err := os.ReadFile(e.simLog)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []simEntry
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var s simEntry
+		if err := json.Unmarshal(line, &s); err != nil {
+			e.t.Fatalf("sim log: %v", err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+type simEntry struct {
+	Path     string          `json:"path"`
+	Request  json.RawMessage `json:"request"`
+	Response json.RawMessage `json:"response"`
+	Status   int             `json:"status"`
+	Decision *struct {
+		Question string `json:"question"`
+		Correct  bool   `json:"correct"`
+		Action   string `json:"action"`
+	} `json:"decision"`
+}
