@@ -11,25 +11,25 @@ import (
 	"github.com/prorl/prorl/core/trajectory"
 )
 
-// Duration accepts "30s" or a number of seconds.
-type Duration time.Duration
+// Timeout accepts "30s" or a number of seconds.
+type Timeout time.Duration
 
 // UnmarshalJSON implements json.Unmarshaler.
-func (d *Duration) UnmarshalJSON(b []byte) error {
+func (d *Timeout) UnmarshalJSON(b []byte) error {
 	var s string
 	if json.Unmarshal(b, &s) == nil {
 		v, err := time.ParseDuration(s)
 		if err != nil {
-			return &Error{Status: 422, Code: "invalid_field", Message: fmt.Sprintf("bad duration %q", s)}
+			return &Error{Status: 422, Code: "invalid_field", Field: "timeout", Message: fmt.Sprintf("bad duration %q", s)}
 		}
-		*d = Duration(v)
+		*d = Timeout(v)
 		return nil
 	}
 	f, err := strconv.ParseFloat(string(b), 64)
 	if err != nil {
-		return &Error{Status: 422, Code: "invalid_field", Message: "duration must be a string like \"30s\" or a number of seconds"}
+		return &Error{Status: 422, Code: "invalid_field", Field: "timeout", Message: "must be a string like \"30s\" or a number of seconds"}
 	}
-	*d = Duration(f * float64(time.Second))
+	*d = Timeout(f * float64(time.Second))
 	return nil
 }
 
@@ -39,7 +39,7 @@ type SubmitRequest struct {
 	Sampling       trajectory.Sampling `json:"sampling"`
 	N              *int                `json:"n"`
 	MaxTurns       *int                `json:"max_turns"`
-	Timeout        *Duration           `json:"timeout"`
+	Timeout        *Timeout            `json:"timeout"`
 	GroupID        string              `json:"group_id"`
 	IdempotencyKey string              `json:"idempotency_key"`
 	Metadata       json.RawMessage     `json:"metadata"`

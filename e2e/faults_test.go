@@ -1,0 +1,215 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prorl/prorl/core/api"
+	"github.com/prorl/prorl/core/pluginhost"
+	"github.com/prorl/prorl/core/trajectory"
+)
+
+func (e *env) domain(t *testing.T) pluginhost.Status {
+	var d struct {
+		Domains []pluginhost.Status `json:"domains"`
+	}
+	e.do("GET", "/v1/domains", nil).json(t, &d)
+	if len(d.Domains) != 1 {
+		t.Fatalf("domains %+v", d.Domains)
+	}
+	return d.Domains[0]
+}
+
+func (e *env) wait(t *testing.T, id string) *trajectory.Result {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		var res trajectory.Result
+		e.do("GET", "/v1/rollouts/"+id+"?wait=30s", nil).json(t, &res)
+		if res.Status.Finished() {
+			return &res
+		}
+	}
+	t.Fatalf("rollout %s did not finish", id)
+	return nil
+}
+
+func TestPluginCrash(t *testing.T) {
+	// Slow tokens keep rollouts inside the run stage long enough to kill the plugin under them.
+	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--think-turns", "2", "--token-latency", "15ms"}})
+	e.startHost()
+	e.addBackend()
+	var sub api.SubmitResponse
+	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}, "n": 6}).json(t, &sub)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var l struct {
+			Rollouts []map[string]any `json:"rollouts"`
+		}
+		e.do("GET", "/v1/rollouts?status=running&stage=run", nil).json(t, &l)
+		if len(l.Rollouts) >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rollouts never reached the run stage: %v", l)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := e.domain(t)
+	if before.PID == 0 {
+		t.Fatal("no plugin pid")
+	}
+	if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	crashed := 0
+	for _, id := range sub.RolloutIDs {
+		res := e.wait(t, id)
+		switch {
+		case res.Status == trajectory.StatusFailed && res.Failure.Reason == trajectory.ReasonPluginCrashed:
+			crashed++
+			if res.Failure.Stage == "" || res.Failure.Message == "" {
+				t.Errorf("crash failure lacks stage or message: %+v", res.Failure)
+			}
+		case res.Status == trajectory.StatusCompleted:
+		default:
+			t.Errorf("%s: unexpected %s %+v", id, res.Status, res.Failure)
+		}
+	}
+	if crashed == 0 {
+		t.Fatal("no rollout reported plugin_crashed")
+	}
+	if r := e.do("GET", "/healthz", nil); r.code != 200 {
+		t.Fatalf("host unhealthy after plugin crash: %d", r.code)
+	}
+	after := e.domain(t)
+	deadline = time.Now().Add(30 * time.Second)
+	for !after.Healthy && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		after = e.domain(t)
+	}
+	if !after.Healthy || after.Restarts != 1 || after.PID == before.PID {
+		t.Fatalf("plugin not restarted: %+v", after)
+	}
+	if err := syscall.Kill(before.PID, 0); err == nil {
+		t.Errorf("old plugin process %d still exists", before.PID)
+	}
+	var sub2 api.SubmitResponse
+	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}, "n": 2}).json(t, &sub2)
+	for _, id := range sub2.RolloutIDs {
+		if res := e.wait(t, id); res.Status != trajectory.StatusCompleted || res.Reward != 1 {
+			t.Fatalf("after restart: %s %+v reward %v", res.Status, res.Failure, res.Reward)
+		}
+	}
+	t.Logf("%d of 6 rollouts reported plugin_crashed; the rest completed", crashed)
+}
+
+func TestBadInput(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.startHost()
+	e.addBackend()
+	task := `{"domain":"math","question":"q","answer":"1"}`
+	big := `{"task":` + task + `,"metadata":{"x":"` + strings.Repeat("a", 9<<20) + `"}}`
+	tests := []struct {
+		name, method, path, body string
+		code                     int
+		errCode, field           string
+	}{
+		{"malformed json", "POST", "/v1/rollouts", `{"task":`, 400, "malformed_json", ""},
+		{"not an object", "POST", "/v1/rollouts", `[1,2]`, 400, "invalid_type", ""},
+		{"empty body", "POST", "/v1/rollouts", ``, 400, "empty_body", ""},
+		{"trailing data", "POST", "/v1/rollouts", `{"task":` + task + `} {}`, 400, "malformed_json", ""},
+		{"unknown field", "POST", "/v1/rollouts", `{"task":` + task + `,"bogus":1}`, 400, "unknown_field", "bogus"},
+		{"unknown nested field", "POST", "/v1/rollouts", `{"task":` + task + `,"sampling":{"temprature":1}}`, 400, "unknown_field", "temprature"},
+		{"wrong type", "POST", "/v1/rollouts", `{"task":` + task + `,"n":"4"}`, 400, "invalid_type", "n"},
+		{"missing task", "POST", "/v1/rollouts", `{"n":1}`, 422, "invalid_field", "task"},
+		{"task not object", "POST", "/v1/rollouts", `{"task":"math"}`, 422, "invalid_field", "task"},
+		{"unknown domain", "POST", "/v1/rollouts", `{"task":{"domain":"chess"}}`, 422, "invalid_field", "task.domain"},
+		{"unknown data_source", "POST", "/v1/rollouts", `{"task":{"data_source":"chess"}}`, 422, "invalid_field", "task.data_source"},
+		{"n zero", "POST", "/v1/rollouts", `{"task":` + task + `,"n":0}`, 422, "invalid_field", "n"},
+		{"n negative", "POST", "/v1/rollouts", `{"task":` + task + `,"n":-3}`, 422, "invalid_field", "n"},
+		{"n huge", "POST", "/v1/rollouts", `{"task":` + task + `,"n":1000000}`, 422, "invalid_field", "n"},
+		{"temperature negative", "POST", "/v1/rollouts", `{"task":` + task + `,"sampling":{"temperature":-0.5}}`, 422, "invalid_field", "sampling.temperature"},
+		{"top_p zero", "POST", "/v1/rollouts", `{"task":` + task + `,"sampling":{"top_p":0}}`, 422, "invalid_field", "sampling.top_p"},
+		{"bad timeout", "POST", "/v1/rollouts", `{"task":` + task + `,"timeout":"soon"}`, 422, "invalid_field", "timeout"},
+		{"bad group id", "POST", "/v1/rollouts", `{"task":` + task + `,"group_id":"a b"}`, 422, "invalid_field", "group_id"},
+		{"oversized body", "POST", "/v1/rollouts", big, 413, "body_too_large", ""},
+		{"batch empty", "POST", "/v1/rollouts:batch", `{"requests":[]}`, 422, "invalid_field", "requests"},
+		{"batch bad item", "POST", "/v1/rollouts:batch", `{"requests":[{"task":` + task + `},{"task":` + task + `,"n":0}]}`, 422, "invalid_field", "requests[1].n"},
+		{"unknown protocol", "POST", "/v1/backends", `{"url":"http://127.0.0.1:1","protocol":"grpc"}`, 422, "invalid_field", "protocol"},
+		{"bad backend url", "POST", "/v1/backends", `{"url":"ftp://x"}`, 422, "invalid_field", "url"},
+		{"ack without ids", "POST", "/v1/results/ack", `{}`, 422, "invalid_field", "ids"},
+		{"cancel two selectors", "POST", "/v1/rollouts:cancel", `{"all":true,"group_id":"g"}`, 422, "invalid_field", ""},
+		{"policy negative", "PUT", "/v1/policy", `{"version":-1}`, 422, "invalid_field", "version"},
+		{"evaluate no response", "POST", "/v1/evaluate", `{"domain":"math","task":{"question":"q","answer":"1"}}`, 422, "invalid_field", "response"},
+		{"evaluate bad task", "POST", "/v1/evaluate", `{"domain":"math","task":{"question":"q"},"response":"x"}`, 422, "invalid_task", "task.answer"},
+		{"unknown rollout", "GET", "/v1/rollouts/nope", ``, 404, "not_found", "id"},
+		{"bad wait", "GET", "/v1/results?wait=forever", ``, 400, "invalid_field", "wait"},
+		{"no route", "GET", "/v2/things", ``, 404, "not_found", ""},
+		{"wrong method", "PATCH", "/v1/rollouts", `{}`, 405, "method_not_allowed", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do(tt.method, tt.path, tt.body)
+			var body struct {
+				Error api.Error `json:"error"`
+			}
+			r.json(t, &body)
+			if r.code != tt.code || body.Error.Code != tt.errCode || body.Error.Field != tt.field || body.Error.Message == "" {
+				t.Errorf("%s %s: %d %s; want %d code=%s field=%q", tt.method, tt.path, r.code, r.body, tt.code, tt.errCode, tt.field)
+			}
+		})
+	}
+	if r := e.do("GET", "/healthz", nil); r.code != 200 {
+		t.Fatalf("host stopped serving: %d", r.code)
+	}
+	var sub api.SubmitResponse
+	r := e.do("POST", "/v1/rollouts", `{"task":{"domain":"math","question":"What is 17 + 25?","answer":"42"}}`)
+	if r.code != http.StatusAccepted {
+		t.Fatalf("valid request after bad ones: %d %s", r.code, r.body)
+	}
+	r.json(t, &sub)
+	if res := e.wait(t, sub.RolloutIDs[0]); res.Status != trajectory.StatusCompleted {
+		t.Fatalf("%s %+v", res.Status, res.Failure)
+	}
+	// A task the plugin refuses is reported, with its stage and reason, not dropped.
+	e.do("POST", "/v1/rollouts", `{"task":{"domain":"math","question":"no answer"}}`).json(t, &sub)
+	res := e.wait(t, sub.RolloutIDs[0])
+	if res.Status != trajectory.StatusFailed || res.Failure.Stage != "init" || res.Failure.Reason != "invalid_task" || !strings.Contains(res.Failure.Message, "answer") {
+		t.Fatalf("refused task: %s %+v", res.Status, res.Failure)
+	}
+}
+
+func TestSHA256Refused(t *testing.T) {
+	e := newEnv(t, envOpts{sha256: strings.Repeat("0", 64)})
+	p := start(t, "prorl-host", "serve", "--config", e.cfgPath, "--addr-file", filepath.Join(e.dir, "host.addr"))
+	select {
+	case err := <-p.done:
+		p.done <- err
+		if err == nil {
+			t.Fatal("host started with a wrong plugin sha256")
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("host did not exit")
+	}
+	good, err := pluginhost.HashFile(e.plugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := p.stderr.String()
+	for _, want := range []string{"plugin math", good, strings.Repeat("0", 64), e.plugin} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error output lacks %q:\n%s", want, msg)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "host.addr")); err == nil {
+		t.Error("host listened despite the refusal")
+	}
+	_ = fmt.Sprint()
+}
