@@ -280,4 +280,3 @@ func plugins(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	return usageError{fmt.Sprintf("unknown plugins command %q", args[0])}
 }
-

@@ -346,4 +346,3 @@ func (s *Server) prorlClearServers(w http.ResponseWriter, _ *http.Request) {
 	s.Pool.Clear()
 	writeJSON(w, http.StatusOK, map[string]string{"status": "LLM servers cleared"})
 }
-

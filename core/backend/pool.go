@@ -143,7 +143,9 @@ func (p *Pool) List() []Status {
 			Healthy: b.healthy, InFlight: b.inflight, Assigned: b.assigned, LastError: b.lastErr, Added: b.added,
 		})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Added.Before(out[j].Added) || out[i].Added.Equal(out[j].Added) && out[i].ID < out[j].ID })
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Added.Before(out[j].Added) || out[i].Added.Equal(out[j].Added) && out[i].ID < out[j].ID
+	})
 	return out
 }
 

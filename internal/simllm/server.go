@@ -552,4 +552,3 @@ func LoadAnswers(path string) (map[string]string, error) {
 	}
 	return out, sc.Err()
 }
-

@@ -29,6 +29,8 @@ func (domain) Configure(context.Context, json.RawMessage, sdk.Host) error { retu
 func (domain) Prepare(context.Context, sdk.PrepareRequest) (*sdk.Episode, error) {
 	return &sdk.Episode{Messages: []sdk.Message{{Role: "user", Content: "hi"}}}, nil
 }
-func (domain) Evaluate(context.Context, sdk.EvaluateRequest) (*sdk.Score, error) { return &sdk.Score{}, nil }
+func (domain) Evaluate(context.Context, sdk.EvaluateRequest) (*sdk.Score, error) {
+	return &sdk.Score{}, nil
+}
 
 func main() { sdk.Serve(domain{}) }
