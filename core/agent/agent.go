@@ -120,10 +120,6 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 		return out, nil
 	}
 	for k := 0; ; k++ {
-		if k >= ep.MaxTurns {
-			out.Failure = &trajectory.Failure{Stage: trajectory.StageRun, Reason: trajectory.ReasonMaxTurns, Message: fmt.Sprintf("reached max_turns=%d without finishing", ep.MaxTurns)}
-			return finish(trajectory.StatusTruncated, trajectory.ReasonMaxTurns, "")
-		}
 		turnStart := time.Now()
 		if k == 0 {
 			turnStart = t0 // turn 0 includes rendering the prompt
@@ -210,6 +206,13 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 		if done {
 			closeTurn(toolsDur)
 			return finish(trajectory.StatusCompleted, "finish", final)
+		}
+		if k+1 >= ep.MaxTurns {
+			// No model will read these observations: keep them for humans, splice nothing.
+			closeTurn(toolsDur)
+			out.Messages = append(out.Messages, obs...)
+			out.Failure = &trajectory.Failure{Stage: trajectory.StageRun, Reason: trajectory.ReasonMaxTurns, Message: fmt.Sprintf("reached max_turns=%d without finishing", ep.MaxTurns)}
+			return finish(trajectory.StatusTruncated, trajectory.ReasonMaxTurns, "")
 		}
 		t2 := time.Now()
 		d, err := splicer.Delta(ctx, g.IDs[len(g.IDs)-1], obs, ep.Tools, ep.TemplateKwargs)

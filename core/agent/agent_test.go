@@ -1,0 +1,228 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/tokenizer"
+	"github.com/prorl/prorl/core/toolcall"
+	"github.com/prorl/prorl/core/trajectory"
+	"github.com/prorl/prorl/internal/simllm"
+)
+
+// scripted is a generator that replies with fixed texts, tokenised and
+// templated like the simulator.
+type scripted struct {
+	tok     *simllm.Tokenizer
+	replies []string
+	calls   int
+	failAt  int // 1-based call that fails with HTTP 500
+}
+
+func (s *scripted) Render(_ context.Context, msgs []trajectory.Message, tools []trajectory.Tool, o tokenizer.RenderOptions) ([]int, error) {
+	b, _ := json.Marshal(map[string]any{"messages": msgs, "tools": tools})
+	var in struct {
+		Messages []simllm.Message `json:"messages"`
+		Tools    []simllm.Tool    `json:"tools"`
+	}
+	if err := json.Unmarshal(b, &in); err != nil {
+		return nil, err
+	}
+	return s.tok.Encode(simllm.RenderChat(in.Messages, in.Tools, o.AddGenerationPrompt)), nil
+}
+
+func (s *scripted) Decode(_ context.Context, ids []int) (string, error) { return s.tok.Decode(ids), nil }
+func (s *scripted) Health(context.Context) error                       { return nil }
+
+func (s *scripted) Generate(_ context.Context, r backend.GenerateRequest) (*backend.GenerateResult, error) {
+	s.calls++
+	if s.calls == s.failAt {
+		return nil, &backend.StatusError{URL: "sim", Status: 500, Body: "boom"}
+	}
+	text := s.replies[min(s.calls-1, len(s.replies)-1)]
+	ids := append(s.tok.Encode(text), 2) // <|im_end|>
+	fr := "stop"
+	if len(ids) > r.MaxTokens {
+		ids, fr = ids[:r.MaxTokens], "length"
+	}
+	lps := make([]float64, len(ids))
+	for i := range lps {
+		lps[i] = -0.5
+	}
+	return &backend.GenerateResult{IDs: ids, Logprobs: lps, FinishReason: fr}, nil
+}
+
+type toolsFunc func(name string, args json.RawMessage) (ToolResult, error)
+
+func (f toolsFunc) Call(_ context.Context, _, name string, args json.RawMessage) (ToolResult, error) {
+	return f(name, args)
+}
+
+func finishTools(name string, args json.RawMessage) (ToolResult, error) {
+	switch name {
+	case "finish":
+		var a struct{ Message string }
+		_ = json.Unmarshal(args, &a)
+		return ToolResult{Done: true, FinalResponse: a.Message}, nil
+	case "think":
+		return ToolResult{Output: "logged"}, nil
+	}
+	return ToolResult{Output: "Error: unknown tool " + name, IsError: true}, nil
+}
+
+const (
+	think  = "<tool_call>\n{\"name\": \"think\", \"arguments\": {\"thought\": \"hmm\"}}\n</tool_call>"
+	finish = "done <tool_call>\n{\"name\": \"finish\", \"arguments\": {\"message\": \"\\\\boxed{4}\"}}\n</tool_call>"
+)
+
+func TestRun(t *testing.T) {
+	tests := []struct {
+		name      string
+		replies   []string
+		failAt    int
+		tools     toolsFunc
+		maxTurns  int
+		perTurn   int
+		total     int
+		status    trajectory.Status
+		endReason string
+		final     string
+		errReason string
+		turns     int
+		check     func(t *testing.T, o *Outcome)
+	}{
+		{name: "finish", replies: []string{think, finish}, status: trajectory.StatusCompleted, endReason: "finish", final: `\boxed{4}`, turns: 2},
+		{name: "stop without tool", replies: []string{"The answer is 4."}, status: trajectory.StatusCompleted, endReason: "stop", final: "The answer is 4.", turns: 1},
+		{name: "max turns", replies: []string{think}, maxTurns: 2, status: trajectory.StatusTruncated, endReason: "max_turns", turns: 2},
+		{name: "malformed call is shown to the model", replies: []string{"<tool_call>{oops</tool_call>", finish}, status: trajectory.StatusCompleted, endReason: "finish", turns: 2,
+			check: func(t *testing.T, o *Outcome) {
+				if m := o.Messages[3]; m.Role != "tool" || !strings.Contains(m.Content, "could not parse") {
+					t.Errorf("observation %+v", m)
+				}
+			}},
+		{name: "unclosed call", replies: []string{"<tool_call>{\"name\": \"think\"", finish}, status: trajectory.StatusCompleted, endReason: "finish", turns: 2},
+		{name: "unknown tool is an error observation", replies: []string{"<tool_call>{\"name\":\"fly\",\"arguments\":{}}</tool_call>", finish}, status: trajectory.StatusCompleted, endReason: "finish", turns: 2},
+		{name: "turn hits max tokens", replies: []string{strings.Repeat("word ", 100)}, perTurn: 20, status: trajectory.StatusTruncated, endReason: "context_overflow", turns: 1},
+		{name: "observation overflows budget", replies: []string{think}, total: 0, status: trajectory.StatusTruncated, endReason: "context_overflow", turns: 1},
+		{name: "backend failure", replies: []string{think, finish}, failAt: 2, errReason: trajectory.ReasonBackendUnavailable, turns: 1},
+		{name: "tool failure fails the rollout", replies: []string{think}, tools: func(string, json.RawMessage) (ToolResult, error) {
+			return ToolResult{}, &Error{Reason: trajectory.ReasonToolError, Err: errors.New("sandbox gone")}
+		}, errReason: trajectory.ReasonToolError, turns: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			gen := &scripted{tok: simllm.NewTokenizer(), replies: tt.replies, failAt: tt.failAt}
+			tools := tt.tools
+			if tools == nil {
+				tools = finishTools
+			}
+			ep := Episode{
+				Messages:         []trajectory.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "What is 2+2?"}},
+				Tools:            []trajectory.Tool{{Type: "function", Function: trajectory.ToolFunction{Name: "finish", Parameters: json.RawMessage(`{"type":"object"}`)}}},
+				MaxTurns:         8, MaxTokensPerTurn: 512, MaxTotalTokens: 4096, Temperature: 1, TopP: 1,
+			}
+			if tt.maxTurns > 0 {
+				ep.MaxTurns = tt.maxTurns
+			}
+			if tt.perTurn > 0 {
+				ep.MaxTokensPerTurn = tt.perTurn
+			}
+			prompt, _ := gen.Render(context.Background(), ep.Messages, ep.Tools, tokenizer.RenderOptions{AddGenerationPrompt: true})
+			if tt.name == "observation overflows budget" {
+				first, _ := gen.Generate(context.Background(), backend.GenerateRequest{MaxTokens: 1 << 20})
+				gen.calls = 0
+				ep.MaxTotalTokens = len(prompt) + len(first.IDs) + 5 // room for the turn, not the observation
+			}
+			rn := &Runner{Parser: toolcall.Hermes{}, Policy: func() int64 { return 7 }}
+			out, err := rn.Run(context.Background(), ep, gen, "b1", tokenizer.NewSplicer(gen), tools)
+			if tt.errReason != "" {
+				var ae *Error
+				if !errors.As(err, &ae) || ae.Reason != tt.errReason {
+					t.Fatalf("err = %v, want reason %s", err, tt.errReason)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			} else if out.Status != tt.status || out.EndReason != tt.endReason || (tt.final != "" && out.FinalResponse != tt.final) {
+				t.Fatalf("status %s end %s final %q", out.Status, out.EndReason, out.FinalResponse)
+			}
+			if len(out.Turns) != tt.turns {
+				t.Fatalf("turns %d, want %d", len(out.Turns), tt.turns)
+			}
+			// Invariants hold even for partial trajectories.
+			tk := out.Tokens
+			var seq []int
+			gen1 := 0
+			for _, turn := range out.Turns {
+				seq = append(append(seq, turn.PromptDeltaIDs...), turn.ResponseIDs...)
+				gen1 += len(turn.ResponseIDs)
+				if turn.PolicyVersion != 7 || turn.Backend != "b1" {
+					t.Errorf("turn stamp %+v", turn)
+				}
+			}
+			ones := 0
+			for _, m := range tk.LossMask {
+				ones += int(m)
+			}
+			if err != nil && len(tk.IDs) > len(seq) {
+				seq = append(seq, tk.IDs[len(seq):]...) // the delta sent with the failed request
+			}
+			if len(out.Turns) > 0 && (!equal(seq, tk.IDs) || ones != gen1 || len(tk.Logprobs) != len(tk.IDs)) {
+				t.Fatalf("token invariant broken: %d ids, %d from turns, mask ones %d vs %d generated", len(tk.IDs), len(seq), ones, gen1)
+			}
+			if tt.status == trajectory.StatusTruncated && out.Failure == nil {
+				t.Error("truncated without a failure reason")
+			}
+			if tt.check != nil {
+				tt.check(t, out)
+			}
+		})
+	}
+}
+
+func TestPromptTooLong(t *testing.T) {
+	gen := &scripted{tok: simllm.NewTokenizer(), replies: []string{finish}}
+	ep := Episode{Messages: []trajectory.Message{{Role: "user", Content: strings.Repeat("x", 100)}}, MaxTurns: 2, MaxTokensPerTurn: 10, MaxTotalTokens: 20}
+	_, err := (&Runner{Parser: toolcall.Hermes{}, Policy: func() int64 { return 0 }}).Run(context.Background(), ep, gen, "b", tokenizer.NewSplicer(gen), toolsFunc(finishTools))
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Reason != trajectory.ReasonContextOverflow {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestMessageSpans(t *testing.T) {
+	gen := &scripted{tok: simllm.NewTokenizer(), replies: []string{think, finish}}
+	ep := Episode{Messages: []trajectory.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "Q"}}, MaxTurns: 4, MaxTokensPerTurn: 512, MaxTotalTokens: 4096, MessageSpans: true}
+	out, err := (&Runner{Parser: toolcall.Hermes{}, Policy: func() int64 { return 0 }}).Run(context.Background(), ep, gen, "b", tokenizer.NewSplicer(gen), toolsFunc(finishTools))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq []int
+	for _, m := range out.Messages {
+		if m.Span == nil {
+			t.Fatalf("%s message without span", m.Role)
+		}
+		seq = append(seq, out.Tokens.IDs[m.Span[0]:m.Span[1]]...)
+	}
+	if !equal(seq, out.Tokens.IDs) || out.Metrics["prompt_spans_exact"] != 1 {
+		t.Fatalf("spans do not tile the sequence (%d of %d)", len(seq), len(out.Tokens.IDs))
+	}
+	if s := out.Messages[0].Span; s[0] != 0 || s[1] == 0 {
+		t.Fatalf("system span %v", s)
+	}
+}
+
+func equal(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,228 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/core/pluginhost"
+	"github.com/prorl/prorl/core/store"
+	"github.com/prorl/prorl/core/trajectory"
+	"github.com/prorl/prorl/internal/simllm"
+)
+
+var mathPlugin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "pipeline")
+	if err != nil {
+		panic(err)
+	}
+	mathPlugin = filepath.Join(dir, "prorl-math")
+	cmd := exec.Command("go", "build", "-o", mathPlugin, "./plugins/math")
+	cmd.Dir = "../.."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		panic(string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type fixture struct {
+	p     *Pipeline
+	store *store.Memory
+	pool  *backend.Pool
+}
+
+func newFixture(t *testing.T, cfgf func(*config.Config), sim *simllm.Server) *fixture {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Backends.WaitForBackend.Duration = 200 * time.Millisecond
+	if cfgf != nil {
+		cfgf(cfg)
+	}
+	log := hclog.NewNullLogger()
+	plugs, err := pluginhost.Start(context.Background(), log, map[string]*config.Plugin{"math": {
+		Enabled: true, Path: mathPlugin, StartTimeout: config.Duration{Duration: 20 * time.Second}, MaxRestarts: 5, RestartWindow: config.Duration{Duration: time.Minute},
+	}}, pluginhost.NoSandboxes{}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := store.NewMemory(1000)
+	pool := backend.NewPool(log)
+	if sim != nil {
+		ts := httptest.NewServer(sim)
+		t.Cleanup(ts.Close)
+		c, _ := backend.NewClient("vllm", ts.URL, "")
+		if _, err := pool.Add(&backend.Backend{URL: ts.URL, Protocol: "vllm", Client: c}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := New(Deps{Cfg: cfg, Log: log, Plugins: plugs, Pool: pool, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		p.Shutdown(ctx)
+		plugs.Stop()
+	})
+	return &fixture{p: p, store: st, pool: pool}
+}
+
+func mathTask() json.RawMessage {
+	return json.RawMessage(`{"domain":"math","question":"What is 17 + 25?","answer":"42"}`)
+}
+
+func (f *fixture) submit(t *testing.T, n int, mut func(*Request)) []*Rollout {
+	t.Helper()
+	reqs := make([]Request, n)
+	for i := range reqs {
+		reqs[i] = Request{GroupID: "g", Index: i, Domain: "math", Task: mathTask()}
+		if mut != nil {
+			mut(&reqs[i])
+		}
+	}
+	rs, err := f.p.Submit(reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func (f *fixture) result(t *testing.T, r *Rollout) *trajectory.Result {
+	t.Helper()
+	select {
+	case <-r.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatalf("rollout %s never finished", r.ID)
+	}
+	res, ok := f.store.Get(r.ID)
+	if !ok {
+		t.Fatalf("rollout %s finished but not stored", r.ID)
+	}
+	return res
+}
+
+func sim(latency time.Duration) *simllm.Server {
+	return simllm.New(simllm.Options{Answers: map[string]string{"What is 17 + 25?": "42"}, CorrectRate: 1, ThinkTurns: 1, TokenLatency: latency})
+}
+
+// Queueing is not counted against the timeout: ten rollouts through one run
+// worker take far longer than the timeout in total, yet none times out.
+func TestTimeoutCountsOnlyStageTime(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Pipeline.RunWorkers = 1 }, sim(time.Millisecond))
+	rs := f.submit(t, 10, func(r *Request) { r.Timeout = 3 * time.Second })
+	start := time.Now()
+	for _, r := range rs {
+		res := f.result(t, r)
+		if res.Status != trajectory.StatusCompleted || res.Reward != 1 {
+			t.Fatalf("%s: %s %+v", r.ID, res.Status, res.Failure)
+		}
+		if res.Timing.InitMS+res.Timing.RunMS+res.Timing.EvalMS > 3000 {
+			t.Fatalf("in-stage time %+v exceeds the timeout", res.Timing)
+		}
+	}
+	if el := time.Since(start); el < 3*time.Second {
+		t.Skipf("machine too fast to show queueing beyond the timeout (%s)", el)
+	}
+}
+
+func TestTimeoutReportsPartialTrajectory(t *testing.T) {
+	f := newFixture(t, nil, sim(20*time.Millisecond))
+	rs := f.submit(t, 1, func(r *Request) { r.Timeout = 1500 * time.Millisecond })
+	res := f.result(t, rs[0])
+	if res.Status != trajectory.StatusTimeout || res.Failure.Reason != trajectory.ReasonTimeout || res.Failure.Stage != trajectory.StageRun {
+		t.Fatalf("%s %+v", res.Status, res.Failure)
+	}
+	if res.Tokens.PromptLen == 0 || len(res.Messages) < 2 {
+		t.Fatalf("partial trajectory lost: prompt_len %d, %d messages", res.Tokens.PromptLen, len(res.Messages))
+	}
+}
+
+func TestCancelQueuedAndRunning(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Pipeline.RunWorkers = 1 }, sim(10*time.Millisecond))
+	rs := f.submit(t, 3, nil)
+	deadline := time.Now().Add(20 * time.Second)
+	for f.p.Stats().ActiveRun == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	var running, queued *Rollout
+	for _, r := range rs {
+		switch r.summary().Status {
+		case "running":
+			running = r
+		case "queued":
+			queued = r
+		}
+	}
+	if running == nil || queued == nil {
+		t.Fatal("want one running and one queued rollout")
+	}
+	if !f.p.Cancel(queued.ID, "test") {
+		t.Fatal("cancel queued")
+	}
+	select {
+	case <-queued.Done(): // reported at once, not when a worker frees up
+	case <-time.After(time.Second):
+		t.Fatal("a queued rollout's cancellation was not reported at once")
+	}
+	f.p.Cancel(running.ID, "test")
+	for _, r := range []*Rollout{queued, running} {
+		res := f.result(t, r)
+		if res.Status != trajectory.StatusCancelled || res.Failure.Reason != trajectory.ReasonCancelled || res.Failure.Message != "test" {
+			t.Fatalf("%s: %s %+v", r.ID, res.Status, res.Failure)
+		}
+	}
+	if f.p.Cancel(running.ID, "again") {
+		t.Fatal("a finished rollout was cancelled twice")
+	}
+	if st := f.store.Stats(); st.LastSeq < 2 {
+		t.Fatalf("results not stored: %+v", st)
+	}
+}
+
+func TestNoBackend(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	res := f.result(t, f.submit(t, 1, nil)[0])
+	if res.Status != trajectory.StatusFailed || res.Failure.Reason != trajectory.ReasonBackendUnavailable || res.Failure.Stage != trajectory.StageRun {
+		t.Fatalf("%s %+v", res.Status, res.Failure)
+	}
+}
+
+func TestCancelBeforePolicy(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Pipeline.RunWorkers = 1 }, sim(10*time.Millisecond))
+	old := f.submit(t, 2, nil)
+	f.p.SetPolicy(3)
+	fresh := f.submit(t, 1, nil)
+	if n := f.p.CancelWhere(func(r *Rollout) bool { return r.PolicyAt() < 3 }, "stale"); n != 2 {
+		t.Fatalf("cancelled %d", n)
+	}
+	for _, r := range old {
+		if res := f.result(t, r); res.Status != trajectory.StatusCancelled {
+			t.Fatalf("old rollout %s", res.Status)
+		}
+	}
+	res := f.result(t, fresh[0])
+	if res.Status != trajectory.StatusCompleted || res.PolicyVersion != 3 || res.Turns[0].PolicyVersion != 3 {
+		t.Fatalf("fresh rollout: %s policy %d", res.Status, res.PolicyVersion)
+	}
+}
+
+func TestQueueFull(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Pipeline.InitQueue = 4; c.Pipeline.InitWorkers = 1 }, sim(0))
+	if _, err := f.p.Submit(make([]Request, 5)); err == nil {
+		t.Fatal("accepted more than the queue holds")
+	}
+}
