@@ -49,7 +49,14 @@ func (s *server) guard(op string, diags *[]*pb.Diagnostic) {
 }
 
 func (s *server) GetInfo(context.Context, *pb.GetInfoRequest) (*pb.DomainInfo, error) {
-	return InfoToProto(s.d.Info()), nil
+	info := InfoToProto(s.d.Info())
+	if _, ok := s.d.(Setupper); ok {
+		info.Capabilities = append(info.Capabilities, CapSetup)
+	}
+	if _, ok := s.d.(Releaser); ok {
+		info.Capabilities = append(info.Capabilities, CapRelease)
+	}
+	return info, nil
 }
 
 func (s *server) Configure(ctx context.Context, req *pb.ConfigureRequest) (resp *pb.ConfigureResponse, _ error) {

@@ -54,6 +54,13 @@ func AsError(err error) *Error {
 	return &Error{Code: CodeInternal, Message: err.Error()}
 }
 
+// Capabilities the SDK declares for a domain from the interfaces it
+// implements, so the host skips calls a domain does not need.
+const (
+	CapSetup   = "setup"   // implements Setupper
+	CapRelease = "release" // implements Releaser: keeps per-rollout state
+)
+
 // Info describes a domain to the host.
 type Info struct {
 	Name        string `json:"name"`

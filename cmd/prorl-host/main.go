@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -108,6 +109,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfgPath := fs.String("config", "", "TOML config (default: the embedded configs/local.toml)")
 	listen := fs.String("listen", "", "override server.listen")
 	addrFile := fs.String("addr-file", "", "write the bound address to this file once listening")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile here until shutdown")
 	var backends multiFlag
 	fs.Var(&backends, "backend", "register a vLLM backend URL at start (repeatable; PROTOCOL=URL for another protocol)")
 	if err := fs.Parse(args); err != nil {
@@ -124,6 +126,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	addStatic(cfg, backends)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	log := host.NewLogger(cfg.Log, stderr)
 	h, err := host.New(ctx, cfg, log)
 	if err != nil {

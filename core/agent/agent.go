@@ -99,7 +99,7 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 	}
 	tokDur := time.Since(t0)
 	if len(prompt) >= ep.MaxTotalTokens {
-		out.Tokens = trajectory.Tokens{IDs: prompt, LossMask: make([]uint8, len(prompt)), Logprobs: make([]float64, len(prompt)), PromptLen: len(prompt)}
+		out.Tokens = trajectory.Tokens{IDs: prompt, LossMask: make([]int8, len(prompt)), Logprobs: make([]float64, len(prompt)), PromptLen: len(prompt)}
 		return out, fail(trajectory.ReasonContextOverflow, "the prompt has %d tokens, max_total_tokens is %d", len(prompt), ep.MaxTotalTokens)
 	}
 	if ep.MessageSpans {
@@ -111,8 +111,10 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 	}
 	tk := &out.Tokens
 	tk.PromptLen = len(prompt)
-	tk.IDs = append(make([]int, 0, len(prompt)+ep.MaxTokensPerTurn), prompt...)
-	tk.LossMask = make([]uint8, len(prompt), cap(tk.IDs))
+	// Room for a typical turn; longer rollouts grow by appending.
+	room := len(prompt) + min(ep.MaxTokensPerTurn, 256)
+	tk.IDs = append(make([]int, 0, room), prompt...)
+	tk.LossMask = make([]int8, len(prompt), room)
 	tk.Logprobs = make([]float64, len(prompt), cap(tk.IDs))
 	delta := prompt
 	finish := func(status trajectory.Status, reason, final string) (*Outcome, error) {
@@ -243,7 +245,7 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 		}
 		out.Messages = append(out.Messages, obs...)
 		tk.IDs = append(tk.IDs, d...)
-		tk.LossMask = append(tk.LossMask, make([]uint8, len(d))...)
+		tk.LossMask = append(tk.LossMask, make([]int8, len(d))...)
 		tk.Logprobs = append(tk.Logprobs, make([]float64, len(d))...)
 		delta = d
 	}

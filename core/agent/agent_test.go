@@ -35,8 +35,10 @@ func (s *scripted) Render(_ context.Context, msgs []trajectory.Message, tools []
 	return s.tok.Encode(simllm.RenderChat(in.Messages, in.Tools, o.AddGenerationPrompt)), nil
 }
 
-func (s *scripted) Decode(_ context.Context, ids []int) (string, error) { return s.tok.Decode(ids), nil }
-func (s *scripted) Health(context.Context) error                       { return nil }
+func (s *scripted) Decode(_ context.Context, ids []int) (string, error) {
+	return s.tok.Decode(ids), nil
+}
+func (s *scripted) Health(context.Context) error { return nil }
 
 func (s *scripted) Generate(_ context.Context, r backend.GenerateRequest) (*backend.GenerateResult, error) {
 	s.calls++
@@ -121,9 +123,9 @@ func TestRun(t *testing.T) {
 				tools = finishTools
 			}
 			ep := Episode{
-				Messages:         []trajectory.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "What is 2+2?"}},
-				Tools:            []trajectory.Tool{{Type: "function", Function: trajectory.ToolFunction{Name: "finish", Parameters: json.RawMessage(`{"type":"object"}`)}}},
-				MaxTurns:         8, MaxTokensPerTurn: 512, MaxTotalTokens: 4096, Temperature: 1, TopP: 1,
+				Messages: []trajectory.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "What is 2+2?"}},
+				Tools:    []trajectory.Tool{{Type: "function", Function: trajectory.ToolFunction{Name: "finish", Parameters: json.RawMessage(`{"type":"object"}`)}}},
+				MaxTurns: 8, MaxTokensPerTurn: 512, MaxTotalTokens: 4096, Temperature: 1, TopP: 1,
 			}
 			if tt.maxTurns > 0 {
 				ep.MaxTurns = tt.maxTurns

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -304,10 +305,28 @@ func (s *Server) results(w http.ResponseWriter, r *http.Request) {
 	} else {
 		rs, next = s.Store.Finished(f)
 	}
-	if rs == nil {
-		rs = []*trajectory.Result{}
+	writeResults(w, rs, next)
+}
+
+// writeResults streams a page result by result: a page can hold thousands of
+// trajectories, and one buffer for all of them costs more than encoding them.
+func writeResults(w http.ResponseWriter, rs []*trajectory.Result, next uint64) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.WriteString(`{"results":[`)
+	for i, r := range rs {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			b = []byte("null")
+		}
+		bw.Write(b)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"results": rs, "next_since": next})
+	fmt.Fprintf(bw, "],\"next_since\":%d}\n", next)
+	_ = bw.Flush()
 }
 
 // resultsStream writes finished results as NDJSON (or SSE when asked) until

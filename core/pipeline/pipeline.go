@@ -381,7 +381,7 @@ func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Fail
 // release frees the plugin's per-rollout state, best effort.
 func (p *Pipeline) release(r *Rollout) {
 	plug, ok := p.d.Plugins.Get(r.Req.Domain)
-	if !ok || plug.Epoch() != r.epoch {
+	if !ok || plug.Epoch() != r.epoch || !plug.Has(sdk.CapRelease) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -312,6 +312,16 @@ func (p *Plugin) Info() *pb.DomainInfo {
 	return p.info
 }
 
+// Has reports whether the plugin declared a capability.
+func (p *Plugin) Has(capability string) bool {
+	for _, c := range p.Info().GetCapabilities() {
+		if c == capability {
+			return true
+		}
+	}
+	return false
+}
+
 // Status is a plugin as GET /v1/domains shows it.
 type Status struct {
 	Name        string   `json:"name"`

@@ -67,58 +67,12 @@ type Failure struct {
 }
 
 // Tokens is the flattened sequence: LossMask is 1 exactly on generated tokens.
+// The mask is int8, not uint8, so JSON carries numbers rather than base64.
 type Tokens struct {
 	IDs       []int     `json:"ids"`
-	LossMask  []uint8   `json:"loss_mask"`
+	LossMask  []int8    `json:"loss_mask"`
 	Logprobs  []float64 `json:"logprobs"`
 	PromptLen int       `json:"prompt_len"`
-}
-
-// MarshalJSON writes the mask as numbers, not base64 bytes.
-func (t Tokens) MarshalJSON() ([]byte, error) {
-	mask := make([]int, len(t.LossMask))
-	for i, m := range t.LossMask {
-		mask[i] = int(m)
-	}
-	return json.Marshal(struct {
-		IDs       []int     `json:"ids"`
-		LossMask  []int     `json:"loss_mask"`
-		Logprobs  []float64 `json:"logprobs"`
-		PromptLen int       `json:"prompt_len"`
-	}{nonNil(t.IDs), mask, nonNilF(t.Logprobs), t.PromptLen})
-}
-
-// UnmarshalJSON reads the numeric mask.
-func (t *Tokens) UnmarshalJSON(b []byte) error {
-	var v struct {
-		IDs       []int     `json:"ids"`
-		LossMask  []int     `json:"loss_mask"`
-		Logprobs  []float64 `json:"logprobs"`
-		PromptLen int       `json:"prompt_len"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	t.IDs, t.Logprobs, t.PromptLen = v.IDs, v.Logprobs, v.PromptLen
-	t.LossMask = make([]uint8, len(v.LossMask))
-	for i, m := range v.LossMask {
-		t.LossMask[i] = uint8(m)
-	}
-	return nil
-}
-
-func nonNil(x []int) []int {
-	if x == nil {
-		return []int{}
-	}
-	return x
-}
-
-func nonNilF(x []float64) []float64 {
-	if x == nil {
-		return []float64{}
-	}
-	return x
 }
 
 // Turn is one LLM call of the loop.

@@ -1,0 +1,391 @@
+// Package bench measures the figures the issues ask for, over real processes:
+// the prorl-host binary with its math plugin, against the prorl-simllm
+// SIMULATOR with zero latency. Run with `make bench` (binaries from bin/).
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/core/pluginhost"
+	"github.com/prorl/prorl/core/trajectory"
+	pb "github.com/prorl/prorl/sdk/proto"
+)
+
+func binDir(b *testing.B) string {
+	d := os.Getenv("PRORL_BIN")
+	if d == "" {
+		d = "../bin"
+	}
+	d, _ = filepath.Abs(d)
+	if _, err := os.Stat(filepath.Join(d, "prorl-host")); err != nil {
+		b.Skipf("no binaries in %s: run make build", d)
+	}
+	return d
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	addr string
+}
+
+func spawn(b *testing.B, dir, name string, args ...string) *proc {
+	b.Helper()
+	af := filepath.Join(b.TempDir(), name+".addr")
+	cmd := exec.Command(filepath.Join(dir, name), append(args, "--addr-file", af)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	for i := 0; i < 3000; i++ {
+		if a, err := os.ReadFile(af); err == nil && len(a) > 0 {
+			return &proc{cmd: cmd, addr: "http://" + string(a)}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.Fatalf("%s did not start: %s", name, errb.String())
+	return nil
+}
+
+func call(b *testing.B, method, url string, in, out any) {
+	b.Helper()
+	var body io.Reader
+	if in != nil {
+		j, _ := json.Marshal(in)
+		body = bytes.NewReader(j)
+	}
+	req, _ := http.NewRequest(method, url, body)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		b.Fatalf("%s %s: %d %s", method, url, resp.StatusCode, data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+const question = "What is 17 + 25?"
+
+func hostConfig(b *testing.B, dir string) string {
+	cfg := fmt.Sprintf(`[server]
+listen = "127.0.0.1:0"
+max_batch = 20000
+[pipeline]
+init_workers = 64
+run_workers = 1200
+eval_workers = 64
+run_queue = 20000
+eval_queue = 20000
+[backends]
+wait_for_backend = "60s"
+[log]
+level = "warn"
+[plugins.math]
+enabled = true
+path = %q
+[plugins.math.config]
+max_turns = 16
+`, filepath.Join(dir, "plugins/prorl-math"))
+	p := filepath.Join(b.TempDir(), "bench.toml")
+	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+func answers(b *testing.B) string {
+	p := filepath.Join(b.TempDir(), "answers.jsonl")
+	_ = os.WriteFile(p, []byte(`{"question":"What is 17 + 25?","answer":"42"}`+"\n"), 0o644)
+	return p
+}
+
+// submit sends n single-sample rollouts in batches and returns their ids.
+func submit(b *testing.B, host string, n int) []string {
+	var ids []string
+	for left := n; left > 0; {
+		k := min(left, 5000)
+		reqs := make([]any, k)
+		for i := range reqs {
+			reqs[i] = map[string]any{"task": map[string]any{"domain": "math", "question": question, "answer": "42"}}
+		}
+		var resp struct {
+			Groups []struct {
+				RolloutIDs []string `json:"rollout_ids"`
+			} `json:"groups"`
+		}
+		call(b, "POST", host+"/v1/rollouts:batch", map[string]any{"requests": reqs}, &resp)
+		for _, g := range resp.Groups {
+			ids = append(ids, g.RolloutIDs...)
+		}
+		left -= k
+	}
+	return ids
+}
+
+// collect waits for n results after since, acknowledging them.
+func collect(b *testing.B, host string, since uint64, n int) ([]*trajectory.Result, uint64) {
+	var out []*trajectory.Result
+	deadline := time.Now().Add(10 * time.Minute)
+	for len(out) < n {
+		if time.Now().After(deadline) {
+			b.Fatalf("only %d of %d results", len(out), n)
+		}
+		var page struct {
+			Results   []*trajectory.Result `json:"results"`
+			NextSince uint64               `json:"next_since"`
+		}
+		call(b, "GET", fmt.Sprintf("%s/v1/results?since=%d&wait=10s&limit=10000", host, since), nil, &page)
+		since = page.NextSince
+		ids := make([]string, 0, len(page.Results))
+		for _, r := range page.Results {
+			ids = append(ids, r.ID)
+			// Keep what the figures need; drop token arrays to keep the benchmark's own memory small.
+			r.Tokens, r.Messages, r.Tools = trajectory.Tokens{}, nil, nil
+			out = append(out, r)
+		}
+		if len(ids) > 0 {
+			call(b, "POST", host+"/v1/results/ack", map[string]any{"ids": ids}, nil)
+		}
+	}
+	return out, since
+}
+
+func pct(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[min(len(s)-1, int(p*float64(len(s))))]
+}
+
+func rssKiB(pid int) float64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			v, _ := strconv.ParseFloat(f[1], 64)
+			return v
+		}
+	}
+	return 0
+}
+
+func heapBytes(b *testing.B, host string) float64 {
+	resp, err := http.Get(host + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "go_memstats_heap_inuse_bytes "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
+
+type row struct {
+	name, measured, target string
+	ok                     bool
+}
+
+func BenchmarkIssue2Figures(b *testing.B) {
+	dir := binDir(b)
+	ans := answers(b)
+	cfg := hostConfig(b, dir)
+	var rows []row
+
+	// 1. Per-turn host overhead at 1,000 concurrent rollouts of 4 turns each.
+	{
+		sim := spawn(b, dir, "prorl-simllm", "--listen", "127.0.0.1:0", "--answers", ans, "--correct-rate", "1", "--think-turns", "3")
+		host := spawn(b, dir, "prorl-host", "serve", "--config", cfg)
+		call(b, "POST", host.addr+"/v1/backends", map[string]any{"url": sim.addr}, nil)
+		collect(b, host.addr, 0, len(submit(b, host.addr, 200))) // warm up
+		var since uint64 = 200
+		ids := submit(b, host.addr, 1000)
+		rs, _ := collect(b, host.addr, since, len(ids))
+		var ovh []float64
+		for _, r := range rs {
+			if r.Status != trajectory.StatusCompleted {
+				b.Fatalf("rollout %s: %s %+v", r.ID, r.Status, r.Failure)
+			}
+			for _, t := range r.Turns {
+				ovh = append(ovh, t.OverheadMS)
+			}
+		}
+		p50, p99 := pct(ovh, 0.50), pct(ovh, 0.99)
+		rows = append(rows,
+			row{"per-turn host overhead p50, 1000 concurrent", fmt.Sprintf("%.3f ms", p50), "<= 0.5 ms", p50 <= 0.5},
+			row{"per-turn host overhead p99, 1000 concurrent", fmt.Sprintf("%.3f ms", p99), "<= 5 ms", p99 <= 5})
+		b.ReportMetric(p50, "overhead-p50-ms")
+		b.ReportMetric(p99, "overhead-p99-ms")
+		b.Logf("overhead over %d turns", len(ovh))
+	}
+
+	// 2. Single-turn rollouts per second end to end, and the simulator alone as the baseline.
+	{
+		sim := spawn(b, dir, "prorl-simllm", "--listen", "127.0.0.1:0", "--answers", ans, "--correct-rate", "1", "--think-turns", "0")
+		args := []string{"serve", "--config", cfg}
+		if p := os.Getenv("PRORL_BENCH_CPUPROFILE"); p != "" {
+			args = append(args, "--cpuprofile", p) // written when the host stops gracefully
+		}
+		host := spawn(b, dir, "prorl-host", args...)
+		call(b, "POST", host.addr+"/v1/backends", map[string]any{"url": sim.addr}, nil)
+		collect(b, host.addr, 0, len(submit(b, host.addr, 500)))
+		defer func() { _ = host.cmd.Process.Signal(syscall.SIGTERM); time.Sleep(time.Second) }()
+		const n = 10000
+		start := time.Now()
+		ids := submit(b, host.addr, n)
+		rs, _ := collect(b, host.addr, 500, len(ids))
+		el := time.Since(start)
+		for _, r := range rs {
+			if r.Status != trajectory.StatusCompleted || r.Reward != 1 {
+				b.Fatalf("rollout %s: %s %+v", r.ID, r.Status, r.Failure)
+			}
+		}
+		rate := float64(n) / el.Seconds()
+		rows = append(rows, row{"single-turn math rollouts/s, end to end", fmt.Sprintf("%.0f /s", rate), ">= 2000 /s", rate >= 2000})
+		b.ReportMetric(rate, "rollouts/s")
+		// Baseline: the calls one rollout makes to the simulator (tokenize + completion), made directly.
+		base := simBaseline(b, sim.addr, 4000)
+		rows = append(rows, row{"  baseline: simulator alone, tokenize+generate pairs/s", fmt.Sprintf("%.0f /s (host at %.2fx)", base, rate/base), "", true})
+	}
+
+	// 3. Host memory per in-flight rollout: rollouts held in the run stage by a slow simulator.
+	{
+		sim := spawn(b, dir, "prorl-simllm", "--listen", "127.0.0.1:0", "--answers", ans, "--correct-rate", "1", "--think-turns", "0", "--token-latency", "2s")
+		host := spawn(b, dir, "prorl-host", "serve", "--config", cfg)
+		call(b, "POST", host.addr+"/v1/backends", map[string]any{"url": sim.addr}, nil)
+		time.Sleep(300 * time.Millisecond)
+		rss0, heap0 := rssKiB(host.cmd.Process.Pid), heapBytes(b, host.addr)
+		const n = 1000
+		submit(b, host.addr, n)
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			var l struct {
+				Rollouts []json.RawMessage `json:"rollouts"`
+			}
+			call(b, "GET", host.addr+"/v1/rollouts?status=running&stage=run", nil, &l)
+			if len(l.Rollouts) >= n {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("only %d rollouts in flight", len(l.Rollouts))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond)
+		rss1, heap1 := rssKiB(host.cmd.Process.Pid), heapBytes(b, host.addr)
+		per := (rss1 - rss0) / n
+		rows = append(rows, row{"host memory per in-flight rollout (RSS)", fmt.Sprintf("%.1f KiB", per), "<= 100 KiB", per <= 100},
+			row{"  of which Go heap in use", fmt.Sprintf("%.1f KiB", (heap1-heap0)/1024/n), "", true})
+		b.ReportMetric(per, "KiB/rollout")
+		call(b, "POST", host.addr+"/v1/rollouts:cancel", map[string]any{"all": true}, nil)
+	}
+
+	// 4. Plugin RPC round trip over go-plugin gRPC with mTLS to the real math plugin.
+	{
+		m, err := pluginhost.Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"math": {Enabled: true,
+			Path: filepath.Join(dir, "plugins/prorl-math"), StartTimeout: config.Duration{Duration: 20 * time.Second}, MaxRestarts: 1, RestartWindow: config.Duration{Duration: time.Minute}}},
+			pluginhost.NoSandboxes{}, "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Stop()
+		p, _ := m.Get("math")
+		c, _ := p.Acquire(context.Background())
+		req := &pb.CallToolRequest{RolloutId: "r", TaskJson: []byte(`{"question":"q","answer":"1"}`), Call: &pb.ToolCall{Name: "think", ArgumentsJson: []byte(`{"thought":"x"}`)}}
+		var lat []float64
+		for i := 0; i < 5000; i++ {
+			t0 := time.Now()
+			if _, err := c.CallTool(context.Background(), req); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, float64(time.Since(t0).Microseconds()))
+		}
+		p50 := pct(lat[500:], 0.5)
+		rows = append(rows, row{"plugin RPC round trip p50 (CallTool think)", fmt.Sprintf("%.0f µs", p50), "<= 300 µs", p50 <= 300},
+			row{"plugin RPC round trip p99", fmt.Sprintf("%.0f µs", pct(lat[500:], 0.99)), "", true})
+		b.ReportMetric(p50, "plugin-rpc-p50-us")
+	}
+
+	fmt.Printf("\nprorl issue 2 figures (2 cores; simulator with zero latency unless noted)\n")
+	fmt.Printf("%-56s %-26s %-12s %s\n", "figure", "measured", "target", "")
+	for _, r := range rows {
+		mark := "ok"
+		if !r.ok {
+			mark = "MISSED"
+		}
+		if r.target == "" {
+			mark = ""
+		}
+		fmt.Printf("%-56s %-26s %-12s %s\n", r.name, r.measured, r.target, mark)
+	}
+}
+
+// simBaseline is the rate of the simulator calls one single-turn rollout
+// needs (a chat /tokenize and a /v1/completions), made directly with 64 clients.
+func simBaseline(b *testing.B, sim string, n int) float64 {
+	tok, _ := json.Marshal(map[string]any{"messages": []any{map[string]string{"role": "system", "content": "You are a careful mathematician."}, map[string]string{"role": "user", "content": question}}, "add_generation_prompt": true})
+	var tr struct {
+		Tokens []int `json:"tokens"`
+	}
+	call(b, "POST", sim+"/tokenize", json.RawMessage(tok), &tr)
+	comp, _ := json.Marshal(map[string]any{"prompt": tr.Tokens, "max_tokens": 512, "logprobs": 1, "return_token_ids": true})
+	start := time.Now()
+	work := make(chan struct{}, n)
+	for i := 0; i < n; i++ {
+		work <- struct{}{}
+	}
+	close(work)
+	done := make(chan struct{})
+	for w := 0; w < 64; w++ {
+		go func() {
+			for range work {
+				for _, rq := range []struct {
+					path string
+					body []byte
+				}{{"/tokenize", tok}, {"/v1/completions", comp}} {
+					resp, err := http.Post(sim+rq.path, "application/json", bytes.NewReader(rq.body))
+					if err == nil {
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+				}
+			}
+			done <- struct{}{}
+		}()
+	}
+	for w := 0; w < 64; w++ {
+		<-done
+	}
+	return float64(n) / time.Since(start).Seconds()
+}

@@ -1,0 +1,92 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+)
+
+func TestDecodeErrors(t *testing.T) {
+	tests := []struct {
+		in          string
+		code        int
+		errCode     string
+		field       string
+		validateErr string
+	}{
+		{`{"task":{"domain":"math"},"n":2}`, 0, "", "", ""},
+		{`{"task":{},"sampling":{"top_k":-2}}`, 0, "", "", "sampling.top_k"},
+		{`{"task":{},"max_turns":0}`, 0, "", "", "max_turns"},
+		{`{"task":{},"timeout":0}`, 0, "", "", "timeout"},
+		{`{"task":{},"timeout":"1s"}`, 0, "", "", ""},
+		{`{"task":{},"sampling":{"max_tokens_per_turn":-1}}`, 0, "", "", "sampling.max_tokens_per_turn"},
+		{`{"task":{},"sampling":{"stop":["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]}}`, 0, "", "", "sampling.stop"},
+		{`{"task":{},"sampling":{"seed":"x"}}`, 400, "invalid_type", "sampling.seed", ""},
+		{`{"task":{},"timeout":true}`, 422, "invalid_field", "timeout", ""},
+		{`{"task":{}} x`, 400, "malformed_json", "", ""},
+		{`  `, 400, "empty_body", "", ""},
+	}
+	for _, tt := range tests {
+		var sr SubmitRequest
+		e := decodeBytes([]byte(tt.in), &sr)
+		if tt.code != 0 {
+			if e == nil || e.Status != tt.code || e.Code != tt.errCode || e.Field != tt.field {
+				t.Errorf("%s: %+v", tt.in, e)
+			}
+			continue
+		}
+		if e != nil {
+			t.Errorf("%s: decode: %+v", tt.in, e)
+			continue
+		}
+		ve := sr.validate("", 64)
+		switch {
+		case tt.validateErr == "" && ve != nil:
+			t.Errorf("%s: validate: %+v", tt.in, ve)
+		case tt.validateErr != "" && (ve == nil || ve.Field != tt.validateErr || ve.Status != http.StatusUnprocessableEntity):
+			t.Errorf("%s: validate = %+v, want field %s", tt.in, ve, tt.validateErr)
+		}
+	}
+}
+
+func TestSamplingFromProRL(t *testing.T) {
+	s, turns, e := samplingFromProRL(map[string]any{"temperature": 0.7, "top_p": 0.9, "max_iterations": 5.0, "max_output_tokens": 256.0,
+		"max_input_tokens": 1000.0, "ensure_thinking_end_properly": true, "model": "x", "token_level_generation": true})
+	if e != nil || *s.Temperature != 0.7 || *s.TopP != 0.9 || turns != 5 || s.MaxTokensPerTurn != 256 || s.MaxTotalTokens != 1256 {
+		t.Fatalf("%+v %d %v", s, turns, e)
+	}
+	if _, _, e := samplingFromProRL(map[string]any{"temperature": "hot"}); e == nil || e.Field != "sampling_params.temperature" {
+		t.Fatalf("bad temperature: %+v", e)
+	}
+}
+
+func FuzzDecodeSubmit(f *testing.F) {
+	for _, s := range []string{`{"task":{"domain":"math","question":"q","answer":"1"},"n":4,"sampling":{"temperature":1,"seed":3}}`,
+		`{"requests":[{"task":{}}]}`, `{"task":{},"timeout":"30s","metadata":{"a":[1,2]}}`, `{"task":null}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var sr SubmitRequest
+		if e := decodeBytes(data, &sr); e != nil {
+			if e.Status < 400 || e.Status > 499 || e.Message == "" {
+				t.Fatalf("decode error %+v is not a 4xx with a message", e)
+			}
+			return
+		}
+		if ve := sr.validate("", 64); ve == nil {
+			if sr.N != nil && (*sr.N < 1 || *sr.N > 64) {
+				t.Fatalf("n %d passed validation", *sr.N)
+			}
+			if sr.Sampling.Temperature != nil && *sr.Sampling.Temperature < 0 {
+				t.Fatal("negative temperature passed validation")
+			}
+			if _, e := readTask(sr.Task, "task"); e == nil {
+				if !json.Valid(sr.Task) {
+					t.Fatal("invalid task JSON accepted")
+				}
+			}
+		}
+		var br BatchRequest
+		_ = decodeBytes(data, &br)
+	})
+}
