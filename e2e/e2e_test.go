@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -18,11 +19,24 @@ type completionLog struct {
 
 type completionResp struct {
 	Choices []struct {
-		TokenIDs []int `json:"token_ids"`
 		Logprobs struct {
+			Tokens        []string  `json:"tokens"`
 			TokenLogprobs []float64 `json:"token_logprobs"`
 		} `json:"logprobs"`
 	} `json:"choices"`
+}
+
+// ids reads the exact ids vLLM returns as "token_id:N" (return_tokens_as_token_ids).
+func (c completionResp) ids() []int {
+	out := []int{}
+	for _, t := range c.Choices[0].Logprobs.Tokens {
+		n, err := strconv.Atoi(strings.TrimPrefix(t, "token_id:"))
+		if err != nil {
+			return nil
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // checkTokens proves the invariant: the sequence is exactly what the backend
@@ -52,7 +66,7 @@ func checkTokens(t *testing.T, res *trajectory.Result, sim []simEntry) (finalCor
 			}
 			var cr completionResp
 			_ = json.Unmarshal(e.Response, &cr)
-			if !slices.Equal(cr.Choices[0].TokenIDs, turn.ResponseIDs) || !slices.Equal(cr.Choices[0].Logprobs.TokenLogprobs, turn.Logprobs) {
+			if !slices.Equal(cr.ids(), turn.ResponseIDs) || !slices.Equal(cr.Choices[0].Logprobs.TokenLogprobs, turn.Logprobs) {
 				continue
 			}
 			found = true
@@ -265,7 +279,7 @@ func testProRLCompat(t *testing.T, e *env) {
 		if en.Path == "/v1/completions" && json.Unmarshal(en.Request, &req) == nil && req.Seed == 5 && slices.Equal(req.Prompt, last.InputIDs) {
 			var cr completionResp
 			_ = json.Unmarshal(en.Response, &cr)
-			if !slices.Equal(cr.Choices[0].TokenIDs, last.TokenIDs) {
+			if !slices.Equal(cr.ids(), last.TokenIDs) {
 				continue
 			}
 			found = true

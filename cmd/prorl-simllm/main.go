@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -43,6 +44,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	dropRate := fs.Float64("drop-rate", 0, "share of generations whose connection is dropped")
 	logPath := fs.String("log", "", "write every request and response as JSON lines to this file")
 	addrFile := fs.String("addr-file", "", "write the bound address here once listening")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile here until shutdown")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -62,6 +64,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		defer f.Close()
 		opt.Log = f
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 	s := simllm.New(opt)
 	defer s.Flush()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	fastjson "github.com/goccy/go-json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -319,7 +320,7 @@ func writeResults(w http.ResponseWriter, rs []*trajectory.Result, next uint64) {
 		if i > 0 {
 			bw.WriteByte(',')
 		}
-		b, err := json.Marshal(r)
+		b, err := fastjson.Marshal(r)
 		if err != nil {
 			b = []byte("null")
 		}

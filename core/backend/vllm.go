@@ -30,7 +30,6 @@ type completionRequest struct {
 	Seed                   *int64   `json:"seed,omitempty"`
 	Stop                   []string `json:"stop,omitempty"`
 	Logprobs               int      `json:"logprobs"`
-	ReturnTokenIDs         bool     `json:"return_token_ids"`
 	ReturnTokensAsTokenIDs bool     `json:"return_tokens_as_token_ids"`
 	SkipSpecialTokens      bool     `json:"skip_special_tokens"`
 	Stream                 bool     `json:"stream"`
@@ -53,7 +52,9 @@ func (v *VLLM) Generate(ctx context.Context, r GenerateRequest) (*GenerateResult
 	req := completionRequest{
 		Model: v.Model, Prompt: r.PromptIDs, MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopP: r.TopP,
 		TopK: r.TopK, Seed: r.Seed, Stop: r.Stop, Logprobs: 1,
-		ReturnTokenIDs: true, ReturnTokensAsTokenIDs: true, SkipSpecialTokens: false,
+		// Exact ids as "token_id:N" in logprobs.tokens (vLLM >= 0.6). Not
+		// return_token_ids: it also echoes the whole prompt back, every turn.
+		ReturnTokensAsTokenIDs: true, SkipSpecialTokens: false,
 	}
 	var resp completionResponse
 	if err := postJSON(ctx, v.BaseURL+"/v1/completions", req, &resp); err != nil {
@@ -66,9 +67,8 @@ func (v *VLLM) Generate(ctx context.Context, r GenerateRequest) (*GenerateResult
 	if c.Logprobs == nil {
 		return nil, fmt.Errorf("%s: response has no logprobs", v.BaseURL)
 	}
-	ids := c.TokenIDs
+	ids := c.TokenIDs // servers that send them anyway
 	if ids == nil {
-		// Older vLLM: ids only as "token_id:N" strings (return_tokens_as_token_ids).
 		ids = make([]int, len(c.Logprobs.Tokens))
 		for i, t := range c.Logprobs.Tokens {
 			n, err := strconv.Atoi(strings.TrimPrefix(t, "token_id:"))

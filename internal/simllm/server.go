@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
+	json "github.com/goccy/go-json"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -146,10 +146,25 @@ func readBody(r *http.Request) ([]byte, error) {
 }
 
 func hash64(parts ...any) uint64 {
-	h := fnv.New64a()
+	var buf [128]byte
+	b := buf[:0]
 	for _, p := range parts {
-		fmt.Fprint(h, p, "\x00")
+		switch v := p.(type) {
+		case string:
+			b = append(b, v...)
+		case int:
+			b = strconv.AppendInt(b, int64(v), 10)
+		case int64:
+			b = strconv.AppendInt(b, v, 10)
+		case uint64:
+			b = strconv.AppendUint(b, v, 10)
+		default:
+			b = fmt.Append(b, v)
+		}
+		b = append(b, 0)
 	}
+	h := fnv.New64a()
+	_, _ = h.Write(b)
 	return h.Sum64()
 }
 

@@ -4,10 +4,7 @@
 // tokenizer a small deterministic one. It never pretends to be a real model.
 package simllm
 
-import (
-	"sort"
-	"strings"
-)
+import "strings"
 
 // Special tokens of the simulator's tokenizer.
 var specials = []string{
@@ -23,28 +20,69 @@ const (
 	wordBase    = byteBase + 256
 )
 
-// words are multi-byte tokens, matched longest first; a real BPE vocabulary
-// is not needed to prove token exactness, only a stable, non-trivial one.
-var words = []string{
-	" the", " answer", " is", "The", " boxed", "\\boxed", "{", "}", "\n", "\n\n", " ", "  ", "    ",
-	"system", "user", "assistant", "tool", " of", " to", " and", " a", " in", " what", "What", " Let", "Let",
-	" me", " think", " about", " problem", " solve", " step", " by", "\"name\"", "\"arguments\"", "\"message\"",
-	"\"thought\"", "finish", "think", ": ", ", ", "{\"", "\"}", "\": ", "\", \"", "}}", "0", "1", "2", "3", "4",
-	"5", "6", "7", "8", "9", "10", "100", "1000", " +", " -", " *", " /", " =", "?", ".", ",", "\\frac",
-	" You", " are", " function", " functions", " call", "json", " with", " within", "<tools>", "</tools>",
-	" Compute", " compute", " number", " value", "# Tools", " provided", " signatures", " XML", " tags",
+// common words get four variants each (w, " w", W, " W"), so the tokenizer
+// compresses English and JSON about as well as a real BPE vocabulary (about
+// four characters per token): token counts, and so every payload, stay realistic.
+var common = strings.Fields(`the be to of and a in that have i it for not on with he as you do at this but his by
+from they we say her she or an will my one all would there their what so up out if about who get which go me when
+make can like time no just him know take people into year your good some could them see other than then now look
+only come its over think also back after use two how our work first well way even new want because any these give
+day most us is are was were been has had did does done said made problem solve step answer final value number
+compute find let call function functions tool tools result results provided signatures within tags json object name
+arguments message thought finish think user assistant system helpful careful mathematician solve solution given
+therefore thus hence equal equals sum total product difference divide divided multiply times plus minus fraction
+integer integers positive negative square root area circle radius triangle right length side angle degrees prime
+remainder divisors roots equation expand simplify write lowest terms give may more query return each description
+type string properties required parameters summary logged log obtain information change anything just reasoning
+needed complex signals task complete put the and`)
+
+// pieces are frequent multi-byte fragments of templates, JSON and math.
+var pieces = []string{
+	"\n", "\n\n", "  ", "    ", "{", "}", "{\"", "\"}", "\": ", "\", \"", "}}", ": ", ", ", ".", ",", "?", "\\boxed", "\\frac",
+	"\"name\"", "\"arguments\"", "\"message\"", "\"thought\"", "\"type\"", "\"object\"", "\"string\"", "\"properties\"",
+	"\"required\"", "\"description\"", "\"parameters\"", "<tools>", "</tools>", "# Tools", "XML", " XML", "<function-name>",
+	"<args-json-object>", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "100", "1000", " +", " -", " *", " /", " =",
+	" (", ")", "(", "[", "]", "^", "_", "$", "\\", ":\n", ".\n", "!", "'s", "n't",
 }
+
+func vocabulary() []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(w string) {
+		if !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+	for _, p := range pieces {
+		add(p)
+	}
+	for _, w := range common {
+		up := strings.ToUpper(w[:1]) + w[1:]
+		for _, v := range []string{w, " " + w, up, " " + up} {
+			add(v)
+		}
+	}
+	return out
+}
+
+var words = vocabulary()
 
 // Tokenizer is the simulator's deterministic tokenizer.
 type Tokenizer struct {
-	vocab  []string       // id -> text
-	byText map[string]int // multi-byte text -> id
-	maxLen int
+	vocab []string // id -> text
+	// trie of multi-byte tokens for longest-match encoding.
+	trie *node
+}
+
+type node struct {
+	next map[byte]*node
+	id   int // token ending here, or -1
 }
 
 // NewTokenizer builds the tokenizer.
 func NewTokenizer() *Tokenizer {
-	t := &Tokenizer{byText: map[string]int{}}
+	t := &Tokenizer{trie: &node{next: map[byte]*node{}, id: -1}}
 	t.vocab = make([]string, wordBase+len(words))
 	for i, s := range specials {
 		t.vocab[i] = s
@@ -55,16 +93,21 @@ func NewTokenizer() *Tokenizer {
 	for b := 0; b < 256; b++ {
 		t.vocab[byteBase+b] = string([]byte{byte(b)})
 	}
-	ws := append([]string{}, words...)
-	sort.Strings(ws)
 	for i, w := range words {
 		t.vocab[wordBase+i] = w
-		if len(w) > 1 {
-			t.byText[w] = wordBase + i
+		if len(w) < 2 {
+			continue
 		}
-		if len(w) > t.maxLen {
-			t.maxLen = len(w)
+		n := t.trie
+		for j := 0; j < len(w); j++ {
+			c, ok := n.next[w[j]]
+			if !ok {
+				c = &node{next: map[byte]*node{}, id: -1}
+				n.next[w[j]] = c
+			}
+			n = c
 		}
+		n.id = wordBase + i
 	}
 	return t
 }
@@ -90,17 +133,21 @@ func (t *Tokenizer) Encode(s string) []int {
 				continue
 			}
 		}
-		n := min(t.maxLen, len(s)-i)
-		found := false
-		for ; n > 1; n-- {
-			if id, ok := t.byText[s[i:i+n]]; ok {
-				out = append(out, id)
-				i += n
-				found = true
+		best, bestLen := -1, 0
+		n := t.trie
+		for j := i; j < len(s); j++ {
+			n = n.next[s[j]]
+			if n == nil {
 				break
 			}
+			if n.id >= 0 && j+1-i >= 2 {
+				best, bestLen = n.id, j+1-i
+			}
 		}
-		if !found {
+		if best >= 0 {
+			out = append(out, best)
+			i += bestLen
+		} else {
 			out = append(out, byteBase+int(s[i]))
 			i++
 		}
