@@ -240,6 +240,39 @@ func wrong(ans string) string {
 	return ans + "1"
 }
 
+// The /v1/completions response, field for field as vLLM writes it.
+type completionResponse struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []completionChoice `json:"choices"`
+	Usage   usage              `json:"usage"`
+}
+
+type completionChoice struct {
+	Index          int                 `json:"index"`
+	Text           string              `json:"text"`
+	Logprobs       *completionLogprobs `json:"logprobs"`
+	FinishReason   string              `json:"finish_reason"`
+	StopReason     *string             `json:"stop_reason"`
+	TokenIDs       []int               `json:"token_ids,omitempty"`
+	PromptTokenIDs []int               `json:"prompt_token_ids,omitempty"`
+}
+
+type completionLogprobs struct {
+	TextOffset    []int                `json:"text_offset"`
+	TokenLogprobs []float64            `json:"token_logprobs"`
+	Tokens        []string             `json:"tokens"`
+	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+}
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
 type genOut struct {
 	ids      []int
 	logprobs []float64
@@ -361,36 +394,29 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	entry.Decision = &out.decision
-	tokens := make([]string, len(out.ids))
-	top := make([]map[string]float64, len(out.ids))
-	offsets := make([]int, len(out.ids))
+	lp := &completionLogprobs{TextOffset: make([]int, len(out.ids)), TokenLogprobs: out.logprobs, Tokens: make([]string, len(out.ids)), TopLogprobs: make([]map[string]float64, len(out.ids))}
 	off := 0
 	for i, id := range out.ids {
 		if req.ReturnTokensAsTokenIDs {
-			tokens[i] = "token_id:" + strconv.Itoa(id)
+			lp.Tokens[i] = "token_id:" + strconv.Itoa(id)
 		} else {
-			tokens[i] = s.tok.TokenString(id)
+			lp.Tokens[i] = s.tok.TokenString(id)
 		}
-		top[i] = map[string]float64{tokens[i]: out.logprobs[i]}
-		offsets[i] = off
+		lp.TopLogprobs[i] = map[string]float64{lp.Tokens[i]: out.logprobs[i]}
+		lp.TextOffset[i] = off
 		off += len(s.tok.TokenString(id))
 	}
-	choice := map[string]any{
-		"index": 0, "text": out.text, "finish_reason": out.finish, "stop_reason": nil,
-	}
+	choice := completionChoice{Text: out.text, FinishReason: out.finish}
 	if req.Logprobs != nil {
-		choice["logprobs"] = map[string]any{"text_offset": offsets, "token_logprobs": out.logprobs, "tokens": tokens, "top_logprobs": top}
-	} else {
-		choice["logprobs"] = nil
+		choice.Logprobs = lp
 	}
 	if req.ReturnTokenIDs {
-		choice["token_ids"] = out.ids
-		choice["prompt_token_ids"] = prompt
+		choice.TokenIDs, choice.PromptTokenIDs = out.ids, prompt
 	}
-	resp := map[string]any{
-		"id": fmt.Sprintf("cmpl-sim-%d", s.n.Load()), "object": "text_completion", "created": time.Now().Unix(), "model": s.opt.Model,
-		"choices": []any{choice},
-		"usage":   map[string]int{"prompt_tokens": len(prompt), "completion_tokens": len(out.ids), "total_tokens": len(prompt) + len(out.ids)},
+	resp := completionResponse{
+		ID: "cmpl-sim-" + strconv.FormatUint(s.n.Load(), 10), Object: "text_completion", Created: time.Now().Unix(), Model: s.opt.Model,
+		Choices: []completionChoice{choice},
+		Usage:   usage{PromptTokens: len(prompt), CompletionTokens: len(out.ids), TotalTokens: len(prompt) + len(out.ids)},
 	}
 	entry.Status, entry.Response = 200, writeJSON(w, resp)
 }
