@@ -6,8 +6,8 @@ package backend
 import (
 	"bytes"
 	"context"
-	json "github.com/goccy/go-json"
 	"fmt"
+	json "github.com/goccy/go-json"
 	"io"
 	"net"
 	"net/http"
@@ -127,24 +127,20 @@ func NewClient(protocol, baseURL, model string) (Client, error) {
 	return nil, fmt.Errorf("unknown protocol %q", protocol)
 }
 
-// openAIMessages are sent to /tokenize without host-only fields.
-func openAIMessages(msgs []trajectory.Message) []map[string]any {
-	out := make([]map[string]any, len(msgs))
+// chatMessage is a message as /tokenize takes it: no host-only fields.
+type chatMessage struct {
+	Role             string                `json:"role"`
+	Content          string                `json:"content"`
+	ToolCalls        []trajectory.ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID       string                `json:"tool_call_id,omitempty"`
+	Name             string                `json:"name,omitempty"`
+	ReasoningContent string                `json:"reasoning_content,omitempty"`
+}
+
+func openAIMessages(msgs []trajectory.Message) []chatMessage {
+	out := make([]chatMessage, len(msgs))
 	for i, m := range msgs {
-		o := map[string]any{"role": m.Role, "content": m.Content}
-		if len(m.ToolCalls) > 0 {
-			o["tool_calls"] = m.ToolCalls
-		}
-		if m.ToolCallID != "" {
-			o["tool_call_id"] = m.ToolCallID
-		}
-		if m.Name != "" {
-			o["name"] = m.Name
-		}
-		if m.ReasoningContent != "" {
-			o["reasoning_content"] = m.ReasoningContent
-		}
-		out[i] = o
+		out[i] = chatMessage{Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name, ReasoningContent: m.ReasoningContent}
 	}
 	return out
 }

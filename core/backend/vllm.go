@@ -92,7 +92,7 @@ func (v *VLLM) Generate(ctx context.Context, r GenerateRequest) (*GenerateResult
 
 type tokenizeChatRequest struct {
 	Model                string            `json:"model,omitempty"`
-	Messages             []map[string]any  `json:"messages"`
+	Messages             []chatMessage     `json:"messages"`
 	Tools                []trajectory.Tool `json:"tools,omitempty"`
 	AddGenerationPrompt  bool              `json:"add_generation_prompt"`
 	ContinueFinalMessage bool              `json:"continue_final_message"`
