@@ -367,11 +367,15 @@ func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Fail
 		}
 		m.Turns.Add(float64(len(res.Turns)))
 	}
-	lg := p.d.Log.With("rollout", r.ID, "group", r.Req.GroupID, "domain", r.Req.Domain)
+	// Build the log line only when it will be written: this runs once per rollout.
 	if f != nil && st != trajectory.StatusTruncated {
-		lg.Info("rollout ended", "status", st, "stage", f.Stage, "reason", f.Reason, "message", f.Message)
-	} else {
-		lg.Debug("rollout ended", "status", st, "reward", res.Reward, "turns", len(res.Turns))
+		if p.d.Log.IsInfo() {
+			p.d.Log.Info("rollout ended", "rollout", r.ID, "group", r.Req.GroupID, "domain", r.Req.Domain,
+				"status", st, "stage", f.Stage, "reason", f.Reason, "message", f.Message)
+		}
+	} else if p.d.Log.IsDebug() {
+		p.d.Log.Debug("rollout ended", "rollout", r.ID, "group", r.Req.GroupID, "domain", r.Req.Domain,
+			"status", st, "reward", res.Reward, "turns", len(res.Turns))
 	}
 	if r.epoch != 0 {
 		go p.release(r)
