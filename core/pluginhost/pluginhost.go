@@ -154,7 +154,7 @@ func (p *Plugin) start(ctx context.Context) error {
 	defer cancel()
 	info, err := rd.Client.GetInfo(cctx, &pb.GetInfoRequest{})
 	if err != nil {
-		return fail(fmt.Errorf("GetInfo: %w", err))
+		return fail(fmt.Errorf("get info: %w", err))
 	}
 	cfgJSON, err := json.Marshal(p.cfg.Config)
 	if err != nil || p.cfg.Config == nil {
@@ -162,7 +162,7 @@ func (p *Plugin) start(ctx context.Context) error {
 	}
 	cr, err := rd.Client.Configure(cctx, &pb.ConfigureRequest{ConfigJson: cfgJSON, HostServicesBrokerId: rd.HostBrokerID, HostInstance: p.inst})
 	if err != nil {
-		return fail(fmt.Errorf("Configure: %w", err))
+		return fail(fmt.Errorf("configure: %w", err))
 	}
 	if len(cr.Diagnostics) > 0 {
 		d := cr.Diagnostics[0]

@@ -294,6 +294,7 @@ func (s *Server) run(prompt []int, maxTokens int, seed int64, r *http.Request) (
 		maxTokens = s.opt.MaxModelLen - len(prompt)
 	}
 	if len(prompt)+maxTokens > s.opt.MaxModelLen {
+		//lint:ignore ST1005 vLLM's message, word for word: clients match on it
 		return nil, fmt.Errorf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
 			s.opt.MaxModelLen, len(prompt)+maxTokens, len(prompt), maxTokens)
 	}

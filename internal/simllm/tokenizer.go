@@ -84,9 +84,7 @@ type node struct {
 func NewTokenizer() *Tokenizer {
 	t := &Tokenizer{trie: &node{next: map[byte]*node{}, id: -1}}
 	t.vocab = make([]string, wordBase+len(words))
-	for i, s := range specials {
-		t.vocab[i] = s
-	}
+	copy(t.vocab, specials)
 	for i := len(specials); i < byteBase; i++ {
 		t.vocab[i] = ""
 	}
