@@ -168,6 +168,10 @@ func (p *Pipeline) work(r *Rollout, idx int, fn func(context.Context, *Rollout) 
 		p.finalize(r, st, f)
 		return
 	}
+	// Waiting for the next stage shows as queued for it.
+	r.mu.Lock()
+	r.stage = stageNames[idx+1]
+	r.mu.Unlock()
 	// Backpressure: a full next queue holds this worker, not the rollout's clock.
 	select {
 	case next <- r:

@@ -152,20 +152,22 @@ func TestTimeoutReportsPartialTrajectory(t *testing.T) {
 }
 
 func TestCancelQueuedAndRunning(t *testing.T) {
-	f := newFixture(t, func(c *config.Config) { c.Pipeline.RunWorkers = 1 }, sim(10*time.Millisecond))
+	// One run worker and slow tokens: one rollout generates, the others wait for the worker.
+	f := newFixture(t, func(c *config.Config) { c.Pipeline.RunWorkers = 1 }, sim(50*time.Millisecond))
 	rs := f.submit(t, 3, nil)
-	deadline := time.Now().Add(20 * time.Second)
-	for f.p.Stats().ActiveRun == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
 	var running, queued *Rollout
-	for _, r := range rs {
-		switch r.summary().Status {
-		case "running":
-			running = r
-		case "queued":
-			queued = r
+	deadline := time.Now().Add(30 * time.Second)
+	for (running == nil || queued == nil) && time.Now().Before(deadline) {
+		running, queued = nil, nil
+		for _, r := range rs {
+			switch sm := r.summary(); {
+			case sm.Status == "running" && sm.Stage == trajectory.StageRun:
+				running = r
+			case sm.Status == "queued" && sm.Stage == trajectory.StageRun:
+				queued = r // finished init, waiting for the run worker
+			}
 		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	if running == nil || queued == nil {
 		t.Fatal("want one running and one queued rollout")
