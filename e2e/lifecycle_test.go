@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prorl/prorl/core/api"
+	"github.com/prorl/prorl/core/trajectory"
+)
+
+func gone(pid int, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		// A zombie still answers kill(0); /proc tells exited from running.
+		if err := syscall.Kill(pid, 0); err != nil || isZombie(pid) {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+// No plugin outlives its host, even when the host gets no chance to stop it.
+func TestHostSIGKILLTakesPluginsAlong(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.startHost()
+	pid := e.domain(t).PID
+	if pid == 0 {
+		t.Fatal("no plugin pid")
+	}
+	if err := e.hostP.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !gone(pid, 10*time.Second) {
+		t.Fatalf("plugin %d survived its SIGKILLed host", pid)
+	}
+}
+
+// SIGTERM: stop taking work, let live rollouts finish, stop the plugins, exit 0.
+func TestGracefulShutdown(t *testing.T) {
+	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--token-latency", "5ms"}})
+	e.startHost()
+	e.addBackend()
+	pid := e.domain(t).PID
+	var sub api.SubmitResponse
+	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}, "n": 4}).json(t, &sub)
+	// Stream results while the host drains: every rollout must come out completed.
+	type got struct {
+		res []*trajectory.Result
+	}
+	results := make(chan got, 1)
+	go func() {
+		var out []*trajectory.Result
+		for _, id := range sub.RolloutIDs {
+			var r trajectory.Result
+			e.do("GET", "/v1/rollouts/"+id+"?wait=60s", nil).json(t, &r)
+			out = append(out, &r)
+		}
+		results <- got{out}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if err := e.hostP.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	g := <-results
+	for _, r := range g.res {
+		if r.Status != trajectory.StatusCompleted {
+			t.Errorf("%s: %s %+v: live work was lost in shutdown", r.ID, r.Status, r.Failure)
+		}
+	}
+	select {
+	case err := <-e.hostP.done:
+		e.hostP.done <- err
+		if err != nil {
+			t.Fatalf("host exit: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("host did not exit after SIGTERM")
+	}
+	if !gone(pid, 5*time.Second) {
+		t.Fatalf("plugin %d still running after the host stopped", pid)
+	}
+}
