@@ -92,8 +92,6 @@ func call(b *testing.B, method, url string, in, out any) {
 	}
 }
 
-const question = "What is 17 + 25?"
-
 func hostConfig(b *testing.B, dir string) string {
 	cfg := fmt.Sprintf(`[server]
 listen = "127.0.0.1:0"
@@ -121,11 +119,22 @@ max_turns = 16
 	return p
 }
 
+// Distinct tasks, so nothing keyed on content (a cache, a prefix) can flatter a figure.
+const nTasks = 20000
+
+func questionOf(i int) string { return fmt.Sprintf("What is %d + 25?", i) }
+
 func answers(b *testing.B) string {
 	p := filepath.Join(b.TempDir(), "answers.jsonl")
-	_ = os.WriteFile(p, []byte(`{"question":"What is 17 + 25?","answer":"42"}`+"\n"), 0o644)
+	var buf bytes.Buffer
+	for i := 0; i < nTasks; i++ {
+		fmt.Fprintf(&buf, `{"question":%q,"answer":"%d"}`+"\n", questionOf(i), i+25)
+	}
+	_ = os.WriteFile(p, buf.Bytes(), 0o644)
 	return p
 }
+
+var taskSeq int
 
 // submit sends n single-sample rollouts in batches and returns their ids.
 func submit(b *testing.B, host string, n int) []string {
@@ -134,7 +143,9 @@ func submit(b *testing.B, host string, n int) []string {
 		k := min(left, 5000)
 		reqs := make([]any, k)
 		for i := range reqs {
-			reqs[i] = map[string]any{"task": map[string]any{"domain": "math", "question": question, "answer": "42"}}
+			j := taskSeq % nTasks
+			taskSeq++
+			reqs[i] = map[string]any{"task": map[string]any{"domain": "math", "question": questionOf(j), "answer": strconv.Itoa(j + 25)}}
 		}
 		var resp struct {
 			Groups []struct {
@@ -398,7 +409,7 @@ func BenchmarkIssue2Figures(b *testing.B) {
 // simBaseline is the rate of the simulator calls one single-turn rollout
 // needs (a chat /tokenize and a /v1/completions), made directly with 64 clients.
 func simBaseline(b *testing.B, sim string, n int) float64 {
-	tok, _ := json.Marshal(map[string]any{"messages": []any{map[string]string{"role": "system", "content": "You are a careful mathematician."}, map[string]string{"role": "user", "content": question}}, "add_generation_prompt": true})
+	tok, _ := json.Marshal(map[string]any{"messages": []any{map[string]string{"role": "system", "content": "You are a careful mathematician."}, map[string]string{"role": "user", "content": questionOf(1)}}, "add_generation_prompt": true})
 	var tr struct {
 		Tokens []int `json:"tokens"`
 	}

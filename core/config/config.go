@@ -61,6 +61,11 @@ type Server struct {
 	DataDir         string   `toml:"data_dir"`
 	// ResultRetention bounds how many finished, unacknowledged results are kept.
 	ResultRetention int `toml:"result_retention"`
+	// GCPercent is the Go GC target (GOGC). The host's heap is mostly
+	// short-lived trajectories, so trading memory for fewer collections pays.
+	GCPercent int `toml:"gc_percent"`
+	// MemoryLimitMiB is a soft heap limit (GOMEMLIMIT); 0 means none.
+	MemoryLimitMiB int64 `toml:"memory_limit_mib"`
 }
 
 // Pipeline sizes the three stages.
@@ -141,7 +146,7 @@ func Default() *Config {
 		Server: Server{
 			Listen: "127.0.0.1:8006", MaxBodyBytes: 8 << 20, MaxBatch: 10000, MaxSamples: 1024,
 			MaxWait: Duration{60 * time.Second}, ShutdownTimeout: Duration{30 * time.Second}, DataDir: ".data",
-			ResultRetention: 1_000_000,
+			ResultRetention: 1_000_000, GCPercent: 200,
 		},
 		Pipeline: Pipeline{
 			InitWorkers: 64, RunWorkers: 1024, EvalWorkers: 64,
@@ -278,6 +283,10 @@ func (c *Config) Validate() error {
 	pos("server.max_batch", c.Server.MaxBatch)
 	pos("server.max_samples", c.Server.MaxSamples)
 	pos("server.result_retention", c.Server.ResultRetention)
+	pos("server.gc_percent", c.Server.GCPercent)
+	if c.Server.MemoryLimitMiB < 0 {
+		errs = append(errs, fe("server.memory_limit_mib", "must not be negative"))
+	}
 	if c.Server.MaxBodyBytes <= 0 {
 		errs = append(errs, fe("server.max_body_bytes", "must be positive"))
 	}

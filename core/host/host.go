@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -46,6 +47,13 @@ func NewLogger(c config.Log, w io.Writer) hclog.Logger {
 
 // New starts plugins and the pipeline; Serve starts the API.
 func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, error) {
+	// GOGC and GOMEMLIMIT in the environment win over the config.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(cfg.Server.GCPercent)
+	}
+	if cfg.Server.MemoryLimitMiB > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(cfg.Server.MemoryLimitMiB << 20)
+	}
 	hn, _ := os.Hostname()
 	h := &Host{Cfg: cfg, Log: log, Metrics: metrics.New(), Instance: fmt.Sprintf("%s-%d", hn, os.Getpid())}
 	h.Store = store.NewMemory(cfg.Server.ResultRetention)
