@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/host"
 	"github.com/prorl/prorl/core/pluginhost"
+	"github.com/prorl/prorl/internal/profiling"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -126,16 +126,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	addStatic(cfg, backends)
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	stopProfile, err := profiling.Start(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	log := host.NewLogger(cfg.Log, stderr)
 	h, err := host.New(ctx, cfg, log)
 	if err != nil {

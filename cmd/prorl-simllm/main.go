@@ -13,10 +13,10 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"syscall"
 	"time"
 
+	"github.com/prorl/prorl/internal/profiling"
 	"github.com/prorl/prorl/internal/simllm"
 )
 
@@ -65,16 +65,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		defer f.Close()
 		opt.Log = f
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	stopProfile, err := profiling.Start(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	s := simllm.New(opt)
 	defer s.Flush()
 	ln, err := net.Listen("tcp", *listen)

@@ -99,22 +99,7 @@ func postJSON(ctx context.Context, url string, in, out any) error {
 	return nil
 }
 
-func getOK(ctx context.Context, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := HTTPClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode/100 != 2 {
-		return &StatusError{URL: url, Status: resp.StatusCode}
-	}
-	return nil
-}
+func getOK(ctx context.Context, url string) error { return getJSON(ctx, url, nil) }
 
 // NewClient returns the client of a protocol.
 func NewClient(protocol, baseURL, model string) (Client, error) {
@@ -161,6 +146,9 @@ func getJSON(ctx context.Context, url string, out any) error {
 	}
 	if resp.StatusCode/100 != 2 {
 		return &StatusError{URL: url, Status: resp.StatusCode, Body: string(data)}
+	}
+	if out == nil {
+		return nil
 	}
 	return json.Unmarshal(data, out)
 }

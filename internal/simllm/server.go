@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
-	json "github.com/goccy/go-json"
 	"fmt"
+	json "github.com/goccy/go-json"
 	"hash/fnv"
 	"io"
 	"net/http"
@@ -112,7 +112,30 @@ type Decision struct {
 	Turn     int    `json:"turn"`
 }
 
-func (s *Server) logEntry(e LogEntry) {
+// begin reads and decodes a request; on failure it answers 400, logs, and
+// returns false. The caller logs the returned entry when done.
+func (s *Server) begin(w http.ResponseWriter, r *http.Request, v any, strict bool) (*LogEntry, bool) {
+	body, err := readBody(r)
+	if err != nil {
+		return nil, false
+	}
+	e := &LogEntry{Path: r.URL.Path, Request: body}
+	if strict {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(v)
+	} else {
+		err = json.Unmarshal(body, v)
+	}
+	if err != nil {
+		e.Status, e.Response = 400, s.apiError(w, 400, "invalid request: "+err.Error())
+		s.logEntry(e)
+		return nil, false
+	}
+	return e, true
+}
+
+func (s *Server) logEntry(e *LogEntry) {
 	if s.logW == nil {
 		return
 	}
@@ -338,10 +361,6 @@ func seedOf(seed *int64, prompt []int) int64 {
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(r)
-	if err != nil {
-		return
-	}
 	var req struct {
 		Model                  string          `json:"model"`
 		Prompt                 json.RawMessage `json:"prompt"`
@@ -357,12 +376,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		SkipSpecialTokens      *bool           `json:"skip_special_tokens"`
 		Stream                 bool            `json:"stream"`
 	}
-	entry := LogEntry{Path: r.URL.Path, Request: body}
-	defer func() { s.logEntry(entry) }()
-	if err := json.Unmarshal(body, &req); err != nil {
-		entry.Status, entry.Response = 400, s.apiError(w, 400, "invalid request: "+err.Error())
+	entry, ok := s.begin(w, r, &req, false)
+	if !ok {
 		return
 	}
+	defer s.logEntry(entry)
 	if req.Model != "" && req.Model != s.opt.Model { // vLLM: an absent model means the served one
 		entry.Status, entry.Response = 404, s.apiError(w, 404, fmt.Sprintf("The model `%s` does not exist.", req.Model))
 		return
@@ -423,10 +441,6 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(r)
-	if err != nil {
-		return
-	}
 	var req struct {
 		PromptIDs         []int    `json:"prompt_ids"`
 		MaxTokens         int      `json:"max_tokens"`
@@ -437,14 +451,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		Stop              []string `json:"stop"`
 		SkipSpecialTokens *bool    `json:"skip_special_tokens"`
 	}
-	entry := LogEntry{Path: r.URL.Path, Request: body}
-	defer func() { s.logEntry(entry) }()
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		entry.Status, entry.Response = 400, s.apiError(w, 400, "invalid request: "+err.Error())
+	entry, ok := s.begin(w, r, &req, true)
+	if !ok {
 		return
 	}
+	defer s.logEntry(entry)
 	seed := seedOf(req.Seed, req.PromptIDs)
 	if s.chaos(w, seed) {
 		entry.Status = 500
@@ -460,10 +471,6 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(r)
-	if err != nil {
-		return
-	}
 	var req struct {
 		Model                string         `json:"model"`
 		Prompt               *string        `json:"prompt"`
@@ -475,12 +482,11 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		ReturnTokenStrs      bool           `json:"return_token_strs"`
 		ChatTemplateKwargs   map[string]any `json:"chat_template_kwargs"`
 	}
-	entry := LogEntry{Path: r.URL.Path, Request: body}
-	defer func() { s.logEntry(entry) }()
-	if err := json.Unmarshal(body, &req); err != nil {
-		entry.Status, entry.Response = 400, s.apiError(w, 400, "invalid request: "+err.Error())
+	entry, ok := s.begin(w, r, &req, false)
+	if !ok {
 		return
 	}
+	defer s.logEntry(entry)
 	var text string
 	switch {
 	case req.Messages != nil:
@@ -506,20 +512,15 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(r)
-	if err != nil {
-		return
-	}
 	var req struct {
 		Model  string `json:"model"`
 		Tokens []int  `json:"tokens"`
 	}
-	entry := LogEntry{Path: r.URL.Path, Request: body}
-	defer func() { s.logEntry(entry) }()
-	if err := json.Unmarshal(body, &req); err != nil {
-		entry.Status, entry.Response = 400, s.apiError(w, 400, "invalid request: "+err.Error())
+	entry, ok := s.begin(w, r, &req, false)
+	if !ok {
 		return
 	}
+	defer s.logEntry(entry)
 	entry.Status, entry.Response = 200, writeJSON(w, map[string]any{"prompt": s.tok.Decode(req.Tokens)})
 }
 
