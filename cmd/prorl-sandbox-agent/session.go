@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prorl/prorl/internal/sandboxproto"
+)
+
+// The session's shell function: run a base64-encoded command in the shell
+// itself (so cd and variables persist), stdin from /dev/null (it is our
+// control channel), snapshot the cwd and exported variables (a restarted
+// shell gets them back), then print completion markers on both streams.
+const prelude = `__prorl_run() { eval "$(printf %s "$1" | base64 -d)" </dev/null; local s=$?; pwd >"$PRORL_STATE/cwd"; export -p >"$PRORL_STATE/env"; printf '\n__PRORL_DONE_%s_%d\n' "$2" "$s"; printf '\n__PRORL_DONE_%s\n' "$2" >&2; }
+if [ -s "$PRORL_STATE/env" ]; then . "$PRORL_STATE/env" 2>/dev/null; cd "$(cat "$PRORL_STATE/cwd")" 2>/dev/null; fi
+`
+
+// session is one persistent bash, restarted if a command kills it.
+type session struct {
+	a     *agent
+	state string // snapshot dir of cwd and exported variables
+	mu  sync.Mutex // one command at a time
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *marked
+	err *marked
+}
+
+// marked accumulates one stream and signals when a marker line appears.
+type marked struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	buf  bytes.Buffer
+	eof  bool
+}
+
+func newMarked(r io.Reader) *marked {
+	m := &marked{}
+	m.cond = sync.NewCond(&m.mu)
+	go func() {
+		br := bufio.NewReaderSize(r, 64<<10)
+		chunk := make([]byte, 32<<10)
+		for {
+			n, err := br.Read(chunk)
+			m.mu.Lock()
+			m.buf.Write(chunk[:n])
+			if err != nil {
+				m.eof = true
+			}
+			m.cond.Broadcast()
+			m.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return m
+}
+
+// wait returns the output before the marker, and what follows the marker
+// on its line; ok is false at EOF or when the deadline passes.
+func (m *marked) wait(marker string, deadline time.Time) (out []byte, tail string, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	needle := []byte("\n" + marker)
+	for {
+		b := m.buf.Bytes()
+		if i := bytes.Index(b, needle); i >= 0 {
+			if j := bytes.IndexByte(b[i+len(needle):], '\n'); j >= 0 {
+				out = append([]byte(nil), b[:i]...)
+				tail = string(b[i+len(needle) : i+len(needle)+j])
+				m.buf.Next(i + len(needle) + j + 1)
+				return out, tail, true
+			}
+		}
+		if m.eof || !time.Now().Before(deadline) {
+			return nil, "", false
+		}
+		// Wake periodically to notice the deadline.
+		go func() { time.Sleep(20 * time.Millisecond); m.mu.Lock(); m.cond.Broadcast(); m.mu.Unlock() }()
+		m.cond.Wait()
+	}
+}
+
+// drain returns and clears whatever the stream holds.
+func (m *marked) drain() []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := append([]byte(nil), m.buf.Bytes()...)
+	m.buf.Reset()
+	return out
+}
+
+func (s *session) start() error {
+	if s.state == "" {
+		d, err := os.MkdirTemp("", ".prorl-session-")
+		if err != nil {
+			return err
+		}
+		s.state = d
+	}
+	cmd := s.a.command([]string{"bash", "--noprofile", "--norc"}, "", map[string]string{"PRORL_STATE": s.state})
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	so, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	se, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start bash: %w", err)
+	}
+	go func() { _ = cmd.Wait() }()
+	s.cmd, s.in, s.out, s.err = cmd, in, newMarked(so), newMarked(se)
+	_, err = io.WriteString(in, prelude)
+	return err
+}
+
+func (s *session) kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.killLocked()
+}
+
+func (s *session) killLocked() {
+	if s.cmd != nil {
+		killTree(s.cmd.Process.Pid)
+		_ = s.in.Close()
+		s.cmd = nil
+	}
+}
+
+func nonce() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (s *session) run(req sandboxproto.Request) sandboxproto.Reply {
+	r := sandboxproto.Reply{ID: req.ID, Done: true}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		if err := s.start(); err != nil {
+			r.Error = err.Error()
+			return r
+		}
+	}
+	n := nonce()
+	line := "__prorl_run " + base64.StdEncoding.EncodeToString([]byte(req.Command)) + " " + n + "\n"
+	if _, err := io.WriteString(s.in, line); err != nil {
+		s.killLocked()
+		r.Error = "session died; it will restart on the next command"
+		return r
+	}
+	timeout := time.Duration(req.TimeoutMS) * time.Millisecond
+	if timeout <= 0 {
+		timeout = 24 * time.Hour
+	}
+	marker := "__PRORL_DONE_" + n
+	out, tail, ok := s.out.wait(marker, time.Now().Add(timeout))
+	if !ok {
+		// Timed out, or the command ended the shell. Killing only the
+		// command's processes would let the shell run the rest of the
+		// command line, so the shell goes too; the next command gets a new
+		// one with the last cwd and exported variables.
+		r.TimedOut = !s.out.eof
+		out, errb := s.out.drain(), s.err.drain()
+		s.killLocked()
+		r.Stdout, r.Stderr = s.a.cap(out, &r), s.a.cap(errb, &r)
+		r.ExitCode = -1
+		note := "\n[the shell exited; a new one starts with the last working directory and exported variables]\n"
+		if r.TimedOut {
+			r.ExitCode = 124
+			note = fmt.Sprintf("\n[command timed out after %s and was killed; the shell restarts with the last working directory and exported variables]\n", timeout)
+		}
+		r.Stderr = append(r.Stderr, note...)
+		return r
+	}
+	if len(tail) < 2 {
+		tail = "_-1"
+	}
+	code, _ := strconv.Atoi(tail[1:]) // tail is "_<code>"
+	errOut, _, _ := s.err.wait(marker, time.Now().Add(2*time.Second))
+	r.ExitCode = code
+	if r.TimedOut {
+		r.ExitCode = 124
+	}
+	r.Stdout, r.Stderr = s.a.cap(out, &r), s.a.cap(errOut, &r)
+	return r
+}
+
+// cap truncates output to the limit, marking the reply.
+func (a *agent) cap(b []byte, r *sandboxproto.Reply) []byte {
+	if uint64(len(b)) <= a.limits.MaxOutputBytes {
+		return b
+	}
+	r.Truncated = true
+	return b[:a.limits.MaxOutputBytes]
+}

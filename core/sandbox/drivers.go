@@ -1,0 +1,118 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+)
+
+// Bwrap runs the agent under bubblewrap: every namespace unshared (no
+// network unless asked), a read-only root, a tmpfs /tmp, the work dir bound
+// read-write, dying with its parent.
+type Bwrap struct {
+	Path string // bwrap binary
+	// Images resolves an image name to a root directory; "host" is the
+	// host's own /usr, read-only.
+	ImageDir string
+}
+
+func (b *Bwrap) Name() string { return "bwrap" }
+
+func (b *Bwrap) InnerWorkdir(Launch) string { return Workdir }
+
+// agentInside is where the agent binary is bound: /tmp is a fresh tmpfs in
+// every sandbox, so the mount point can always be made.
+const agentInside = "/tmp/.prorl-agent"
+
+// hostRoot binds the host's system directories read-only. /etc is not
+// bound whole: it holds the host's secrets.
+var hostRoot = []string{
+	"--ro-bind", "/usr", "/usr",
+	"--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
+	"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+	"--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
+	"--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
+	"--ro-bind-try", "/etc/ssl", "/etc/ssl",
+	"--ro-bind-try", "/etc/localtime", "/etc/localtime",
+}
+
+// RootDir resolves an image name to a root directory ("" for the host root).
+func RootDir(imageDir, image string) (string, error) {
+	if image == "" || image == "host" {
+		return "", nil
+	}
+	dir := image
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(imageDir, image, "rootfs")
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return "", fmt.Errorf("image %q: no root directory at %s (build it with prorl-host sandbox build-image)", image, dir)
+	}
+	return dir, nil
+}
+
+func (b *Bwrap) Command(l Launch) (*exec.Cmd, error) {
+	root, err := RootDir(b.ImageDir, l.Spec.Image)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"--unshare-all", "--die-with-parent", "--new-session", "--clearenv"}
+	if l.Spec.Network {
+		args = append(args, "--share-net", "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf")
+	}
+	if root == "" {
+		args = append(args, hostRoot...)
+	} else {
+		args = append(args, "--ro-bind", root, "/")
+	}
+	args = append(args,
+		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+		"--bind", l.WorkDir, Workdir, "--ro-bind", l.Agent, agentInside, "--chdir", Workdir,
+		"--setenv", "HOME", Workdir, "--setenv", "PRORL_SANDBOX", l.Label, "--hostname", "sandbox")
+	keys := make([]string, 0, len(l.Spec.Env))
+	for k := range l.Spec.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "--setenv", k, l.Spec.Env[k])
+	}
+	// Last: bwrap applies options in order, and mount points must be made first.
+	args = append(args, "--remount-ro", "/")
+	args = append(args, "--", agentInside, "serve", l.Limits, l.Label)
+	path := b.Path
+	if path == "" {
+		path = "bwrap"
+	}
+	cmd := exec.Command(path, args...)
+	if l.UID > 0 {
+		// A host running as root gives each sandbox its own unprivileged uid:
+		// the kernel does not apply RLIMIT_NPROC to root, and a uid per
+		// sandbox makes the process limit count one sandbox's processes.
+		id := strconv.Itoa(l.UID)
+		cmd = exec.Command("setpriv", append([]string{"--reuid=" + id, "--regid=" + id, "--clear-groups", "--", path}, args...)...)
+	}
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	return cmd, nil
+}
+
+// None runs the agent with no isolation, in the work directory. Only for
+// domains that score text; a deployment must opt in.
+type None struct{}
+
+func (None) Name() string { return "none" }
+
+func (None) InnerWorkdir(l Launch) string { return l.WorkDir }
+
+func (None) Command(l Launch) (*exec.Cmd, error) {
+	cmd := exec.Command(l.Agent, "serve", l.Limits, l.Label)
+	cmd.Dir = l.WorkDir
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + l.WorkDir, "PRORL_SANDBOX=" + l.Label}
+	for k, v := range l.Spec.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	return cmd, nil
+}

@@ -1,0 +1,332 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prorl/prorl/internal/sandboxproto"
+)
+
+// Config configures the manager.
+type Config struct {
+	Driver       string // bwrap | none
+	BwrapPath    string
+	ImageDir     string
+	DefaultImage string
+	WorkRoot     string // work directories live under WorkRoot/<instance>/<id>
+	Agent        string // prorl-sandbox-agent binary
+	// MaxStarting caps sandboxes starting at once, overall and per image, so a
+	// burst of rollouts does not storm the node.
+	MaxStarting         int
+	MaxStartingPerImage int
+	Limits              Limits
+	StopGrace           time.Duration
+}
+
+// Manager starts, tracks and stops sandboxes, and reaps what a crashed host left.
+type Manager struct {
+	cfg      Config
+	driver   Driver
+	log      hclog.Logger
+	instance string
+	lock     *os.File
+	sem      chan struct{}
+	imgMu    sync.Mutex
+	imgSem   map[string]chan struct{}
+	mu       sync.Mutex
+	boxes    map[string]*Sandbox
+	starting atomic.Int64
+	uids     atomic.Int64
+	asRoot   bool
+}
+
+// uidBase starts the uids given to sandboxes when the host runs as root;
+// far above any real account.
+const uidBase = 4_000_000
+
+// New checks the driver, claims an instance directory and reaps leftovers.
+func New(cfg Config, log hclog.Logger) (*Manager, error) {
+	if cfg.MaxStarting <= 0 {
+		cfg.MaxStarting = 16
+	}
+	if cfg.MaxStartingPerImage <= 0 {
+		cfg.MaxStartingPerImage = cfg.MaxStarting
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = 2 * time.Second
+	}
+	if cfg.DefaultImage == "" {
+		cfg.DefaultImage = "host"
+	}
+	var d Driver
+	switch cfg.Driver {
+	case "bwrap", "":
+		p := cfg.BwrapPath
+		if p == "" {
+			p = "bwrap"
+		}
+		path, err := exec.LookPath(p)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox driver bwrap: %w (install bubblewrap)", err)
+		}
+		d = &Bwrap{Path: path, ImageDir: cfg.ImageDir}
+	case "none":
+		d = None{}
+		log.Warn("sandbox driver none: commands run WITHOUT isolation on this host; only for domains that score text")
+	default:
+		return nil, fmt.Errorf("unknown sandbox driver %q", cfg.Driver)
+	}
+	if st, err := os.Stat(cfg.Agent); err != nil || st.IsDir() {
+		return nil, fmt.Errorf("sandbox agent %q not found: build it with make build", cfg.Agent)
+	}
+	m := &Manager{cfg: cfg, driver: d, log: log, sem: make(chan struct{}, cfg.MaxStarting), imgSem: map[string]chan struct{}{}, boxes: map[string]*Sandbox{},
+		asRoot: os.Geteuid() == 0 && d.Name() == "bwrap"}
+	if err := os.MkdirAll(cfg.WorkRoot, 0o755); err != nil {
+		return nil, fmt.Errorf("sandbox work root: %w", err)
+	}
+	if m.asRoot {
+		// Sandboxes run as other uids: they must reach the agent and their dirs.
+		if err := os.Chmod(cfg.WorkRoot, 0o755); err != nil {
+			return nil, err
+		}
+		agent := filepath.Join(cfg.WorkRoot, "prorl-sandbox-agent")
+		if err := copyFile(cfg.Agent, agent, 0o755); err != nil {
+			return nil, fmt.Errorf("install sandbox agent: %w", err)
+		}
+		m.cfg.Agent = agent
+	}
+	m.Reap()
+	m.instance = fmt.Sprintf("h%d-%s", os.Getpid(), randHex(4))
+	dir := filepath.Join(cfg.WorkRoot, m.instance)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	// Held for the host's life; the kernel drops it when the host dies, however it dies.
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	m.lock = f
+	return m, nil
+}
+
+// Driver is the driver's name.
+func (m *Manager) Driver() string { return m.driver.Name() }
+
+// Instance is this host's label prefix.
+func (m *Manager) Instance() string { return m.instance }
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func labelPrefix(instance string) string { return "prorl:" + instance + "/" }
+
+// Reap kills the sandboxes of hosts that died and removes their work dirs.
+func (m *Manager) Reap() {
+	ents, err := os.ReadDir(m.cfg.WorkRoot)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.IsDir() || e.Name() == m.instance || !strings.HasPrefix(e.Name(), "h") {
+			continue
+		}
+		dir := filepath.Join(m.cfg.WorkRoot, e.Name())
+		f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR, 0)
+		if err == nil {
+			if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+				f.Close() // a live host owns it
+				continue
+			}
+			f.Close()
+		}
+		n := killLabelled(labelPrefix(e.Name()))
+		if err := removeAll(dir); err != nil {
+			m.log.Warn("reaper could not remove leftovers", "dir", dir, "error", err)
+			continue
+		}
+		m.log.Info("reaped the sandboxes of a dead host", "instance", e.Name(), "processes_killed", n)
+	}
+}
+
+// killLabelled kills every process whose command line carries the label.
+func killLabelled(prefix string) int {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(b), prefix) {
+			continue
+		}
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+func (m *Manager) imageSem(image string) chan struct{} {
+	m.imgMu.Lock()
+	defer m.imgMu.Unlock()
+	s, ok := m.imgSem[image]
+	if !ok {
+		s = make(chan struct{}, m.cfg.MaxStartingPerImage)
+		m.imgSem[image] = s
+	}
+	return s
+}
+
+func acquire(ctx context.Context, s chan struct{}) error {
+	select {
+	case s <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Start starts a sandbox for an owner (a rollout id), waiting its turn
+// under the start caps.
+func (m *Manager) Start(ctx context.Context, owner string, spec Spec) (*Sandbox, error) {
+	if spec.Image == "" {
+		spec.Image = m.cfg.DefaultImage
+	}
+	spec.Limits = merge(spec.Limits, m.cfg.Limits)
+	m.starting.Add(1)
+	defer m.starting.Add(-1)
+	if err := acquire(ctx, m.sem); err != nil {
+		return nil, err
+	}
+	defer func() { <-m.sem }()
+	is := m.imageSem(spec.Image)
+	if err := acquire(ctx, is); err != nil {
+		return nil, err
+	}
+	defer func() { <-is }()
+	id := "sb-" + randHex(8)
+	dir := filepath.Join(m.cfg.WorkRoot, m.instance, id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	lim, _ := json.Marshal(sandboxproto.Limits{CPUSeconds: spec.Limits.CPUSeconds, MemoryBytes: spec.Limits.MemoryBytes,
+		MaxProcesses: spec.Limits.MaxProcesses, MaxFileBytes: spec.Limits.MaxFileBytes, MaxOutputBytes: spec.Limits.MaxOutputBytes})
+	l := Launch{ID: id, Label: labelPrefix(m.instance) + id + "/" + owner, Spec: spec, WorkDir: dir, Agent: m.cfg.Agent, Limits: string(lim)}
+	if m.asRoot {
+		l.UID = uidBase + int(m.uids.Add(1)%1_000_000)
+		if err := os.Chown(dir, l.UID, l.UID); err != nil {
+			_ = removeAll(dir)
+			return nil, err
+		}
+	}
+	s, err := start(ctx, m.driver, l, m.log.With("sandbox", id, "rollout", owner))
+	if err != nil {
+		_ = removeAll(dir)
+		return nil, err
+	}
+	m.mu.Lock()
+	m.boxes[id] = s
+	m.mu.Unlock()
+	return s, nil
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	tmp := dst + ".tmp" + randHex(4)
+	if err := os.WriteFile(tmp, b, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dst)
+}
+
+func merge(a, def Limits) Limits {
+	pick := func(x, y uint64) uint64 {
+		if x > 0 {
+			return x
+		}
+		return y
+	}
+	return Limits{CPUSeconds: pick(a.CPUSeconds, def.CPUSeconds), MemoryBytes: pick(a.MemoryBytes, def.MemoryBytes),
+		MaxProcesses: pick(a.MaxProcesses, def.MaxProcesses), MaxFileBytes: pick(a.MaxFileBytes, def.MaxFileBytes),
+		MaxOutputBytes: pick(a.MaxOutputBytes, def.MaxOutputBytes)}
+}
+
+// ErrNoSandbox is returned for an unknown sandbox id.
+var ErrNoSandbox = errors.New("no such sandbox")
+
+// Get returns a running sandbox.
+func (m *Manager) Get(id string) (*Sandbox, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.boxes[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNoSandbox, id)
+	}
+	return s, nil
+}
+
+// Stop stops and removes a sandbox: no process, mount or directory stays.
+func (m *Manager) Stop(id string) error {
+	m.mu.Lock()
+	s, ok := m.boxes[id]
+	delete(m.boxes, id)
+	m.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return s.stop(m.cfg.StopGrace)
+}
+
+// Stats reports sandboxes alive and starting.
+func (m *Manager) Stats() (alive, starting int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.boxes), int(m.starting.Load())
+}
+
+// Close stops every sandbox and releases the instance directory.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	ids := make([]string, 0, len(m.boxes))
+	for id := range m.boxes {
+		ids = append(ids, id)
+	}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = m.Stop(id) }()
+	}
+	wg.Wait()
+	if m.lock != nil {
+		_ = removeAll(filepath.Join(m.cfg.WorkRoot, m.instance))
+		m.lock.Close()
+	}
+}

@@ -1,0 +1,278 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+var agentBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sandbox-agent")
+	if err != nil {
+		panic(err)
+	}
+	agentBin = filepath.Join(dir, "prorl-sandbox-agent")
+	cmd := exec.Command("go", "build", "-o", agentBin, "./cmd/prorl-sandbox-agent")
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		panic(string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func workRoot(t *testing.T) string {
+	d, err := os.MkdirTemp("", "sandboxes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = removeAll(d) })
+	return d
+}
+
+func newManager(t *testing.T, driver, root string) *Manager {
+	t.Helper()
+	if driver == "bwrap" {
+		if _, err := exec.LookPath("bwrap"); err != nil {
+			t.Skip("bubblewrap not installed (make test installs it)")
+		}
+	}
+	m, err := New(Config{Driver: driver, WorkRoot: root, Agent: agentBin, MaxStarting: 8,
+		Limits: Limits{CPUSeconds: 20, MemoryBytes: 1 << 30, MaxProcesses: 128, MaxFileBytes: 64 << 20, MaxOutputBytes: 64 << 10}},
+		hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+var drivers = []string{"bwrap", "none"}
+
+func TestDrivers(t *testing.T) {
+	for _, driver := range drivers {
+		t.Run(driver, func(t *testing.T) {
+			root := workRoot(t)
+			m := newManager(t, driver, root)
+			defer m.Close()
+			ctx := context.Background()
+			s, err := m.Start(ctx, "rollout-1", Spec{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := func(cmd string, timeout time.Duration) *ExecResult {
+				t.Helper()
+				r, err := s.Session(ctx, cmd, timeout)
+				if err != nil {
+					t.Fatalf("session %q: %v", cmd, err)
+				}
+				return r
+			}
+			t.Run("exec", func(t *testing.T) {
+				r, err := s.Exec(ctx, []string{"sh", "-c", "echo out; echo err >&2; exit 3"}, nil, 5*time.Second, "", nil, nil)
+				if err != nil || string(r.Stdout) != "out\n" || string(r.Stderr) != "err\n" || r.ExitCode != 3 {
+					t.Fatalf("%+v %v", r, err)
+				}
+				r, err = s.Exec(ctx, []string{"cat"}, []byte("stdin data"), 5*time.Second, "", nil, nil)
+				if err != nil || string(r.Stdout) != "stdin data" {
+					t.Fatalf("stdin: %+v %v", r, err)
+				}
+			})
+			t.Run("persistent session", func(t *testing.T) {
+				run("mkdir -p sub && cd sub && export GREETING=hello && f() { echo fn; }", 5*time.Second)
+				r := run(`pwd; echo $GREETING; f; printf 'no newline'`, 5*time.Second)
+				want := fmt.Sprintf("%s/sub\nhello\nfn\nno newline", s.Inner)
+				if string(r.Stdout) != want || r.ExitCode != 0 {
+					t.Fatalf("got %q (exit %d), want %q", r.Stdout, r.ExitCode, want)
+				}
+				r = run("cd "+s.Inner+"; false", 5*time.Second)
+				if r.ExitCode != 1 {
+					t.Fatalf("exit code %d", r.ExitCode)
+				}
+				r = run("echo to-stderr >&2; read x; echo read=$?", 5*time.Second)
+				if string(r.Stderr) != "to-stderr\n" || string(r.Stdout) != "read=1\n" {
+					t.Fatalf("stderr %q stdout %q: stdin must not be the control channel", r.Stderr, r.Stdout)
+				}
+			})
+			t.Run("files", func(t *testing.T) {
+				if err := s.WriteFile(ctx, "dir/a.txt", []byte("hello\x00world"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				b, trunc, err := s.ReadFile(ctx, "dir/a.txt", 0)
+				if err != nil || string(b) != "hello\x00world" || trunc {
+					t.Fatalf("%q %v %v", b, trunc, err)
+				}
+				if b, trunc, _ := s.ReadFile(ctx, "dir/a.txt", 5); string(b) != "hello" || !trunc {
+					t.Fatalf("truncated read %q %v", b, trunc)
+				}
+				ents, err := s.ListDir(ctx, "dir")
+				if err != nil || len(ents) != 1 || ents[0].Name != "a.txt" || ents[0].Size != 11 {
+					t.Fatalf("%+v %v", ents, err)
+				}
+				if r := run("cat dir/a.txt | tr -d '\\000'", 5*time.Second); string(r.Stdout) != "helloworld" {
+					t.Fatalf("written file not visible to the session: %q", r.Stdout)
+				}
+				if _, _, err := s.ReadFile(ctx, "missing", 0); err == nil {
+					t.Fatal("reading a missing file succeeded")
+				}
+			})
+			t.Run("timeout kills the command tree, session survives", func(t *testing.T) {
+				run("cd "+s.Inner+" && export GREETING=hello", 5*time.Second)
+				start := time.Now()
+				r := run("sleep 300 & sleep 300; echo never", 500*time.Millisecond)
+				if !r.TimedOut || r.ExitCode != 124 || strings.Contains(string(r.Stdout), "never") {
+					t.Fatalf("%+v", r)
+				}
+				if time.Since(start) > 5*time.Second {
+					t.Fatalf("timeout took %s", time.Since(start))
+				}
+				if r := run("echo alive; pwd; echo $GREETING", 5*time.Second); string(r.Stdout) != "alive\n"+s.Inner+"\nhello\n" {
+					t.Fatalf("session not usable, or its state lost, after a timeout: %q", r.Stdout)
+				}
+				if r := run("pgrep -x sleep | wc -l", 5*time.Second); strings.TrimSpace(string(r.Stdout)) != "0" && driver != "none" {
+					t.Fatalf("sleeps survived: %q", r.Stdout)
+				}
+				// A builtin loop cannot be killed from outside the shell: the session restarts.
+				r = run("while :; do :; done", 300*time.Millisecond)
+				if !r.TimedOut || !strings.Contains(string(r.Stderr), "timed out") {
+					t.Fatalf("%+v", r)
+				}
+				if r := run("echo back", 5*time.Second); string(r.Stdout) != "back\n" {
+					t.Fatalf("session did not restart: %+v", r)
+				}
+				er, err := s.Exec(ctx, []string{"sh", "-c", "sleep 300 & sleep 300"}, nil, 300*time.Millisecond, "", nil, nil)
+				if err != nil || !er.TimedOut {
+					t.Fatalf("exec timeout: %+v %v", er, err)
+				}
+			})
+			t.Run("output truncated", func(t *testing.T) {
+				r := run("head -c 200000 /dev/zero | tr '\\000' x", 5*time.Second)
+				if !r.Truncated || len(r.Stdout) != 64<<10 {
+					t.Fatalf("truncated=%v len=%d", r.Truncated, len(r.Stdout))
+				}
+			})
+			if driver == "none" {
+				return
+			}
+			t.Run("no network", func(t *testing.T) {
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ln.Close()
+				port := ln.Addr().(*net.TCPAddr).Port
+				r := run(fmt.Sprintf("timeout 3 bash -c 'echo hi > /dev/tcp/127.0.0.1/%d' && echo CONNECTED; ls /sys/class/net 2>/dev/null | tr '\\n' ' '", port), 10*time.Second)
+				if strings.Contains(string(r.Stdout), "CONNECTED") {
+					t.Fatal("the host's loopback is reachable from the sandbox")
+				}
+			})
+			t.Run("writes outside the work dir fail", func(t *testing.T) {
+				for _, p := range []string{"/usr/x", "/x", "/etc/x", "/bin/x"} {
+					if r := run("touch "+p+" && echo WROTE", 5*time.Second); strings.Contains(string(r.Stdout), "WROTE") {
+						t.Errorf("wrote %s", p)
+					}
+				}
+				if r := run("touch /tmp/scratch && echo ok", 5*time.Second); string(r.Stdout) != "ok\n" {
+					t.Errorf("/tmp must be writable scratch: %+v", r)
+				}
+			})
+			t.Run("fork bomb and memory hog are stopped", func(t *testing.T) {
+				r := run("bomb() { bomb | bomb & }; bomb; sleep 1; echo survived", 10*time.Second)
+				if r := run("echo alive", 10*time.Second); string(r.Stdout) != "alive\n" {
+					t.Fatalf("session dead after a fork bomb: %+v", r)
+				}
+				_ = r
+				r = run(`python3 -c "x = bytearray(2 * 1024**3); print('allocated')"`, 20*time.Second)
+				if strings.Contains(string(r.Stdout), "allocated") || r.ExitCode == 0 {
+					t.Fatalf("memory hog not stopped: %+v", r)
+				}
+			})
+			t.Run("nothing left after stop", func(t *testing.T) {
+				run("sleep 300 &", 5*time.Second)
+				label := labelPrefix(m.instance) + s.ID
+				if n := countLabelled(label); n == 0 {
+					t.Fatal("no labelled process while running")
+				}
+				if err := m.Stop(s.ID); err != nil {
+					t.Fatal(err)
+				}
+				if n := countLabelled(label); n != 0 {
+					t.Fatalf("%d processes left after stop", n)
+				}
+				if _, err := os.Stat(s.WorkDir); !os.IsNotExist(err) {
+					t.Fatalf("work dir left: %v", err)
+				}
+				if _, err := s.Session(ctx, "true", time.Second); err == nil {
+					t.Fatal("a stopped sandbox answered")
+				}
+			})
+		})
+	}
+}
+
+func countLabelled(prefix string) int {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), prefix) && !isZombie(e.Name()) {
+			n++
+		}
+	}
+	return n
+}
+
+func isZombie(pid string) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+// A host that died without stopping its sandboxes leaves processes and dirs;
+// the next host's manager reaps them at start.
+func TestReaper(t *testing.T) {
+	root := workRoot(t)
+	a := newManager(t, "bwrap", root)
+	s, err := a.Start(context.Background(), "r", Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Session(context.Background(), "sleep 300 &", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// "Crash": the lock goes as it would with the process; nothing is stopped.
+	a.lock.Close()
+	label := labelPrefix(a.instance)
+	if countLabelled(label) == 0 {
+		t.Fatal("nothing to reap")
+	}
+	b := newManager(t, "bwrap", root)
+	defer b.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for countLabelled(label) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := countLabelled(label); n > 0 {
+		t.Fatalf("%d processes of the dead host survived the reaper", n)
+	}
+	if _, err := os.Stat(filepath.Join(root, a.instance)); !os.IsNotExist(err) {
+		t.Fatalf("dead host's dir left: %v", err)
+	}
+	_ = syscall.Getpid()
+}

@@ -1,0 +1,62 @@
+// Package sandboxproto is the wire protocol between the host and the agent
+// inside a sandbox: JSON lines over the agent's stdin and stdout, requests
+// multiplexed by id, output streamed in chunks before a final reply.
+package sandboxproto
+
+// Ops.
+const (
+	OpExec    = "exec"    // a new process
+	OpSession = "session" // a command in the persistent bash session
+	OpRead    = "read"
+	OpWrite   = "write"
+	OpList    = "list"
+	OpPing    = "ping"
+)
+
+// Request is one operation.
+type Request struct {
+	ID        uint64            `json:"id"`
+	Op        string            `json:"op"`
+	Argv      []string          `json:"argv,omitempty"`
+	Command   string            `json:"command,omitempty"`
+	TimeoutMS uint32            `json:"timeout_ms,omitempty"`
+	Stdin     []byte            `json:"stdin,omitempty"`
+	Workdir   string            `json:"workdir,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+	Path      string            `json:"path,omitempty"`
+	Data      []byte            `json:"data,omitempty"`
+	Mode      uint32            `json:"mode,omitempty"`
+	MaxBytes  uint64            `json:"max_bytes,omitempty"`
+}
+
+// Entry is a directory entry.
+type Entry struct {
+	Name string `json:"name"`
+	Dir  bool   `json:"dir,omitempty"`
+	Size uint64 `json:"size"`
+	Mode uint32 `json:"mode"`
+}
+
+// Reply is a chunk of output or the final answer (Done) of a request.
+type Reply struct {
+	ID        uint64  `json:"id"`
+	Stdout    []byte  `json:"stdout,omitempty"`
+	Stderr    []byte  `json:"stderr,omitempty"`
+	Done      bool    `json:"done,omitempty"`
+	ExitCode  int     `json:"exit_code"`
+	TimedOut  bool    `json:"timed_out,omitempty"`
+	Truncated bool    `json:"truncated,omitempty"`
+	Error     string  `json:"error,omitempty"`
+	Data      []byte  `json:"data,omitempty"`
+	Entries   []Entry `json:"entries,omitempty"`
+}
+
+// Limits are applied to every process the agent starts.
+type Limits struct {
+	CPUSeconds   uint64 `json:"cpu_seconds,omitempty"`
+	MemoryBytes  uint64 `json:"memory_bytes,omitempty"` // RLIMIT_AS
+	MaxProcesses uint64 `json:"max_processes,omitempty"`
+	MaxFileBytes uint64 `json:"max_file_bytes,omitempty"`
+	// MaxOutputBytes caps what one command returns; the rest is dropped and reported.
+	MaxOutputBytes uint64 `json:"max_output_bytes,omitempty"`
+}
