@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -17,12 +16,14 @@ import (
 	"github.com/prorl/prorl/internal/sandboxproto"
 )
 
-// The session's shell function: run a base64-encoded command in the shell
-// itself (so cd and variables persist), stdin from /dev/null (it is our
-// control channel), snapshot the cwd and exported variables (a restarted
-// shell gets them back), then print completion markers on both streams.
-const prelude = `__prorl_run() { eval "$(printf %s "$1" | base64 -d)" </dev/null; local s=$?; pwd >"$PRORL_STATE/cwd"; export -p >"$PRORL_STATE/env"; printf '\n__PRORL_DONE_%s_%d\n' "$2" "$s"; printf '\n__PRORL_DONE_%s\n' "$2" >&2; }
-if [ -s "$PRORL_STATE/env" ]; then . "$PRORL_STATE/env" 2>/dev/null; cd "$(cat "$PRORL_STATE/cwd")" 2>/dev/null; fi
+// The session's shell function reads the command body (length given, so
+// any bytes pass) from the control channel, runs it in the shell itself (so
+// cd and variables persist) with stdin from /dev/null, snapshots the cwd and
+// exported variables (a restarted shell gets them back), then prints
+// completion markers on both streams. It never forks: a sandbox at its
+// process limit still answers.
+const prelude = `__prorl_run() { local __c; LC_ALL=C IFS= read -r -N "$2" __c; eval "$__c" </dev/null; local s=$?; pwd >"$PRORL_STATE/cwd"; export -p >"$PRORL_STATE/env"; printf '\n__PRORL_DONE_%s_%d\n' "$1" "$s"; printf '\n__PRORL_DONE_%s\n' "$1" >&2; }
+if [ -s "$PRORL_STATE/env" ]; then . "$PRORL_STATE/env" 2>/dev/null; cd "$(<"$PRORL_STATE/cwd")" 2>/dev/null; fi
 `
 
 // session is one persistent bash, restarted if a command kills it.
@@ -122,8 +123,27 @@ func (s *session) start() error {
 	if err != nil {
 		return err
 	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start bash: %w", err)
+	// Right after a runaway was killed its processes may still count
+	// against the process limit until reaped: retry briefly.
+	var err2 error
+	for try := 0; try < 40; try++ {
+		if err2 = cmd.Start(); err2 == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+		cmd = s.a.command([]string{"bash", "--noprofile", "--norc"}, "", map[string]string{"PRORL_STATE": s.state})
+		if in, err = cmd.StdinPipe(); err != nil {
+			return err
+		}
+		if so, err = cmd.StdoutPipe(); err != nil {
+			return err
+		}
+		if se, err = cmd.StderrPipe(); err != nil {
+			return err
+		}
+	}
+	if err2 != nil {
+		return fmt.Errorf("start bash: %w", err2)
 	}
 	go func() { _ = cmd.Wait() }()
 	s.cmd, s.in, s.out, s.err = cmd, in, newMarked(so), newMarked(se)
@@ -162,7 +182,7 @@ func (s *session) run(req sandboxproto.Request) sandboxproto.Reply {
 		}
 	}
 	n := nonce()
-	line := "__prorl_run " + base64.StdEncoding.EncodeToString([]byte(req.Command)) + " " + n + "\n"
+	line := "__prorl_run " + n + " " + strconv.Itoa(len(req.Command)) + "\n" + req.Command
 	if _, err := io.WriteString(s.in, line); err != nil {
 		s.killLocked()
 		r.Error = "session died; it will restart on the next command"

@@ -237,7 +237,7 @@ func (m *Manager) Start(ctx context.Context, owner string, spec Spec) (*Sandbox,
 		MaxProcesses: spec.Limits.MaxProcesses, MaxFileBytes: spec.Limits.MaxFileBytes, MaxOutputBytes: spec.Limits.MaxOutputBytes})
 	l := Launch{ID: id, Label: labelPrefix(m.instance) + id + "/" + owner, Spec: spec, WorkDir: dir, Agent: m.cfg.Agent, Limits: string(lim)}
 	if m.asRoot {
-		l.UID = uidBase + int(m.uids.Add(1)%1_000_000)
+		l.UID = m.freeUID()
 		if err := os.Chown(dir, l.UID, l.UID); err != nil {
 			_ = removeAll(dir)
 			return nil, err
@@ -252,6 +252,29 @@ func (m *Manager) Start(ctx context.Context, owner string, spec Spec) (*Sandbox,
 	m.boxes[id] = s
 	m.mu.Unlock()
 	return s, nil
+}
+
+// freeUID picks a uid no process runs as: the process limit counts per
+// uid, so a uid shared with leftovers of another sandbox would start full.
+func (m *Manager) freeUID() int {
+	used := map[int]bool{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if st, err := os.Stat(filepath.Join("/proc", e.Name())); err == nil {
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid >= uidBase {
+				used[int(sys.Uid)] = true
+			}
+		}
+	}
+	for {
+		uid := uidBase + int(m.uids.Add(1)%1_000_000) + int(os.Getpid()%1000)*1000
+		if !used[uid] {
+			return uid
+		}
+	}
 }
 
 func copyFile(src, dst string, mode os.FileMode) error {

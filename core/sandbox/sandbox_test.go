@@ -91,7 +91,9 @@ func TestDrivers(t *testing.T) {
 				}
 			})
 			t.Run("persistent session", func(t *testing.T) {
-				run("mkdir -p sub && cd sub && export GREETING=hello && f() { echo fn; }", 5*time.Second)
+				if r := run("mkdir -p sub && cd sub && export GREETING=hello && f() { echo fn; }", 5*time.Second); r.ExitCode != 0 {
+					t.Fatalf("setup: %+v stderr %q", r, r.Stderr)
+				}
 				r := run(`pwd; echo $GREETING; f; printf 'no newline'`, 5*time.Second)
 				want := fmt.Sprintf("%s/sub\nhello\nfn\nno newline", s.Inner)
 				if string(r.Stdout) != want || r.ExitCode != 0 {
@@ -100,6 +102,10 @@ func TestDrivers(t *testing.T) {
 				r = run("cd "+s.Inner+"; false", 5*time.Second)
 				if r.ExitCode != 1 {
 					t.Fatalf("exit code %d", r.ExitCode)
+				}
+				r = run("cat <<'EOF'\nünïcödé ✓ \\ $HOME `x`\nline two\nEOF", 5*time.Second)
+				if string(r.Stdout) != "ünïcödé ✓ \\ $HOME `x`\nline two\n" {
+					t.Fatalf("heredoc: %q", r.Stdout)
 				}
 				r = run("echo to-stderr >&2; read x; echo read=$?", 5*time.Second)
 				if string(r.Stderr) != "to-stderr\n" || string(r.Stdout) != "read=1\n" {
@@ -189,7 +195,7 @@ func TestDrivers(t *testing.T) {
 				}
 			})
 			t.Run("fork bomb and memory hog are stopped", func(t *testing.T) {
-				r := run("bomb() { bomb | bomb & }; bomb; sleep 1; echo survived", 10*time.Second)
+				r := run("bomb() { bomb | bomb & }; bomb; sleep 1; echo survived", 3*time.Second)
 				if r := run("echo alive", 10*time.Second); string(r.Stdout) != "alive\n" {
 					t.Fatalf("session dead after a fork bomb: %+v", r)
 				}
