@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"unsafe"
 
 	"github.com/prorl/prorl/internal/sandboxproto"
 )
@@ -55,22 +56,41 @@ func rlimitExec(args []string) int {
 		fmt.Fprintln(os.Stderr, "limits:", err)
 		return 2
 	}
-	set := func(res int, v uint64) {
-		if v > 0 {
-			_ = syscall.Setrlimit(res, &syscall.Rlimit{Cur: v, Max: v})
-		}
-	}
-	set(syscall.RLIMIT_CPU, l.CPUSeconds)
-	set(syscall.RLIMIT_AS, l.MemoryBytes)
-	set(6 /* RLIMIT_NPROC */, l.MaxProcesses)
-	set(syscall.RLIMIT_FSIZE, l.MaxFileBytes)
 	path, err := exec.LookPath(args[2])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 127
 	}
-	err = syscall.Exec(path, args[2:], os.Environ())
-	fmt.Fprintln(os.Stderr, "exec:", err)
+	// Everything execve needs is built before the limits go on: after
+	// RLIMIT_AS is lowered, an allocation by this Go process could be fatal,
+	// and nothing between setrlimit and execve may allocate.
+	argv0, err := syscall.BytePtrFromString(path)
+	if err != nil {
+		return 126
+	}
+	argv, err := syscall.SlicePtrFromStrings(args[2:])
+	if err != nil {
+		return 126
+	}
+	envv, err := syscall.SlicePtrFromStrings(os.Environ())
+	if err != nil {
+		return 126
+	}
+	lims := [4]struct {
+		res int
+		v   uint64
+	}{{syscall.RLIMIT_CPU, l.CPUSeconds}, {syscall.RLIMIT_AS, l.MemoryBytes}, {6 /* RLIMIT_NPROC */, l.MaxProcesses}, {syscall.RLIMIT_FSIZE, l.MaxFileBytes}}
+	rl := [4]syscall.Rlimit{}
+	for i, x := range lims {
+		rl[i] = syscall.Rlimit{Cur: x.v, Max: x.v}
+	}
+	for i, x := range lims {
+		if x.v > 0 {
+			_, _, _ = syscall.RawSyscall(syscall.SYS_SETRLIMIT, uintptr(x.res), uintptr(unsafe.Pointer(&rl[i])), 0)
+		}
+	}
+	_, _, e := syscall.RawSyscall(syscall.SYS_EXECVE, uintptr(unsafe.Pointer(argv0)), uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])))
+	fmt.Fprintln(os.Stderr, "exec:", e)
 	return 126
 }
 
