@@ -18,6 +18,7 @@ all: build
 build: plugins
 	$(GO) build -o $(BIN)/prorl-host ./cmd/prorl-host
 	$(GO) build -o $(BIN)/prorl-simllm ./cmd/prorl-simllm
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/prorl-sandbox-agent ./cmd/prorl-sandbox-agent
 
 plugins:
 	@mkdir -p $(BIN)/plugins

@@ -26,9 +26,11 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binDir = dir
-	for out, pkg := range map[string]string{"prorl-host": "./cmd/prorl-host", "prorl-simllm": "./cmd/prorl-simllm", "plugins/prorl-math": "./plugins/math"} {
+	for out, pkg := range map[string]string{"prorl-host": "./cmd/prorl-host", "prorl-simllm": "./cmd/prorl-simllm", "plugins/prorl-math": "./plugins/math",
+		"prorl-sandbox-agent": "./cmd/prorl-sandbox-agent"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
 		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if b, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, b)
 			os.Exit(1)

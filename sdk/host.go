@@ -24,10 +24,11 @@ type ExecRequest struct {
 
 // ExecResult is a finished command.
 type ExecResult struct {
-	Stdout   []byte
-	Stderr   []byte
-	ExitCode int
-	TimedOut bool
+	Stdout    []byte
+	Stderr    []byte
+	ExitCode  int
+	TimedOut  bool
+	Truncated bool
 }
 
 // DirEntry is one entry of ListDir.
@@ -86,6 +87,7 @@ func (h hostClient) Exec(ctx context.Context, sandboxID string, req ExecRequest)
 		if ch.Exited {
 			res.ExitCode = int(ch.ExitCode)
 			res.TimedOut = ch.TimedOut
+			res.Truncated = ch.Truncated
 		}
 	}
 }

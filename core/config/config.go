@@ -45,8 +45,33 @@ type Config struct {
 	Backends Backends           `toml:"backends"`
 	Compat   Compat             `toml:"compat"`
 	Plugins  map[string]*Plugin `toml:"plugins"`
+	Sandbox  Sandbox            `toml:"sandbox"`
 	Log      Log                `toml:"log"`
 }
+
+// Sandbox configures where rollouts run commands.
+type Sandbox struct {
+	// Driver is bwrap (bubblewrap), none (no isolation: opt in only for
+	// domains that score text), or disabled (rollouts that need a sandbox fail).
+	Driver string `toml:"driver"`
+	// ImageDir holds images as ImageDir/NAME/rootfs; "host" is the host's /usr, read-only.
+	ImageDir     string `toml:"image_dir"`
+	DefaultImage string `toml:"default_image"`
+	// WorkRoot holds the sandboxes' work directories; default data_dir/sandboxes.
+	WorkRoot            string   `toml:"work_root"`
+	Agent               string   `toml:"agent"`
+	MaxStarting         int      `toml:"max_starting"`
+	MaxStartingPerImage int      `toml:"max_starting_per_image"`
+	ExecTimeout         Duration `toml:"exec_timeout"`
+	CPUSeconds          uint64   `toml:"cpu_seconds"`
+	MemoryMiB           uint64   `toml:"memory_mib"`
+	MaxProcesses        uint64   `toml:"max_processes"`
+	MaxFileMiB          uint64   `toml:"max_file_mib"`
+	MaxOutputKiB        uint64   `toml:"max_output_kib"`
+}
+
+// SandboxDrivers are the drivers the host knows.
+var SandboxDrivers = []string{"bwrap", "none", "disabled"}
 
 // Server is the HTTP API.
 type Server struct {
@@ -157,7 +182,10 @@ func Default() *Config {
 		Backends: Backends{
 			HealthInterval: Duration{5 * time.Second}, RequestTimeout: Duration{10 * time.Minute}, WaitForBackend: Duration{60 * time.Second},
 		},
-		Compat:  Compat{Protocol: "vllm"},
+		Compat: Compat{Protocol: "vllm"},
+		Sandbox: Sandbox{Driver: "bwrap", ImageDir: "{exe_dir}/../.data/images", DefaultImage: "host", Agent: "{exe_dir}/prorl-sandbox-agent",
+			MaxStarting: 16, MaxStartingPerImage: 8, ExecTimeout: Duration{30 * time.Second},
+			CPUSeconds: 600, MemoryMiB: 4096, MaxProcesses: 256, MaxFileMiB: 1024, MaxOutputKiB: 1024},
 		Plugins: map[string]*Plugin{},
 		Log:     Log{Level: "info"},
 	}
@@ -235,6 +263,13 @@ func Parse(data []byte, name string, vars Vars) (*Config, error) {
 		p.Path = expand(p.Path, vars)
 	}
 	cfg.Server.DataDir = expand(cfg.Server.DataDir, vars)
+	cfg.Sandbox.ImageDir = expand(cfg.Sandbox.ImageDir, vars)
+	cfg.Sandbox.Agent = expand(cfg.Sandbox.Agent, vars)
+	if cfg.Sandbox.WorkRoot == "" {
+		cfg.Sandbox.WorkRoot = filepath.Join(cfg.Server.DataDir, "sandboxes")
+	} else {
+		cfg.Sandbox.WorkRoot = expand(cfg.Sandbox.WorkRoot, vars)
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -344,6 +379,11 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	if !oneOf(c.Sandbox.Driver, SandboxDrivers) {
+		errs = append(errs, fe("sandbox.driver", "unknown driver %q (known: %s)", c.Sandbox.Driver, strings.Join(SandboxDrivers, ", ")))
+	}
+	pos("sandbox.max_starting", c.Sandbox.MaxStarting)
+	pos("sandbox.max_starting_per_image", c.Sandbox.MaxStartingPerImage)
 	switch c.Log.Level {
 	case "trace", "debug", "info", "warn", "error":
 	default:

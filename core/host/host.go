@@ -21,21 +21,24 @@ import (
 	"github.com/prorl/prorl/core/metrics"
 	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/pluginhost"
+	"github.com/prorl/prorl/core/sandbox"
 	"github.com/prorl/prorl/core/store"
+	pb "github.com/prorl/prorl/sdk/proto"
 )
 
 // Host is a running prorl host.
 type Host struct {
-	Cfg      *config.Config
-	Log      hclog.Logger
-	Metrics  *metrics.Metrics
-	Store    store.Store
-	Pool     *backend.Pool
-	Plugins  *pluginhost.Manager
-	Pipeline *pipeline.Pipeline
-	API      *api.Server
-	Handler  http.Handler
-	Instance string
+	Cfg       *config.Config
+	Log       hclog.Logger
+	Metrics   *metrics.Metrics
+	Store     store.Store
+	Pool      *backend.Pool
+	Plugins   *pluginhost.Manager
+	Pipeline  *pipeline.Pipeline
+	Sandboxes *sandbox.Manager // nil when disabled
+	API       *api.Server
+	Handler   http.Handler
+	Instance  string
 
 	cancel context.CancelFunc
 }
@@ -79,12 +82,29 @@ func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, erro
 			log.Warn("plugin binary is not pinned by sha256; pin it in production", "plugin", n, "path", p.Path)
 		}
 	}
-	plugs, err := pluginhost.Start(ctx, log.Named("plugins"), enabled, pluginhost.NoSandboxes{}, h.Instance)
+	var hs pb.HostServicesServer = pluginhost.NoSandboxes{}
+	if sc := cfg.Sandbox; sc.Driver != "disabled" {
+		m, err := sandbox.New(sandbox.Config{Driver: sc.Driver, ImageDir: sc.ImageDir, DefaultImage: sc.DefaultImage, WorkRoot: sc.WorkRoot, Agent: sc.Agent,
+			MaxStarting: sc.MaxStarting, MaxStartingPerImage: sc.MaxStartingPerImage,
+			Limits: sandbox.Limits{CPUSeconds: sc.CPUSeconds, MemoryBytes: sc.MemoryMiB << 20, MaxProcesses: sc.MaxProcesses,
+				MaxFileBytes: sc.MaxFileMiB << 20, MaxOutputBytes: sc.MaxOutputKiB << 10}}, log.Named("sandbox"))
+		if err != nil {
+			return nil, fmt.Errorf("%w (or set [sandbox] driver = \"disabled\")", err)
+		}
+		h.Sandboxes = m
+		hs = &sandbox.HostServices{M: m, DefaultTimeout: sc.ExecTimeout.Duration}
+		h.Metrics.Gauge("prorl_sandboxes_alive", "Sandboxes running.", nil, func() float64 { a, _ := m.Stats(); return float64(a) })
+		h.Metrics.Gauge("prorl_sandboxes_starting", "Sandboxes starting.", nil, func() float64 { _, s := m.Stats(); return float64(s) })
+	}
+	plugs, err := pluginhost.Start(ctx, log.Named("plugins"), enabled, hs, h.Instance)
 	if err != nil {
+		if h.Sandboxes != nil {
+			h.Sandboxes.Close()
+		}
 		return nil, err
 	}
 	h.Plugins = plugs
-	h.Pipeline, err = pipeline.New(pipeline.Deps{Cfg: cfg, Log: log.Named("pipeline"), Plugins: plugs, Pool: h.Pool, Store: h.Store, Metrics: h.Metrics})
+	h.Pipeline, err = pipeline.New(pipeline.Deps{Cfg: cfg, Log: log.Named("pipeline"), Plugins: plugs, Pool: h.Pool, Store: h.Store, Metrics: h.Metrics, Sandboxes: h.Sandboxes})
 	if err != nil {
 		plugs.Stop()
 		return nil, err
@@ -161,5 +181,8 @@ func (h *Host) Close(context.Context) {
 		h.cancel()
 	}
 	h.Plugins.Stop()
+	if h.Sandboxes != nil {
+		h.Sandboxes.Close()
+	}
 	h.Log.Info("host stopped")
 }

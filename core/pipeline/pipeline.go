@@ -20,6 +20,7 @@ import (
 	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/metrics"
 	"github.com/prorl/prorl/core/pluginhost"
+	"github.com/prorl/prorl/core/sandbox"
 	"github.com/prorl/prorl/core/store"
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/toolcall"
@@ -42,6 +43,8 @@ type Deps struct {
 	Pool    *backend.Pool
 	Store   store.Store
 	Metrics *metrics.Metrics
+	// Sandboxes is nil when the host has sandboxes disabled.
+	Sandboxes *sandbox.Manager
 }
 
 // Pipeline runs rollouts.
@@ -383,6 +386,13 @@ func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Fail
 	}
 	if r.epoch != 0 {
 		go p.release(r)
+	}
+	if r.reserved != nil {
+		go func() {
+			if err := r.reserved.Release(); err != nil {
+				p.d.Log.Warn("sandbox stop", "rollout", r.ID, "error", err)
+			}
+		}()
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prorl/prorl/core/agent"
+	"github.com/prorl/prorl/core/sandbox"
 	"github.com/prorl/prorl/core/trajectory"
 )
 
@@ -60,6 +61,7 @@ type Rollout struct {
 	epoch     uint64
 	episode   *agent.Episode
 	sandboxID string
+	reserved  *sandbox.Reserved
 	outcome   *agent.Outcome
 	score     *score
 }

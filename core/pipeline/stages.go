@@ -3,11 +3,13 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/prorl/prorl/core/agent"
 	"github.com/prorl/prorl/core/pluginhost"
+	"github.com/prorl/prorl/core/sandbox"
 	"github.com/prorl/prorl/core/trajectory"
 	"github.com/prorl/prorl/sdk"
 	pb "github.com/prorl/prorl/sdk/proto"
@@ -64,10 +66,32 @@ func (p *Pipeline) initStage(ctx context.Context, r *Rollout) error {
 	if len(resp.Diagnostics) > 0 {
 		return diagErr(resp.Diagnostics[0])
 	}
-	if sb := resp.Sandbox; sb != nil && sb.Image != "" {
-		return &agent.Error{Reason: trajectory.ReasonSandboxFailed, Err: fmt.Errorf("the task needs sandbox image %q but this host has no sandbox driver", sb.Image)}
-	}
 	plug, _ := p.plugin(r)
+	if sb := resp.Sandbox; sb != nil {
+		if p.d.Sandboxes == nil {
+			return &agent.Error{Reason: trajectory.ReasonSandboxFailed, Err: errors.New("the task needs a sandbox but sandboxes are disabled on this host ([sandbox] driver)")}
+		}
+		// Reserved now, started by the first host-service call: rollouts
+		// that never run a command never pay for a sandbox.
+		res := p.d.Sandboxes.Reserve(r.ID, sandbox.Spec{Image: sb.Image, Network: sb.Network, Env: sb.Env, Limits: sandbox.Limits{
+			CPUSeconds: uint64(sb.CpuSeconds), MemoryBytes: sb.MemoryBytes, MaxProcesses: uint64(sb.MaxProcesses), MaxFileBytes: sb.MaxFileBytes}})
+		r.mu.Lock()
+		r.reserved, r.sandboxID = res, res.ID
+		r.mu.Unlock()
+		if plug.Has(sdk.CapSetup) {
+			var sr *pb.SetupResponse
+			err := p.call(ctx, r, "Setup", func(c pluginhost.Conn) (err error) {
+				sr, err = c.Setup(ctx, &pb.SetupRequest{RolloutId: r.ID, TaskJson: r.Req.Task, SandboxId: res.ID})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if len(sr.Diagnostics) > 0 {
+				return diagErr(sr.Diagnostics[0])
+			}
+		}
+	}
 	ep, err := p.episode(r, plug.Info(), resp)
 	if err != nil {
 		return err

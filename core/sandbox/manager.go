@@ -49,6 +49,7 @@ type Manager struct {
 	imgSem   map[string]chan struct{}
 	mu       sync.Mutex
 	boxes    map[string]*Sandbox
+	reserved map[string]*Reserved
 	starting atomic.Int64
 	uids     atomic.Int64
 	asRoot   bool
@@ -93,7 +94,7 @@ func New(cfg Config, log hclog.Logger) (*Manager, error) {
 	if st, err := os.Stat(cfg.Agent); err != nil || st.IsDir() {
 		return nil, fmt.Errorf("sandbox agent %q not found: build it with make build", cfg.Agent)
 	}
-	m := &Manager{cfg: cfg, driver: d, log: log, sem: make(chan struct{}, cfg.MaxStarting), imgSem: map[string]chan struct{}{}, boxes: map[string]*Sandbox{},
+	m := &Manager{cfg: cfg, driver: d, log: log, sem: make(chan struct{}, cfg.MaxStarting), imgSem: map[string]chan struct{}{}, boxes: map[string]*Sandbox{}, reserved: map[string]*Reserved{},
 		asRoot: os.Geteuid() == 0 && d.Name() == "bwrap"}
 	if err := os.MkdirAll(cfg.WorkRoot, 0o755); err != nil {
 		return nil, fmt.Errorf("sandbox work root: %w", err)

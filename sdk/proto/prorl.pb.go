@@ -528,9 +528,12 @@ func (x *ToolCall) GetArgumentsJson() []byte {
 	return nil
 }
 
+// A sandbox for the rollout. Absent: the rollout needs none. The host
+// reserves it at Prepare and starts it at the first host-service call.
 type SandboxSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Empty image means the rollout needs no sandbox.
+	// Image name, resolved by the host's image directory; empty means the
+	// host's default image.
 	Image         string            `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
 	Network       bool              `protobuf:"varint,2,opt,name=network,proto3" json:"network,omitempty"`
 	Env           map[string]string `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
@@ -1430,13 +1433,15 @@ func (x *ExecRequest) GetEnv() map[string]string {
 }
 
 type ExecChunk struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Stdout        []byte                 `protobuf:"bytes,1,opt,name=stdout,proto3" json:"stdout,omitempty"`
-	Stderr        []byte                 `protobuf:"bytes,2,opt,name=stderr,proto3" json:"stderr,omitempty"`
-	Exited        bool                   `protobuf:"varint,3,opt,name=exited,proto3" json:"exited,omitempty"`
-	ExitCode      int32                  `protobuf:"varint,4,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
-	TimedOut      bool                   `protobuf:"varint,5,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
-	Error         string                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Stdout   []byte                 `protobuf:"bytes,1,opt,name=stdout,proto3" json:"stdout,omitempty"`
+	Stderr   []byte                 `protobuf:"bytes,2,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	Exited   bool                   `protobuf:"varint,3,opt,name=exited,proto3" json:"exited,omitempty"`
+	ExitCode int32                  `protobuf:"varint,4,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	TimedOut bool                   `protobuf:"varint,5,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	Error    string                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	// Output beyond the sandbox's limit was dropped.
+	Truncated     bool `protobuf:"varint,7,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1511,6 +1516,13 @@ func (x *ExecChunk) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *ExecChunk) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
 }
 
 type ReadFileRequest struct {
@@ -2047,14 +2059,15 @@ const file_prorl_proto_rawDesc = "" +
 	"\x03env\x18\b \x03(\v2\x1e.prorl.v1.ExecRequest.EnvEntryR\x03env\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa3\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc1\x01\n" +
 	"\tExecChunk\x12\x16\n" +
 	"\x06stdout\x18\x01 \x01(\fR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\x02 \x01(\fR\x06stderr\x12\x16\n" +
 	"\x06exited\x18\x03 \x01(\bR\x06exited\x12\x1b\n" +
 	"\texit_code\x18\x04 \x01(\x05R\bexitCode\x12\x1b\n" +
 	"\ttimed_out\x18\x05 \x01(\bR\btimedOut\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05error\"a\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\x12\x1c\n" +
+	"\ttruncated\x18\a \x01(\bR\ttruncated\"a\n" +
 	"\x0fReadFileRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
