@@ -53,7 +53,16 @@ func (s *server) GetInfo(context.Context, *pb.GetInfoRequest) (*pb.DomainInfo, e
 	if _, ok := s.d.(Setupper); ok {
 		info.Capabilities = append(info.Capabilities, CapSetup)
 	}
+	release := false
 	if _, ok := s.d.(Releaser); ok {
+		release = true
+	}
+	for _, t := range s.tools {
+		if _, ok := t.(ToolReleaser); ok {
+			release = true
+		}
+	}
+	if release {
 		info.Capabilities = append(info.Capabilities, CapRelease)
 	}
 	return info, nil
@@ -198,6 +207,11 @@ func (s *server) Release(ctx context.Context, req *pb.ReleaseRequest) (resp *pb.
 	defer s.guard("Release", &diags)
 	if r, ok := s.d.(Releaser); ok {
 		r.Release(ctx, req.RolloutId)
+	}
+	for _, t := range s.tools {
+		if r, ok := t.(ToolReleaser); ok {
+			r.Release(req.RolloutId)
+		}
 	}
 	return resp, nil
 }

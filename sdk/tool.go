@@ -39,6 +39,12 @@ type Tool interface {
 	Call(ctx context.Context, tc ToolContext, args json.RawMessage) (ToolResult, error)
 }
 
+// ToolReleaser is implemented by tools that keep per-rollout state (the
+// editor's undo history); the SDK releases them with the rollout.
+type ToolReleaser interface {
+	Release(rolloutID string)
+}
+
 // DecodeArgs decodes tool arguments strictly into v, so a model that invents
 // an argument gets told so rather than having it silently ignored.
 func DecodeArgs(args json.RawMessage, v any) error {

@@ -204,10 +204,10 @@ func (s *session) run(req sandboxproto.Request) sandboxproto.Reply {
 		s.killLocked()
 		r.Stdout, r.Stderr = s.a.cap(out, &r), s.a.cap(errb, &r)
 		r.ExitCode = -1
-		note := "\n[the shell exited; a new one starts with the last working directory and exported variables]\n"
+		note := "[the shell exited; a new one starts with the last working directory and exported variables]\n"
 		if r.TimedOut {
 			r.ExitCode = 124
-			note = fmt.Sprintf("\n[command timed out after %s and was killed; the shell restarts with the last working directory and exported variables]\n", timeout)
+			note = "[the shell was restarted after the timeout; the working directory and exported variables are kept]\n"
 		}
 		r.Stderr = append(r.Stderr, note...)
 		return r

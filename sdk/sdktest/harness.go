@@ -23,7 +23,16 @@ type Harness struct {
 func Start(t testing.TB, d sdk.Domain) *Harness {
 	t.Helper()
 	fh := NewFakeHost(t)
-	ps := map[string]plugin.Plugin{sdk.PluginName: &sdk.DomainPlugin{Impl: d, HostServices: fh}}
+	h := StartWithHost(t, d, fh)
+	h.Host = fh
+	return h
+}
+
+// StartWithHost serves d with the given host services (a real sandbox
+// manager, for instance) on the broker.
+func StartWithHost(t testing.TB, d sdk.Domain, hs pb.HostServicesServer) *Harness {
+	t.Helper()
+	ps := map[string]plugin.Plugin{sdk.PluginName: &sdk.DomainPlugin{Impl: d, HostServices: hs}}
 	client, server := plugin.TestPluginGRPCConn(t, false, ps)
 	t.Cleanup(func() { _ = client.Close(); server.Stop() })
 	raw, err := client.Dispense(sdk.PluginName)
@@ -31,7 +40,7 @@ func Start(t testing.TB, d sdk.Domain) *Harness {
 		t.Fatalf("dispense: %v", err)
 	}
 	rd := raw.(*sdk.RemoteDomain)
-	return &Harness{Client: rd.Client, Host: fh, broker: rd.HostBrokerID}
+	return &Harness{Client: rd.Client, broker: rd.HostBrokerID}
 }
 
 // Configure sends the config table (JSON) with the host services broker id.

@@ -53,7 +53,8 @@ func Finish() sdk.Tool {
 
 // Standard returns the standard tools by name, so a domain can list names.
 func Standard(names ...string) ([]sdk.Tool, error) {
-	all := map[string]func() sdk.Tool{"think": Think, "finish": Finish}
+	all := map[string]func() sdk.Tool{"think": Think, "finish": Finish, "bash": Bash, "python": Python,
+		"str_replace_editor": func() sdk.Tool { return StrReplaceEditor() }}
 	out := make([]sdk.Tool, 0, len(names))
 	for _, n := range names {
 		f, ok := all[n]
