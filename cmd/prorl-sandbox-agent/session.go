@@ -29,12 +29,12 @@ if [ -s "$PRORL_STATE/env" ]; then . "$PRORL_STATE/env" 2>/dev/null; cd "$(<"$PR
 // session is one persistent bash, restarted if a command kills it.
 type session struct {
 	a     *agent
-	state string // snapshot dir of cwd and exported variables
-	mu  sync.Mutex // one command at a time
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *marked
-	err *marked
+	state string     // snapshot dir of cwd and exported variables
+	mu    sync.Mutex // one command at a time
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	out   *marked
+	err   *marked
 }
 
 // marked accumulates one stream and signals when a marker line appears.
