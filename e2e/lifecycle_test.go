@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -80,5 +82,43 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if !gone(pid, 5*time.Second) {
 		t.Fatalf("plugin %d still running after the host stopped", pid)
+	}
+}
+
+// A math rollout whose model calls python: the host starts a bubblewrap
+// sandbox on that first call, the program runs in it, and the sandbox is
+// gone after the rollout.
+func TestMathPythonInSandbox(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bubblewrap not installed (make test installs it)")
+	}
+	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--python-turns", "1", "--think-turns", "0"}})
+	e.startHost()
+	e.addBackend()
+	var sub api.SubmitResponse
+	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}}).json(t, &sub)
+	res := e.wait(t, sub.RolloutIDs[0])
+	if res.Status != trajectory.StatusCompleted || res.Reward != 1 {
+		t.Fatalf("%s %+v reward %v", res.Status, res.Failure, res.Reward)
+	}
+	var obs string
+	for _, m := range res.Messages {
+		if m.Role == "tool" && m.Name == "python" {
+			obs = m.Content
+		}
+	}
+	if obs != "42\n[Command finished with exit code 0]" {
+		t.Fatalf("python observation %q", obs)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := e.do("GET", "/metrics", nil)
+		if strings.Contains(string(r.body), "prorl_sandboxes_alive 0") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sandbox outlived its rollout")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -35,6 +35,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	answers := fs.String("answers", "", "JSONL tasks whose answers the scripted policy knows")
 	correct := fs.Float64("correct-rate", 0.5, "share of rollouts answered right")
 	think := fs.Int("think-turns", 1, "think tool calls before finish")
+	python := fs.Int("python-turns", 0, "python tool calls (printing the answer) before thinking")
 	malformed := fs.Float64("malformed-rate", 0, "share of turns with a malformed tool call")
 	plain := fs.Float64("plain-rate", 0, "share of answers given as text without the finish tool")
 	latency := fs.Duration("token-latency", 0, "time per generated token")
@@ -48,7 +49,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	opt := simllm.Options{Model: *model, MaxModelLen: *maxLen, CorrectRate: *correct, ThinkTurns: *think,
+	opt := simllm.Options{Model: *model, MaxModelLen: *maxLen, CorrectRate: *correct, ThinkTurns: *think, PythonTurns: *python,
 		MalformedRate: *malformed, PlainRate: *plain, TokenLatency: *latency, Slots: *slots, FailRate: *failRate, DropRate: *dropRate}
 	if *answers != "" {
 		a, err := simllm.LoadAnswers(*answers)

@@ -51,6 +51,9 @@ func RootDir(imageDir, image string) (string, error) {
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return "", fmt.Errorf("image %q: no root directory at %s (build it with prorl-host sandbox build-image)", image, dir)
 	}
+	if os.Geteuid() == 0 && !traversable(dir) {
+		return "", fmt.Errorf("image %q: %s is inside a directory other users cannot enter; sandboxes run as their own uids (chmod o+x its parents, or move the image)", image, dir)
+	}
 	return dir, nil
 }
 

@@ -100,10 +100,21 @@ func New(cfg Config, log hclog.Logger) (*Manager, error) {
 		return nil, fmt.Errorf("sandbox work root: %w", err)
 	}
 	if m.asRoot {
-		// Sandboxes run as other uids: they must reach the agent and their dirs.
-		if err := os.Chmod(cfg.WorkRoot, 0o755); err != nil {
+		// Sandboxes run as other uids: they must be able to walk to their
+		// work dirs and the agent. A work root inside a private directory
+		// is replaced by a root-owned one that others can cross but not list.
+		if !traversable(cfg.WorkRoot) {
+			alt := filepath.Join("/var/tmp", "prorl-sandboxes")
+			log.Warn("sandbox work root is not reachable by the sandboxes' uids; using another", "configured", cfg.WorkRoot, "using", alt)
+			m.cfg.WorkRoot = alt
+			if err := os.MkdirAll(alt, 0o711); err != nil {
+				return nil, fmt.Errorf("sandbox work root: %w", err)
+			}
+		}
+		if err := os.Chmod(m.cfg.WorkRoot, 0o711); err != nil {
 			return nil, err
 		}
+		cfg = m.cfg
 		agent := filepath.Join(cfg.WorkRoot, "prorl-sandbox-agent")
 		if err := copyFile(cfg.Agent, agent, 0o755); err != nil {
 			return nil, fmt.Errorf("install sandbox agent: %w", err)
@@ -253,6 +264,23 @@ func (m *Manager) Start(ctx context.Context, owner string, spec Spec) (*Sandbox,
 	m.boxes[id] = s
 	m.mu.Unlock()
 	return s, nil
+}
+
+// traversable reports whether every directory up to dir lets others through.
+func traversable(dir string) bool {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	for p := abs; ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err != nil || st.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if p == "/" {
+			return true
+		}
+	}
 }
 
 // freeUID picks a uid no process runs as: the process limit counts per

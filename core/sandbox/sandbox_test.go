@@ -39,6 +39,10 @@ func workRoot(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Reachable by the sandboxes' uids when the tests run as root.
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = removeAll(d) })
 	return d
 }
@@ -277,8 +281,32 @@ func TestReaper(t *testing.T) {
 	if n := countLabelled(label); n > 0 {
 		t.Fatalf("%d processes of the dead host survived the reaper", n)
 	}
+	if a.cfg.WorkRoot != root {
+		t.Fatalf("work root moved to %s", a.cfg.WorkRoot)
+	}
 	if _, err := os.Stat(filepath.Join(root, a.instance)); !os.IsNotExist(err) {
 		t.Fatalf("dead host's dir left: %v", err)
+	}
+}
+
+// As root, a work root inside a private directory is replaced by one the
+// sandboxes' uids can reach, and sandboxes work there.
+func TestPrivateWorkRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only a root host gives sandboxes their own uids")
+	}
+	private := filepath.Join(t.TempDir(), "data") // TempDir is 0700
+	m := newManager(t, "bwrap", private)
+	defer m.Close()
+	if m.cfg.WorkRoot == private || !traversable(m.cfg.WorkRoot) {
+		t.Fatalf("work root %s", m.cfg.WorkRoot)
+	}
+	s, err := m.Start(context.Background(), "r", Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Session(context.Background(), "echo ok > f && cat f", 5*time.Second); err != nil || string(r.Stdout) != "ok\n" {
+		t.Fatalf("%+v %v", r, err)
 	}
 	_ = syscall.Getpid()
 }

@@ -27,6 +27,8 @@ type Options struct {
 	CorrectRate float64
 	// ThinkTurns is how many think tool calls come before finish.
 	ThinkTurns int
+	// PythonTurns is how many python tool calls (printing the answer) come first.
+	PythonTurns int
 	// MalformedRate is the share of turns with a malformed tool call.
 	MalformedRate float64
 	// PlainRate is the share of final turns that answer in text with no finish call.
@@ -229,7 +231,12 @@ func (s *Server) policy(prompt []int, seed int64) (string, Decision) {
 		d.Action = "malformed"
 		return "Let me call a tool.\n<tool_call>\n{\"name\": \"think\", \"arguments\": {\"thought\": unquoted}\n</tool_call>", d
 	}
-	if turn < s.opt.ThinkTurns {
+	if turn < s.opt.PythonTurns {
+		d.Action = "python"
+		code, _ := json.Marshal(fmt.Sprintf("print(%q)", ans))
+		return fmt.Sprintf("Let me compute it.\n<tool_call>\n{\"name\": \"python\", \"arguments\": {\"code\": %s}}\n</tool_call>", code), d
+	}
+	if turn < s.opt.PythonTurns+s.opt.ThinkTurns {
 		d.Action = "think"
 		thought, _ := json.Marshal(fmt.Sprintf("step %d of the problem: %.40s", turn+1, q))
 		return fmt.Sprintf("<think>\nLet me think about the problem.\n</think>\n\n<tool_call>\n{\"name\": \"think\", \"arguments\": {\"thought\": %s}}\n</tool_call>", thought), d

@@ -15,14 +15,20 @@ import (
 const version = "0.1.0"
 
 const defaultSystemPrompt = `You are a careful mathematician. Solve the problem step by step. ` +
-	`You may use the think tool to reason. When you are done, call the finish tool with your final answer ` +
+	`You may use the think tool to reason and the python tool to compute. When you are done, call the finish tool with your final answer ` +
 	`written as \boxed{answer} in the message.`
 
 // Config is the [plugins.math.config] table.
 type Config struct {
 	SystemPrompt string `json:"system_prompt"`
 	MaxTurns     int    `json:"max_turns"`
+	// Python offers the python tool (a sandbox, started only if the model calls it).
+	Python *bool `json:"python"`
+	// Image is the sandbox image for python; empty means the host's default.
+	Image string `json:"image"`
 }
+
+func (c Config) python() bool { return c.Python == nil || *c.Python }
 
 // Domain is the math domain.
 type Domain struct {
@@ -32,7 +38,7 @@ type Domain struct {
 
 // New returns the domain with default configuration.
 func New() *Domain {
-	return &Domain{cfg: Config{SystemPrompt: defaultSystemPrompt, MaxTurns: 8}, tools: []sdk.Tool{tools.Think(), tools.Finish()}}
+	return &Domain{cfg: Config{SystemPrompt: defaultSystemPrompt, MaxTurns: 8}, tools: []sdk.Tool{tools.Think(), tools.Python(), tools.Finish()}}
 }
 
 func (d *Domain) Info() sdk.Info {
@@ -43,7 +49,7 @@ func (d *Domain) Info() sdk.Info {
 		DataSources: []string{"math", "deepscaler", "gsm8k", "aime*", "math500", "dapo*", "numina*"},
 		Tools:       d.tools,
 		ConfigSchema: json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{` +
-			`"system_prompt":{"type":"string"},"max_turns":{"type":"integer","minimum":1}}}`),
+			`"system_prompt":{"type":"string"},"max_turns":{"type":"integer","minimum":1},"python":{"type":"boolean"},"image":{"type":"string"}}}`),
 	}
 }
 
@@ -157,14 +163,21 @@ func (d *Domain) Prepare(_ context.Context, req sdk.PrepareRequest) (*sdk.Episod
 	if err != nil {
 		return nil, err
 	}
-	return &sdk.Episode{
+	ep := &sdk.Episode{
 		TaskID: t.ID,
 		Messages: []sdk.Message{
 			{Role: "system", Content: d.cfg.SystemPrompt},
 			{Role: "user", Content: t.Question},
 		},
+		Tools:  []string{"think", "finish"},
 		Limits: sdk.Limits{MaxTurns: d.cfg.MaxTurns},
-	}, nil
+	}
+	if d.cfg.python() {
+		ep.Tools = []string{"think", "python", "finish"}
+		// No network: the answer is not on the internet's side of the sandbox.
+		ep.Sandbox = &sdk.SandboxSpec{Image: d.cfg.Image}
+	}
+	return ep, nil
 }
 
 func (d *Domain) Evaluate(_ context.Context, req sdk.EvaluateRequest) (*sdk.Score, error) {

@@ -10,7 +10,7 @@ import (
 func TestConformance(t *testing.T) {
 	sdktest.Conformance(t, sdktest.Suite{
 		Domain: New(),
-		Config: json.RawMessage(`{"max_turns": 4}`),
+		Config: json.RawMessage(`{"max_turns": 4, "python": true}`),
 		Cases: []sdktest.Case{
 			{Name: "plain", Task: json.RawMessage(`{"question":"What is 1/2 + 1/4?","answer":"\\frac{3}{4}"}`), Right: `The answer is \boxed{0.75}`, Wrong: `\boxed{1}`},
 			{Name: "verl", Task: json.RawMessage(`{"data_source":"deepscaler","prompt":[{"role":"user","content":"Solve x+1=3."}],"reward_model":{"style":"rule","ground_truth":"2"},"extra_info":{"index":3}}`), Right: `x = \boxed{2}`, Wrong: `\boxed{3}`},
