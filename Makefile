@@ -11,7 +11,7 @@ SIM_ADDR ?= 127.0.0.1:8100
 HOST_ADDR ?= 127.0.0.1:8006
 PLUGINS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: all build plugins proto test test-short bench run lint fuzz deps clean
+.PHONY: all build plugins proto deps-proto test test-short bench run lint fuzz deps image clean
 
 all: build
 
@@ -35,13 +35,22 @@ deps-proto:
 	@[ -x $(GOBIN_TOOLS)/protoc-gen-go ] || GOBIN=$(GOBIN_TOOLS) $(GO) install $(PROTOC_GEN_GO)
 	@[ -x $(GOBIN_TOOLS)/protoc-gen-go-grpc ] || GOBIN=$(GOBIN_TOOLS) $(GO) install $(PROTOC_GEN_GO_GRPC)
 
+APT_DEPS := bubblewrap mmdebstrap squashfs-tools squashfuse uidmap curl
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
 # Everything the tests need, installed idempotently.
 deps:
+	@missing=""; for p in $(APT_DEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing >/dev/null; fi
 	@$(GO) mod download
 
-test: deps build
+# The default sandbox image (Debian minbase + python3, pytest, git, patch), built once and cached.
+image: build
+	$(BIN)/prorl-host sandbox build-image --name default
+
+test: deps build image
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 20m ./...
+	PRORL_REQUIRE_IMAGE=1 $(GO) test -count=1 -timeout 20m ./...
 
 test-short: build
 	$(GO) test -short ./...

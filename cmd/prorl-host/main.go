@@ -32,6 +32,10 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
 		var ue usageError
+		var ee exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code) // a sandboxed command's own exit status
+		}
 		fmt.Fprintln(os.Stderr, "prorl-host:", err)
 		if errors.As(err, &ue) {
 			os.Exit(2)
@@ -65,6 +69,7 @@ commands:
   serve     run the HTTP API (ProRL-compatible endpoints included)
   run       run a JSONL file of tasks and print a summary
   plugins   list the configured plugins, hash or describe a plugin binary
+  sandbox   build the default image; run a command in a sandbox to check a deployment
   version   print the version
 `
 
@@ -80,6 +85,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runBatch(ctx, args[1:], stdin, stdout, stderr)
 	case "plugins":
 		return plugins(ctx, args[1:], stdout, stderr)
+	case "sandbox":
+		return sandboxCmd(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "prorl-host", version)
 		return nil

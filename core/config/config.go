@@ -54,7 +54,8 @@ type Sandbox struct {
 	// Driver is bwrap (bubblewrap), none (no isolation: opt in only for
 	// domains that score text), or disabled (rollouts that need a sandbox fail).
 	Driver string `toml:"driver"`
-	// ImageDir holds images as ImageDir/NAME/rootfs; "host" is the host's /usr, read-only.
+	// ImageDir holds images as ImageDir/NAME/rootfs (prorl-host sandbox
+	// build-image); the image "host" is the host's /usr, read-only.
 	ImageDir     string `toml:"image_dir"`
 	DefaultImage string `toml:"default_image"`
 	// WorkRoot holds the sandboxes' work directories; default data_dir/sandboxes.
@@ -183,7 +184,7 @@ func Default() *Config {
 			HealthInterval: Duration{5 * time.Second}, RequestTimeout: Duration{10 * time.Minute}, WaitForBackend: Duration{60 * time.Second},
 		},
 		Compat: Compat{Protocol: "vllm"},
-		Sandbox: Sandbox{Driver: "bwrap", ImageDir: "{exe_dir}/../.data/images", DefaultImage: "host", Agent: "{exe_dir}/prorl-sandbox-agent",
+		Sandbox: Sandbox{Driver: "bwrap", ImageDir: "{cache_dir}/prorl/images", DefaultImage: "host", Agent: "{exe_dir}/prorl-sandbox-agent",
 			MaxStarting: 16, MaxStartingPerImage: 8, ExecTimeout: Duration{30 * time.Second},
 			CPUSeconds: 600, MemoryMiB: 4096, MaxProcesses: 256, MaxFileMiB: 1024, MaxOutputKiB: 1024},
 		Plugins: map[string]*Plugin{},
@@ -191,10 +192,24 @@ func Default() *Config {
 	}
 }
 
-// Vars expand {config_dir} and {exe_dir} in paths.
+// Vars expand {config_dir}, {exe_dir} and {cache_dir} in paths.
 type Vars struct {
 	ConfigDir string
 	ExeDir    string
+	CacheDir  string // ~/.cache, or /var/cache when running as root
+}
+
+// cacheDir is ~/.cache, or /var/cache for a host running as root: a root
+// host's sandboxes run as their own uids and cannot enter /root.
+func cacheDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/cache"
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return os.TempDir()
+	}
+	return d
 }
 
 // Load reads a config file.
@@ -283,6 +298,12 @@ func isUnderPluginConfig(k toml.Key) bool {
 func expand(p string, v Vars) string {
 	p = strings.ReplaceAll(p, "{config_dir}", v.ConfigDir)
 	p = strings.ReplaceAll(p, "{exe_dir}", v.ExeDir)
+	if strings.Contains(p, "{cache_dir}") {
+		if v.CacheDir == "" {
+			v.CacheDir = cacheDir()
+		}
+		p = strings.ReplaceAll(p, "{cache_dir}", v.CacheDir)
+	}
 	if p != "" && !filepath.IsAbs(p) && v.ConfigDir != "" {
 		p = filepath.Join(v.ConfigDir, p)
 	}

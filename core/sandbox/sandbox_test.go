@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prorl/prorl/core/config"
 )
 
 var agentBin string
@@ -309,4 +310,33 @@ func TestPrivateWorkRoot(t *testing.T) {
 		t.Fatalf("%+v %v", r, err)
 	}
 	_ = syscall.Getpid()
+}
+
+// The default image built by `make image`: Debian with python3, pytest, git
+// and patch, as a read-only root.
+func TestDefaultImage(t *testing.T) {
+	cfg, err := config.Parse(nil, "defaults", config.Vars{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RootDir(cfg.Sandbox.ImageDir, "default"); err != nil {
+		if os.Getenv("PRORL_REQUIRE_IMAGE") != "" {
+			t.Fatalf("make test builds the default image first: %v", err)
+		}
+		t.Skipf("no default image (make image builds it): %v", err)
+	}
+	m, err := New(Config{Driver: "bwrap", ImageDir: cfg.Sandbox.ImageDir, DefaultImage: "default", WorkRoot: workRoot(t), Agent: agentBin,
+		Limits: Limits{MemoryBytes: 2 << 30, MaxProcesses: 256}}, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	s, err := m.Start(context.Background(), "img", Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Session(context.Background(), `cat /etc/debian_version >/dev/null && python3 -c "import pytest; print('pytest', pytest.__version__ > '7')" && git --version >/dev/null && patch --version >/dev/null && touch /etc/x 2>/dev/null || echo ro`, 30*time.Second)
+	if err != nil || string(r.Stdout) != "pytest True\nro\n" {
+		t.Fatalf("%q %q %v", r.Stdout, r.Stderr, err)
+	}
 }
