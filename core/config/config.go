@@ -69,10 +69,13 @@ type Sandbox struct {
 	MaxProcesses        uint64   `toml:"max_processes"`
 	MaxFileMiB          uint64   `toml:"max_file_mib"`
 	MaxOutputKiB        uint64   `toml:"max_output_kib"`
+	ApptainerPath       string   `toml:"apptainer_path"`
+	// ApptainerRootMode: "uid" (rootless, a uid per sandbox) or "userns" (root with --userns).
+	ApptainerRootMode string `toml:"apptainer_root_mode"`
 }
 
 // SandboxDrivers are the drivers the host knows.
-var SandboxDrivers = []string{"bwrap", "none", "disabled"}
+var SandboxDrivers = []string{"bwrap", "apptainer", "none", "disabled"}
 
 // Server is the HTTP API.
 type Server struct {
@@ -186,7 +189,7 @@ func Default() *Config {
 		Compat: Compat{Protocol: "vllm"},
 		Sandbox: Sandbox{Driver: "bwrap", ImageDir: "{cache_dir}/prorl/images", DefaultImage: "host", Agent: "{exe_dir}/prorl-sandbox-agent",
 			MaxStarting: 16, MaxStartingPerImage: 8, ExecTimeout: Duration{30 * time.Second},
-			CPUSeconds: 600, MemoryMiB: 4096, MaxProcesses: 256, MaxFileMiB: 1024, MaxOutputKiB: 1024},
+			CPUSeconds: 600, MemoryMiB: 4096, MaxProcesses: 256, MaxFileMiB: 1024, MaxOutputKiB: 1024, ApptainerRootMode: "uid"},
 		Plugins: map[string]*Plugin{},
 		Log:     Log{Level: "info"},
 	}
@@ -402,6 +405,9 @@ func (c *Config) Validate() error {
 	}
 	if !oneOf(c.Sandbox.Driver, SandboxDrivers) {
 		errs = append(errs, fe("sandbox.driver", "unknown driver %q (known: %s)", c.Sandbox.Driver, strings.Join(SandboxDrivers, ", ")))
+	}
+	if m := c.Sandbox.ApptainerRootMode; m != "uid" && m != "userns" {
+		errs = append(errs, fe("sandbox.apptainer_root_mode", "must be uid or userns, got %q", m))
 	}
 	pos("sandbox.max_starting", c.Sandbox.MaxStarting)
 	pos("sandbox.max_starting_per_image", c.Sandbox.MaxStartingPerImage)

@@ -23,12 +23,18 @@ import (
 
 // Config configures the manager.
 type Config struct {
-	Driver       string // bwrap | none
-	BwrapPath    string
-	ImageDir     string
-	DefaultImage string
-	WorkRoot     string // work directories live under WorkRoot/<instance>/<id>
-	Agent        string // prorl-sandbox-agent binary
+	Driver    string // bwrap | apptainer | none
+	BwrapPath string
+	// ApptainerPath is the apptainer binary; empty searches PATH and the
+	// build cache of scripts/install-apptainer.sh.
+	ApptainerPath string
+	// ApptainerRootMode is how a root host runs Apptainer: "uid" (rootless,
+	// each sandbox its own uid; the default) or "userns" (as root, --userns).
+	ApptainerRootMode string
+	ImageDir          string
+	DefaultImage      string
+	WorkRoot          string // work directories live under WorkRoot/<instance>/<id>
+	Agent             string // prorl-sandbox-agent binary
 	// MaxStarting caps sandboxes starting at once, overall and per image, so a
 	// burst of rollouts does not storm the node.
 	MaxStarting         int
@@ -85,6 +91,13 @@ func New(cfg Config, log hclog.Logger) (*Manager, error) {
 			return nil, fmt.Errorf("sandbox driver bwrap: %w (install bubblewrap)", err)
 		}
 		d = &Bwrap{Path: path, ImageDir: cfg.ImageDir}
+	case "apptainer":
+		path, err := FindApptainer(cfg.ApptainerPath)
+		if err != nil {
+			return nil, err
+		}
+		userns := os.Geteuid() == 0 && cfg.ApptainerRootMode == "userns"
+		d = &Apptainer{Path: path, ImageDir: cfg.ImageDir, UserNS: userns}
 	case "none":
 		d = None{}
 		log.Warn("sandbox driver none: commands run WITHOUT isolation on this host; only for domains that score text")
@@ -95,7 +108,7 @@ func New(cfg Config, log hclog.Logger) (*Manager, error) {
 		return nil, fmt.Errorf("sandbox agent %q not found: build it with make build", cfg.Agent)
 	}
 	m := &Manager{cfg: cfg, driver: d, log: log, sem: make(chan struct{}, cfg.MaxStarting), imgSem: map[string]chan struct{}{}, boxes: map[string]*Sandbox{}, reserved: map[string]*Reserved{},
-		asRoot: os.Geteuid() == 0 && d.Name() == "bwrap"}
+		asRoot: os.Geteuid() == 0 && (d.Name() == "bwrap" || d.Name() == "apptainer" && cfg.ApptainerRootMode != "userns")}
 	if err := os.MkdirAll(cfg.WorkRoot, 0o755); err != nil {
 		return nil, fmt.Errorf("sandbox work root: %w", err)
 	}
@@ -173,7 +186,7 @@ func (m *Manager) Reap() {
 			}
 			f.Close()
 		}
-		n := killLabelled(labelPrefix(e.Name()))
+		n := killLabelled(labelPrefix(e.Name())) + killLabelled(instancePrefix(e.Name()))
 		if err := removeAll(dir); err != nil {
 			m.log.Warn("reaper could not remove leftovers", "dir", dir, "error", err)
 			continue
@@ -247,7 +260,7 @@ func (m *Manager) Start(ctx context.Context, owner string, spec Spec) (*Sandbox,
 	}
 	lim, _ := json.Marshal(sandboxproto.Limits{CPUSeconds: spec.Limits.CPUSeconds, MemoryBytes: spec.Limits.MemoryBytes,
 		MaxProcesses: spec.Limits.MaxProcesses, MaxFileBytes: spec.Limits.MaxFileBytes, MaxOutputBytes: spec.Limits.MaxOutputBytes})
-	l := Launch{ID: id, Label: labelPrefix(m.instance) + id + "/" + owner, Spec: spec, WorkDir: dir, Agent: m.cfg.Agent, Limits: string(lim)}
+	l := Launch{ID: id, Label: labelPrefix(m.instance) + id + "/" + owner, Spec: spec, WorkDir: dir, Agent: m.cfg.Agent, Limits: string(lim), Instance: m.instance}
 	if m.asRoot {
 		l.UID = m.freeUID()
 		if err := os.Chown(dir, l.UID, l.UID); err != nil {
@@ -264,6 +277,22 @@ func (m *Manager) Start(ctx context.Context, owner string, spec Spec) (*Sandbox,
 	m.boxes[id] = s
 	m.mu.Unlock()
 	return s, nil
+}
+
+// FindApptainer locates the apptainer binary.
+func FindApptainer(configured string) (string, error) {
+	if configured != "" {
+		return exec.LookPath(configured)
+	}
+	if p, err := exec.LookPath("apptainer"); err == nil {
+		return p, nil
+	}
+	home, _ := os.UserHomeDir()
+	found, _ := filepath.Glob(filepath.Join(home, ".cache", "prorl", "apptainer-*", "bin", "apptainer"))
+	if len(found) > 0 {
+		return found[len(found)-1], nil
+	}
+	return "", fmt.Errorf("sandbox driver apptainer: apptainer not found (scripts/install-apptainer.sh builds it)")
 }
 
 // traversable reports whether every directory up to dir lets others through.

@@ -39,13 +39,39 @@ type Spec struct {
 
 // Launch is what a driver needs to start the agent.
 type Launch struct {
-	ID      string
-	Label   string // host instance and sandbox id, findable in the process list
-	Spec    Spec
-	WorkDir string // host path, bound read-write at Workdir inside
-	Agent   string // host path of the agent binary
-	Limits  string // agent limits, JSON
-	UID     int    // host uid to run as; 0 keeps the host's
+	ID       string
+	Label    string // host instance and sandbox id, findable in the process list
+	Spec     Spec
+	WorkDir  string // host path, bound read-write at Workdir inside
+	Agent    string // host path of the agent binary
+	Limits   string // agent limits, JSON
+	UID      int    // host uid to run as; 0 keeps the host's
+	Instance string // the host instance, for names the reaper can find
+}
+
+// preparer is a driver that sets a sandbox up before the agent starts (an
+// Apptainer instance) and tears it down after.
+type preparer interface {
+	Prepare(ctx context.Context, l Launch) (cleanup func(), err error)
+}
+
+// safeBuffer collects a command's output from two goroutines.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b = append(s.b, p...)
+	return len(p), nil
+}
+
+func (s *safeBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]byte(nil), s.b...)
 }
 
 // Workdir is the work directory inside every isolating sandbox.
@@ -80,6 +106,7 @@ type Sandbox struct {
 	dead    chan struct{}
 	deadErr error
 	stopped bool
+	cleanup func()
 }
 
 type call struct {
@@ -88,6 +115,24 @@ type call struct {
 }
 
 func start(ctx context.Context, d Driver, l Launch, log hclog.Logger) (*Sandbox, error) {
+	cleanup := func() {}
+	if p, ok := d.(preparer); ok {
+		c, err := p.Prepare(ctx, l)
+		if err != nil {
+			return nil, err
+		}
+		cleanup = c
+	}
+	s, err := launch(ctx, d, l, log)
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	s.cleanup = cleanup
+	return s, nil
+}
+
+func launch(ctx context.Context, d Driver, l Launch, log hclog.Logger) (*Sandbox, error) {
 	cmd, err := d.Command(l)
 	if err != nil {
 		return nil, err
@@ -313,6 +358,9 @@ func (s *Sandbox) stop(grace time.Duration) error {
 	case <-time.After(grace):
 	}
 	s.kill()
+	if s.cleanup != nil {
+		s.cleanup()
+	}
 	return removeAll(s.WorkDir)
 }
 

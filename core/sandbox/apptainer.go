@@ -1,0 +1,136 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Apptainer runs the agent in an Apptainer (Singularity) instance: the HPC
+// sandbox, rootless, from SIF images. The instance is started first, then
+// the agent runs in it with `exec instance://`.
+type Apptainer struct {
+	Path     string // apptainer binary
+	ImageDir string
+	// UserNS adds --userns: needed when the host runs as root.
+	UserNS bool
+}
+
+func (a *Apptainer) Name() string { return "apptainer" }
+
+func (a *Apptainer) InnerWorkdir(Launch) string { return Workdir }
+
+// image resolves a name to {image_dir}/{name}.sif, else a root directory.
+func (a *Apptainer) image(name string) (string, error) {
+	if name == "" || name == "host" {
+		return "", fmt.Errorf("the apptainer driver needs an image: set [sandbox] default_image (the host root is a bwrap-only image)")
+	}
+	if filepath.IsAbs(name) {
+		return name, nil
+	}
+	sif := filepath.Join(a.ImageDir, name+".sif")
+	if _, err := os.Stat(sif); err == nil {
+		return sif, nil
+	}
+	return RootDir(a.ImageDir, name)
+}
+
+// instanceName carries the host instance, so the reaper finds instances of a dead host.
+func instanceName(l Launch) string { return instancePrefix(l.Instance) + l.ID }
+
+func instancePrefix(hostInstance string) string { return "prorl-" + hostInstance + "-" }
+
+func (a *Apptainer) cmd(l Launch, args ...string) *exec.Cmd {
+	path := a.Path
+	if path == "" {
+		path = "apptainer"
+	}
+	c := exec.Command(path, args...)
+	if l.UID > 0 {
+		// Rootless, as an ordinary user: the sandbox's own uid.
+		id := strconv.Itoa(l.UID)
+		c = exec.Command("setpriv", append([]string{"--reuid=" + id, "--regid=" + id, "--clear-groups", "--", path}, args...)...)
+	}
+	home := filepath.Join(l.WorkDir, ".apptainer-home")
+	c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "APPTAINER_CACHEDIR=" + filepath.Join(home, "cache")}
+	return c
+}
+
+// Prepare starts the instance; cleanup stops it.
+func (a *Apptainer) Prepare(ctx context.Context, l Launch) (func(), error) {
+	img, err := a.image(l.Spec.Image)
+	if err != nil {
+		return nil, err
+	}
+	home := filepath.Join(l.WorkDir, ".apptainer-home")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return nil, err
+	}
+	if l.UID > 0 {
+		_ = os.Chown(home, l.UID, l.UID)
+	}
+	args := []string{"instance", "start", "--containall", "--cleanenv", "--writable-tmpfs", "--no-home",
+		"--bind", l.WorkDir + ":" + Workdir, "--bind", l.Agent + ":/.prorl-agent:ro", "--pwd", Workdir,
+		"--env", "PRORL_SANDBOX=" + l.Label, "--env", "HOME=" + Workdir}
+	if !l.Spec.Network {
+		args = append(args, "--net", "--network", "none")
+	}
+	if a.UserNS {
+		args = append(args, "--userns")
+	}
+	for k, v := range l.Spec.Env {
+		args = append(args, "--env", k+"="+v)
+	}
+	name := instanceName(l)
+	args = append(args, img, name)
+	c := a.cmd(l, args...)
+	if out, err := runFor(ctx, c, 90*time.Second); err != nil {
+		return nil, fmt.Errorf("apptainer instance start: %v: %s", err, tail(string(out)))
+	}
+	return func() {
+		stop := a.cmd(l, "instance", "stop", "--force", name)
+		_, _ = runFor(context.Background(), stop, 30*time.Second)
+	}, nil
+}
+
+// runFor runs a command to completion, killing it after d.
+func runFor(ctx context.Context, c *exec.Cmd, d time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var out safeBuffer
+	c.Stdout, c.Stderr = &out, &out
+	if err := c.Start(); err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case err := <-done:
+		return out.Bytes(), err
+	case <-ctx.Done():
+		_ = c.Process.Kill()
+		<-done
+		return out.Bytes(), ctx.Err()
+	}
+}
+
+func tail(s string) string {
+	if len(s) > 1500 {
+		return s[len(s)-1500:]
+	}
+	return s
+}
+
+// Command runs the agent inside the started instance.
+func (a *Apptainer) Command(l Launch) (*exec.Cmd, error) {
+	args := []string{"exec", "--pwd", Workdir}
+	if a.UserNS {
+		args = append(args, "--userns")
+	}
+	args = append(args, "instance://"+instanceName(l), "/.prorl-agent", "serve", l.Limits, l.Label)
+	return a.cmd(l, args...), nil
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds Apptainer from its Go module source into $HOME/.cache/prorl/apptainer-$VERSION
+# once (about 3.5 minutes; it is not packaged in Debian 12), then reuses it.
+# Prints the bin directory. Recipe: ../shared/ENVIRONMENT.md.
+set -euo pipefail
+VERSION=${APPTAINER_VERSION:-1.4.3}
+PREFIX=${APPTAINER_PREFIX:-$HOME/.cache/prorl/apptainer-$VERSION}
+if [ -x "$PREFIX/bin/apptainer" ]; then echo "$PREFIX/bin"; exit 0; fi
+SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
+deps="libseccomp-dev uidmap fakeroot cryptsetup libsubid-dev squashfs-tools squashfuse fuse3 libfuse3-dev build-essential pkg-config"
+missing=""; for p in $deps; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then $SUDO apt-get update -qq >&2 && $SUDO apt-get install -y -qq $missing >&2; fi
+work=$(mktemp -d)
+trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+export GOFLAGS=-mod=mod GONOSUMDB=github.com/apptainer/apptainer GOMODCACHE="$work/modcache"
+( cd "$work" && go mod download -json "github.com/apptainer/apptainer@v$VERSION" >"$work/dl.json" )
+src=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["Dir"])' "$work/dl.json")
+cp -r "$src" "$work/src" && chmod -R u+w "$work/src"
+cd "$work/src"
+# The module zip drops executable bits: restore them on scripts.
+grep -rlI --exclude-dir=vendor '^#!' . | xargs -r chmod +x
+echo "$VERSION" > VERSION
+export GOCACHE="$work/gocache" # its Makefile runs go clean -cache
+./mconfig --without-suid -b "$work/build" -p "$PREFIX" >&2
+make -C "$work/build" -j2 >&2
+make -C "$work/build" install >&2
+echo "$PREFIX/bin"
