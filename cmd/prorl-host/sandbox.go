@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -44,21 +46,43 @@ func buildImage(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	suite := fs.String("suite", "bookworm", "Debian suite")
 	include := fs.String("include", strings.Join(sandbox.DefaultPackages, ","), "packages")
 	force := fs.Bool("force", false, "rebuild even if the image exists")
+	sif := fs.String("sif", "auto", "also pack a SIF for the apptainer driver: yes, no, or auto (when apptainer is installed)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
 	root, err := sandbox.RootDir(*dir, *name)
 	if err == nil && !*force {
 		fmt.Fprintf(stdout, "image %q exists at %s (use --force to rebuild)\n", *name, root)
+	} else {
+		start := time.Now()
+		fmt.Fprintf(stdout, "building image %q (%s, minbase + %s) in %s\n", *name, *suite, *include, *dir)
+		root, err = sandbox.BuildImage(ctx, *dir, *name, *suite, strings.Split(*include, ","), stderr)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "image %q built at %s in %s\n", *name, root, time.Since(start).Round(time.Second))
+	}
+	if *sif == "no" {
+		return nil
+	}
+	app, aerr := sandbox.FindApptainer("")
+	if aerr != nil {
+		if *sif == "yes" {
+			return aerr
+		}
+		return nil
+	}
+	sifPath := filepath.Join(*dir, *name+".sif")
+	if _, err := os.Stat(sifPath); err == nil && !*force {
+		fmt.Fprintf(stdout, "SIF exists at %s\n", sifPath)
 		return nil
 	}
 	start := time.Now()
-	fmt.Fprintf(stdout, "building image %q (%s, minbase + %s) in %s\n", *name, *suite, *include, *dir)
-	root, err = sandbox.BuildImage(ctx, *dir, *name, *suite, strings.Split(*include, ","), stderr)
+	p, err := sandbox.BuildSIF(ctx, app, *dir, *name, stderr)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "image %q built at %s in %s\n", *name, root, time.Since(start).Round(time.Second))
+	fmt.Fprintf(stdout, "SIF built at %s in %s\n", p, time.Since(start).Round(time.Second))
 	return nil
 }
 

@@ -74,3 +74,25 @@ func BuildImage(ctx context.Context, dir, name, suite string, packages []string,
 	}
 	return final, nil
 }
+
+// BuildSIF packs an image's root into dir/name.sif with `apptainer build`
+// (which adds the /.singularity.d that `instance start` needs).
+func BuildSIF(ctx context.Context, apptainer, dir, name string, out io.Writer) (string, error) {
+	root, err := RootDir(dir, name)
+	if err != nil {
+		return "", err
+	}
+	sif := filepath.Join(dir, name+".sif")
+	tmp := sif + ".building"
+	cmd := exec.CommandContext(ctx, apptainer, "build", "--force", tmp, root)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + os.TempDir()}
+	if err := cmd.Run(); err != nil {
+		_ = os.Remove(tmp)
+		return "", fmt.Errorf("apptainer build: %w", err)
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		return "", err
+	}
+	return sif, os.Rename(tmp, sif)
+}

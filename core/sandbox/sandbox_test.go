@@ -50,12 +50,38 @@ func workRoot(t *testing.T) string {
 
 func newManager(t *testing.T, driver, root string) *Manager {
 	t.Helper()
-	if driver == "bwrap" {
+	cfg := Config{Driver: driver}
+	switch driver {
+	case "bwrap":
 		if _, err := exec.LookPath("bwrap"); err != nil {
 			t.Skip("bubblewrap not installed (make test installs it)")
 		}
+	case "apptainer", "apptainer-userns":
+		if _, err := FindApptainer(""); err != nil {
+			if os.Getenv("PRORL_REQUIRE_APPTAINER") != "" {
+				t.Fatalf("make test installs apptainer first: %v", err)
+			}
+			t.Skipf("%v", err)
+		}
+		if driver == "apptainer-userns" && os.Geteuid() != 0 {
+			t.Skip("--userns mode is for a host running as root")
+		}
+		dc, _ := config.Parse(nil, "defaults", config.Vars{})
+		cfg.ImageDir, cfg.DefaultImage = dc.Sandbox.ImageDir, "default"
+		if _, err := os.Stat(filepath.Join(cfg.ImageDir, "default.sif")); err != nil {
+			if os.Getenv("PRORL_REQUIRE_APPTAINER") != "" {
+				t.Fatalf("make image builds default.sif when apptainer is installed: %v", err)
+			}
+			t.Skipf("no default.sif image: %v", err)
+		}
+		cfg.Driver, cfg.ApptainerRootMode = "apptainer", "uid"
+		if driver == "apptainer-userns" {
+			cfg.ApptainerRootMode = "userns"
+		}
 	}
-	m, err := New(Config{Driver: driver, WorkRoot: root, Agent: agentBin, MaxStarting: 8,
+	cfg.WorkRoot, cfg.Agent, cfg.MaxStarting = root, agentBin, 8
+	m, err := New(Config{Driver: cfg.Driver, ApptainerRootMode: cfg.ApptainerRootMode, ImageDir: cfg.ImageDir, DefaultImage: cfg.DefaultImage,
+		WorkRoot: root, Agent: agentBin, MaxStarting: 8,
 		Limits: Limits{CPUSeconds: 20, MemoryBytes: 1 << 30, MaxProcesses: 128, MaxFileBytes: 64 << 20, MaxOutputBytes: 64 << 10}},
 		hclog.NewNullLogger())
 	if err != nil {
@@ -64,7 +90,7 @@ func newManager(t *testing.T, driver, root string) *Manager {
 	return m
 }
 
-var drivers = []string{"bwrap", "none"}
+var drivers = []string{"bwrap", "none", "apptainer", "apptainer-userns"}
 
 func TestDrivers(t *testing.T) {
 	for _, driver := range drivers {
@@ -177,6 +203,7 @@ func TestDrivers(t *testing.T) {
 			if driver == "none" {
 				return
 			}
+			apptainer := strings.HasPrefix(driver, "apptainer")
 			t.Run("no network", func(t *testing.T) {
 				ln, err := net.Listen("tcp", "127.0.0.1:0")
 				if err != nil {
@@ -190,6 +217,19 @@ func TestDrivers(t *testing.T) {
 				}
 			})
 			t.Run("writes outside the work dir fail", func(t *testing.T) {
+				if apptainer {
+					// --writable-tmpfs makes the root writable in memory; what
+					// matters is that nothing reaches the host.
+					marker := fmt.Sprintf("prorl-escape-%d", time.Now().UnixNano())
+					run("touch /tmp/"+marker+" /var/tmp/"+marker+" 2>/dev/null; true", 5*time.Second)
+					for _, p := range []string{"/tmp/" + marker, "/var/tmp/" + marker} {
+						if _, err := os.Stat(p); err == nil {
+							os.Remove(p)
+							t.Errorf("a write to %s inside reached the host", p)
+						}
+					}
+					return
+				}
 				for _, p := range []string{"/usr/x", "/x", "/etc/x", "/bin/x"} {
 					if r := run("touch "+p+" && echo WROTE", 5*time.Second); strings.Contains(string(r.Stdout), "WROTE") {
 						t.Errorf("wrote %s", p)
@@ -200,6 +240,9 @@ func TestDrivers(t *testing.T) {
 				}
 			})
 			t.Run("fork bomb and memory hog are stopped", func(t *testing.T) {
+				if driver == "apptainer-userns" {
+					t.Skip("as root with --userns the kernel does not apply RLIMIT_NPROC (real uid 0); the default root mode runs each sandbox as its own uid")
+				}
 				r := run("bomb() { bomb | bomb & }; bomb; sleep 1; echo survived", 3*time.Second)
 				if r := run("echo alive", 10*time.Second); string(r.Stdout) != "alive\n" {
 					t.Fatalf("session dead after a fork bomb: %+v", r)
@@ -219,7 +262,11 @@ func TestDrivers(t *testing.T) {
 				if err := m.Stop(s.ID); err != nil {
 					t.Fatal(err)
 				}
-				if n := countLabelled(label); n != 0 {
+				deadline := time.Now().Add(10 * time.Second)
+				for countLabelled(label)+countLabelled(instancePrefix(m.instance)+s.ID) > 0 && time.Now().Before(deadline) {
+					time.Sleep(50 * time.Millisecond)
+				}
+				if n := countLabelled(label) + countLabelled(instancePrefix(m.instance)+s.ID); n != 0 {
 					t.Fatalf("%d processes left after stop", n)
 				}
 				if _, err := os.Stat(s.WorkDir); !os.IsNotExist(err) {
