@@ -43,6 +43,7 @@ deps:
 	@missing=""; for p in $(APT_DEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing >/dev/null; fi
 	@$(GO) mod download
+	@bash scripts/install-apptainer.sh >/dev/null
 
 # The default sandbox image (Debian minbase + python3, pytest, git, patch), built once and cached.
 image: build
@@ -50,7 +51,7 @@ image: build
 
 test: deps build image
 	$(GO) vet ./...
-	PRORL_REQUIRE_IMAGE=1 $(GO) test -count=1 -timeout 20m ./...
+	PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 $(GO) test -count=1 -timeout 20m ./...
 
 test-short: build
 	$(GO) test -short ./...

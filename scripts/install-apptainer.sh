@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Builds Apptainer from its Go module source into $HOME/.cache/prorl/apptainer-$VERSION
-# once (about 3.5 minutes; it is not packaged in Debian 12), then reuses it.
+# Builds Apptainer from its Go module source once (about four minutes; it is
+# not packaged in Debian 12) into ~/.cache/prorl/apptainer-$VERSION, or, for
+# root, /var/cache/prorl/apptainer-$VERSION: a root host runs sandboxes as
+# other uids, which cannot enter /root. Later runs reuse it.
 # Prints the bin directory. Recipe: ../shared/ENVIRONMENT.md.
 set -euo pipefail
 VERSION=${APPTAINER_VERSION:-1.4.3}
-PREFIX=${APPTAINER_PREFIX:-$HOME/.cache/prorl/apptainer-$VERSION}
+if [ "$(id -u)" = 0 ]; then CACHE=/var/cache; else CACHE=$HOME/.cache; fi
+PREFIX=${APPTAINER_PREFIX:-$CACHE/prorl/apptainer-$VERSION}
 if [ -x "$PREFIX/bin/apptainer" ]; then echo "$PREFIX/bin"; exit 0; fi
 SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
 deps="libseccomp-dev uidmap fakeroot cryptsetup libsubid-dev squashfs-tools squashfuse fuse3 libfuse3-dev build-essential pkg-config"

@@ -288,9 +288,11 @@ func FindApptainer(configured string) (string, error) {
 		return p, nil
 	}
 	home, _ := os.UserHomeDir()
-	found, _ := filepath.Glob(filepath.Join(home, ".cache", "prorl", "apptainer-*", "bin", "apptainer"))
-	if len(found) > 0 {
-		return found[len(found)-1], nil
+	for _, base := range []string{"/var/cache", filepath.Join(home, ".cache")} {
+		found, _ := filepath.Glob(filepath.Join(base, "prorl", "apptainer-*", "bin", "apptainer"))
+		if len(found) > 0 {
+			return found[len(found)-1], nil
+		}
 	}
 	return "", fmt.Errorf("sandbox driver apptainer: apptainer not found (scripts/install-apptainer.sh builds it)")
 }
