@@ -136,16 +136,5 @@ func BenchmarkIssue3Figures(b *testing.B) {
 		rows = append(rows, row{"apptainer instance start p50", "not measured: apptainer not installed", "<= 400 ms", false})
 	}
 
-	fmt.Printf("\nprorl issue 3 figures (2 cores)\n")
-	fmt.Printf("%-56s %-34s %-12s %s\n", "figure", "measured", "target", "")
-	for _, r := range rows {
-		mark := "ok"
-		if !r.ok {
-			mark = "MISSED"
-		}
-		if r.target == "" {
-			mark = ""
-		}
-		fmt.Printf("%-56s %-34s %-12s %s\n", r.name, r.measured, r.target, mark)
-	}
+	printTable("prorl issue 3 figures (2 cores)", rows)
 }

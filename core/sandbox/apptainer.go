@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"time"
 )
 
@@ -49,12 +48,7 @@ func (a *Apptainer) cmd(l Launch, args ...string) *exec.Cmd {
 	if path == "" {
 		path = "apptainer"
 	}
-	c := exec.Command(path, args...)
-	if l.UID > 0 {
-		// Rootless, as an ordinary user: the sandbox's own uid.
-		id := strconv.Itoa(l.UID)
-		c = exec.Command("setpriv", append([]string{"--reuid=" + id, "--regid=" + id, "--clear-groups", "--", path}, args...)...)
-	}
+	c := command(l.UID, path, args...) // rootless, as the sandbox's own uid when the host is root
 	home := filepath.Join(l.WorkDir, ".apptainer-home")
 	c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "APPTAINER_CACHEDIR=" + filepath.Join(home, "cache")}
 	return c

@@ -90,16 +90,21 @@ func (b *Bwrap) Command(l Launch) (*exec.Cmd, error) {
 	if path == "" {
 		path = "bwrap"
 	}
-	cmd := exec.Command(path, args...)
-	if l.UID > 0 {
-		// A host running as root gives each sandbox its own unprivileged uid:
-		// the kernel does not apply RLIMIT_NPROC to root, and a uid per
-		// sandbox makes the process limit count one sandbox's processes.
-		id := strconv.Itoa(l.UID)
-		cmd = exec.Command("setpriv", append([]string{"--reuid=" + id, "--regid=" + id, "--clear-groups", "--", path}, args...)...)
-	}
+	cmd := command(l.UID, path, args...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	return cmd, nil
+}
+
+// command runs path as uid when uid > 0. A host running as root gives each
+// sandbox its own unprivileged uid: the kernel does not apply RLIMIT_NPROC
+// to root, and a uid per sandbox makes the process limit count one
+// sandbox's processes.
+func command(uid int, path string, args ...string) *exec.Cmd {
+	if uid <= 0 {
+		return exec.Command(path, args...)
+	}
+	id := strconv.Itoa(uid)
+	return exec.Command("setpriv", append([]string{"--reuid=" + id, "--regid=" + id, "--clear-groups", "--", path}, args...)...)
 }
 
 // None runs the agent with no isolation, in the work directory. Only for
