@@ -70,8 +70,10 @@ type Sandbox struct {
 	MaxFileMiB          uint64   `toml:"max_file_mib"`
 	MaxOutputKiB        uint64   `toml:"max_output_kib"`
 	ApptainerPath       string   `toml:"apptainer_path"`
-	// ApptainerRootMode: "uid" (rootless, a uid per sandbox) or "userns" (root with --userns).
+	// ApptainerRootMode is how a root host runs Apptainer: "userns" (as root
+	// with --userns) or "user" (rootless, as apptainer_user).
 	ApptainerRootMode string `toml:"apptainer_root_mode"`
+	ApptainerUser     string `toml:"apptainer_user"`
 }
 
 // SandboxDrivers are the drivers the host knows.
@@ -189,7 +191,7 @@ func Default() *Config {
 		Compat: Compat{Protocol: "vllm"},
 		Sandbox: Sandbox{Driver: "bwrap", ImageDir: "{cache_dir}/prorl/images", DefaultImage: "host", Agent: "{exe_dir}/prorl-sandbox-agent",
 			MaxStarting: 16, MaxStartingPerImage: 8, ExecTimeout: Duration{30 * time.Second},
-			CPUSeconds: 600, MemoryMiB: 4096, MaxProcesses: 256, MaxFileMiB: 1024, MaxOutputKiB: 1024, ApptainerRootMode: "uid"},
+			CPUSeconds: 600, MemoryMiB: 4096, MaxProcesses: 256, MaxFileMiB: 1024, MaxOutputKiB: 1024, ApptainerRootMode: "userns", ApptainerUser: "nobody"},
 		Plugins: map[string]*Plugin{},
 		Log:     Log{Level: "info"},
 	}
@@ -406,8 +408,8 @@ func (c *Config) Validate() error {
 	if !oneOf(c.Sandbox.Driver, SandboxDrivers) {
 		errs = append(errs, fe("sandbox.driver", "unknown driver %q (known: %s)", c.Sandbox.Driver, strings.Join(SandboxDrivers, ", ")))
 	}
-	if m := c.Sandbox.ApptainerRootMode; m != "uid" && m != "userns" {
-		errs = append(errs, fe("sandbox.apptainer_root_mode", "must be uid or userns, got %q", m))
+	if m := c.Sandbox.ApptainerRootMode; m != "user" && m != "userns" {
+		errs = append(errs, fe("sandbox.apptainer_root_mode", "must be userns or user, got %q", m))
 	}
 	pos("sandbox.max_starting", c.Sandbox.MaxStarting)
 	pos("sandbox.max_starting_per_image", c.Sandbox.MaxStartingPerImage)

@@ -84,7 +84,7 @@ func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, erro
 	}
 	var hs pb.HostServicesServer = pluginhost.NoSandboxes{}
 	if sc := cfg.Sandbox; sc.Driver != "disabled" {
-		m, err := sandbox.New(sandbox.Config{Driver: sc.Driver, ApptainerPath: sc.ApptainerPath, ApptainerRootMode: sc.ApptainerRootMode, ImageDir: sc.ImageDir, DefaultImage: sc.DefaultImage, WorkRoot: sc.WorkRoot, Agent: sc.Agent,
+		m, err := sandbox.New(sandbox.Config{Driver: sc.Driver, ApptainerPath: sc.ApptainerPath, ApptainerRootMode: sc.ApptainerRootMode, ApptainerUser: sc.ApptainerUser, ImageDir: sc.ImageDir, DefaultImage: sc.DefaultImage, WorkRoot: sc.WorkRoot, Agent: sc.Agent,
 			MaxStarting: sc.MaxStarting, MaxStartingPerImage: sc.MaxStartingPerImage,
 			Limits: sandbox.Limits{CPUSeconds: sc.CPUSeconds, MemoryBytes: sc.MemoryMiB << 20, MaxProcesses: sc.MaxProcesses,
 				MaxFileBytes: sc.MaxFileMiB << 20, MaxOutputBytes: sc.MaxOutputKiB << 10}}, log.Named("sandbox"))

@@ -23,19 +23,26 @@ func (a *Apptainer) Name() string { return "apptainer" }
 
 func (a *Apptainer) InnerWorkdir(Launch) string { return Workdir }
 
-// image resolves a name to {image_dir}/{name}.sif, else a root directory.
-func (a *Apptainer) image(name string) (string, error) {
+// image resolves a name to {image_dir}/{name}.sif or {name}.sandbox (the
+// same image unpacked): rootless Apptainer cannot mount a SIF without FUSE
+// access, so it prefers the directory; as root the SIF.
+func (a *Apptainer) image(name string, rootless bool) (string, error) {
 	if name == "" || name == "host" {
 		return "", fmt.Errorf("the apptainer driver needs an image: set [sandbox] default_image (the host root is a bwrap-only image)")
 	}
 	if filepath.IsAbs(name) {
 		return name, nil
 	}
-	sif := filepath.Join(a.ImageDir, name+".sif")
-	if _, err := os.Stat(sif); err == nil {
-		return sif, nil
+	forms := []string{name + ".sif", name + ".sandbox"}
+	if rootless {
+		forms[0], forms[1] = forms[1], forms[0]
 	}
-	return RootDir(a.ImageDir, name)
+	for _, f := range forms {
+		if _, err := os.Stat(filepath.Join(a.ImageDir, f)); err == nil {
+			return filepath.Join(a.ImageDir, f), nil
+		}
+	}
+	return "", fmt.Errorf("image %q: neither %s nor %s in %s (prorl-host sandbox build-image makes both)", name, forms[0], forms[1], a.ImageDir)
 }
 
 // instanceName carries the host instance, so the reaper finds instances of a dead host.
@@ -56,7 +63,7 @@ func (a *Apptainer) cmd(l Launch, args ...string) *exec.Cmd {
 
 // Prepare starts the instance; cleanup stops it.
 func (a *Apptainer) Prepare(ctx context.Context, l Launch) (func(), error) {
-	img, err := a.image(l.Spec.Image)
+	img, err := a.image(l.Spec.Image, l.UID > 0 || os.Geteuid() != 0)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +75,7 @@ func (a *Apptainer) Prepare(ctx context.Context, l Launch) (func(), error) {
 		_ = os.Chown(home, l.UID, l.UID)
 	}
 	args := []string{"instance", "start", "--containall", "--cleanenv", "--writable-tmpfs", "--no-home",
-		"--bind", l.WorkDir + ":" + Workdir, "--bind", l.Agent + ":/.prorl-agent:ro", "--pwd", Workdir,
+		"--bind", l.WorkDir + ":" + Workdir, "--bind", l.Agent + ":/.prorl-agent:ro",
 		"--env", "PRORL_SANDBOX=" + l.Label, "--env", "HOME=" + Workdir}
 	if !l.Spec.Network {
 		args = append(args, "--net", "--network", "none")

@@ -94,5 +94,42 @@ func BuildSIF(ctx context.Context, apptainer, dir, name string, out io.Writer) (
 	if err := os.Chmod(tmp, 0o644); err != nil {
 		return "", err
 	}
-	return sif, os.Rename(tmp, sif)
+	if err := os.Rename(tmp, sif); err != nil {
+		return "", err
+	}
+	return sif, buildSandboxDir(ctx, apptainer, sif, filepath.Join(dir, name+".sandbox"), out)
+}
+
+// buildSandboxDir unpacks a SIF's file system into an Apptainer sandbox
+// directory: rootless Apptainer cannot mount a SIF without FUSE access,
+// but runs a directory. (`apptainer build --sandbox` as root trips over
+// capabilities here; the squashfs partition unpacked is the same thing.)
+func buildSandboxDir(ctx context.Context, apptainer, sif, dest string, out io.Writer) error {
+	sqfs := dest + ".squashfs"
+	f, err := os.Create(sqfs)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(sqfs)
+	dump := exec.CommandContext(ctx, apptainer, "sif", "dump", "3", sif)
+	dump.Stdout, dump.Stderr = f, out
+	dump.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + os.TempDir()}
+	err = dump.Run()
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("apptainer sif dump: %w", err)
+	}
+	tmp := dest + ".building"
+	_ = removeAll(tmp)
+	un := exec.CommandContext(ctx, "unsquashfs", "-q", "-n", "-d", tmp, sqfs)
+	un.Stdout, un.Stderr = out, out
+	if err := un.Run(); err != nil {
+		_ = removeAll(tmp)
+		return fmt.Errorf("unsquashfs: %w", err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	_ = removeAll(dest)
+	return os.Rename(tmp, dest)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,13 +29,16 @@ type Config struct {
 	// ApptainerPath is the apptainer binary; empty searches PATH and the
 	// build cache of scripts/install-apptainer.sh.
 	ApptainerPath string
-	// ApptainerRootMode is how a root host runs Apptainer: "uid" (rootless,
-	// each sandbox its own uid; the default) or "userns" (as root, --userns).
+	// ApptainerRootMode is how a root host runs Apptainer: "userns" (as
+	// root with --userns; the default) or "user" (rootless, as ApptainerUser).
 	ApptainerRootMode string
-	ImageDir          string
-	DefaultImage      string
-	WorkRoot          string // work directories live under WorkRoot/<instance>/<id>
-	Agent             string // prorl-sandbox-agent binary
+	// ApptainerUser is the unprivileged account of "user" mode; Apptainer
+	// needs a real account, so sandboxes share it (and its process count).
+	ApptainerUser string
+	ImageDir      string
+	DefaultImage  string
+	WorkRoot      string // work directories live under WorkRoot/<instance>/<id>
+	Agent         string // prorl-sandbox-agent binary
 	// MaxStarting caps sandboxes starting at once, overall and per image, so a
 	// burst of rollouts does not storm the node.
 	MaxStarting         int
@@ -59,6 +63,7 @@ type Manager struct {
 	starting atomic.Int64
 	uids     atomic.Int64
 	asRoot   bool
+	fixedUID int // apptainer user mode: the one account sandboxes run as
 }
 
 // uidBase starts the uids given to sandboxes when the host runs as root;
@@ -96,7 +101,7 @@ func New(cfg Config, log hclog.Logger) (*Manager, error) {
 		if err != nil {
 			return nil, err
 		}
-		userns := os.Geteuid() == 0 && cfg.ApptainerRootMode == "userns"
+		userns := os.Geteuid() == 0 && cfg.ApptainerRootMode != "user"
 		d = &Apptainer{Path: path, ImageDir: cfg.ImageDir, UserNS: userns}
 	case "none":
 		d = None{}
@@ -108,7 +113,18 @@ func New(cfg Config, log hclog.Logger) (*Manager, error) {
 		return nil, fmt.Errorf("sandbox agent %q not found: build it with make build", cfg.Agent)
 	}
 	m := &Manager{cfg: cfg, driver: d, log: log, sem: make(chan struct{}, cfg.MaxStarting), imgSem: map[string]chan struct{}{}, boxes: map[string]*Sandbox{}, reserved: map[string]*Reserved{},
-		asRoot: os.Geteuid() == 0 && (d.Name() == "bwrap" || d.Name() == "apptainer" && cfg.ApptainerRootMode != "userns")}
+		asRoot: os.Geteuid() == 0 && (d.Name() == "bwrap" || d.Name() == "apptainer" && cfg.ApptainerRootMode == "user")}
+	if m.asRoot && d.Name() == "apptainer" {
+		name := cfg.ApptainerUser
+		if name == "" {
+			name = "nobody"
+		}
+		u, err := user.Lookup(name)
+		if err != nil {
+			return nil, fmt.Errorf("apptainer user mode: %w", err)
+		}
+		m.fixedUID, _ = strconv.Atoi(u.Uid)
+	}
 	if err := os.MkdirAll(cfg.WorkRoot, 0o755); err != nil {
 		return nil, fmt.Errorf("sandbox work root: %w", err)
 	}
@@ -263,6 +279,9 @@ func (m *Manager) Start(ctx context.Context, owner string, spec Spec) (*Sandbox,
 	l := Launch{ID: id, Label: labelPrefix(m.instance) + id + "/" + owner, Spec: spec, WorkDir: dir, Agent: m.cfg.Agent, Limits: string(lim), Instance: m.instance}
 	if m.asRoot {
 		l.UID = m.freeUID()
+		if m.fixedUID > 0 {
+			l.UID = m.fixedUID
+		}
 		if err := os.Chown(dir, l.UID, l.UID); err != nil {
 			_ = removeAll(dir)
 			return nil, err

@@ -107,6 +107,9 @@ type Sandbox struct {
 	deadErr error
 	stopped bool
 	cleanup func()
+	// PrepareTime is the driver's setup (an Apptainer instance start);
+	// StartTime runs until the agent inside answered.
+	PrepareTime, StartTime time.Duration
 }
 
 type call struct {
@@ -116,6 +119,7 @@ type call struct {
 
 func start(ctx context.Context, d Driver, l Launch, log hclog.Logger) (*Sandbox, error) {
 	cleanup := func() {}
+	t0 := time.Now()
 	if p, ok := d.(preparer); ok {
 		c, err := p.Prepare(ctx, l)
 		if err != nil {
@@ -123,12 +127,14 @@ func start(ctx context.Context, d Driver, l Launch, log hclog.Logger) (*Sandbox,
 		}
 		cleanup = c
 	}
+	prep := time.Since(t0)
 	s, err := launch(ctx, d, l, log)
 	if err != nil {
 		cleanup()
 		return nil, err
 	}
 	s.cleanup = cleanup
+	s.PrepareTime, s.StartTime = prep, time.Since(t0)
 	return s, nil
 }
 

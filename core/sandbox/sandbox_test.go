@@ -74,7 +74,9 @@ func newManager(t *testing.T, driver, root string) *Manager {
 			}
 			t.Skipf("no default.sif image: %v", err)
 		}
-		cfg.Driver, cfg.ApptainerRootMode = "apptainer", "uid"
+		// "apptainer" runs rootless as an ordinary account (nobody) when the
+		// tests run as root; "apptainer-userns" runs as root with --userns.
+		cfg.Driver, cfg.ApptainerRootMode = "apptainer", "user"
 		if driver == "apptainer-userns" {
 			cfg.ApptainerRootMode = "userns"
 		}
@@ -241,7 +243,7 @@ func TestDrivers(t *testing.T) {
 			})
 			t.Run("fork bomb and memory hog are stopped", func(t *testing.T) {
 				if driver == "apptainer-userns" {
-					t.Skip("as root with --userns the kernel does not apply RLIMIT_NPROC (real uid 0); the default root mode runs each sandbox as its own uid")
+					t.Skip("as root with --userns the kernel does not apply RLIMIT_NPROC (real uid 0): for a process limit use apptainer_root_mode = \"user\" or the bwrap driver")
 				}
 				r := run("bomb() { bomb | bomb & }; bomb; sleep 1; echo survived", 3*time.Second)
 				if r := run("echo alive", 10*time.Second); string(r.Stdout) != "alive\n" {
