@@ -52,7 +52,8 @@ func newFixture(t *testing.T, cfgf func(*config.Config), sim *simllm.Server) *fi
 	}
 	log := hclog.NewNullLogger()
 	plugs, err := pluginhost.Start(context.Background(), log, map[string]*config.Plugin{"math": {
-		Enabled: true, Path: mathPlugin, StartTimeout: config.Duration{Duration: 20 * time.Second}, MaxRestarts: 5, RestartWindow: config.Duration{Duration: time.Minute},
+		// No python tool: these tests run without a sandbox manager.
+		Enabled: true, Path: mathPlugin, Config: map[string]any{"python": false}, StartTimeout: config.Duration{Duration: 20 * time.Second}, MaxRestarts: 5, RestartWindow: config.Duration{Duration: time.Minute},
 	}}, pluginhost.NoSandboxes{}, "test")
 	if err != nil {
 		t.Fatal(err)

@@ -56,6 +56,7 @@ func (a *Apptainer) cmd(l Launch, args ...string) *exec.Cmd {
 		path = "apptainer"
 	}
 	c := command(l.UID, path, args...) // rootless, as the sandbox's own uid when the host is root
+	c.Dir = l.WorkDir                  // never the host's cwd, which that uid may not enter
 	home := filepath.Join(l.WorkDir, ".apptainer-home")
 	c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "APPTAINER_CACHEDIR=" + filepath.Join(home, "cache")}
 	return c

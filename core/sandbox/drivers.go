@@ -91,6 +91,7 @@ func (b *Bwrap) Command(l Launch) (*exec.Cmd, error) {
 		path = "bwrap"
 	}
 	cmd := command(l.UID, path, args...)
+	cmd.Dir = l.WorkDir // never the host's cwd, which the sandbox's uid may not enter
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	return cmd, nil
 }
