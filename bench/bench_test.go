@@ -92,9 +92,14 @@ func call(b *testing.B, method, url string, in, out any) {
 	}
 }
 
-func hostConfig(b *testing.B, dir string) string {
-	cfg := fmt.Sprintf(`[server]
+func hostConfig(b *testing.B, dir string) string { return hostConfigStore(b, dir, "bbolt") }
+
+func hostConfigStore(b *testing.B, dir, storeDriver string) string {
+	cfg := fmt.Sprintf(`[store]
+driver = %q
+[server]
 listen = "127.0.0.1:0"
+data_dir = %q
 max_batch = 20000
 [pipeline]
 init_workers = 64
@@ -111,7 +116,7 @@ enabled = true
 path = %q
 [plugins.math.config]
 max_turns = 16
-`, filepath.Join(dir, "plugins/prorl-math"))
+`, storeDriver, b.TempDir(), filepath.Join(dir, "plugins/prorl-math"))
 	p := filepath.Join(b.TempDir(), "bench.toml")
 	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
 		b.Fatal(err)
@@ -260,13 +265,12 @@ type row struct {
 func BenchmarkIssue2Figures(b *testing.B) {
 	dir := binDir(b)
 	ans := answers(b)
-	cfg := hostConfig(b, dir)
 	var rows []row
 
 	// 1. Per-turn host overhead at 1,000 concurrent rollouts of 4 turns each.
 	{
 		sim := spawn(b, dir, "prorl-simllm", "--listen", "127.0.0.1:0", "--answers", ans, "--correct-rate", "1", "--think-turns", "3")
-		host := spawn(b, dir, "prorl-host", "serve", "--config", cfg)
+		host := spawn(b, dir, "prorl-host", "serve", "--config", hostConfig(b, dir))
 		call(b, "POST", host.addr+"/v1/backends", map[string]any{"url": sim.addr}, nil)
 		collect(b, host.addr, 0, len(submit(b, host.addr, 200))) // warm up
 		var since uint64 = 200
@@ -290,16 +294,17 @@ func BenchmarkIssue2Figures(b *testing.B) {
 		b.Logf("overhead over %d turns", len(ovh))
 	}
 
-	// 2. Single-turn rollouts per second end to end, and the simulator alone as the baseline.
-	{
+	// 2. Single-turn rollouts per second end to end, with the durable store
+	// (the default) and with the memory store, and the simulator alone as the baseline.
+	for _, storeDriver := range []string{"bbolt", "memory"} {
 		simArgs := []string{"--listen", "127.0.0.1:0", "--answers", ans, "--correct-rate", "1", "--think-turns", "0"}
 		if p := os.Getenv("PRORL_BENCH_SIM_CPUPROFILE"); p != "" {
 			simArgs = append(simArgs, "--cpuprofile", p)
 		}
 		sim := spawn(b, dir, "prorl-simllm", simArgs...)
 		defer func() { _ = sim.cmd.Process.Signal(syscall.SIGTERM); time.Sleep(500 * time.Millisecond) }()
-		args := []string{"serve", "--config", cfg}
-		if p := os.Getenv("PRORL_BENCH_CPUPROFILE"); p != "" {
+		args := []string{"serve", "--config", hostConfigStore(b, dir, storeDriver)}
+		if p := os.Getenv("PRORL_BENCH_CPUPROFILE"); p != "" && storeDriver == "bbolt" {
 			args = append(args, "--cpuprofile", p) // written when the host stops gracefully
 		}
 		host := spawn(b, dir, "prorl-host", args...)
@@ -325,10 +330,17 @@ func BenchmarkIssue2Figures(b *testing.B) {
 		rate := float64(n) / el.Seconds()
 		for _, k := range []string{"host", "math plugin", "simulator", "bench client"} {
 			used := cpuSeconds(procs[k]) - cpu0[k]
-			rows = append(rows, row{"  CPU of " + k, fmt.Sprintf("%.2f s (%.0f µs/rollout)", used, used/n*1e6), "", true})
+			rows = append(rows, row{"  CPU of " + k + " (" + storeDriver + ")", fmt.Sprintf("%.2f s (%.0f µs/rollout)", used, used/n*1e6), "", true})
 		}
-		rows = append(rows, row{"single-turn math rollouts/s, end to end", fmt.Sprintf("%.0f /s", rate), ">= 2000 /s", rate >= 2000})
-		b.ReportMetric(rate, "rollouts/s")
+		name := "single-turn math rollouts/s, end to end, durable store"
+		if storeDriver == "memory" {
+			name = "single-turn math rollouts/s, end to end, memory store"
+		}
+		rows = append(rows, row{name, fmt.Sprintf("%.0f /s", rate), ">= 2000 /s", rate >= 2000})
+		b.ReportMetric(rate, storeDriver+"-rollouts/s")
+		if storeDriver == "memory" {
+			continue
+		}
 		// Baseline: the calls one rollout makes to the simulator (tokenize + completion), made directly.
 		base := simBaseline(b, sim.addr, 4000)
 		rows = append(rows, row{"  baseline: simulator alone, tokenize+generate pairs/s", fmt.Sprintf("%.0f /s (host at %.2fx)", base, rate/base), "", true})
@@ -337,7 +349,7 @@ func BenchmarkIssue2Figures(b *testing.B) {
 	// 3. Host memory per in-flight rollout: rollouts held in the run stage by a slow simulator.
 	{
 		sim := spawn(b, dir, "prorl-simllm", "--listen", "127.0.0.1:0", "--answers", ans, "--correct-rate", "1", "--think-turns", "0", "--token-latency", "2s")
-		host := spawn(b, dir, "prorl-host", "serve", "--config", cfg)
+		host := spawn(b, dir, "prorl-host", "serve", "--config", hostConfig(b, dir))
 		call(b, "POST", host.addr+"/v1/backends", map[string]any{"url": sim.addr}, nil)
 		time.Sleep(300 * time.Millisecond)
 		rss0, heap0 := rssKiB(host.cmd.Process.Pid), heapBytes(b, host.addr)

@@ -21,6 +21,7 @@ import (
 	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/host"
 	"github.com/prorl/prorl/core/pluginhost"
+	"github.com/prorl/prorl/core/store"
 	"github.com/prorl/prorl/internal/profiling"
 )
 
@@ -70,6 +71,7 @@ commands:
   run       run a JSONL file of tasks and print a summary
   plugins   list the configured plugins, hash or describe a plugin binary
   sandbox   build the default image; run a command in a sandbox to check a deployment
+  store     check the durable store's integrity (with the host stopped)
   version   print the version
 `
 
@@ -87,6 +89,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return plugins(ctx, args[1:], stdout, stderr)
 	case "sandbox":
 		return sandboxCmd(ctx, args[1:], stdout, stderr)
+	case "store":
+		return storeCmd(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "prorl-host", version)
 		return nil
@@ -293,4 +297,37 @@ func plugins(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmd.Run()
 	}
 	return usageError{fmt.Sprintf("unknown plugins command %q", args[0])}
+}
+
+func storeCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("store", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "TOML config (default: embedded configs/local.toml)")
+	path := fs.String("path", "", "the store file (default: from the config)")
+	if len(args) == 0 || args[0] != "check" {
+		return usageError{"usage: prorl-host store check [--config F | --path FILE]"}
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return usageError{err.Error()}
+	}
+	p := *path
+	if p == "" {
+		cfg, err := loadConfig(*cfgPath)
+		if err != nil {
+			return err
+		}
+		p = cfg.Store.Path
+	}
+	b, err := store.OpenBolt(p, 1<<62)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if err := b.Check(); err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	un, _ := b.Unfinished()
+	st := b.Stats()
+	fmt.Fprintf(stdout, "%s: ok (%d results not yet acknowledged, %d rollouts unfinished, last sequence %d, %d bytes)\n", p, st.Finished, len(un), st.LastSeq, b.Size())
+	return nil
 }

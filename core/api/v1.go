@@ -97,6 +97,8 @@ func (s *Server) enqueue(reqs []pipeline.Request) ([]*pipeline.Rollout, *Error) 
 		return nil, errf(http.StatusTooManyRequests, "queue_full", "", "%v; retry later", err)
 	case errors.Is(err, pipeline.ErrShuttingDown):
 		return nil, errf(http.StatusServiceUnavailable, "shutting_down", "", "%v", err)
+	case errors.Is(err, pipeline.ErrStore):
+		return nil, errf(http.StatusServiceUnavailable, "store_unavailable", "", "%v; nothing was submitted", err)
 	case err != nil:
 		return nil, errf(http.StatusInternalServerError, "internal", "", "%v", err)
 	}
@@ -210,14 +212,14 @@ func (s *Server) getRollout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if res, ok := s.Store.Get(id); ok {
-		writeJSON(w, http.StatusOK, res)
+		writeResult(w, res)
 		return
 	}
 	ro, ok := s.Pipeline.Lookup(id)
 	if !ok {
 		// It may have finished between the two look-ups.
 		if res, ok := s.Store.Get(id); ok {
-			writeJSON(w, http.StatusOK, res)
+			writeResult(w, res)
 			return
 		}
 		writeError(w, errf(http.StatusNotFound, "not_found", "id", "no rollout %q (unknown, or acknowledged)", id))
@@ -229,7 +231,7 @@ func (s *Server) getRollout(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-ro.Done():
 			if res, ok := s.Store.Get(id); ok {
-				writeJSON(w, http.StatusOK, res)
+				writeResult(w, res)
 				return
 			}
 		case <-t.C:
@@ -309,6 +311,24 @@ func (s *Server) results(w http.ResponseWriter, r *http.Request) {
 	writeResults(w, rs, next)
 }
 
+func writeResult(w http.ResponseWriter, r *trajectory.Result) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(encoded(r), '\n'))
+}
+
+// encoded is a result's JSON, reusing what the store already encoded.
+func encoded(r *trajectory.Result) []byte {
+	if len(r.Encoded) > 0 {
+		return r.Encoded
+	}
+	b, err := fastjson.Marshal(r)
+	if err != nil {
+		return []byte("null")
+	}
+	return b
+}
+
 // writeResults streams a page result by result: a page can hold thousands of
 // trajectories, and one buffer for all of them costs more than encoding them.
 func writeResults(w http.ResponseWriter, rs []*trajectory.Result, next uint64) {
@@ -320,11 +340,7 @@ func writeResults(w http.ResponseWriter, rs []*trajectory.Result, next uint64) {
 		if i > 0 {
 			bw.WriteByte(',')
 		}
-		b, err := fastjson.Marshal(r)
-		if err != nil {
-			b = []byte("null")
-		}
-		bw.Write(b)
+		bw.Write(encoded(r))
 	}
 	fmt.Fprintf(bw, "],\"next_since\":%d}\n", next)
 	_ = bw.Flush()
@@ -356,10 +372,7 @@ func (s *Server) resultsStream(w http.ResponseWriter, r *http.Request) {
 		ch := s.Store.Changed()
 		rs, next := s.Store.Finished(f)
 		for _, res := range rs {
-			b, err := json.Marshal(res)
-			if err != nil {
-				continue
-			}
+			b := encoded(res)
 			if sse {
 				fmt.Fprintf(w, "id: %d\nevent: result\ndata: %s\n\n", res.Seq, b)
 			} else {

@@ -46,6 +46,7 @@ type Config struct {
 	Compat   Compat             `toml:"compat"`
 	Plugins  map[string]*Plugin `toml:"plugins"`
 	Sandbox  Sandbox            `toml:"sandbox"`
+	Store    Store              `toml:"store"`
 	Log      Log                `toml:"log"`
 }
 
@@ -74,6 +75,17 @@ type Sandbox struct {
 	// with --userns) or "user" (rootless, as apptainer_user).
 	ApptainerRootMode string `toml:"apptainer_root_mode"`
 	ApptainerUser     string `toml:"apptainer_user"`
+}
+
+// Store configures where submissions and results are kept.
+type Store struct {
+	// Driver is bbolt (one durable file) or memory (lost with the host).
+	Driver string `toml:"driver"`
+	// Path of the bbolt file; default data_dir/prorl.db.
+	Path string `toml:"path"`
+	// OnRestart is what happens to rollouts a crash interrupted: rerun
+	// (same id, attempt+1) or interrupted (reported failed).
+	OnRestart string `toml:"on_restart"`
 }
 
 // SandboxDrivers are the drivers the host knows.
@@ -193,6 +205,7 @@ func Default() *Config {
 			MaxStarting: 16, MaxStartingPerImage: 8, ExecTimeout: Duration{30 * time.Second},
 			CPUSeconds: 600, MemoryMiB: 4096, MaxProcesses: 256, MaxFileMiB: 1024, MaxOutputKiB: 1024, ApptainerRootMode: "userns", ApptainerUser: "nobody"},
 		Plugins: map[string]*Plugin{},
+		Store:   Store{Driver: "bbolt", OnRestart: "rerun"},
 		Log:     Log{Level: "info"},
 	}
 }
@@ -284,6 +297,11 @@ func Parse(data []byte, name string, vars Vars) (*Config, error) {
 	}
 	cfg.Server.DataDir = expand(cfg.Server.DataDir, vars)
 	cfg.Sandbox.ImageDir = expand(cfg.Sandbox.ImageDir, vars)
+	if cfg.Store.Path == "" {
+		cfg.Store.Path = filepath.Join(cfg.Server.DataDir, "prorl.db")
+	} else {
+		cfg.Store.Path = expand(cfg.Store.Path, vars)
+	}
 	cfg.Sandbox.Agent = expand(cfg.Sandbox.Agent, vars)
 	if cfg.Sandbox.WorkRoot == "" {
 		cfg.Sandbox.WorkRoot = filepath.Join(cfg.Server.DataDir, "sandboxes")
@@ -407,6 +425,12 @@ func (c *Config) Validate() error {
 	}
 	if !oneOf(c.Sandbox.Driver, SandboxDrivers) {
 		errs = append(errs, fe("sandbox.driver", "unknown driver %q (known: %s)", c.Sandbox.Driver, strings.Join(SandboxDrivers, ", ")))
+	}
+	if d := c.Store.Driver; d != "bbolt" && d != "memory" {
+		errs = append(errs, fe("store.driver", "must be bbolt or memory, got %q", d))
+	}
+	if o := c.Store.OnRestart; o != "rerun" && o != "interrupted" {
+		errs = append(errs, fe("store.on_restart", "must be rerun or interrupted, got %q", o))
 	}
 	if m := c.Sandbox.ApptainerRootMode; m != "user" && m != "userns" {
 		errs = append(errs, fe("sandbox.apptainer_root_mode", "must be userns or user, got %q", m))

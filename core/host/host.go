@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -59,7 +60,27 @@ func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, erro
 	}
 	hn, _ := os.Hostname()
 	h := &Host{Cfg: cfg, Log: log, Metrics: metrics.New(), Instance: fmt.Sprintf("%s-%d", hn, os.Getpid())}
-	h.Store = store.NewMemory(cfg.Server.ResultRetention)
+	switch cfg.Store.Driver {
+	case "memory":
+		h.Store = store.NewMemory(cfg.Server.ResultRetention)
+		log.Warn("store driver memory: submissions and results are lost if the host stops")
+	default:
+		if err := os.MkdirAll(filepath.Dir(cfg.Store.Path), 0o755); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		b, err := store.OpenBolt(cfg.Store.Path, cfg.Server.ResultRetention)
+		if err != nil {
+			return nil, err
+		}
+		h.Store = b
+		h.Metrics.Gauge("prorl_store_bytes", "Size of the store file.", nil, func() float64 { return float64(b.Size()) })
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			h.Store.Close()
+		}
+	}()
 	h.Pool = backend.NewPool(log.Named("backends"))
 	for _, b := range cfg.Backends.Static {
 		if b.Model == "" {
@@ -110,6 +131,15 @@ func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, erro
 		return nil, err
 	}
 	h.Pipeline.Start()
+	rerun, interrupted, err := h.Pipeline.Recover(cfg.Store.OnRestart)
+	if err != nil {
+		h.Pipeline.Shutdown(ctx)
+		plugs.Stop()
+		return nil, err
+	}
+	if rerun+interrupted > 0 {
+		log.Warn("recovered rollouts a previous run left unfinished", "rerun", rerun, "reported_interrupted", interrupted)
+	}
 	h.API, h.Handler = api.New(api.Deps{Cfg: cfg, Log: log.Named("api"), Pipeline: h.Pipeline, Pool: h.Pool, Plugins: plugs, Store: h.Store, Metrics: h.Metrics})
 	h.Metrics.Gauge("prorl_backends_healthy", "Healthy backends.", nil, func() float64 {
 		n := 0
@@ -134,6 +164,7 @@ func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, erro
 	hctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	go h.Pool.RunHealthChecks(hctx, cfg.Backends.HealthInterval.Duration)
+	ok = true
 	return h, nil
 }
 
@@ -183,6 +214,9 @@ func (h *Host) Close(context.Context) {
 	h.Plugins.Stop()
 	if h.Sandboxes != nil {
 		h.Sandboxes.Close()
+	}
+	if err := h.Store.Close(); err != nil {
+		h.Log.Error("close store", "error", err)
 	}
 	h.Log.Info("host stopped")
 }

@@ -33,6 +33,7 @@ import (
 var (
 	ErrQueueFull    = errors.New("the init queue is full")
 	ErrShuttingDown = errors.New("the host is shutting down")
+	ErrStore        = errors.New("the result store failed")
 )
 
 // Deps are the pipeline's collaborators.
@@ -225,16 +226,28 @@ func (p *Pipeline) Submit(reqs []Request) ([]*Rollout, error) {
 		return nil, fmt.Errorf("%w (%d slots)", ErrQueueFull, cap(p.initQ))
 	}
 	now := time.Now()
-	pol := p.policy.Load()
 	rs := make([]*Rollout, len(reqs))
-	p.mu.Lock()
+	pend := make([]store.Pending, len(reqs))
 	for i, rq := range reqs {
 		if rq.Timeout <= 0 {
 			rq.Timeout = p.d.Cfg.Pipeline.RolloutTimeout.Duration
 		}
-		r := &Rollout{ID: NewID("r-"), Req: rq, submitted: now, done: make(chan struct{}), remaining: rq.Timeout, stage: trajectory.StageInit, policy: pol}
+		rs[i] = p.newRollout(NewID("r-"), rq, 1, now)
+		b, err := json.Marshal(rq)
+		if err != nil {
+			p.initReserved.Add(-n)
+			return nil, fmt.Errorf("encode request: %w", err)
+		}
+		pend[i] = store.Pending{ID: rs[i].ID, Attempt: 1, Request: b, SubmittedAt: now}
+	}
+	// On disk before anyone is told the rollouts exist.
+	if err := p.d.Store.Submit(pend); err != nil {
+		p.initReserved.Add(-n)
+		return nil, fmt.Errorf("%w: %v", ErrStore, err)
+	}
+	p.mu.Lock()
+	for _, r := range rs {
 		p.active[r.ID] = r
-		rs[i] = r
 	}
 	p.mu.Unlock()
 	for _, r := range rs {
@@ -244,6 +257,56 @@ func (p *Pipeline) Submit(reqs []Request) ([]*Rollout, error) {
 		p.d.Metrics.Submitted.Add(float64(n))
 	}
 	return rs, nil
+}
+
+func (p *Pipeline) newRollout(id string, rq Request, attempt int, submitted time.Time) *Rollout {
+	return &Rollout{ID: id, Req: rq, Attempt: attempt, submitted: submitted, done: make(chan struct{}), remaining: rq.Timeout,
+		stage: trajectory.StageInit, policy: p.policy.Load()}
+}
+
+// Recover takes up what a previous run of the host left unfinished: with
+// onRestart "rerun" each rollout runs again from its start (same id,
+// attempt+1, the current policy version); otherwise it is reported
+// interrupted. Nothing submitted is silently gone.
+func (p *Pipeline) Recover(onRestart string) (rerun, interrupted int, err error) {
+	un, err := p.d.Store.Unfinished()
+	if err != nil {
+		return 0, 0, fmt.Errorf("recover: %w", err)
+	}
+	for _, pd := range un {
+		var rq Request
+		if err := json.Unmarshal(pd.Request, &rq); err != nil {
+			p.d.Log.Error("recover: unreadable request; reporting it failed", "rollout", pd.ID, "error", err)
+			onRestart = "interrupted"
+		}
+		r := p.newRollout(pd.ID, rq, pd.Attempt, pd.SubmittedAt)
+		if onRestart != "rerun" {
+			p.mu.Lock()
+			p.active[r.ID] = r
+			p.mu.Unlock()
+			p.finalize(r, trajectory.StatusFailed, &trajectory.Failure{Reason: trajectory.ReasonInterrupted,
+				Message: "the host stopped before this rollout finished"})
+			interrupted++
+			continue
+		}
+		r.Attempt = pd.Attempt + 1
+		if err := p.d.Store.Retry(r.ID, r.Attempt); err != nil {
+			return rerun, interrupted, fmt.Errorf("recover %s: %w", r.ID, err)
+		}
+		p.mu.Lock()
+		p.active[r.ID] = r
+		p.mu.Unlock()
+		p.initReserved.Add(1)
+		// The queue may be smaller than the backlog: feed it as it drains.
+		go func() {
+			select {
+			case p.initQ <- r:
+			case <-p.base.Done():
+			}
+		}()
+		rerun++
+	}
+	return rerun, interrupted, nil
 }
 
 // Lookup returns a live rollout.
@@ -257,7 +320,7 @@ func (p *Pipeline) Lookup(id string) (*Rollout, bool) {
 // Snapshot shows a live rollout as a result in progress.
 func (p *Pipeline) Snapshot(r *Rollout) *trajectory.Result {
 	s := r.summary()
-	return &trajectory.Result{ID: r.ID, GroupID: r.Req.GroupID, SampleIndex: r.Req.Index, Attempt: 1, Domain: r.Req.Domain,
+	return &trajectory.Result{ID: r.ID, GroupID: r.Req.GroupID, SampleIndex: r.Req.Index, Attempt: r.Attempt, Domain: r.Req.Domain,
 		Status: trajectory.Status(map[string]string{"queued": "queued", "running": "running"}[s.Status]), Stage: s.Stage,
 		SubmittedAt: r.submitted, Metadata: r.Req.Metadata, Turns: []trajectory.Turn{}, Messages: []trajectory.Message{}, Tools: []trajectory.Tool{}}
 }
@@ -414,7 +477,7 @@ func (p *Pipeline) result(r *Rollout, st trajectory.Status, f *trajectory.Failur
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	res := &trajectory.Result{
-		ID: r.ID, GroupID: r.Req.GroupID, SampleIndex: r.Req.Index, Attempt: 1, Domain: r.Req.Domain, TaskID: r.taskID,
+		ID: r.ID, GroupID: r.Req.GroupID, SampleIndex: r.Req.Index, Attempt: r.Attempt, Domain: r.Req.Domain, TaskID: r.taskID,
 		Status: st, Stage: r.stage, Failure: f, PolicyVersion: r.policy, Metadata: r.Req.Metadata,
 		SubmittedAt: r.submitted, FinishedAt: &now, Timing: r.timing,
 		Turns: []trajectory.Turn{}, Messages: []trajectory.Message{}, Tools: []trajectory.Tool{},

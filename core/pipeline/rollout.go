@@ -14,18 +14,19 @@ import (
 	"github.com/prorl/prorl/core/trajectory"
 )
 
-// Request creates one rollout.
+// Request creates one rollout. It is persisted as JSON before the
+// submission is acknowledged.
 type Request struct {
-	GroupID  string
-	Index    int
-	Domain   string
-	Task     json.RawMessage
-	Sampling trajectory.Sampling
-	MaxTurns int
-	Timeout  time.Duration
-	Metadata json.RawMessage
+	GroupID  string              `json:"group_id"`
+	Index    int                 `json:"index"`
+	Domain   string              `json:"domain"`
+	Task     json.RawMessage     `json:"task"`
+	Sampling trajectory.Sampling `json:"sampling"`
+	MaxTurns int                 `json:"max_turns,omitempty"`
+	Timeout  time.Duration       `json:"timeout,omitempty"`
+	Metadata json.RawMessage     `json:"metadata,omitempty"`
 	// MessageSpans asks for each initial message's own token span (ProRL compatibility).
-	MessageSpans bool
+	MessageSpans bool `json:"message_spans,omitempty"`
 }
 
 // NewID returns a random id with a prefix.
@@ -37,8 +38,9 @@ func NewID(prefix string) string {
 
 // Rollout is one rollout in flight.
 type Rollout struct {
-	ID  string
-	Req Request
+	ID      string
+	Req     Request
+	Attempt int
 
 	submitted time.Time
 	done      chan struct{}

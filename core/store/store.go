@@ -5,7 +5,9 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
+	"time"
 
 	"github.com/prorl/prorl/core/trajectory"
 )
@@ -23,8 +25,23 @@ type Filter struct {
 	Limit   int
 }
 
+// Pending is a submitted rollout that has not finished: persisted before
+// the submission is acknowledged, so a crash cannot lose it.
+type Pending struct {
+	ID          string          `json:"id"`
+	Attempt     int             `json:"attempt"`
+	Request     json.RawMessage `json:"request"`
+	SubmittedAt time.Time       `json:"submitted_at"`
+}
+
 // Store holds results.
 type Store interface {
+	// Submit persists submitted rollouts before they are acknowledged.
+	Submit(ps []Pending) error
+	// Unfinished lists what was submitted and never finished (after a crash).
+	Unfinished() ([]Pending, error)
+	// Retry records a new attempt of an unfinished rollout.
+	Retry(id string, attempt int) error
 	// Finish records a final result, assigns its sequence number, then publishes it.
 	Finish(r *trajectory.Result) error
 	Get(id string) (*trajectory.Result, bool)
@@ -36,6 +53,7 @@ type Store interface {
 	// Remember stores a key's submission unless the key exists; it returns the stored one.
 	Remember(key string, s Submission) (Submission, bool)
 	Stats() Stats
+	Close() error
 }
 
 // Stats are the store's counters.
@@ -67,22 +85,43 @@ func NewMemory(retention int) *Memory {
 // Finish implements Store.
 func (m *Memory) Finish(r *trajectory.Result) error {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.seq++
 	r.Seq = m.seq
+	m.mu.Unlock()
+	m.add(r)
+	return nil
+}
+
+// add publishes a result that already has its sequence number, keeping
+// order by sequence (concurrent durable commits may land out of order).
+// It returns the results the retention limit pushed out.
+func (m *Memory) add(r *trajectory.Result) []*trajectory.Result {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r.Seq > m.seq {
+		m.seq = r.Seq
+	}
 	m.byID[r.ID] = r
-	m.order = append(m.order, r)
+	i := len(m.order)
+	for i > 0 && m.order[i-1].Seq > r.Seq {
+		i--
+	}
+	m.order = append(m.order, nil)
+	copy(m.order[i+1:], m.order[i:])
+	m.order[i] = r
+	var dropped []*trajectory.Result
 	for len(m.byID) > m.retention && len(m.order) > 0 {
 		old := m.order[0]
 		m.order = m.order[1:]
 		if _, ok := m.byID[old.ID]; ok && old.Seq != 0 {
 			delete(m.byID, old.ID)
 			m.dropped++
+			dropped = append(dropped, old)
 		}
 	}
 	close(m.changed)
 	m.changed = make(chan struct{})
-	return nil
+	return dropped
 }
 
 // Get implements Store.
@@ -175,6 +214,18 @@ func (m *Memory) Remember(key string, s Submission) (Submission, bool) {
 	m.idem[key] = s
 	return s, true
 }
+
+// Submit implements Store; memory survives nothing, so there is nothing to do.
+func (m *Memory) Submit([]Pending) error { return nil }
+
+// Unfinished implements Store.
+func (m *Memory) Unfinished() ([]Pending, error) { return nil, nil }
+
+// Retry implements Store.
+func (m *Memory) Retry(string, int) error { return nil }
+
+// Close implements Store.
+func (m *Memory) Close() error { return nil }
 
 // Stats implements Store.
 func (m *Memory) Stats() Stats {

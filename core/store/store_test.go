@@ -3,14 +3,32 @@ package store
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prorl/prorl/core/trajectory"
 )
 
-func TestMemory(t *testing.T) {
-	m := NewMemory(3)
+func TestStores(t *testing.T) {
+	for _, name := range []string{"memory", "bolt"} {
+		t.Run(name, func(t *testing.T) {
+			var m Store = NewMemory(3)
+			if name == "bolt" {
+				b, err := OpenBolt(filepath.Join(t.TempDir(), "s.db"), 3)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer b.Close()
+				m = b
+			}
+			contract(t, m)
+		})
+	}
+}
+
+func contract(t *testing.T, m Store) {
 	for i := 0; i < 4; i++ {
 		g := "g1"
 		if i%2 == 1 {
@@ -54,4 +72,97 @@ func TestMemory(t *testing.T) {
 	if len(rs) != 1 || rs[0].ID != "late" {
 		t.Fatalf("wait %v", rs)
 	}
+}
+
+// A submission, its result and an idempotency key survive a close and
+// reopen (a crash, to the file), and the file passes its integrity check.
+func TestBoltDurable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	b, err := OpenBolt(path, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := []Pending{{ID: "a", Attempt: 1, Request: []byte(`{"k":1}`)}, {ID: "b", Attempt: 1, Request: []byte(`{"k":2}`)}}
+	if err := b.Submit(ps); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Finish(&trajectory.Result{ID: "a", GroupID: "g"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Retry("b", 2); err != nil {
+		t.Fatal(err)
+	}
+	b.Remember("key", Submission{GroupID: "g", RolloutIDs: []string{"a", "b"}})
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err = OpenBolt(path, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Check(); err != nil {
+		t.Fatal(err)
+	}
+	un, err := b.Unfinished()
+	if err != nil || len(un) != 1 || un[0].ID != "b" || un[0].Attempt != 2 || string(un[0].Request) != `{"k":2}` {
+		t.Fatalf("unfinished %+v %v", un, err)
+	}
+	if r, ok := b.Get("a"); !ok || r.GroupID != "g" || r.Seq != 1 {
+		t.Fatalf("result after reopen: %+v %v", r, ok)
+	}
+	if s, ok := b.Idempotent("key"); !ok || s.GroupID != "g" {
+		t.Fatal("idempotency key lost")
+	}
+	if st := b.Stats(); st.Finished != 1 || st.LastSeq != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if err := b.Finish(&trajectory.Result{ID: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := b.Get("b"); r.Seq != 2 {
+		t.Fatalf("sequence continues after reopen: %d", r.Seq)
+	}
+	if _, err := OpenBolt(path, 100); err == nil {
+		t.Fatal("a second host opened the same store")
+	}
+}
+
+// Results committed out of order are published in order: a reader paging
+// with since= never steps over a result that shows up later.
+func TestBoltPublishesInOrder(t *testing.T) {
+	b, err := OpenBolt(filepath.Join(t.TempDir(), "s.db"), 1_000_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const n = 400
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = b.Finish(&trajectory.Result{ID: fmt.Sprint("r", i)}) }()
+		}
+		wg.Wait()
+	}()
+	seen := map[string]bool{}
+	var since uint64
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for len(seen) < n {
+		rs, next := Wait(ctx, b, Filter{Since: since})
+		if ctx.Err() != nil {
+			t.Fatalf("saw %d of %d results: a reader stepped over some", len(seen), n)
+		}
+		for _, r := range rs {
+			if seen[r.ID] {
+				t.Fatalf("%s twice", r.ID)
+			}
+			seen[r.ID] = true
+		}
+		since = next
+	}
+	<-done
 }

@@ -42,11 +42,14 @@ const (
 	ReasonToolError          = "tool_error"
 	ReasonInvalidTask        = "invalid_task"
 	ReasonInternal           = "internal"
+	// ReasonInterrupted: the host stopped (crashed) before the rollout ended
+	// and the deployment reports such rollouts rather than re-running them.
+	ReasonInterrupted = "interrupted"
 )
 
 // Reasons lists the vocabulary, for metrics and validation.
 var Reasons = []string{ReasonBackendUnavailable, ReasonPluginCrashed, ReasonSandboxFailed, ReasonContextOverflow,
-	ReasonMaxTurns, ReasonTimeout, ReasonCancelled, ReasonToolError, ReasonInvalidTask, ReasonInternal}
+	ReasonMaxTurns, ReasonTimeout, ReasonCancelled, ReasonToolError, ReasonInvalidTask, ReasonInternal, ReasonInterrupted}
 
 // Sampling are the generation parameters of a request.
 type Sampling struct {
@@ -168,4 +171,7 @@ type Result struct {
 	FinishedAt    *time.Time         `json:"finished_at,omitempty"`
 	// Seq orders finished results for ?since= paging.
 	Seq uint64 `json:"seq,omitempty"`
+	// Encoded is this result's JSON when a store already made it (to write
+	// it to disk): the API sends those bytes instead of encoding again.
+	Encoded []byte `json:"-"`
 }

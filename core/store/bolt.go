@@ -1,0 +1,321 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	json "github.com/goccy/go-json"
+	"github.com/prorl/prorl/core/trajectory"
+	bolt "go.etcd.io/bbolt"
+)
+
+var (
+	bPending = []byte("pending") // id -> Pending
+	bResults = []byte("results") // seq (big endian) -> Result
+	bIndex   = []byte("index")   // id -> seq
+	bIdem    = []byte("idem")    // idempotency key -> Submission
+	bMeta    = []byte("meta")    // "seq" -> last seq
+	keySeq   = []byte("seq")
+)
+
+// Bolt is a durable Store in one bbolt file: a submission is on disk before
+// it is acknowledged, a result before it is published, and both survive a
+// crash until acknowledged. Concurrent writes share a commit (and fsync).
+// Reads are served from an in-memory index of the unacknowledged results,
+// rebuilt from the file at open: the file is the truth, memory the view.
+type Bolt struct {
+	db  *bolt.DB
+	mem *Memory
+	mu  sync.Mutex
+	seq uint64 // last sequence number handed out
+
+	// Commits finish out of order; results are published strictly in
+	// sequence order, or a reader paging with since= would step past one
+	// that committed late and never see it.
+	pubMu     sync.Mutex
+	published uint64
+	held      map[uint64]*trajectory.Result // nil: that number's commit failed
+}
+
+// OpenBolt opens (or creates) the store file.
+func OpenBolt(path string, retention int) (*Bolt, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w (is another host using it?)", path, err)
+	}
+	b := &Bolt{db: db, mem: NewMemory(retention), held: map[uint64]*trajectory.Result{}}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bPending, bResults, bIndex, bIdem, bMeta} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		if v := tx.Bucket(bMeta).Get(keySeq); len(v) == 8 {
+			b.seq = binary.BigEndian.Uint64(v)
+		}
+		return tx.Bucket(bResults).ForEach(func(_, v []byte) error {
+			r := &trajectory.Result{}
+			if err := json.Unmarshal(v, r); err != nil {
+				return err
+			}
+			r.Encoded = append([]byte(nil), v...) // v is only valid inside the transaction
+			b.mem.add(r)
+			return nil
+		})
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store %s: %w", path, err)
+	}
+	b.mem.seq = b.seq
+	b.published = b.seq
+	return b, nil
+}
+
+func seqKey(n uint64) []byte {
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], n)
+	return k[:]
+}
+
+// Submit implements Store.
+func (b *Bolt) Submit(ps []Pending) error {
+	return b.db.Batch(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bPending)
+		for _, p := range ps {
+			v, err := json.Marshal(p)
+			if err != nil {
+				return err
+			}
+			if err := bk.Put([]byte(p.ID), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Unfinished implements Store.
+func (b *Bolt) Unfinished() ([]Pending, error) {
+	var out []Pending
+	err := b.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bPending).ForEach(func(_, v []byte) error {
+			var p Pending
+			if err := json.Unmarshal(v, &p); err != nil {
+				return err
+			}
+			out = append(out, p)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Retry implements Store.
+func (b *Bolt) Retry(id string, attempt int) error {
+	return b.db.Batch(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bPending)
+		v := bk.Get([]byte(id))
+		if v == nil {
+			return fmt.Errorf("no pending rollout %q", id)
+		}
+		var p Pending
+		if err := json.Unmarshal(v, &p); err != nil {
+			return err
+		}
+		p.Attempt = attempt
+		nv, err := json.Marshal(p)
+		if err != nil {
+			return err
+		}
+		return bk.Put([]byte(id), nv)
+	})
+}
+
+// Finish implements Store: the result and the end of the pending record in
+// one transaction, then publication.
+func (b *Bolt) Finish(r *trajectory.Result) error {
+	b.mu.Lock()
+	b.seq++
+	seq := b.seq
+	b.mu.Unlock()
+	r.Seq = seq
+	v, err := json.Marshal(r)
+	if err != nil {
+		b.publish(seq, nil)
+		return fmt.Errorf("store result %s: %w", r.ID, err)
+	}
+	r.Encoded = v
+	err = b.db.Batch(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bResults).Put(seqKey(seq), v); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bIndex).Put([]byte(r.ID), seqKey(seq)); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bPending).Delete([]byte(r.ID)); err != nil {
+			return err
+		}
+		meta := tx.Bucket(bMeta)
+		if cur := meta.Get(keySeq); len(cur) == 8 && binary.BigEndian.Uint64(cur) >= seq {
+			return nil
+		}
+		return meta.Put(keySeq, seqKey(seq))
+	})
+	if err != nil {
+		b.publish(seq, nil)
+		return fmt.Errorf("store result %s: %w", r.ID, err)
+	}
+	b.publish(seq, r)
+	return nil
+}
+
+// publish makes committed results visible in sequence order.
+func (b *Bolt) publish(seq uint64, r *trajectory.Result) {
+	b.pubMu.Lock()
+	b.held[seq] = r
+	var dropped []*trajectory.Result
+	for {
+		next, ok := b.held[b.published+1]
+		if !ok {
+			break
+		}
+		delete(b.held, b.published+1)
+		b.published++
+		if next != nil {
+			dropped = append(dropped, b.mem.add(next)...)
+		}
+	}
+	b.pubMu.Unlock()
+	if len(dropped) > 0 {
+		b.forget(dropped) // the retention limit, on disk too
+	}
+}
+
+func (b *Bolt) forget(rs []*trajectory.Result) {
+	_ = b.db.Batch(func(tx *bolt.Tx) error {
+		for _, r := range rs {
+			_ = tx.Bucket(bResults).Delete(seqKey(r.Seq))
+			_ = tx.Bucket(bIndex).Delete([]byte(r.ID))
+		}
+		return nil
+	})
+}
+
+// Get implements Store.
+func (b *Bolt) Get(id string) (*trajectory.Result, bool) { return b.mem.Get(id) }
+
+// Finished implements Store.
+func (b *Bolt) Finished(f Filter) ([]*trajectory.Result, uint64) { return b.mem.Finished(f) }
+
+// Changed implements Store.
+func (b *Bolt) Changed() <-chan struct{} { return b.mem.Changed() }
+
+// Ack implements Store: gone from disk first, then from view.
+func (b *Bolt) Ack(ids []string) int {
+	err := b.db.Batch(func(tx *bolt.Tx) error {
+		idx, res := tx.Bucket(bIndex), tx.Bucket(bResults)
+		for _, id := range ids {
+			k := idx.Get([]byte(id))
+			if k == nil {
+				continue
+			}
+			if err := res.Delete(k); err != nil {
+				return err
+			}
+			if err := idx.Delete([]byte(id)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0
+	}
+	return b.mem.Ack(ids)
+}
+
+// Idempotent implements Store.
+func (b *Bolt) Idempotent(key string) (Submission, bool) {
+	var s Submission
+	found := false
+	_ = b.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bIdem).Get([]byte(key)); v != nil {
+			found = json.Unmarshal(v, &s) == nil
+		}
+		return nil
+	})
+	return s, found
+}
+
+// Remember implements Store.
+func (b *Bolt) Remember(key string, s Submission) (Submission, bool) {
+	stored, fresh := s, false
+	err := b.db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bIdem)
+		if v := bk.Get([]byte(key)); v != nil {
+			return json.Unmarshal(v, &stored)
+		}
+		v, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
+		fresh = true
+		return bk.Put([]byte(key), v)
+	})
+	if err != nil {
+		return s, false
+	}
+	return stored, fresh
+}
+
+// Stats implements Store.
+func (b *Bolt) Stats() Stats { return b.mem.Stats() }
+
+// Size is the store file's size in bytes.
+func (b *Bolt) Size() int64 {
+	var n int64
+	_ = b.db.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
+	return n
+}
+
+// Check verifies the file's structure and that the index and results agree.
+func (b *Bolt) Check() error {
+	return b.db.View(func(tx *bolt.Tx) error {
+		var errs []error
+		for err := range tx.Check() {
+			errs = append(errs, err)
+		}
+		idx, res := tx.Bucket(bIndex), tx.Bucket(bResults)
+		_ = idx.ForEach(func(id, k []byte) error {
+			v := res.Get(k)
+			if v == nil {
+				errs = append(errs, fmt.Errorf("index %s points at missing result %x", id, k))
+				return nil
+			}
+			var head struct {
+				ID string `json:"id"`
+			}
+			if json.Unmarshal(v, &head) != nil || head.ID != string(id) {
+				errs = append(errs, fmt.Errorf("result %x is not rollout %s", k, id))
+			}
+			return nil
+		})
+		if n, m := idx.Stats().KeyN, res.Stats().KeyN; n != m {
+			errs = append(errs, fmt.Errorf("%d index entries for %d results", n, m))
+		}
+		_ = tx.Bucket(bPending).ForEach(func(id, _ []byte) error {
+			if idx.Get(id) != nil {
+				errs = append(errs, fmt.Errorf("rollout %s is both pending and finished", id))
+			}
+			return nil
+		})
+		return errors.Join(errs...)
+	})
+}
+
+// Close implements Store.
+func (b *Bolt) Close() error { return b.db.Close() }
