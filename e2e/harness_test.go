@@ -123,6 +123,8 @@ type envOpts struct {
 	simArgs   []string
 	extraTOML string
 	sha256    string
+	// staticBackend puts the simulator in the config, so a restarted host has it.
+	staticBackend bool
 }
 
 const testTasks = `{"id":"t-add","question":"What is 17 + 25?","answer":"42"}
@@ -147,7 +149,11 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if o.sha256 != "" {
 		sha = fmt.Sprintf("sha256 = %q\n", o.sha256)
 	}
-	cfg := fmt.Sprintf(`[server]
+	static := ""
+	if o.staticBackend {
+		static = fmt.Sprintf("[[backends.static]]\nurl = %q\n", e.sim)
+	}
+	cfg := fmt.Sprintf(`%s[server]
 listen = "127.0.0.1:0"
 shutdown_timeout = "5s"
 [pipeline]
@@ -163,7 +169,7 @@ path = %q
 %sstart_timeout = "20s"
 [plugins.math.config]
 max_turns = 6
-%s`, e.plugin, sha, o.extraTOML)
+%s`, static, e.plugin, sha, o.extraTOML)
 	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prorl/prorl/core/trajectory"
+)
+
+// kill -9 the host in the middle of 200 rollouts and start it again: every
+// rollout ends exactly once, finished results not yet acknowledged are still
+// served, acknowledged ones stay gone, interrupted ones run again with
+// attempt 2, and the store file passes its integrity check.
+func TestCrashRecovery(t *testing.T) {
+	e := newEnv(t, envOpts{staticBackend: true, simArgs: []string{"--correct-rate", "1", "--token-latency", "3ms", "--slots", "12"}})
+	e.startHost()
+	const n = 200
+	reqs := make([]any, n)
+	for i := range reqs {
+		reqs[i] = map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}}
+	}
+	var batch struct {
+		Groups []struct {
+			RolloutIDs []string `json:"rollout_ids"`
+		} `json:"groups"`
+	}
+	e.do("POST", "/v1/rollouts:batch", map[string]any{"requests": reqs}).json(t, &batch)
+	submitted := map[string]bool{}
+	for _, g := range batch.Groups {
+		for _, id := range g.RolloutIDs {
+			submitted[id] = true
+		}
+	}
+	if len(submitted) != n {
+		t.Fatalf("submitted %d", len(submitted))
+	}
+	// Wait until some, not all, have finished.
+	type page struct {
+		Results   []*trajectory.Result `json:"results"`
+		NextSince uint64               `json:"next_since"`
+	}
+	var before page
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		e.do("GET", "/v1/results?limit=10000", nil).json(t, &before)
+		if len(before.Results) >= 30 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d finished", len(before.Results))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	acked := []string{before.Results[0].ID, before.Results[1].ID, before.Results[2].ID}
+	e.do("POST", "/v1/results/ack", map[string]any{"ids": acked})
+	if err := e.hostP.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-e.hostP.done
+	killedAt := time.Now()
+	e.hostP.done <- nil
+
+	e.startHost()
+	recovered := time.Since(killedAt)
+	got := map[string]*trajectory.Result{}
+	var since uint64
+	deadline = time.Now().Add(120 * time.Second)
+	for len(got) < n-len(acked) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after restart only %d of %d results", len(got), n-len(acked))
+		}
+		var p page
+		e.do("GET", fmt.Sprintf("/v1/results?since=%d&wait=5s&limit=10000", since), nil).json(t, &p)
+		for _, r := range p.Results {
+			if got[r.ID] != nil {
+				t.Fatalf("rollout %s ended twice", r.ID)
+			}
+			got[r.ID] = r
+		}
+		since = p.NextSince
+	}
+	rerun := 0
+	for id := range submitted {
+		r, ok := got[id]
+		isAcked := id == acked[0] || id == acked[1] || id == acked[2]
+		switch {
+		case isAcked && ok:
+			t.Errorf("acknowledged %s served again", id)
+		case !isAcked && !ok:
+			t.Errorf("rollout %s is gone", id)
+		case ok && r.Status != trajectory.StatusCompleted:
+			t.Errorf("%s: %s %+v", id, r.Status, r.Failure)
+		case ok && r.Attempt == 2:
+			rerun++
+		}
+	}
+	if rerun == 0 {
+		t.Error("no rollout was re-run: the kill did not land mid-run")
+	}
+	for _, r := range before.Results[3:] {
+		if g := got[r.ID]; g == nil || g.Attempt != 1 || g.Seq != r.Seq {
+			t.Errorf("finished-before-the-crash %s not served as it was (%+v)", r.ID, g)
+		}
+	}
+	t.Logf("%d finished before the kill, %d re-run after it; host serving again %s after the kill", len(before.Results), rerun, recovered.Round(time.Millisecond))
+	// Graceful stop, then the integrity check of the file.
+	_ = e.hostP.cmd.Process.Signal(syscall.SIGTERM)
+	<-e.hostP.done
+	e.hostP.done <- nil
+	out, err := exec.Command(filepath.Join(binDir, "prorl-host"), "store", "check", "--config", e.cfgPath).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), ": ok (") {
+		t.Fatalf("store check: %v\n%s", err, out)
+	}
+	t.Logf("%s", strings.TrimSpace(string(out)))
+}
