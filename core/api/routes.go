@@ -3,8 +3,10 @@
 package api
 
 import (
+	"crypto/subtle"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +55,12 @@ func New(d Deps) (*Server, http.Handler) {
 		writeError(w, errf(http.StatusMethodNotAllowed, "method_not_allowed", "", "%s is not allowed on %s", r.Method, r.URL.Path))
 	})
 	h := func(path, method, name string, f http.HandlerFunc) {
+		r.Handle(path, s.instrument(name, s.auth(userLevel, f))).Methods(method)
+	}
+	admin := func(path, method, name string, f http.HandlerFunc) {
+		r.Handle(path, s.instrument(name, s.auth(adminLevel, f))).Methods(method)
+	}
+	public := func(path, method, name string, f http.HandlerFunc) {
 		r.Handle(path, s.instrument(name, f)).Methods(method)
 	}
 	// v1
@@ -65,27 +73,61 @@ func New(d Deps) (*Server, http.Handler) {
 	h("/v1/results", http.MethodGet, "results", s.results)
 	h("/v1/results/stream", http.MethodGet, "results_stream", s.resultsStream)
 	h("/v1/results/ack", http.MethodPost, "ack", s.ack)
-	h("/v1/backends", http.MethodPost, "add_backend", s.addBackend)
+	admin("/v1/backends", http.MethodPost, "add_backend", s.addBackend)
 	h("/v1/backends", http.MethodGet, "list_backends", s.listBackends)
-	h("/v1/backends/{id}", http.MethodDelete, "remove_backend", s.removeBackend)
-	h("/v1/policy", http.MethodPut, "set_policy", s.setPolicy)
+	admin("/v1/backends/{id}", http.MethodDelete, "remove_backend", s.removeBackend)
+	admin("/v1/policy", http.MethodPut, "set_policy", s.setPolicy)
 	h("/v1/policy", http.MethodGet, "get_policy", s.getPolicy)
 	h("/v1/domains", http.MethodGet, "domains", s.domains)
 	h("/v1/evaluate", http.MethodPost, "evaluate", s.evaluate)
-	h("/healthz", http.MethodGet, "healthz", s.healthz)
-	h("/readyz", http.MethodGet, "readyz", s.readyz)
+	public("/healthz", http.MethodGet, "healthz", s.healthz)
+	public("/readyz", http.MethodGet, "readyz", s.readyz)
 	if d.Metrics != nil {
 		r.Handle("/metrics", d.Metrics.Handler()).Methods(http.MethodGet)
 	}
 	// ProRL Agent server compatibility (same paths and fields).
-	h("/start", http.MethodPost, "prorl_start", s.prorlStart)
-	h("/stop", http.MethodPost, "prorl_stop", s.prorlStop)
+	admin("/start", http.MethodPost, "prorl_start", s.prorlStart)
+	admin("/stop", http.MethodPost, "prorl_stop", s.prorlStop)
 	h("/status", http.MethodGet, "prorl_status", s.prorlStatus)
 	h("/process", http.MethodPost, "prorl_process", s.prorlProcess)
 	h("/cancel", http.MethodPost, "prorl_cancel", s.prorlCancel)
-	h("/add_llm_server", http.MethodPost, "prorl_add_llm_server", s.prorlAddServer)
-	h("/clear_llm_server", http.MethodPost, "prorl_clear_llm_server", s.prorlClearServers)
+	admin("/add_llm_server", http.MethodPost, "prorl_add_llm_server", s.prorlAddServer)
+	admin("/clear_llm_server", http.MethodPost, "prorl_clear_llm_server", s.prorlClearServers)
 	return s, r
+}
+
+type level int
+
+const (
+	userLevel level = iota
+	adminLevel
+)
+
+// auth checks the bearer token when the deployment set one: 401 without a
+// valid token, 403 for a user token on an admin endpoint.
+func (s *Server) auth(need level, f http.HandlerFunc) http.HandlerFunc {
+	user, adm := s.Cfg.Server.Token, s.Cfg.Server.AdminToken
+	if user == "" && adm == "" {
+		return f
+	}
+	if adm == "" {
+		adm = user
+	}
+	eq := func(a, b string) bool { return b != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+	return func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		isAdmin := ok && eq(got, adm)
+		isUser := ok && (isAdmin || eq(got, user))
+		switch {
+		case !isUser:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="prorl"`)
+			writeError(w, errf(http.StatusUnauthorized, "unauthorized", "", "a valid bearer token is required"))
+		case need == adminLevel && !isAdmin:
+			writeError(w, errf(http.StatusForbidden, "forbidden", "", "this endpoint needs the admin token"))
+		default:
+			f(w, r)
+		}
+	}
 }
 
 // SetClosing makes /readyz fail and submissions get 503 during shutdown.

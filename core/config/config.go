@@ -104,6 +104,13 @@ type Server struct {
 	DataDir         string   `toml:"data_dir"`
 	// ResultRetention bounds how many finished, unacknowledged results are kept.
 	ResultRetention int `toml:"result_retention"`
+	// Token, when set, is required as "Authorization: Bearer TOKEN" on the
+	// API; AdminToken on the admin endpoints (backends, policy, cancel all,
+	// the ProRL start/stop/server list). *File variants read them from files.
+	Token          string `toml:"token"`
+	TokenFile      string `toml:"token_file"`
+	AdminToken     string `toml:"admin_token"`
+	AdminTokenFile string `toml:"admin_token_file"`
 	// GCPercent is the Go GC target (GOGC). The host's heap is mostly
 	// short-lived trajectories, so trading memory for fewer collections pays.
 	GCPercent int `toml:"gc_percent"`
@@ -296,6 +303,20 @@ func Parse(data []byte, name string, vars Vars) (*Config, error) {
 		p.Path = expand(p.Path, vars)
 	}
 	cfg.Server.DataDir = expand(cfg.Server.DataDir, vars)
+	for _, t := range []struct {
+		file *string
+		val  *string
+		key  string
+	}{{&cfg.Server.TokenFile, &cfg.Server.Token, "server.token_file"}, {&cfg.Server.AdminTokenFile, &cfg.Server.AdminToken, "server.admin_token_file"}} {
+		if *t.file == "" {
+			continue
+		}
+		b, err := os.ReadFile(expand(*t.file, vars))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", name, t.key, err)
+		}
+		*t.val = strings.TrimSpace(string(b))
+	}
 	cfg.Sandbox.ImageDir = expand(cfg.Sandbox.ImageDir, vars)
 	if cfg.Store.Path == "" {
 		cfg.Store.Path = filepath.Join(cfg.Server.DataDir, "prorl.db")
