@@ -36,6 +36,7 @@ type Bolt struct {
 	// sequence order, or a reader paging with since= would step past one
 	// that committed late and never see it.
 	pubMu     sync.Mutex
+	pubCond   *sync.Cond // signalled when published advances
 	published uint64
 	held      map[uint64]*trajectory.Result // nil: that number's commit failed
 }
@@ -47,6 +48,7 @@ func OpenBolt(path string, retention int) (*Bolt, error) {
 		return nil, fmt.Errorf("open store %s: %w (is another host using it?)", path, err)
 	}
 	b := &Bolt{db: db, mem: NewMemory(retention), held: map[uint64]*trajectory.Result{}}
+	b.pubCond = sync.NewCond(&b.pubMu)
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bPending, bResults, bIndex, bIdem, bMeta} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
@@ -170,6 +172,14 @@ func (b *Bolt) Finish(r *trajectory.Result) error {
 		return fmt.Errorf("store result %s: %w", r.ID, err)
 	}
 	b.publish(seq, r)
+	// Return only once the result is visible: a caller that then tells
+	// waiters the rollout is done must not have them find nothing. Earlier
+	// numbers are committing now (or fail and are skipped), so this is short.
+	b.pubMu.Lock()
+	for b.published < seq {
+		b.pubCond.Wait()
+	}
+	b.pubMu.Unlock()
 	return nil
 }
 
@@ -189,6 +199,7 @@ func (b *Bolt) publish(seq uint64, r *trajectory.Result) {
 			dropped = append(dropped, b.mem.add(next)...)
 		}
 	}
+	b.pubCond.Broadcast()
 	b.pubMu.Unlock()
 	if len(dropped) > 0 {
 		b.forget(dropped) // the retention limit, on disk too

@@ -143,7 +143,14 @@ func TestBoltPublishesInOrder(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := 0; i < n; i++ {
 			wg.Add(1)
-			go func() { defer wg.Done(); _ = b.Finish(&trajectory.Result{ID: fmt.Sprint("r", i)}) }()
+			go func() {
+				defer wg.Done()
+				id := fmt.Sprint("r", i)
+				_ = b.Finish(&trajectory.Result{ID: id})
+				if _, ok := b.Get(id); !ok {
+					t.Errorf("%s not visible when Finish returned", id)
+				}
+			}()
 		}
 		wg.Wait()
 	}()
