@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -16,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/prorl/prorl/configs"
 	"github.com/prorl/prorl/core/batch"
 	"github.com/prorl/prorl/core/config"
@@ -142,14 +144,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer stopProfile()
-	log := host.NewLogger(cfg.Log, stderr)
-	h, err := host.New(ctx, cfg, log)
+	h, ln, err := startHost(ctx, cfg, host.NewLogger(cfg.Log, stderr))
 	if err != nil {
-		return err
-	}
-	ln, err := h.Listen("")
-	if err != nil {
-		h.Close(ctx)
 		return err
 	}
 	if *addrFile != "" {
@@ -159,6 +155,20 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "prorl host listening on http://%s\n", ln.Addr())
 	return h.Serve(ctx, ln)
+}
+
+// startHost assembles a host and opens its listener.
+func startHost(ctx context.Context, cfg *config.Config, log hclog.Logger) (*host.Host, net.Listener, error) {
+	h, err := host.New(ctx, cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	ln, err := h.Listen("")
+	if err != nil {
+		h.Close(ctx)
+		return nil, nil, err
+	}
+	return h, ln, nil
 }
 
 func addStatic(cfg *config.Config, backends []string) {
@@ -206,13 +216,8 @@ func runBatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 		cfg.Server.Listen = "127.0.0.1:0"
 		addStatic(cfg, backends)
-		h, err := host.New(ctx, cfg, host.NewLogger(config.Log{Level: "warn"}, stderr))
+		h, ln, err := startHost(ctx, cfg, host.NewLogger(config.Log{Level: "warn"}, stderr))
 		if err != nil {
-			return err
-		}
-		ln, err := h.Listen("")
-		if err != nil {
-			h.Close(ctx)
 			return err
 		}
 		hctx, stop := context.WithCancel(context.Background())

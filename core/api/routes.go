@@ -103,21 +103,30 @@ const (
 	adminLevel
 )
 
-// auth checks the bearer token when the deployment set one: 401 without a
-// valid token, 403 for a user token on an admin endpoint.
-func (s *Server) auth(need level, f http.HandlerFunc) http.HandlerFunc {
+// authOpen reports a deployment without tokens.
+func (s *Server) authOpen() bool { return s.Cfg.Server.Token == "" && s.Cfg.Server.AdminToken == "" }
+
+// caller classifies a request's bearer token (constant-time comparisons).
+// Without an admin token of its own the deployment's token is also admin.
+func (s *Server) caller(r *http.Request) (isUser, isAdmin bool) {
 	user, adm := s.Cfg.Server.Token, s.Cfg.Server.AdminToken
-	if user == "" && adm == "" {
-		return f
-	}
 	if adm == "" {
 		adm = user
 	}
 	eq := func(a, b string) bool { return b != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	isAdmin = ok && eq(got, adm)
+	return ok && (isAdmin || eq(got, user)), isAdmin
+}
+
+// auth checks the bearer token when the deployment set one: 401 without a
+// valid token, 403 for a user token on an admin endpoint.
+func (s *Server) auth(need level, f http.HandlerFunc) http.HandlerFunc {
+	if s.authOpen() {
+		return f
+	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		isAdmin := ok && eq(got, adm)
-		isUser := ok && (isAdmin || eq(got, user))
+		isUser, isAdmin := s.caller(r)
 		switch {
 		case !isUser:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="prorl"`)
