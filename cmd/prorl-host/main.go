@@ -4,12 +4,12 @@ package main
 
 import (
 	"context"
-	"net"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
