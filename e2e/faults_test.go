@@ -241,3 +241,48 @@ func TestBackendFailuresRetried(t *testing.T) {
 	}
 	t.Logf("%d injected 500s, all retried", fails)
 }
+
+// A plugin that keeps crashing is marked unhealthy: /v1/domains and /readyz
+// say so, and submissions get 503 with a clear message, until its crashes
+// age out of the restart window.
+func TestCrashLoopingPluginUnhealthy(t *testing.T) {
+	e := newEnv(t, envOpts{pluginTOML: "max_restarts = 1\nrestart_window = \"4s\""})
+	e.startHost()
+	e.addBackend()
+	for i := 0; i < 2; i++ {
+		pid := e.domain(t).PID
+		if pid == 0 {
+			t.Fatal("no plugin pid")
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		deadline := time.Now().Add(20 * time.Second)
+		for p := e.domain(t).PID; (p == pid || p == 0) && time.Now().Before(deadline); p = e.domain(t).PID {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	d := e.domain(t)
+	if d.Healthy || d.State != "unhealthy" || d.Restarts != 2 {
+		t.Fatalf("after two crashes in the window: %+v", d)
+	}
+	if r := e.do("GET", "/readyz", nil); r.code != 503 || !strings.Contains(string(r.body), "domain math is unhealthy") {
+		t.Fatalf("/readyz: %d %s", r.code, r.body)
+	}
+	r := e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "q", "answer": "1"}})
+	if r.code != 503 || !strings.Contains(string(r.body), "domain_unavailable") {
+		t.Fatalf("submission to an unhealthy domain: %d %s", r.code, r.body)
+	}
+	// The crashes age out: healthy again, and it serves.
+	deadline := time.Now().Add(15 * time.Second)
+	for !e.domain(t).Healthy && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	var sub api.SubmitResponse
+	r = e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}})
+	if r.code != 202 {
+		t.Fatalf("after the window: %d %s", r.code, r.body)
+	}
+	r.json(t, &sub)
+	if res := e.wait(t, sub.RolloutIDs[0]); res.Status != trajectory.StatusCompleted {
+		t.Fatalf("%s %+v", res.Status, res.Failure)
+	}
+}

@@ -125,6 +125,8 @@ type envOpts struct {
 	sha256    string
 	// staticBackend puts the simulator in the config, so a restarted host has it.
 	staticBackend bool
+	// pluginTOML adds keys to the [plugins.math] table.
+	pluginTOML string
 }
 
 const testTasks = `{"id":"t-add","question":"What is 17 + 25?","answer":"42"}
@@ -167,9 +169,10 @@ level = "debug"
 enabled = true
 path = %q
 %sstart_timeout = "20s"
+%s
 [plugins.math.config]
 max_turns = 6
-%s`, static, e.plugin, sha, o.extraTOML)
+%s`, static, e.plugin, sha, o.pluginTOML, o.extraTOML)
 	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -342,7 +342,8 @@ type Status struct {
 func (p *Plugin) Status() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Status{Name: p.Name, State: p.state, Healthy: p.state == StateRunning, Restarts: p.total, LastError: p.lastErr,
+	st := p.stateLocked()
+	s := Status{Name: p.Name, State: st, Healthy: st == StateRunning, Restarts: p.total, LastError: p.lastErr,
 		Path: p.cfg.Path, Pinned: p.cfg.SHA256 != "", Tools: []string{}}
 	if p.info != nil {
 		s.Version, s.Description, s.DataSources = p.info.Version, p.info.Description, p.info.DataSources
@@ -360,7 +361,25 @@ func (p *Plugin) Status() Status {
 func (p *Plugin) Healthy() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.state == StateRunning
+	return p.stateLocked() == StateRunning
+}
+
+// stateLocked derives the state: a crash-looping plugin is unhealthy until
+// its crashes age out of the restart window.
+func (p *Plugin) stateLocked() State {
+	if p.state != StateUnhealthy || p.rpc == nil {
+		return p.state
+	}
+	recent := 0
+	for _, t := range p.restarts {
+		if time.Since(t) <= p.cfg.RestartWindow.Duration {
+			recent++
+		}
+	}
+	if recent <= p.cfg.MaxRestarts {
+		p.state = StateRunning
+	}
+	return p.state
 }
 
 // PID of the running process, 0 if none.
