@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"time"
 )
 
 // Reserved is a sandbox id handed out at init and started on first use:
@@ -39,7 +41,7 @@ func (r *Reserved) Sandbox(ctx context.Context) (*Sandbox, error) {
 			r.err = ErrStopped
 			return
 		}
-		r.sb, r.err = r.m.Start(ctx, r.owner, r.spec)
+		r.sb, r.err = r.m.startRetrying(ctx, r.owner, r.spec)
 	})
 	return r.sb, r.err
 }
@@ -75,4 +77,32 @@ func (m *Manager) Lookup(ctx context.Context, id string) (*Sandbox, error) {
 		return r.Sandbox(ctx)
 	}
 	return m.Get(id)
+}
+
+// startAttempts and startBackoff: a start that fails (a node briefly out of
+// something) is tried again before the rollout fails with sandbox_failed.
+const (
+	startAttempts = 3
+	startBackoff  = 200 * time.Millisecond
+)
+
+func (m *Manager) startRetrying(ctx context.Context, owner string, spec Spec) (*Sandbox, error) {
+	wait := startBackoff
+	var err error
+	for try := 1; try <= startAttempts; try++ {
+		var s *Sandbox
+		if s, err = m.Start(ctx, owner, spec); err == nil {
+			return s, nil
+		}
+		if ctx.Err() != nil || try == startAttempts {
+			break
+		}
+		m.log.Warn("sandbox start failed; retrying", "rollout", owner, "attempt", try, "error", err)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+		}
+		wait *= 2
+	}
+	return nil, fmt.Errorf("sandbox did not start after %d attempts: %w", startAttempts, err)
 }

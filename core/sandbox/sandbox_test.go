@@ -389,3 +389,22 @@ func TestDefaultImage(t *testing.T) {
 		t.Fatalf("%q %q %v", r.Stdout, r.Stderr, err)
 	}
 }
+
+// A sandbox that cannot start is tried again, then reported with the attempts.
+func TestStartRetried(t *testing.T) {
+	m := newManager(t, "bwrap", workRoot(t))
+	defer m.Close()
+	r := m.Reserve("r", Spec{Image: "no-such-image"})
+	defer r.Release()
+	t0 := time.Now()
+	_, err := r.Sandbox(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "after 3 attempts") || !strings.Contains(err.Error(), "no-such-image") {
+		t.Fatalf("err = %v", err)
+	}
+	if el := time.Since(t0); el < 500*time.Millisecond {
+		t.Fatalf("no backoff between attempts (%s)", el)
+	}
+	if _, err2 := r.Sandbox(context.Background()); err2 == nil {
+		t.Fatal("a failed reservation started later")
+	}
+}
