@@ -286,3 +286,34 @@ func TestCrashLoopingPluginUnhealthy(t *testing.T) {
 		t.Fatalf("%s %+v", res.Status, res.Failure)
 	}
 }
+
+// A backend that fails every generation: after retries the rollout leaves it
+// for a healthy one, keeps its tokens, and its turn records both backends.
+func TestFailoverToAnotherBackend(t *testing.T) {
+	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--think-turns", "0"}})
+	bad := start(t, "prorl-simllm", "--listen", "127.0.0.1:0", "--addr-file", filepath.Join(e.dir, "bad.addr"), "--answers", e.tasks, "--fail-rate", "1")
+	badURL := "http://" + waitFile(t, filepath.Join(e.dir, "bad.addr"), bad)
+	e.startHost()
+	var b1, b2 struct{ ID string }
+	e.do("POST", "/v1/backends", map[string]any{"url": badURL}).json(t, &b1)
+	e.do("POST", "/v1/backends", map[string]any{"url": e.sim}).json(t, &b2)
+	var sub api.SubmitResponse
+	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}, "n": 4}).json(t, &sub)
+	moved := 0
+	for _, id := range sub.RolloutIDs {
+		res := e.wait(t, id)
+		if res.Status != trajectory.StatusCompleted || res.Reward != 1 {
+			t.Fatalf("%s: %s %+v", id, res.Status, res.Failure)
+		}
+		checkTokens(t, res, e.simEntries())
+		for _, turn := range res.Turns {
+			if len(turn.Backends) == 2 && turn.Backends[0] == b1.ID && turn.Backends[1] == b2.ID && turn.Backend == b2.ID {
+				moved++
+			}
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no turn moved from the failing backend to the healthy one")
+	}
+	t.Logf("%d of 4 rollouts moved from %s to %s", moved, b1.ID, b2.ID)
+}

@@ -51,6 +51,12 @@ type Generator interface {
 	backend.Client
 }
 
+// TurnBackends is implemented by generators that can move a rollout to
+// another backend: the backends that served the last generation, in order.
+type TurnBackends interface {
+	TakeTurnBackends() []string
+}
+
 // Episode is what one rollout runs.
 type Episode struct {
 	Messages         []trajectory.Message
@@ -133,6 +139,15 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 			PromptIDs: tk.IDs, MaxTokens: maxNew, Temperature: ep.Temperature, TopP: ep.TopP, TopK: ep.TopK, Seed: ep.Seed, Stop: ep.Stop,
 		})
 		genDur := time.Since(g0)
+		if tb, ok := gen.(TurnBackends); ok {
+			// The turn moved between backends: record every one that served it.
+			if bs := tb.TakeTurnBackends(); len(bs) > 0 {
+				turn.Backend = bs[len(bs)-1]
+				if len(bs) > 1 {
+					turn.Backends = bs
+				}
+			}
+		}
 		if err != nil {
 			return out, backendErr(ctx, "generate", err)
 		}
@@ -217,7 +232,7 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 			return finish(trajectory.StatusTruncated, trajectory.ReasonMaxTurns, "")
 		}
 		t2 := time.Now()
-		d, err := splicer.Delta(ctx, g.IDs[len(g.IDs)-1], obs, ep.Tools, ep.TemplateKwargs)
+		d, err := splicer.Delta(ctx, gen, g.IDs[len(g.IDs)-1], obs, ep.Tools, ep.TemplateKwargs)
 		tokDur += time.Since(t2)
 		if err != nil {
 			closeTurn(toolsDur)

@@ -140,7 +140,7 @@ func TestRun(t *testing.T) {
 				ep.MaxTotalTokens = len(prompt) + len(first.IDs) + 5 // room for the turn, not the observation
 			}
 			rn := &Runner{Parser: toolcall.Hermes{}, Policy: func() int64 { return 7 }}
-			out, err := rn.Run(context.Background(), ep, gen, "b1", tokenizer.NewSplicer(gen), tools)
+			out, err := rn.Run(context.Background(), ep, gen, "b1", tokenizer.NewSplicer(), tools)
 			if tt.errReason != "" {
 				var ae *Error
 				if !errors.As(err, &ae) || ae.Reason != tt.errReason {
@@ -188,7 +188,7 @@ func TestRun(t *testing.T) {
 func TestPromptTooLong(t *testing.T) {
 	gen := &scripted{tok: simllm.NewTokenizer(), replies: []string{finish}}
 	ep := Episode{Messages: []trajectory.Message{{Role: "user", Content: strings.Repeat("x", 100)}}, MaxTurns: 2, MaxTokensPerTurn: 10, MaxTotalTokens: 20}
-	_, err := (&Runner{Parser: toolcall.Hermes{}, Policy: func() int64 { return 0 }}).Run(context.Background(), ep, gen, "b", tokenizer.NewSplicer(gen), toolsFunc(finishTools))
+	_, err := (&Runner{Parser: toolcall.Hermes{}, Policy: func() int64 { return 0 }}).Run(context.Background(), ep, gen, "b", tokenizer.NewSplicer(), toolsFunc(finishTools))
 	var ae *Error
 	if !errors.As(err, &ae) || ae.Reason != trajectory.ReasonContextOverflow {
 		t.Fatalf("err = %v", err)
@@ -198,7 +198,7 @@ func TestPromptTooLong(t *testing.T) {
 func TestMessageSpans(t *testing.T) {
 	gen := &scripted{tok: simllm.NewTokenizer(), replies: []string{think, finish}}
 	ep := Episode{Messages: []trajectory.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "Q"}}, MaxTurns: 4, MaxTokensPerTurn: 512, MaxTotalTokens: 4096, MessageSpans: true}
-	out, err := (&Runner{Parser: toolcall.Hermes{}, Policy: func() int64 { return 0 }}).Run(context.Background(), ep, gen, "b", tokenizer.NewSplicer(gen), toolsFunc(finishTools))
+	out, err := (&Runner{Parser: toolcall.Hermes{}, Policy: func() int64 { return 0 }}).Run(context.Background(), ep, gen, "b", tokenizer.NewSplicer(), toolsFunc(finishTools))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -579,6 +579,6 @@ func (p *Pipeline) splicer(b *backend.Backend) *tokenizer.Splicer {
 	if s, ok := p.splicers.Load(b.ID); ok {
 		return s.(*tokenizer.Splicer)
 	}
-	s, _ := p.splicers.LoadOrStore(b.ID, tokenizer.NewSplicer(b.Client))
+	s, _ := p.splicers.LoadOrStore(b.ID, tokenizer.NewSplicer())
 	return s.(*tokenizer.Splicer)
 }

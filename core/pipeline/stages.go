@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/prorl/prorl/core/agent"
-	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/sandbox"
 	"github.com/prorl/prorl/core/trajectory"
@@ -194,17 +193,15 @@ func (p *Pipeline) runStage(ctx context.Context, r *Rollout) error {
 	if err != nil {
 		return err
 	}
-	defer lease.Release()
+	fo := &failover{p: p, r: r, lease: lease}
+	defer fo.release()
 	r.mu.Lock()
 	r.backendID = lease.B.ID
 	ep := *r.episode
 	r.outcome = &agent.Outcome{} // visible to summaries while running
 	r.mu.Unlock()
 	tools := &pluginTools{p: p, r: r, timeout: p.d.Cfg.Agent.ToolTimeout.Duration}
-	gen := &backend.Retrying{Client: lease.B.Client, Attempts: 4, Backoff: 100 * time.Millisecond, OnRetry: func(err error) {
-		p.d.Log.Warn("generation failed; retrying on the same backend", "rollout", r.ID, "backend", lease.B.ID, "error", err)
-	}}
-	out, err := p.runner.Run(ctx, ep, gen, lease.B.ID, p.splicer(lease.B), tools)
+	out, err := p.runner.Run(ctx, ep, fo, lease.B.ID, p.splicer(lease.B), tools)
 	r.mu.Lock()
 	r.outcome = out
 	r.mu.Unlock()

@@ -37,14 +37,14 @@ var ErrNotAppendOnly = errors.New("chat template is not append-only for this con
 // delta is taken against a fixed placeholder conversation, whose render is
 // cached per tool set.
 type Splicer struct {
-	tok Tokenizer
-	mu  sync.Mutex
+	mu sync.Mutex
 	// base renders of the placeholder conversation, keyed by tools+kwargs hash
 	base map[[32]byte][]int
 }
 
-// NewSplicer wraps a tokenizer.
-func NewSplicer(t Tokenizer) *Splicer { return &Splicer{tok: t, base: map[[32]byte][]int{}} }
+// NewSplicer returns a splicer; its cache serves every tokenizer of one
+// model (a rollout that moves to another backend keeps using it).
+func NewSplicer() *Splicer { return &Splicer{base: map[[32]byte][]int{}} }
 
 var placeholder = []trajectory.Message{
 	{Role: "system", Content: "S"},
@@ -63,14 +63,14 @@ func key(tools []trajectory.Tool, kw map[string]any) [32]byte {
 // Delta returns the tokens that follow a generated turn ending in stopID.
 // The bridge is what the template writes after the assistant's stop token
 // (e.g. the newline after <|im_end|>).
-func (s *Splicer) Delta(ctx context.Context, stopID int, msgs []trajectory.Message, tools []trajectory.Tool, kw map[string]any) ([]int, error) {
+func (s *Splicer) Delta(ctx context.Context, tok Tokenizer, stopID int, msgs []trajectory.Message, tools []trajectory.Tool, kw map[string]any) ([]int, error) {
 	k := key(tools, kw)
 	s.mu.Lock()
 	base, ok := s.base[k]
 	s.mu.Unlock()
 	if !ok {
 		var err error
-		base, err = s.tok.Render(ctx, placeholder, tools, RenderOptions{Kwargs: kw})
+		base, err = tok.Render(ctx, placeholder, tools, RenderOptions{Kwargs: kw})
 		if err != nil {
 			return nil, fmt.Errorf("render placeholder: %w", err)
 		}
@@ -78,7 +78,7 @@ func (s *Splicer) Delta(ctx context.Context, stopID int, msgs []trajectory.Messa
 		s.base[k] = base
 		s.mu.Unlock()
 	}
-	full, err := s.tok.Render(ctx, append(slices.Clone(placeholder), msgs...), tools, RenderOptions{AddGenerationPrompt: true, Kwargs: kw})
+	full, err := tok.Render(ctx, append(slices.Clone(placeholder), msgs...), tools, RenderOptions{AddGenerationPrompt: true, Kwargs: kw})
 	if err != nil {
 		return nil, fmt.Errorf("render observation: %w", err)
 	}

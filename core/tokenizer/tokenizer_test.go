@@ -52,9 +52,9 @@ func (c *charTok) Decode(_ context.Context, ids []int) (string, error) {
 
 func TestSplicerDelta(t *testing.T) {
 	tok := &charTok{}
-	sp := NewSplicer(tok)
+	sp := NewSplicer()
 	obs := []trajectory.Message{{Role: "tool", Content: "42"}}
-	d, err := sp.Delta(context.Background(), '$', obs, nil, nil)
+	d, err := sp.Delta(context.Background(), tok, '$', obs, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,17 +62,17 @@ func TestSplicerDelta(t *testing.T) {
 		t.Fatalf("delta %q", got)
 	}
 	n := tok.renders
-	if _, err := sp.Delta(context.Background(), '$', obs, nil, nil); err != nil || tok.renders != n+1 {
+	if _, err := sp.Delta(context.Background(), tok, '$', obs, nil, nil); err != nil || tok.renders != n+1 {
 		t.Fatalf("the placeholder render is not cached (%d renders)", tok.renders-n)
 	}
-	if _, err := sp.Delta(context.Background(), '#', obs, nil, nil); err == nil {
+	if _, err := sp.Delta(context.Background(), tok, '#', obs, nil, nil); err == nil {
 		t.Fatal("a stop token the template does not use was accepted")
 	}
 }
 
 func TestSplicerNotAppendOnly(t *testing.T) {
-	sp := NewSplicer(&charTok{dropPast: true})
-	_, err := sp.Delta(context.Background(), '$', []trajectory.Message{{Role: "user", Content: "again"}}, nil, nil)
+	sp := NewSplicer()
+	_, err := sp.Delta(context.Background(), &charTok{dropPast: true}, '$', []trajectory.Message{{Role: "user", Content: "again"}}, nil, nil)
 	if !errors.Is(err, ErrNotAppendOnly) {
 		t.Fatalf("err = %v", err)
 	}

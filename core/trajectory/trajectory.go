@@ -88,8 +88,11 @@ type Turn struct {
 	Logprobs       []float64 `json:"logprobs"`
 	FinishReason   string    `json:"finish_reason"`
 	Backend        string    `json:"backend"`
-	PolicyVersion  int64     `json:"policy_version"`
-	ToolCalls      int       `json:"tool_calls"`
+	// Backends lists every backend that served this turn, when it moved
+	// from a failing one to another.
+	Backends      []string `json:"backends,omitempty"`
+	PolicyVersion int64    `json:"policy_version"`
+	ToolCalls     int      `json:"tool_calls"`
 	// Latencies in milliseconds: waiting on the backend, on tools, and the host's own work.
 	GenerateMS float64 `json:"generate_ms"`
 	ToolsMS    float64 `json:"tools_ms"`

@@ -56,9 +56,9 @@ func TestProtocolAndSplice(t *testing.T) {
 		if err != nil || !strings.Contains(text, `"name": "think"`) {
 			t.Fatalf("%s: first turn should think: %q %v", proto, text, err)
 		}
-		sp := tokenizer.NewSplicer(c)
+		sp := tokenizer.NewSplicer()
 		obs := []trajectory.Message{{Role: "tool", Content: "logged", ToolCallID: "c1"}}
-		delta, err := sp.Delta(ctx, g.IDs[len(g.IDs)-1], obs, tools, nil)
+		delta, err := sp.Delta(ctx, c, g.IDs[len(g.IDs)-1], obs, tools, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,111 @@
+package pipeline
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/tokenizer"
+	"github.com/prorl/prorl/core/trajectory"
+)
+
+// maxFailovers bounds how many backends one rollout may move through.
+const maxFailovers = 3
+
+// failover is a rollout's backend: its lease, retried on the same backend
+// first; when that backend still fails, it leaves the heap (its health
+// check brings it back) and the rollout moves to another healthy backend
+// with the same prompt, so the tokens are unchanged.
+type failover struct {
+	p     *Pipeline
+	r     *Rollout
+	mu    sync.Mutex
+	lease *backend.Lease
+	moves int
+	turn  []string // backends that served the current generation
+}
+
+func (f *failover) retrying(l *backend.Lease) backend.Client {
+	return &backend.Retrying{Client: l.B.Client, Attempts: 4, Backoff: 100 * time.Millisecond, OnRetry: func(err error) {
+		f.p.d.Log.Warn("generation failed; retrying on the same backend", "rollout", f.r.ID, "backend", l.B.ID, "error", err)
+	}}
+}
+
+// do runs call against the current backend, moving to another on a
+// retriable failure.
+func (f *failover) do(ctx context.Context, call func(c backend.Client) error) error {
+	for {
+		f.mu.Lock()
+		l, moves := f.lease, f.moves
+		f.turn = append(f.turn, l.B.ID)
+		f.mu.Unlock()
+		err := call(f.retrying(l))
+		if err == nil || !backend.Retriable(err) || ctx.Err() != nil || moves >= maxFailovers {
+			return err
+		}
+		f.p.d.Pool.SetHealth(l.B.ID, err)
+		next, aerr := f.p.d.Pool.Acquire(ctx, f.p.d.Cfg.Backends.WaitForBackend.Duration)
+		if aerr != nil {
+			return err
+		}
+		f.p.d.Log.Warn("backend keeps failing; rollout moves to another", "rollout", f.r.ID, "from", l.B.ID, "to", next.B.ID, "error", err)
+		l.Release()
+		f.mu.Lock()
+		f.lease = next
+		f.moves++
+		f.mu.Unlock()
+		f.r.mu.Lock()
+		f.r.backendID = next.B.ID
+		f.r.mu.Unlock()
+	}
+}
+
+func (f *failover) release() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lease.Release()
+}
+
+func (f *failover) Generate(ctx context.Context, req backend.GenerateRequest) (*backend.GenerateResult, error) {
+	f.mu.Lock()
+	f.turn = f.turn[:0]
+	f.mu.Unlock()
+	var res *backend.GenerateResult
+	err := f.do(ctx, func(c backend.Client) (err error) { res, err = c.Generate(ctx, req); return err })
+	return res, err
+}
+
+// TakeTurnBackends implements agent.TurnBackends.
+func (f *failover) TakeTurnBackends() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := append([]string(nil), f.turn...)
+	// Consecutive tries on one backend are one backend.
+	dedup := out[:0]
+	for _, b := range out {
+		if len(dedup) == 0 || dedup[len(dedup)-1] != b {
+			dedup = append(dedup, b)
+		}
+	}
+	return dedup
+}
+
+func (f *failover) Render(ctx context.Context, msgs []trajectory.Message, tools []trajectory.Tool, opts tokenizer.RenderOptions) ([]int, error) {
+	var ids []int
+	err := f.do(ctx, func(c backend.Client) (err error) { ids, err = c.Render(ctx, msgs, tools, opts); return err })
+	return ids, err
+}
+
+func (f *failover) Decode(ctx context.Context, ids []int) (string, error) {
+	var text string
+	err := f.do(ctx, func(c backend.Client) (err error) { text, err = c.Decode(ctx, ids); return err })
+	return text, err
+}
+
+func (f *failover) Health(ctx context.Context) error {
+	f.mu.Lock()
+	l := f.lease
+	f.mu.Unlock()
+	return l.B.Client.Health(ctx)
+}
