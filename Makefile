@@ -11,7 +11,7 @@ SIM_ADDR ?= 127.0.0.1:8100
 HOST_ADDR ?= 127.0.0.1:8006
 PLUGINS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: all build plugins proto deps-proto test test-short bench run lint fuzz deps image clean
+.PHONY: all build plugins proto deps-proto test test-short bench soak run lint fuzz deps image clean
 
 all: build
 
@@ -66,6 +66,11 @@ lint:
 # Figures the issues ask for, measured against the simulator in this run.
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/ | tee $(BIN)/bench.txt
+
+# The chaos soak at full size (make test runs it with 2,000 rollouts).
+SOAK_N ?= 5000
+soak: build
+	PRORL_SOAK_N=$(SOAK_N) $(GO) test -count=1 -run TestChaosSoak -v -timeout 30m ./e2e/ | grep -E "soak|^(---|ok|FAIL)"
 
 FUZZTIME ?= 20s
 fuzz:

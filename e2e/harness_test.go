@@ -125,8 +125,9 @@ type envOpts struct {
 	sha256    string
 	// staticBackend puts the simulator in the config, so a restarted host has it.
 	staticBackend bool
-	// pluginTOML adds keys to the [plugins.math] table.
-	pluginTOML string
+	// pluginTOML adds keys to the [plugins.math] table; backendsTOML to [backends].
+	pluginTOML   string
+	backendsTOML string
 }
 
 const testTasks = `{"id":"t-add","question":"What is 17 + 25?","answer":"42"}
@@ -163,6 +164,7 @@ run_workers = 64
 [backends]
 health_interval = "500ms"
 wait_for_backend = "10s"
+%s
 [log]
 level = "debug"
 [plugins.math]
@@ -172,7 +174,7 @@ path = %q
 %s
 [plugins.math.config]
 max_turns = 6
-%s`, static, e.plugin, sha, o.pluginTOML, o.extraTOML)
+%s`, static, o.backendsTOML, e.plugin, sha, o.pluginTOML, o.extraTOML)
 	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

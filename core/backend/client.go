@@ -55,15 +55,25 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("%s: HTTP %d: %s", e.URL, e.Status, e.Body)
 }
 
-// HTTPClient is shared by all backends: many idle connections per host
+// transport is shared by all backends: many idle connections per host
 // because a thousand rollouts may share one server.
-var HTTPClient = &http.Client{Transport: &http.Transport{
+var transport = &http.Transport{
 	Proxy:               nil, // backends are addressed directly, never through a proxy from the environment
 	DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 	MaxIdleConns:        4096,
 	MaxIdleConnsPerHost: 2048,
 	IdleConnTimeout:     90 * time.Second,
-}}
+}
+
+// HTTPClient is the client of every backend.
+var HTTPClient = &http.Client{Transport: transport}
+
+// SetIdleConnTimeout sets how long unused backend connections stay open.
+func SetIdleConnTimeout(d time.Duration) {
+	if d > 0 {
+		transport.IdleConnTimeout = d
+	}
+}
 
 // maxResponseBytes bounds what a backend may send back.
 const maxResponseBytes = 256 << 20

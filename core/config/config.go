@@ -141,10 +141,12 @@ type Agent struct {
 
 // Backends configures inference backends.
 type Backends struct {
-	HealthInterval Duration  `toml:"health_interval"`
-	RequestTimeout Duration  `toml:"request_timeout"`
-	WaitForBackend Duration  `toml:"wait_for_backend"`
-	Static         []Backend `toml:"static"`
+	HealthInterval Duration `toml:"health_interval"`
+	RequestTimeout Duration `toml:"request_timeout"`
+	WaitForBackend Duration `toml:"wait_for_backend"`
+	// IdleConnTimeout closes pooled backend connections unused this long.
+	IdleConnTimeout Duration  `toml:"idle_conn_timeout"`
+	Static          []Backend `toml:"static"`
 }
 
 // Backend is one inference server.

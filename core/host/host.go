@@ -82,6 +82,7 @@ func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, erro
 		}
 	}()
 	h.Pool = backend.NewPool(log.Named("backends"))
+	backend.SetIdleConnTimeout(cfg.Backends.IdleConnTimeout.Duration)
 	for _, b := range cfg.Backends.Static {
 		if b.Model == "" {
 			b.Model = backend.Discover(ctx, strings.TrimRight(b.URL, "/"))
