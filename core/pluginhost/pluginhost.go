@@ -201,6 +201,11 @@ func (p *Plugin) supervise(ctx context.Context) {
 			case <-time.After(50 * time.Millisecond):
 			}
 		}
+		if c != nil {
+			// The process is gone; its client still holds connections and
+			// goroutines (broker, stdio, controller) until killed.
+			c.Kill()
+		}
 		p.mu.Lock()
 		if p.stopping {
 			p.mu.Unlock()
