@@ -47,7 +47,7 @@ func TestGracefulShutdown(t *testing.T) {
 	e.startHost()
 	pid := e.domain(t).PID
 	var sub api.SubmitResponse
-	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}, "n": 4}).json(t, &sub)
+	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}, "n": 32}).json(t, &sub)
 	time.Sleep(100 * time.Millisecond) // the rollouts are generating
 	if err := e.hostP.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

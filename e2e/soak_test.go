@@ -167,6 +167,14 @@ func TestChaosSoak(t *testing.T) {
 	if byStatus["completed"] == 0 {
 		t.Error("nothing completed")
 	}
+	// Say what an internal failure was, from the host's own log.
+	if byReason["internal"] > 0 {
+		for _, l := range strings.Split(e.hostP.stderr.String(), "\n") {
+			if strings.Contains(l, "reason=internal") {
+				t.Logf("internal: %s", l)
+			}
+		}
+	}
 	t.Logf("soak of %d: %v; failures by reason %v; chaos: %s; RSS %.0f MiB before, %.0f peak, %.0f after; heap in use %.0f -> %.0f MiB; goroutines %v -> %v",
 		n, byStatus, byReason, chaos, rss0, rssPeak, rss(), baseHeap/(1<<20), heap/(1<<20), baseG, g)
 }
