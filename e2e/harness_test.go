@@ -278,3 +278,35 @@ func isZombie(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
 }
+
+// submitMath submits n single-sample math rollouts in batches of up to 1,000
+// and returns their ids.
+func (e *env) submitMath(t *testing.T, n int) map[string]bool {
+	t.Helper()
+	ids := map[string]bool{}
+	for left := n; left > 0; left -= 1000 {
+		reqs := make([]any, min(left, 1000))
+		for i := range reqs {
+			reqs[i] = map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}}
+		}
+		var batch struct {
+			Groups []struct {
+				RolloutIDs []string `json:"rollout_ids"`
+			} `json:"groups"`
+		}
+		r := e.do("POST", "/v1/rollouts:batch", map[string]any{"requests": reqs})
+		if r.code != 202 {
+			t.Fatalf("submit: %d %s", r.code, r.body)
+		}
+		r.json(t, &batch)
+		for _, g := range batch.Groups {
+			for _, id := range g.RolloutIDs {
+				ids[id] = true
+			}
+		}
+	}
+	if len(ids) != n {
+		t.Fatalf("submitted %d of %d", len(ids), n)
+	}
+	return ids
+}

@@ -20,25 +20,7 @@ func TestCrashRecovery(t *testing.T) {
 	e := newEnv(t, envOpts{staticBackend: true, simArgs: []string{"--correct-rate", "1", "--token-latency", "3ms", "--slots", "12"}})
 	e.startHost()
 	const n = 200
-	reqs := make([]any, n)
-	for i := range reqs {
-		reqs[i] = map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}}
-	}
-	var batch struct {
-		Groups []struct {
-			RolloutIDs []string `json:"rollout_ids"`
-		} `json:"groups"`
-	}
-	e.do("POST", "/v1/rollouts:batch", map[string]any{"requests": reqs}).json(t, &batch)
-	submitted := map[string]bool{}
-	for _, g := range batch.Groups {
-		for _, id := range g.RolloutIDs {
-			submitted[id] = true
-		}
-	}
-	if len(submitted) != n {
-		t.Fatalf("submitted %d", len(submitted))
-	}
+	submitted := e.submitMath(t, n)
 	// Wait until some, not all, have finished.
 	type page struct {
 		Results   []*trajectory.Result `json:"results"`

@@ -47,29 +47,7 @@ func TestChaosSoak(t *testing.T) {
 	rss := func() float64 { return metric(t, e, "process_resident_memory_bytes") / (1 << 20) }
 	rss0 := rss()
 
-	submitted := map[string]bool{}
-	for left := n; left > 0; left -= 1000 {
-		k := min(left, 1000)
-		reqs := make([]any, k)
-		for i := range reqs {
-			reqs[i] = map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}}
-		}
-		var batch struct {
-			Groups []struct {
-				RolloutIDs []string `json:"rollout_ids"`
-			} `json:"groups"`
-		}
-		r := e.do("POST", "/v1/rollouts:batch", map[string]any{"requests": reqs})
-		if r.code != 202 {
-			t.Fatalf("submit: %d %s", r.code, r.body)
-		}
-		r.json(t, &batch)
-		for _, g := range batch.Groups {
-			for _, id := range g.RolloutIDs {
-				submitted[id] = true
-			}
-		}
-	}
+	submitted := e.submitMath(t, n)
 	// Chaos while the rollouts run.
 	stop := make(chan struct{})
 	chaosDone := make(chan string)

@@ -257,31 +257,29 @@ func passAtK(n, c, k int) float64 {
 func (s *Summary) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "\n%-22s %d\n", "tasks", s.Tasks)
 	fmt.Fprintf(w, "%-22s %d\n", "samples", s.Samples)
-	keys := make([]string, 0, len(s.ByStatus))
-	for k := range s.ByStatus {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(w, "  %-20s %d\n", k, s.ByStatus[k])
-	}
+	writeCounts(w, s.ByStatus)
 	fmt.Fprintf(w, "%-22s %.4f\n", "mean reward", s.MeanReward)
 	fmt.Fprintf(w, "%-22s %.4f\n", "pass@1", s.PassAt1)
 	fmt.Fprintf(w, "%-22s %.4f\n", fmt.Sprintf("pass@%d", s.K), s.PassAtK)
 	fmt.Fprintf(w, "%-22s %.2f\n", "mean turns", s.MeanTurns)
 	if len(s.Failures) > 0 {
 		fmt.Fprintf(w, "failures by reason\n")
-		keys = keys[:0]
-		for k := range s.Failures {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(w, "  %-20s %d\n", k, s.Failures[k])
-		}
+		writeCounts(w, s.Failures)
 	}
 	fmt.Fprintf(w, "%-22s %.2f s\n", "elapsed", s.Elapsed)
 	fmt.Fprintf(w, "%-22s %.1f\n", "rollouts/s", s.RolloutsPer)
+}
+
+// writeCounts prints counts under their names, sorted by name.
+func writeCounts(w io.Writer, counts map[string]int) {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %-20s %d\n", k, counts[k])
+	}
 }
 
 type bar struct {
