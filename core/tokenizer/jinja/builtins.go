@@ -1,0 +1,847 @@
+package jinja
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Now is the clock of strftime_now; tests replace it.
+var Now = time.Now
+
+var builtinGlobals = map[string]Value{
+	"raise_exception": Func(func(args []Value, _ map[string]Value) (Value, error) {
+		msg := ""
+		if len(args) > 0 {
+			msg = str(args[0])
+		}
+		return nil, &RaiseError{Msg: msg}
+	}),
+	"namespace": Func(func(args []Value, kw map[string]Value) (Value, error) {
+		ns := &Namespace{Map: *NewMap()}
+		if len(args) > 0 {
+			if m, ok := args[0].(*Map); ok {
+				for _, k := range m.keys {
+					ns.Set(k, m.vals[k])
+				}
+			}
+		}
+		for _, k := range sortedKeys(kw) {
+			ns.Set(k, kw[k])
+		}
+		return ns, nil
+	}),
+	"range": Func(func(args []Value, _ map[string]Value) (Value, error) {
+		ints := make([]int, len(args))
+		for i, a := range args {
+			n, ok := a.(int)
+			if !ok {
+				return nil, fmt.Errorf("range: %s is not an integer", typeName(a))
+			}
+			ints[i] = n
+		}
+		lo, hi, step := 0, 0, 1
+		switch len(ints) {
+		case 1:
+			hi = ints[0]
+		case 2:
+			lo, hi = ints[0], ints[1]
+		case 3:
+			lo, hi, step = ints[0], ints[1], ints[2]
+		default:
+			return nil, fmt.Errorf("range takes 1 to 3 arguments")
+		}
+		if step == 0 {
+			return nil, fmt.Errorf("range: step is zero")
+		}
+		var out []Value
+		for i := lo; (step > 0 && i < hi) || (step < 0 && i > hi); i += step {
+			if len(out) > 1<<20 {
+				return nil, fmt.Errorf("range too large")
+			}
+			out = append(out, i)
+		}
+		return out, nil
+	}),
+	"dict": Func(func(_ []Value, kw map[string]Value) (Value, error) {
+		m := NewMap()
+		for _, k := range sortedKeys(kw) {
+			m.Set(k, kw[k])
+		}
+		return m, nil
+	}),
+	"strftime_now": Func(func(args []Value, _ map[string]Value) (Value, error) {
+		if len(args) != 1 {
+			return nil, fmt.Errorf("strftime_now takes a format")
+		}
+		return strftime(Now(), str(args[0])), nil
+	}),
+}
+
+// sortedKeys gives keyword arguments a stable order (the parser does not
+// keep it; namespace() and dict() are only read by key in templates).
+func sortedKeys(m map[string]Value) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+	return keys
+}
+
+func strftime(t time.Time, f string) string {
+	var b strings.Builder
+	for i := 0; i < len(f); i++ {
+		if f[i] != '%' || i+1 >= len(f) {
+			b.WriteByte(f[i])
+			continue
+		}
+		i++
+		switch f[i] {
+		case 'd':
+			fmt.Fprintf(&b, "%02d", t.Day())
+		case 'm':
+			fmt.Fprintf(&b, "%02d", int(t.Month()))
+		case 'Y':
+			fmt.Fprintf(&b, "%04d", t.Year())
+		case 'y':
+			fmt.Fprintf(&b, "%02d", t.Year()%100)
+		case 'b':
+			b.WriteString(t.Month().String()[:3])
+		case 'B':
+			b.WriteString(t.Month().String())
+		case 'a':
+			b.WriteString(t.Weekday().String()[:3])
+		case 'A':
+			b.WriteString(t.Weekday().String())
+		case 'H':
+			fmt.Fprintf(&b, "%02d", t.Hour())
+		case 'M':
+			fmt.Fprintf(&b, "%02d", t.Minute())
+		case 'S':
+			fmt.Fprintf(&b, "%02d", t.Second())
+		case 'j':
+			fmt.Fprintf(&b, "%03d", t.YearDay())
+		case '%':
+			b.WriteByte('%')
+		default:
+			b.WriteByte('%')
+			b.WriteByte(f[i])
+		}
+	}
+	return b.String()
+}
+
+func kwOr(kw map[string]Value, args []Value, i int, name string) (Value, bool) {
+	if i < len(args) {
+		return args[i], true
+	}
+	v, ok := kw[name]
+	return v, ok
+}
+
+func applyFilter(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	switch name {
+	case "tojson":
+		indent := 0
+		if x, ok := kwOr(kw, args, 0, "indent"); ok && x != nil {
+			n, ok := x.(int)
+			if !ok {
+				return nil, fmt.Errorf("tojson: indent must be an integer")
+			}
+			indent = n
+		}
+		sortKeys := false
+		if x, ok := kw["sort_keys"]; ok {
+			sortKeys = truthy(x)
+		}
+		var seps *[2]string
+		if x, ok := kw["separators"]; ok {
+			if l, ok := x.([]Value); ok && len(l) == 2 {
+				seps = &[2]string{str(l[0]), str(l[1])}
+			}
+		}
+		var b strings.Builder
+		if err := writeJSON(&b, v, indent, 0, sortKeys, seps); err != nil {
+			return nil, err
+		}
+		return b.String(), nil
+	case "trim":
+		s := str(v)
+		if x, ok := kwOr(kw, args, 0, "chars"); ok && x != nil {
+			return strings.Trim(s, str(x)), nil
+		}
+		return strings.TrimSpace(s), nil
+	case "length", "count":
+		switch x := v.(type) {
+		case string:
+			return len([]rune(x)), nil
+		case []Value:
+			return len(x), nil
+		case *Map:
+			return x.Len(), nil
+		case *Namespace:
+			return x.Len(), nil
+		case Undefined:
+			return 0, nil
+		}
+		return nil, fmt.Errorf("object of type %s has no len()", typeName(v))
+	case "string":
+		return str(v), nil
+	case "safe", "e", "escape", "forceescape":
+		if name == "safe" {
+			return v, nil
+		}
+		return htmlEscape(str(v)), nil
+	case "lower":
+		return strings.ToLower(str(v)), nil
+	case "upper":
+		return strings.ToUpper(str(v)), nil
+	case "title":
+		return pyTitle(str(v)), nil
+	case "capitalize":
+		return pyCapitalize(str(v)), nil
+	case "items":
+		m, ok := v.(*Map)
+		if !ok {
+			if _, u := v.(Undefined); u || v == nil {
+				return []Value{}, nil
+			}
+			return nil, fmt.Errorf("items: %s is not a mapping", typeName(v))
+		}
+		return mapItems(m), nil
+	case "first", "last":
+		items, err := iterate(v)
+		if err != nil {
+			return nil, err
+		}
+		if len(items) == 0 {
+			return Undefined{}, nil
+		}
+		if name == "first" {
+			return items[0], nil
+		}
+		return items[len(items)-1], nil
+	case "join":
+		items, err := iterate(v)
+		if err != nil {
+			return nil, err
+		}
+		sep := ""
+		if x, ok := kwOr(kw, args, 0, "d"); ok {
+			sep = str(x)
+		}
+		attr, hasAttr := kwOr(kw, args, 1, "attribute")
+		parts := make([]string, len(items))
+		for i, it := range items {
+			if hasAttr {
+				it = getAttr(it, str(attr))
+			}
+			parts[i] = str(it)
+		}
+		return strings.Join(parts, sep), nil
+	case "default", "d":
+		def, _ := kwOr(kw, args, 0, "default_value")
+		boolean := false
+		if x, ok := kwOr(kw, args, 1, "boolean"); ok {
+			boolean = truthy(x)
+		}
+		if _, u := v.(Undefined); u || (boolean && !truthy(v)) {
+			if def == nil && len(args) == 0 {
+				return "", nil
+			}
+			return def, nil
+		}
+		return v, nil
+	case "list":
+		items, err := iterate(v)
+		if err != nil {
+			return nil, err
+		}
+		return append([]Value{}, items...), nil
+	case "int":
+		switch x := v.(type) {
+		case int:
+			return x, nil
+		case float64:
+			return int(x), nil
+		case bool:
+			return boolInt(x), nil
+		case string:
+			if n, err := strconv.Atoi(strings.TrimSpace(x)); err == nil {
+				return n, nil
+			}
+			if f, err := strconv.ParseFloat(strings.TrimSpace(x), 64); err == nil {
+				return int(f), nil
+			}
+		}
+		return 0, nil
+	case "float":
+		if f, ok := number(v); ok {
+			return f, nil
+		}
+		if s, ok := v.(string); ok {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
+				return f, nil
+			}
+		}
+		return 0.0, nil
+	case "abs":
+		switch x := v.(type) {
+		case int:
+			if x < 0 {
+				return -x, nil
+			}
+			return x, nil
+		case float64:
+			return math.Abs(x), nil
+		}
+		return nil, fmt.Errorf("abs: %s is not a number", typeName(v))
+	case "round":
+		f, ok := number(v)
+		if !ok {
+			return nil, fmt.Errorf("round: %s is not a number", typeName(v))
+		}
+		prec := 0
+		if x, ok := kwOr(kw, args, 0, "precision"); ok {
+			prec, _ = x.(int)
+		}
+		p := math.Pow(10, float64(prec))
+		return math.RoundToEven(f*p) / p, nil
+	case "replace":
+		if len(args) < 2 {
+			return nil, fmt.Errorf("replace takes two arguments")
+		}
+		n := -1
+		if len(args) > 2 {
+			n, _ = args[2].(int)
+		}
+		return strings.Replace(str(v), str(args[0]), str(args[1]), n), nil
+	case "reverse":
+		switch x := v.(type) {
+		case string:
+			r := []rune(x)
+			for i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {
+				r[i], r[j] = r[j], r[i]
+			}
+			return string(r), nil
+		}
+		items, err := iterate(v)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]Value, len(items))
+		for i, it := range items {
+			out[len(items)-1-i] = it
+		}
+		return out, nil
+	case "sort":
+		items, err := iterate(v)
+		if err != nil {
+			return nil, err
+		}
+		out := append([]Value{}, items...)
+		reverse := false
+		if x, ok := kwOr(kw, args, 0, "reverse"); ok {
+			reverse = truthy(x)
+		}
+		attr, hasAttr := kw["attribute"]
+		key := func(x Value) Value {
+			if hasAttr {
+				return getAttr(x, str(attr))
+			}
+			return x
+		}
+		return out, sortValues(out, key, reverse)
+	case "dictsort":
+		m, ok := v.(*Map)
+		if !ok {
+			return nil, fmt.Errorf("dictsort: %s is not a mapping", typeName(v))
+		}
+		out := mapItems(m)
+		return out, sortValues(out, func(x Value) Value { return x.([]Value)[0] }, false)
+	case "unique":
+		items, err := iterate(v)
+		if err != nil {
+			return nil, err
+		}
+		var out []Value
+		for _, it := range items {
+			dup := false
+			for _, o := range out {
+				if equal(o, it) {
+					dup = true
+					break
+				}
+			}
+			if !dup {
+				out = append(out, it)
+			}
+		}
+		return out, nil
+	case "map":
+		items, err := iterate(v)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]Value, len(items))
+		if attr, ok := kw["attribute"]; ok {
+			for i, it := range items {
+				out[i] = getAttr(it, str(attr))
+			}
+			return out, nil
+		}
+		if len(args) == 0 {
+			return nil, fmt.Errorf("map needs a filter name or attribute=")
+		}
+		for i, it := range items {
+			if out[i], err = applyFilter(str(args[0]), it, args[1:], nil); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	case "select", "reject", "selectattr", "rejectattr":
+		items, err := iterate(v)
+		if err != nil {
+			return nil, err
+		}
+		want := name == "select" || name == "selectattr"
+		byAttr := strings.HasSuffix(name, "attr")
+		var out []Value
+		for _, it := range items {
+			x := it
+			rest := args
+			if byAttr {
+				if len(args) == 0 {
+					return nil, fmt.Errorf("%s needs an attribute", name)
+				}
+				x, rest = getAttr(it, str(args[0])), args[1:]
+			}
+			ok := truthy(x)
+			if len(rest) > 0 {
+				if ok, err = runTest(str(rest[0]), x, rest[1:]); err != nil {
+					return nil, err
+				}
+			}
+			if ok == want {
+				out = append(out, it)
+			}
+		}
+		return out, nil
+	case "indent":
+		width := 4
+		if x, ok := kwOr(kw, args, 0, "width"); ok {
+			if n, ok := x.(int); ok {
+				width = n
+			}
+		}
+		first := false
+		if x, ok := kwOr(kw, args, 1, "first"); ok {
+			first = truthy(x)
+		}
+		pad := strings.Repeat(" ", width)
+		lines := strings.Split(str(v), "\n")
+		for i := range lines {
+			if (i > 0 || first) && lines[i] != "" {
+				lines[i] = pad + lines[i]
+			}
+		}
+		return strings.Join(lines, "\n"), nil
+	case "wordcount":
+		return len(strings.Fields(str(v))), nil
+	case "center":
+		return str(v), nil
+	}
+	return nil, fmt.Errorf("unknown filter %q", name)
+}
+
+func mapItems(m *Map) []Value {
+	out := make([]Value, len(m.keys))
+	for i, k := range m.keys {
+		out[i] = []Value{k, m.vals[k]}
+	}
+	return out
+}
+
+func htmlEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;").Replace(s)
+}
+
+func pyTitle(s string) string {
+	var b strings.Builder
+	prev := false
+	for _, r := range s {
+		if unicode.IsLetter(r) {
+			if prev {
+				b.WriteRune(unicode.ToLower(r))
+			} else {
+				b.WriteRune(unicode.ToTitle(r))
+			}
+			prev = true
+		} else {
+			b.WriteRune(r)
+			prev = false
+		}
+	}
+	return b.String()
+}
+
+func pyCapitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	r := []rune(strings.ToLower(s))
+	r[0] = unicode.ToTitle(r[0])
+	return string(r)
+}
+
+func runTest(name string, v Value, args []Value) (bool, error) {
+	switch name {
+	case "defined":
+		_, u := v.(Undefined)
+		return !u, nil
+	case "undefined":
+		_, u := v.(Undefined)
+		return u, nil
+	case "none":
+		return v == nil, nil
+	case "string":
+		_, ok := v.(string)
+		return ok, nil
+	case "number":
+		switch v.(type) {
+		case int, float64:
+			return true, nil
+		}
+		return false, nil
+	case "integer":
+		_, ok := v.(int)
+		return ok, nil
+	case "float":
+		_, ok := v.(float64)
+		return ok, nil
+	case "boolean":
+		_, ok := v.(bool)
+		return ok, nil
+	case "true":
+		b, ok := v.(bool)
+		return ok && b, nil
+	case "false":
+		b, ok := v.(bool)
+		return ok && !b, nil
+	case "mapping":
+		switch v.(type) {
+		case *Map, *Namespace:
+			return true, nil
+		}
+		return false, nil
+	case "iterable":
+		switch v.(type) {
+		case []Value, *Map, string, Undefined:
+			// Jinja's Undefined is iterable (as empty).
+			return true, nil
+		}
+		return false, nil
+	case "sequence":
+		switch v.(type) {
+		case []Value, *Map, string:
+			return true, nil
+		}
+		return false, nil
+	case "callable":
+		_, ok := v.(Func)
+		return ok, nil
+	case "odd", "even":
+		n, ok := v.(int)
+		if !ok {
+			return false, fmt.Errorf("%s: %s is not an integer", name, typeName(v))
+		}
+		return (n%2 != 0) == (name == "odd"), nil
+	case "divisibleby":
+		n, ok1 := v.(int)
+		if len(args) != 1 {
+			return false, fmt.Errorf("divisibleby takes one argument")
+		}
+		d, ok2 := args[0].(int)
+		if !ok1 || !ok2 || d == 0 {
+			return false, fmt.Errorf("divisibleby needs non-zero integers")
+		}
+		return n%d == 0, nil
+	case "eq", "equalto", "==", "sameas", "ne", "!=", "lt", "<", "le", "<=", "gt", ">", "ge", ">=", "in":
+		if len(args) != 1 {
+			return false, fmt.Errorf("test %s takes one argument", name)
+		}
+		switch name {
+		case "eq", "equalto", "==", "sameas":
+			return equal(v, args[0]), nil
+		case "ne", "!=":
+			return !equal(v, args[0]), nil
+		case "in":
+			return contains(args[0], v)
+		}
+		c, err := compare(v, args[0])
+		if err != nil {
+			return false, err
+		}
+		switch name {
+		case "lt", "<":
+			return c < 0, nil
+		case "le", "<=":
+			return c <= 0, nil
+		case "gt", ">":
+			return c > 0, nil
+		}
+		return c >= 0, nil
+	case "lower":
+		s, ok := v.(string)
+		return ok && strings.ToLower(s) == s, nil
+	case "upper":
+		s, ok := v.(string)
+		return ok && strings.ToUpper(s) == s, nil
+	}
+	return false, fmt.Errorf("unknown test %q", name)
+}
+
+func argString(args []Value, i int) (string, bool) {
+	if i >= len(args) || args[i] == nil {
+		return "", false
+	}
+	s, ok := args[i].(string)
+	return s, ok
+}
+
+func stringMethod(s, name string) Value {
+	switch name {
+	case "strip", "lstrip", "rstrip":
+		return Func(func(args []Value, _ map[string]Value) (Value, error) {
+			chars, ok := argString(args, 0)
+			switch {
+			case name == "strip" && ok:
+				return strings.Trim(s, chars), nil
+			case name == "strip":
+				return strings.TrimFunc(s, unicode.IsSpace), nil
+			case name == "lstrip" && ok:
+				return strings.TrimLeft(s, chars), nil
+			case name == "lstrip":
+				return strings.TrimLeftFunc(s, unicode.IsSpace), nil
+			case ok:
+				return strings.TrimRight(s, chars), nil
+			}
+			return strings.TrimRightFunc(s, unicode.IsSpace), nil
+		})
+	case "split", "rsplit":
+		return Func(func(args []Value, kw map[string]Value) (Value, error) {
+			sep, hasSep := argString(args, 0)
+			if x, ok := kw["sep"]; ok && x != nil {
+				sep, hasSep = str(x), true
+			}
+			n := -1
+			if x, ok := kwOr(kw, args, 1, "maxsplit"); ok {
+				if m, ok := x.(int); ok && m >= 0 {
+					n = m + 1
+				}
+			}
+			var parts []string
+			switch {
+			case !hasSep:
+				parts = strings.Fields(s)
+				if n > 0 && len(parts) > n {
+					// Keep the remainder as Python does, roughly.
+					parts = strings.Fields(s)[:n]
+				}
+			case sep == "":
+				return nil, fmt.Errorf("split: empty separator")
+			case name == "rsplit" && n > 0:
+				all := strings.Split(s, sep)
+				if len(all) > n {
+					head := strings.Join(all[:len(all)-n+1], sep)
+					parts = append([]string{head}, all[len(all)-n+1:]...)
+				} else {
+					parts = all
+				}
+			default:
+				parts = strings.SplitN(s, sep, n)
+			}
+			out := make([]Value, len(parts))
+			for i, p := range parts {
+				out[i] = p
+			}
+			return out, nil
+		})
+	case "startswith", "endswith":
+		return Func(func(args []Value, _ map[string]Value) (Value, error) {
+			if len(args) == 0 {
+				return nil, fmt.Errorf("%s takes an argument", name)
+			}
+			cands := []Value{args[0]}
+			if l, ok := args[0].([]Value); ok {
+				cands = l
+			}
+			for _, c := range cands {
+				p := str(c)
+				if name == "startswith" && strings.HasPrefix(s, p) || name == "endswith" && strings.HasSuffix(s, p) {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+	case "upper":
+		return Func(func([]Value, map[string]Value) (Value, error) { return strings.ToUpper(s), nil })
+	case "lower":
+		return Func(func([]Value, map[string]Value) (Value, error) { return strings.ToLower(s), nil })
+	case "title":
+		return Func(func([]Value, map[string]Value) (Value, error) { return pyTitle(s), nil })
+	case "capitalize":
+		return Func(func([]Value, map[string]Value) (Value, error) { return pyCapitalize(s), nil })
+	case "replace":
+		return Func(func(args []Value, _ map[string]Value) (Value, error) {
+			if len(args) < 2 {
+				return nil, fmt.Errorf("replace takes two arguments")
+			}
+			n := -1
+			if len(args) > 2 {
+				n, _ = args[2].(int)
+			}
+			return strings.Replace(s, str(args[0]), str(args[1]), n), nil
+		})
+	case "find", "rfind", "count":
+		return Func(func(args []Value, _ map[string]Value) (Value, error) {
+			sub, _ := argString(args, 0)
+			switch name {
+			case "count":
+				return strings.Count(s, sub), nil
+			case "rfind":
+				i := strings.LastIndex(s, sub)
+				if i < 0 {
+					return -1, nil
+				}
+				return len([]rune(s[:i])), nil
+			}
+			i := strings.Index(s, sub)
+			if i < 0 {
+				return -1, nil
+			}
+			return len([]rune(s[:i])), nil
+		})
+	case "splitlines":
+		return Func(func([]Value, map[string]Value) (Value, error) {
+			lines := strings.Split(strings.ReplaceAll(s, "\r\n", "\n"), "\n")
+			if len(lines) > 0 && lines[len(lines)-1] == "" {
+				lines = lines[:len(lines)-1]
+			}
+			out := make([]Value, len(lines))
+			for i, l := range lines {
+				out[i] = l
+			}
+			return out, nil
+		})
+	case "join":
+		return Func(func(args []Value, _ map[string]Value) (Value, error) {
+			if len(args) == 0 {
+				return nil, fmt.Errorf("join takes an argument")
+			}
+			items, err := iterate(args[0])
+			if err != nil {
+				return nil, err
+			}
+			parts := make([]string, len(items))
+			for i, it := range items {
+				parts[i] = str(it)
+			}
+			return strings.Join(parts, s), nil
+		})
+	case "isdigit", "isalpha", "isspace", "isalnum":
+		return Func(func([]Value, map[string]Value) (Value, error) {
+			if s == "" {
+				return false, nil
+			}
+			for _, r := range s {
+				ok := false
+				switch name {
+				case "isdigit":
+					ok = unicode.IsDigit(r)
+				case "isalpha":
+					ok = unicode.IsLetter(r)
+				case "isspace":
+					ok = unicode.IsSpace(r)
+				default:
+					ok = unicode.IsLetter(r) || unicode.IsDigit(r)
+				}
+				if !ok {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+	}
+	return nil
+}
+
+func dictMethod(m *Map, name string) Value {
+	switch name {
+	case "items":
+		return Func(func([]Value, map[string]Value) (Value, error) { return mapItems(m), nil })
+	case "keys":
+		return Func(func([]Value, map[string]Value) (Value, error) {
+			out := make([]Value, len(m.keys))
+			for i, k := range m.keys {
+				out[i] = k
+			}
+			return out, nil
+		})
+	case "values":
+		return Func(func([]Value, map[string]Value) (Value, error) {
+			out := make([]Value, len(m.keys))
+			for i, k := range m.keys {
+				out[i] = m.vals[k]
+			}
+			return out, nil
+		})
+	case "get":
+		return Func(func(args []Value, _ map[string]Value) (Value, error) {
+			if len(args) == 0 {
+				return nil, fmt.Errorf("get takes a key")
+			}
+			if v, ok := m.vals[str(args[0])]; ok {
+				return v, nil
+			}
+			if len(args) > 1 {
+				return args[1], nil
+			}
+			return nil, nil
+		})
+	}
+	return nil
+}
+
+func listMethod(l []Value, name string) Value {
+	switch name {
+	case "index":
+		return Func(func(args []Value, _ map[string]Value) (Value, error) {
+			for i, x := range l {
+				if len(args) > 0 && equal(x, args[0]) {
+					return i, nil
+				}
+			}
+			return nil, fmt.Errorf("value is not in list")
+		})
+	case "count":
+		return Func(func(args []Value, _ map[string]Value) (Value, error) {
+			n := 0
+			for _, x := range l {
+				if len(args) > 0 && equal(x, args[0]) {
+					n++
+				}
+			}
+			return n, nil
+		})
+	}
+	return nil
+}

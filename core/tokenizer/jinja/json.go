@@ -1,0 +1,260 @@
+package jinja
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// writeJSON writes v as Python's json.dumps(v, ensure_ascii=False,
+// indent=indent, sort_keys=sortKeys) does, which is what Hugging Face's
+// tojson filter calls: ", " and ": " separators without indent, "," and
+// ": " with it.
+func writeJSON(b *strings.Builder, v Value, indent, depth int, sortKeys bool, seps *[2]string) error {
+	item, key := ", ", ": "
+	if indent > 0 {
+		item = ","
+	}
+	if seps != nil {
+		item, key = seps[0], seps[1]
+	}
+	newline := func(d int) {
+		if indent > 0 {
+			b.WriteByte('\n')
+			b.WriteString(strings.Repeat(" ", indent*d))
+		}
+	}
+	switch x := v.(type) {
+	case nil, Undefined:
+		b.WriteString("null")
+	case bool:
+		if x {
+			b.WriteString("true")
+		} else {
+			b.WriteString("false")
+		}
+	case int:
+		b.WriteString(strconv.Itoa(x))
+	case float64:
+		s := pyFloat(x)
+		switch s {
+		case "inf":
+			s = "Infinity"
+		case "-inf":
+			s = "-Infinity"
+		case "nan":
+			s = "NaN"
+		}
+		b.WriteString(s)
+	case string:
+		writeJSONString(b, x)
+	case []Value:
+		if len(x) == 0 {
+			b.WriteString("[]")
+			return nil
+		}
+		b.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				b.WriteString(item)
+			}
+			newline(depth + 1)
+			if err := writeJSON(b, e, indent, depth+1, sortKeys, seps); err != nil {
+				return err
+			}
+		}
+		newline(depth)
+		b.WriteByte(']')
+	case *Map, *Namespace:
+		m, ok := x.(*Map)
+		if !ok {
+			m = &x.(*Namespace).Map
+		}
+		if m.Len() == 0 {
+			b.WriteString("{}")
+			return nil
+		}
+		keys := m.keys
+		if sortKeys {
+			keys = append([]string(nil), keys...)
+			sort.Strings(keys)
+		}
+		b.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteString(item)
+			}
+			newline(depth + 1)
+			writeJSONString(b, k)
+			b.WriteString(key)
+			if err := writeJSON(b, m.vals[k], indent, depth+1, sortKeys, seps); err != nil {
+				return err
+			}
+		}
+		newline(depth)
+		b.WriteByte('}')
+	default:
+		return fmt.Errorf("tojson: %s is not JSON serializable", typeName(v))
+	}
+	return nil
+}
+
+func writeJSONString(b *strings.Builder, s string) {
+	b.WriteByte('"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b.WriteString(s[start:i])
+		switch c {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		default:
+			fmt.Fprintf(b, `\u%04x`, c)
+		}
+		start = i + 1
+	}
+	b.WriteString(s[start:])
+	b.WriteByte('"')
+}
+
+// FromJSON decodes JSON into template values, keeping object key order
+// (tool schemas must render in the order they were written).
+func FromJSON(data []byte) (Value, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	v, err := decodeValue(dec)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("trailing data after JSON value")
+	}
+	return v, nil
+}
+
+func decodeValue(dec *json.Decoder) (Value, error) {
+	t, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch x := t.(type) {
+	case json.Delim:
+		switch x {
+		case '{':
+			m := NewMap()
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				k, _ := kt.(string)
+				v, err := decodeValue(dec)
+				if err != nil {
+					return nil, err
+				}
+				m.Set(k, v)
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, err
+			}
+			return m, nil
+		case '[':
+			out := []Value{}
+			for dec.More() {
+				v, err := decodeValue(dec)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, v)
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, err
+			}
+			return out, nil
+		}
+		return nil, fmt.Errorf("unexpected %v", x)
+	case json.Number:
+		if n, err := strconv.Atoi(x.String()); err == nil && !strings.ContainsAny(x.String(), ".eE") {
+			return n, nil
+		}
+		f, err := x.Float64()
+		if err != nil {
+			return nil, err
+		}
+		return f, nil
+	case string, bool, nil:
+		return x, nil
+	}
+	return nil, fmt.Errorf("unexpected JSON token %v", t)
+}
+
+// FromGo converts Go values (as decoded from JSON or TOML: maps, slices,
+// numbers, strings, bools) to template values. Go maps have no order, so
+// their keys are sorted.
+func FromGo(v any) (Value, error) {
+	switch x := v.(type) {
+	case nil, bool, int, float64, string, *Map, *Namespace, Func, Undefined:
+		return x, nil
+	case int64:
+		return int(x), nil
+	case int32:
+		return int(x), nil
+	case float32:
+		return float64(x), nil
+	case json.Number:
+		return FromJSON([]byte(x.String()))
+	case json.RawMessage:
+		return FromJSON(x)
+	case []Value:
+		out := make([]Value, len(x))
+		for i, e := range x {
+			c, err := FromGo(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	case []string:
+		out := make([]Value, len(x))
+		for i, e := range x {
+			out[i] = e
+		}
+		return out, nil
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		m := NewMap()
+		for _, k := range keys {
+			c, err := FromGo(x[k])
+			if err != nil {
+				return nil, err
+			}
+			m.Set(k, c)
+		}
+		return m, nil
+	}
+	return nil, fmt.Errorf("unsupported value of type %T", v)
+}
