@@ -92,14 +92,23 @@ type Runner struct {
 	Parser toolcall.Parser
 	// Policy returns the current policy version, stamped on every turn.
 	Policy func() int64
+	// Local is the Go tokenizer; nil means the backend's /tokenize.
+	Local tokenizer.TextTokenizer
+	// CheckTemplate renders the whole conversation after every turn and
+	// records in the metrics whether it equals the tokens kept.
+	CheckTemplate bool
 }
 
 // Run runs the loop until finish, a stop without tool calls, max turns, a
 // token budget, or an error.
 func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID string, splicer *tokenizer.Splicer, tools Tools) (*Outcome, error) {
 	out := &Outcome{Messages: slices.Clone(ep.Messages), Metrics: map[string]float64{}}
+	var tok tokenizer.Tokenizer = gen
+	if rn.Local != nil {
+		tok = rn.Local
+	}
 	t0 := time.Now()
-	prompt, err := gen.Render(ctx, ep.Messages, ep.Tools, tokenizer.RenderOptions{AddGenerationPrompt: true, Kwargs: ep.TemplateKwargs})
+	prompt, err := tok.Render(ctx, ep.Messages, ep.Tools, tokenizer.RenderOptions{AddGenerationPrompt: true, Kwargs: ep.TemplateKwargs})
 	if err != nil {
 		return out, backendErr(ctx, "render prompt", err)
 	}
@@ -110,7 +119,7 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 	}
 	if ep.MessageSpans {
 		tt := time.Now()
-		rn.spans(ctx, gen, ep, prompt, out)
+		rn.spans(ctx, tok, ep, prompt, out)
 		tokDur += time.Since(tt)
 	} else if n := len(out.Messages); n > 0 {
 		out.Messages[n-1].Span = &[2]int{0, len(prompt)}
@@ -123,6 +132,13 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 	tk.LossMask = make([]int8, len(prompt), room)
 	tk.Logprobs = make([]float64, len(prompt), cap(tk.IDs))
 	delta := prompt
+	var check *tokenizer.Verifier
+	checked := 0
+	if rn.CheckTemplate && rn.Local != nil {
+		check = tokenizer.NewVerifier(rn.Local)
+		out.Metrics["template_checked_turns"] = 0
+		out.Metrics["template_mismatch_turns"] = 0
+	}
 	finish := func(status trajectory.Status, reason, final string) (*Outcome, error) {
 		out.Status, out.EndReason, out.FinalResponse = status, reason, final
 		return out, nil
@@ -157,7 +173,7 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 		text := g.Text
 		if !g.HasText {
 			t1 := time.Now()
-			if text, err = gen.Decode(ctx, g.IDs); err != nil {
+			if text, err = tok.Decode(ctx, g.IDs); err != nil {
 				return out, backendErr(ctx, "decode", err)
 			}
 			tokDur += time.Since(t1)
@@ -232,7 +248,7 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 			return finish(trajectory.StatusTruncated, trajectory.ReasonMaxTurns, "")
 		}
 		t2 := time.Now()
-		d, err := splicer.Delta(ctx, gen, g.IDs[len(g.IDs)-1], obs, ep.Tools, ep.TemplateKwargs)
+		d, err := splicer.Delta(ctx, tok, g.IDs[len(g.IDs)-1], obs, ep.Tools, ep.TemplateKwargs)
 		tokDur += time.Since(t2)
 		if err != nil {
 			closeTurn(toolsDur)
@@ -260,6 +276,12 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 		}
 		out.Messages = append(out.Messages, obs...)
 		tk.IDs = append(tk.IDs, d...)
+		if check != nil {
+			tc := time.Now()
+			rn.checkTemplate(check, tk.IDs[checked:], out, ep, k)
+			checked = len(tk.IDs)
+			tokDur += time.Since(tc)
+		}
 		tk.LossMask = append(tk.LossMask, make([]int8, len(d))...)
 		tk.Logprobs = append(tk.Logprobs, make([]float64, len(d))...)
 		delta = d
@@ -269,7 +291,7 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 // spans gives each initial message the tokens it adds to the rendered
 // prompt; the generation prompt belongs to the last one. When the template
 // is not prefix-consistent, the whole prompt goes to the last message.
-func (rn *Runner) spans(ctx context.Context, gen Generator, ep Episode, prompt []int, out *Outcome) {
+func (rn *Runner) spans(ctx context.Context, gen tokenizer.Tokenizer, ep Episode, prompt []int, out *Outcome) {
 	n := len(ep.Messages)
 	prev := 0
 	for i := 1; i < n; i++ {
@@ -287,6 +309,21 @@ func (rn *Runner) spans(ctx context.Context, gen Generator, ep Episode, prompt [
 	}
 	out.Messages[n-1].Span = &[2]int{prev, len(prompt)}
 	out.Metrics["prompt_spans_exact"] = 1
+}
+
+// checkTemplate feeds the new tokens to the verifier and compares the
+// sequence with the template's rendering of the conversation so far.
+func (rn *Runner) checkTemplate(v *tokenizer.Verifier, ids []int, out *Outcome, ep Episode, turn int) {
+	v.Feed(ids)
+	off, err := v.Check(out.Messages, ep.Tools, ep.TemplateKwargs)
+	out.Metrics["template_checked_turns"]++
+	if err != nil || off >= 0 {
+		out.Metrics["template_mismatch_turns"]++
+		if _, seen := out.Metrics["template_first_mismatch_turn"]; !seen {
+			out.Metrics["template_first_mismatch_turn"] = float64(turn)
+			out.Metrics["template_first_mismatch_byte"] = float64(off)
+		}
+	}
 }
 
 func backendErr(ctx context.Context, what string, err error) error {

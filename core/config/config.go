@@ -39,15 +39,16 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil
 
 // Config is the whole host configuration.
 type Config struct {
-	Server   Server             `toml:"server"`
-	Pipeline Pipeline           `toml:"pipeline"`
-	Agent    Agent              `toml:"agent"`
-	Backends Backends           `toml:"backends"`
-	Compat   Compat             `toml:"compat"`
-	Plugins  map[string]*Plugin `toml:"plugins"`
-	Sandbox  Sandbox            `toml:"sandbox"`
-	Store    Store              `toml:"store"`
-	Log      Log                `toml:"log"`
+	Server    Server             `toml:"server"`
+	Pipeline  Pipeline           `toml:"pipeline"`
+	Agent     Agent              `toml:"agent"`
+	Tokenizer Tokenizer          `toml:"tokenizer"`
+	Backends  Backends           `toml:"backends"`
+	Compat    Compat             `toml:"compat"`
+	Plugins   map[string]*Plugin `toml:"plugins"`
+	Sandbox   Sandbox            `toml:"sandbox"`
+	Store     Store              `toml:"store"`
+	Log       Log                `toml:"log"`
 }
 
 // Sandbox configures where rollouts run commands.
@@ -139,6 +140,27 @@ type Agent struct {
 	ToolTimeout Duration `toml:"tool_timeout"`
 }
 
+// Tokenizer chooses where prompts are tokenised.
+type Tokenizer struct {
+	// ModelDir is a Hugging Face model directory (tokenizer.json,
+	// tokenizer_config.json, optional chat_template.jinja and
+	// generation_config.json). Empty: the backend's /tokenize and
+	// /detokenize (vllm protocol only).
+	ModelDir string `toml:"model_dir"`
+	// ChatTemplate is a file that replaces the model's chat template.
+	ChatTemplate string `toml:"chat_template"`
+	// ArgumentsAsString passes tool-call arguments to the template as the
+	// JSON string the model wrote (DeepSeek V3); default: parsed, as vLLM.
+	ArgumentsAsString bool `toml:"arguments_as_string"`
+	// NullContentWithToolCalls passes content None on assistant turns that
+	// only call tools (DeepSeek V3).
+	NullContentWithToolCalls bool `toml:"null_content_with_tool_calls"`
+	// Check renders the whole conversation after every turn and records in
+	// the trajectory's metrics whether the template reproduces the tokens
+	// kept ("every_turn", the default, or "off").
+	Check string `toml:"check"`
+}
+
 // Backends configures inference backends.
 type Backends struct {
 	HealthInterval Duration `toml:"health_interval"`
@@ -190,7 +212,7 @@ type Log struct {
 var Protocols = []string{"vllm", "generate"}
 
 // ToolCallFormats are the tool-call formats the host parses.
-var ToolCallFormats = []string{"hermes"}
+var ToolCallFormats = []string{"hermes", "llama3_json", "qwen3_coder"}
 
 // Default returns the configuration with every default set.
 func Default() *Config {
@@ -205,7 +227,8 @@ func Default() *Config {
 			InitQueue: 100_000, RunQueue: 4096, EvalQueue: 4096,
 			RolloutTimeout: Duration{30 * time.Minute},
 		},
-		Agent: Agent{MaxTurns: 8, MaxTokensPerTurn: 2048, MaxTotalTokens: 32768, ToolCallFormat: "hermes", ToolTimeout: Duration{5 * time.Minute}},
+		Agent:     Agent{MaxTurns: 8, MaxTokensPerTurn: 2048, MaxTotalTokens: 32768, ToolCallFormat: "hermes", ToolTimeout: Duration{5 * time.Minute}},
+		Tokenizer: Tokenizer{Check: "every_turn"},
 		Backends: Backends{
 			HealthInterval: Duration{5 * time.Second}, RequestTimeout: Duration{10 * time.Minute}, WaitForBackend: Duration{60 * time.Second},
 		},
@@ -320,6 +343,8 @@ func Parse(data []byte, name string, vars Vars) (*Config, error) {
 		*t.val = strings.TrimSpace(string(b))
 	}
 	cfg.Sandbox.ImageDir = expand(cfg.Sandbox.ImageDir, vars)
+	cfg.Tokenizer.ModelDir = expand(cfg.Tokenizer.ModelDir, vars)
+	cfg.Tokenizer.ChatTemplate = expand(cfg.Tokenizer.ChatTemplate, vars)
 	if cfg.Store.Path == "" {
 		cfg.Store.Path = filepath.Join(cfg.Server.DataDir, "prorl.db")
 	} else {
@@ -403,6 +428,16 @@ func (c *Config) Validate() error {
 	pos("agent.max_total_tokens", c.Agent.MaxTotalTokens)
 	if c.Pipeline.RolloutTimeout.Duration <= 0 {
 		errs = append(errs, fe("pipeline.rollout_timeout", "must be positive"))
+	}
+	if !oneOf(c.Tokenizer.Check, []string{"every_turn", "off"}) {
+		errs = append(errs, fe("tokenizer.check", "must be every_turn or off, not %q", c.Tokenizer.Check))
+	}
+	if c.Tokenizer.ModelDir != "" {
+		if _, err := os.Stat(filepath.Join(c.Tokenizer.ModelDir, "tokenizer.json")); err != nil {
+			errs = append(errs, fe("tokenizer.model_dir", "no tokenizer.json in %s", c.Tokenizer.ModelDir))
+		}
+	} else if c.Tokenizer.ChatTemplate != "" {
+		errs = append(errs, fe("tokenizer.chat_template", "needs tokenizer.model_dir"))
 	}
 	if !oneOf(c.Agent.ToolCallFormat, ToolCallFormats) {
 		errs = append(errs, fe("agent.tool_call_format", "unknown format %q (known: %s)", c.Agent.ToolCallFormat, strings.Join(ToolCallFormats, ", ")))

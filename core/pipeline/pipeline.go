@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,6 +84,22 @@ func New(d Deps) (*Pipeline, error) {
 		active: map[string]*Rollout{},
 	}
 	p.runner = &agent.Runner{Parser: parser, Policy: p.policy.Load}
+	if tc := d.Cfg.Tokenizer; tc.ModelDir != "" {
+		opts := tokenizer.LocalOptions{ArgumentsAsString: tc.ArgumentsAsString, NullContentWithToolCalls: tc.NullContentWithToolCalls}
+		if tc.ChatTemplate != "" {
+			b, err := os.ReadFile(tc.ChatTemplate)
+			if err != nil {
+				return nil, fmt.Errorf("tokenizer.chat_template: %w", err)
+			}
+			opts.ChatTemplate = string(b)
+		}
+		local, err := tokenizer.LoadDir(tc.ModelDir, opts)
+		if err != nil {
+			return nil, fmt.Errorf("tokenizer.model_dir: %w", err)
+		}
+		p.runner.Local = local
+		p.runner.CheckTemplate = tc.Check != "off"
+	}
 	if m := d.Metrics; m != nil {
 		for i, name := range []string{trajectory.StageInit, trajectory.StageRun, trajectory.StageEval} {
 			q := []chan *Rollout{p.initQ, p.runQ, p.evalQ}[i]

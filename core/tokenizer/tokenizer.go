@@ -64,6 +64,10 @@ func key(tools []trajectory.Tool, kw map[string]any) [32]byte {
 // The bridge is what the template writes after the assistant's stop token
 // (e.g. the newline after <|im_end|>).
 func (s *Splicer) Delta(ctx context.Context, tok Tokenizer, stopID int, msgs []trajectory.Message, tools []trajectory.Tool, kw map[string]any) ([]int, error) {
+	if tt, ok := tok.(TextTokenizer); ok {
+		ids, _, err := textDelta(tt, stopID, msgs, tools, kw)
+		return ids, err
+	}
 	k := key(tools, kw)
 	s.mu.Lock()
 	base, ok := s.base[k]

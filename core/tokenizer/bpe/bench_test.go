@@ -2,8 +2,9 @@ package bpe
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -16,7 +17,8 @@ func MixedCorpus(tb testing.TB) string {
 			out = append(out, b...)
 		}
 	}
-	files, _ := filepath.Glob(filepath.Join(runtime.GOROOT(), "src", "net", "http", "*.go"))
+	goroot, _ := exec.Command("go", "env", "GOROOT").Output()
+	files, _ := filepath.Glob(filepath.Join(strings.TrimSpace(string(goroot)), "src", "net", "http", "*.go"))
 	for _, f := range files {
 		if len(out) > 1<<20 {
 			break

@@ -272,10 +272,10 @@ func parsePreTokenizer(raw json.RawMessage) (splits []split, byteLevel bool, err
 		return splits, byteLevel, nil
 	case "Split":
 		if c.Invert {
-			return nil, false, fmt.Errorf("Split.invert is not supported")
+			return nil, false, fmt.Errorf("split: invert is not supported")
 		}
 		if c.Pattern == nil {
-			return nil, false, fmt.Errorf("Split without a pattern")
+			return nil, false, fmt.Errorf("split: no pattern")
 		}
 		var pat string
 		switch {
@@ -294,7 +294,7 @@ func parsePreTokenizer(raw json.RawMessage) (splits []split, byteLevel bool, err
 		case "Removed":
 			return []split{{re: re, removed: true}}, false, nil
 		}
-		return nil, false, fmt.Errorf("Split.behavior %q is not supported", c.Behavior)
+		return nil, false, fmt.Errorf("split: behavior %q is not supported", c.Behavior)
 	case "ByteLevel":
 		if c.AddPrefixSpace {
 			return nil, false, fmt.Errorf("ByteLevel.add_prefix_space is not supported")

@@ -238,25 +238,7 @@ func (t *Tokenizer) bpe(w string) []int32 {
 // Rust's from_utf8_lossy (one per maximal invalid subpart). Unknown ids
 // are skipped.
 func (t *Tokenizer) Decode(ids []int) string {
-	buf := make([]byte, 0, len(ids)*4)
-	for _, id := range ids {
-		if id < 0 || id >= len(t.pieces) {
-			continue
-		}
-		p := t.pieces[id]
-		if t.isAdded[id] {
-			buf = append(buf, p...)
-			continue
-		}
-		for _, r := range p {
-			if b, ok := runeToByte(r); ok {
-				buf = append(buf, b)
-			} else {
-				buf = utf8.AppendRune(buf, r)
-			}
-		}
-	}
-	return lossy(buf)
+	return lossy(t.AppendBytes(make([]byte, 0, len(ids)*4), ids))
 }
 
 func lossy(b []byte) string {
@@ -336,4 +318,30 @@ func (c *cache) put(k string, v []int32) {
 	}
 	c.m[strings.Clone(k)] = v
 	c.mu.Unlock()
+}
+
+// IsAdded reports whether id is an added token (special or not).
+func (t *Tokenizer) IsAdded(id int) bool { return id >= 0 && id < len(t.isAdded) && t.isAdded[id] }
+
+// AppendBytes appends the raw bytes of ids (no UTF-8 repair, so a
+// sequence decoded in pieces concatenates exactly).
+func (t *Tokenizer) AppendBytes(dst []byte, ids []int) []byte {
+	for _, id := range ids {
+		if id < 0 || id >= len(t.pieces) {
+			continue
+		}
+		p := t.pieces[id]
+		if t.isAdded[id] {
+			dst = append(dst, p...)
+			continue
+		}
+		for _, r := range p {
+			if b, ok := runeToByte(r); ok {
+				dst = append(dst, b)
+			} else {
+				dst = utf8.AppendRune(dst, r)
+			}
+		}
+	}
+	return dst
 }

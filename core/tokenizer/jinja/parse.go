@@ -48,8 +48,8 @@ type (
 		items []expr
 		tuple bool
 	}
-	dictExpr  struct{ keys, vals []expr }
-	attrExpr  struct {
+	dictExpr struct{ keys, vals []expr }
+	attrExpr struct {
 		obj  expr
 		name string
 	}

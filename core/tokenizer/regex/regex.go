@@ -19,14 +19,14 @@ import (
 type kind uint8
 
 const (
-	kSet    kind = iota // one character from a set
-	kAlt                // alternatives, each a sequence
-	kRepeat             // sub repeated min..max times
-	kLook               // lookahead (pos) or negative lookahead
-	kGroup              // a sequence (group with a quantifier)
-	kBegin              // ^ (start of input)
-	kEnd                // $ (end of input)
-	kProgress           // fails unless the input moved past from
+	kSet      kind = iota // one character from a set
+	kAlt                  // alternatives, each a sequence
+	kRepeat               // sub repeated min..max times
+	kLook                 // lookahead (pos) or negative lookahead
+	kGroup                // a sequence (group with a quantifier)
+	kBegin                // ^ (start of input)
+	kEnd                  // $ (end of input)
+	kProgress             // fails unless the input moved past from
 )
 
 type node struct {
@@ -44,7 +44,7 @@ type node struct {
 
 // Regexp is a compiled pattern; safe for concurrent use.
 type Regexp struct {
-	src  string
+	src   string
 	prog  []*node
 	first firstInfo
 }
@@ -82,7 +82,7 @@ type parser struct {
 }
 
 func (p *parser) more() bool { return p.pos < len(p.src) }
-func (p *parser) peek() byte  { return p.src[p.pos] }
+func (p *parser) peek() byte { return p.src[p.pos] }
 
 // alternation parses a|b|c up to ')' (inGroup) or the end; a single
 // alternative is returned as its sequence.
