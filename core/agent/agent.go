@@ -103,6 +103,14 @@ type Runner struct {
 // token budget, or an error.
 func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID string, splicer *tokenizer.Splicer, tools Tools) (*Outcome, error) {
 	out := &Outcome{Messages: slices.Clone(ep.Messages), Metrics: map[string]float64{}}
+	parser := rn.Parser
+	if len(ep.Tools) > 0 {
+		schemas := make([]toolcall.ToolSchema, len(ep.Tools))
+		for i, t := range ep.Tools {
+			schemas[i] = toolcall.ToolSchema{Name: t.Function.Name, Parameters: t.Function.Parameters}
+		}
+		parser = toolcall.ForTools(parser, schemas)
+	}
 	var tok tokenizer.Tokenizer = gen
 	if rn.Local != nil {
 		tok = rn.Local
@@ -185,7 +193,7 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 		}
 		tk.Logprobs = append(tk.Logprobs, g.Logprobs...)
 		turn.ResponseIDs, turn.Logprobs, turn.FinishReason = g.IDs, g.Logprobs, g.FinishReason
-		parsed := rn.Parser.Parse(text)
+		parsed := parser.Parse(text)
 		am := trajectory.Message{Role: "assistant", Content: parsed.Content, ReasoningContent: parsed.Reasoning, Span: &[2]int{start, len(tk.IDs)}}
 		for j, c := range parsed.Calls {
 			am.ToolCalls = append(am.ToolCalls, trajectory.ToolCall{ID: fmt.Sprintf("call_%d_%d", k, j), Type: "function",

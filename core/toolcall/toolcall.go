@@ -30,13 +30,31 @@ type Parser interface {
 	Parse(text string) Parsed
 }
 
-// New returns the parser of a named format.
+// New returns the parser of a named format: hermes (Hermes, Qwen2.5,
+// Qwen3), llama3_json (Llama 3.x) or qwen3_coder (Qwen3-Coder's XML).
 func New(format string) (Parser, error) {
 	switch format {
 	case "hermes", "":
 		return Hermes{}, nil
+	case "llama3_json":
+		return Llama3JSON{}, nil
+	case "qwen3_coder":
+		return Qwen3Coder{}, nil
 	}
 	return nil, fmt.Errorf("unknown tool call format %q", format)
+}
+
+// splitReasoning takes a leading <think>...</think> block off the text.
+func splitReasoning(text string) (reasoning, rest string) {
+	rest = text
+	if i := strings.Index(rest, thinkClose); i >= 0 {
+		r := rest[:i]
+		if j := strings.Index(r, thinkOpen); j >= 0 {
+			r = r[j+len(thinkOpen):]
+		}
+		return strings.TrimSpace(r), rest[i+len(thinkClose):]
+	}
+	return "", rest
 }
 
 // Hermes parses <tool_call>{"name":..., "arguments":{...}}</tool_call>, as
@@ -73,15 +91,14 @@ func TrimEnd(text string) string {
 // Parse implements Parser.
 func (Hermes) Parse(text string) Parsed {
 	var p Parsed
-	rest := TrimEnd(text)
-	if i := strings.Index(rest, thinkClose); i >= 0 {
-		r := rest[:i]
-		if j := strings.Index(r, thinkOpen); j >= 0 {
-			r = r[j+len(thinkOpen):]
-		}
-		p.Reasoning = strings.TrimSpace(r)
-		rest = rest[i+len(thinkClose):]
-	}
+	var rest string
+	p.Reasoning, rest = splitReasoning(TrimEnd(text))
+	return tagged(p, rest, parseBody)
+}
+
+// tagged parses <tool_call>...</tool_call> blocks with body, keeping the
+// text around them as content.
+func tagged(p Parsed, rest string, body func(string) (Call, error)) Parsed {
 	var content strings.Builder
 	for {
 		i := strings.Index(rest, openTag)
@@ -102,24 +119,24 @@ func (Hermes) Parse(text string) Parsed {
 			continue
 		}
 		content.WriteString(rest[:i])
-		body := rest[i+len(openTag):]
-		end := strings.Index(body, closeTag)
+		inner := rest[i+len(openTag):]
+		end := strings.Index(inner, closeTag)
 		if end < 0 {
 			p.Errors = append(p.Errors, errors.New("unclosed <tool_call>: expected </tool_call>"))
 			break
 		}
-		if nested := strings.Index(body[:end], openTag); nested >= 0 {
+		if nested := strings.Index(inner[:end], openTag); nested >= 0 {
 			p.Errors = append(p.Errors, errors.New("nested <tool_call> inside a tool call"))
-			rest = body[end+len(closeTag):]
+			rest = inner[end+len(closeTag):]
 			continue
 		}
-		c, err := parseBody(body[:end])
+		c, err := body(inner[:end])
 		if err != nil {
 			p.Errors = append(p.Errors, err)
 		} else {
 			p.Calls = append(p.Calls, c)
 		}
-		rest = body[end+len(closeTag):]
+		rest = inner[end+len(closeTag):]
 	}
 	p.Content = strings.TrimSpace(content.String())
 	return p

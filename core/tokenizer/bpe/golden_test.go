@@ -81,3 +81,22 @@ func TestEncodeMatchesReference(t *testing.T) {
 		})
 	}
 }
+
+// FuzzEncodeDecode: encoding never panics, and decoding gives the input
+// back for a tokenizer without a normalizer (Llama 3).
+func FuzzEncodeDecode(f *testing.F) {
+	dir := modelsDir(f)
+	tok, err := Load(filepath.Join(dir, "llama3_1", "tokenizer.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{"hello world", "  \n\t x", "<|eot_id|>a", "😀 中文 123456"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ids := tok.Encode(s)
+		if got := string(tok.AppendBytes(nil, ids)); got != s {
+			t.Fatalf("round trip %q -> %v -> %q", s, ids, got)
+		}
+	})
+}

@@ -626,6 +626,9 @@ func arith(op string, l, r Value) (Value, error) {
 	}
 	if op == "*" {
 		if s, ok := l.(string); ok && rInt {
+			if ri > 0 && len(s)*ri > 1<<24 {
+				return nil, fmt.Errorf("string repetition too large")
+			}
 			return strings.Repeat(s, max(ri, 0)), nil
 		}
 	}
@@ -661,7 +664,7 @@ func arith(op string, l, r Value) (Value, error) {
 			}
 			return m, nil
 		case "**":
-			if ri >= 0 {
+			if ri >= 0 && ri <= 64 {
 				out := 1
 				for range ri {
 					out *= li

@@ -1,0 +1,197 @@
+package toolcall
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Llama3JSON parses Llama 3.x tool calls: the whole message is a JSON
+// object {"name": ..., "parameters": {...}} (or "arguments"), optionally
+// after <|python_tag|>, several separated by ";". A message that does not
+// start with "{" is plain content.
+type Llama3JSON struct{}
+
+const pythonTag = "<|python_tag|>"
+
+// Parse implements Parser.
+func (Llama3JSON) Parse(text string) Parsed {
+	var p Parsed
+	var rest string
+	p.Reasoning, rest = splitReasoning(TrimEnd(text))
+	body := strings.TrimSpace(rest)
+	tagged := strings.HasPrefix(body, pythonTag)
+	body = strings.TrimSpace(strings.TrimPrefix(body, pythonTag))
+	if !strings.HasPrefix(body, "{") {
+		p.Content = strings.TrimSpace(rest)
+		if tagged {
+			p.Errors = append(p.Errors, errors.New("<|python_tag|> must be followed by a JSON tool call"))
+		}
+		return p
+	}
+	dec := json.NewDecoder(strings.NewReader(body))
+	for {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			p.Errors = append(p.Errors, fmt.Errorf("tool call is not valid JSON: %v", err))
+			return p
+		}
+		c, err := parseBody(string(raw))
+		if err != nil {
+			p.Errors = append(p.Errors, err)
+		} else {
+			p.Calls = append(p.Calls, c)
+		}
+		tail := strings.TrimSpace(body[dec.InputOffset():])
+		if tail == "" {
+			return p
+		}
+		if !strings.HasPrefix(tail, ";") {
+			p.Errors = append(p.Errors, fmt.Errorf("unexpected text after a tool call: %.40q", tail))
+			return p
+		}
+		body = strings.TrimSpace(tail[1:])
+		if body == "" {
+			return p
+		}
+		dec = json.NewDecoder(strings.NewReader(body))
+	}
+}
+
+// Qwen3Coder parses Qwen3-Coder's XML tool calls:
+//
+//	<tool_call>
+//	<function=NAME>
+//	<parameter=KEY>
+//	VALUE
+//	</parameter>
+//	</function>
+//	</tool_call>
+//
+// Parameter values are text; Types (tool -> parameter -> JSON schema type)
+// turns them into numbers, booleans, objects or arrays where the tool's
+// schema says so, as vLLM's qwen3_coder parser does.
+type Qwen3Coder struct {
+	Types map[string]map[string]string
+}
+
+var (
+	functionRe  = regexp.MustCompile(`(?s)^\s*<function=([^>\n]+)>(.*?)</function>\s*$`)
+	parameterRe = regexp.MustCompile(`(?s)<parameter=([^>\n]+)>(.*?)</parameter>`)
+)
+
+// Parse implements Parser.
+func (q Qwen3Coder) Parse(text string) Parsed {
+	var p Parsed
+	var rest string
+	p.Reasoning, rest = splitReasoning(TrimEnd(text))
+	return tagged(p, rest, q.parseBody)
+}
+
+func (q Qwen3Coder) parseBody(s string) (Call, error) {
+	m := functionRe.FindStringSubmatch(s)
+	if m == nil {
+		return Call{}, errors.New("tool call must be <function=NAME>...</function>")
+	}
+	name := strings.TrimSpace(m[1])
+	inner := m[2]
+	args := map[string]json.RawMessage{}
+	var order []string
+	for _, pm := range parameterRe.FindAllStringSubmatchIndex(inner, -1) {
+		key := strings.TrimSpace(inner[pm[2]:pm[3]])
+		val := inner[pm[4]:pm[5]]
+		// The template writes one newline around the value.
+		val = strings.TrimPrefix(val, "\n")
+		val = strings.TrimSuffix(val, "\n")
+		if _, dup := args[key]; dup {
+			return Call{}, fmt.Errorf("tool call %q: parameter %q given twice", name, key)
+		}
+		enc, err := q.value(name, key, val)
+		if err != nil {
+			return Call{}, err
+		}
+		args[key] = enc
+		order = append(order, key)
+	}
+	left := parameterRe.ReplaceAllString(inner, "")
+	if strings.Contains(left, "<parameter=") || strings.Contains(left, "</parameter>") {
+		return Call{}, fmt.Errorf("tool call %q: unbalanced <parameter> tags", name)
+	}
+	if strings.TrimSpace(left) != "" {
+		return Call{}, fmt.Errorf("tool call %q: text outside <parameter> tags: %.40q", name, strings.TrimSpace(left))
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range order {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(jsonString(k))
+		b.WriteByte(':')
+		b.Write(args[k])
+	}
+	b.WriteByte('}')
+	return Call{Name: name, Arguments: b.Bytes()}, nil
+}
+
+func (q Qwen3Coder) value(tool, key, val string) (json.RawMessage, error) {
+	typ := q.Types[tool][key]
+	switch typ {
+	case "integer", "number", "boolean", "object", "array", "null":
+		v := strings.TrimSpace(val)
+		if typ == "boolean" {
+			v = strings.ToLower(v)
+		}
+		if !json.Valid([]byte(v)) {
+			return nil, fmt.Errorf("tool call %q: parameter %q must be a JSON %s, got %.40q", tool, key, typ, v)
+		}
+		return json.RawMessage(v), nil
+	}
+	return jsonString(val), nil
+}
+
+// jsonString encodes s without HTML escaping (the tool sees "<", not "\u003c").
+func jsonString(s string) json.RawMessage {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return bytes.TrimRight(b.Bytes(), "\n")
+}
+
+// ForTools returns a parser that knows the episode's tool schemas, for
+// formats whose values are untyped text.
+func ForTools(p Parser, tools []ToolSchema) Parser {
+	q, ok := p.(Qwen3Coder)
+	if !ok || len(tools) == 0 {
+		return p
+	}
+	q.Types = map[string]map[string]string{}
+	for _, t := range tools {
+		var schema struct {
+			Properties map[string]struct {
+				Type any `json:"type"`
+			} `json:"properties"`
+		}
+		if json.Unmarshal(t.Parameters, &schema) != nil {
+			continue
+		}
+		types := map[string]string{}
+		for k, prop := range schema.Properties {
+			if s, ok := prop.Type.(string); ok {
+				types[k] = s
+			}
+		}
+		q.Types[t.Name] = types
+	}
+	return q
+}
+
+// ToolSchema is a tool's name and JSON-schema parameters.
+type ToolSchema struct {
+	Name       string
+	Parameters json.RawMessage
+}

