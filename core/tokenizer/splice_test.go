@@ -48,7 +48,9 @@ func TestTextSplicing(t *testing.T) {
 		{model: "qwen3", template: "model", stop: "<|im_end|>", kwargs: map[string]any{"enable_thinking": false},
 			// The prompt ends in an empty think block that the template drops
 			// when it renders the turn as history: not append-only.
-			gen:          func(int) string { return "<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}\n</tool_call>" },
+			gen: func(int) string {
+				return "<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}\n</tool_call>"
+			},
 			wantMismatch: true},
 		{model: "qwen3", template: "qwen2.5", stop: "<|im_end|>",
 			gen: func(int) string {
@@ -57,7 +59,9 @@ func TestTextSplicing(t *testing.T) {
 		{model: "qwen3", template: "qwen2.5", stop: "<|im_end|>",
 			// The model spaces its JSON differently from tojson: the kept
 			// tokens are what it wrote, and the verifier says so.
-			gen:          func(int) string { return "<tool_call>\n{\"name\":\"python\",\"arguments\":{\"code\":\"print(1)\"}}\n</tool_call>" },
+			gen: func(int) string {
+				return "<tool_call>\n{\"name\":\"python\",\"arguments\":{\"code\":\"print(1)\"}}\n</tool_call>"
+			},
 			wantMismatch: true},
 		{model: "llama3_1", template: "llama3.1-tools", stop: "<|eot_id|>", kwargs: map[string]any{"date_string": "22 Nov 2026"},
 			gen: func(int) string { return "{\"name\": \"bash\", \"parameters\": {\"command\": \"ls\"}}" }},
