@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/toolcall"
 	"github.com/prorl/prorl/core/trajectory"
+	"github.com/prorl/prorl/internal/testmodels"
 )
 
 // localGen replies with fixed texts encoded by the Go tokenizer; rendering
@@ -43,17 +43,9 @@ func (g *localGen) Generate(_ context.Context, r backend.GenerateRequest) (*back
 }
 
 func TestLocalTokenizerEpisode(t *testing.T) {
-	dir := os.Getenv("PRORL_MODELS")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".cache", "prorl", "models")
-	}
-	l, err := tokenizer.LoadDir(filepath.Join(dir, "qwen3"), tokenizer.LocalOptions{})
+	l, err := tokenizer.LoadDir(filepath.Join(testmodels.Dir(t), "qwen3"), tokenizer.LocalOptions{})
 	if err != nil {
-		if os.Getenv("PRORL_REQUIRE_MODELS") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip("reference models missing (make models)")
+		t.Fatal(err)
 	}
 	tools := []trajectory.Tool{
 		{Type: "function", Function: trajectory.ToolFunction{Name: "think", Description: "Think.", Parameters: json.RawMessage(`{"type":"object","properties":{"thought":{"type":"string"}}}`)}},

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"encoding/json"
+	"github.com/prorl/prorl/internal/testmodels"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,22 +11,7 @@ import (
 	"github.com/prorl/prorl/core/tokenizer/jinja"
 )
 
-// modelsDir holds the reference tokenizer files (`make models`). Without
-// them these tests skip, unless PRORL_REQUIRE_MODELS=1 (make test).
-func modelsDir(t testing.TB) string {
-	dir := os.Getenv("PRORL_MODELS")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".cache", "prorl", "models")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "qwen3", "tokenizer.json")); err != nil {
-		if os.Getenv("PRORL_REQUIRE_MODELS") == "1" {
-			t.Fatalf("reference models missing in %s (run make models): %v", dir, err)
-		}
-		t.Skipf("reference models missing in %s (run make models)", dir)
-	}
-	return dir
-}
+func modelsDir(tb testing.TB) string { return testmodels.Dir(tb) }
 
 type chatCase struct {
 	Template            string          `json:"template"`

