@@ -106,7 +106,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 	t := &Tokenizer{
 		vocab:        m.Vocab,
 		ignoreMerges: m.IgnoreMerges,
-		cache:        newCache(1 << 16),
+		cache:        newCache(1 << 18),
 	}
 	maxID := -1
 	for _, id := range m.Vocab {
