@@ -1,7 +1,6 @@
 package tokenizer
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 
@@ -113,4 +112,4 @@ func (v *Verifier) Check(msgs []trajectory.Message, tools []trajectory.Tool, kw 
 }
 
 // Text is the sequence's text so far (for diagnostics).
-func (v *Verifier) Text() string { return string(bytes.Clone(v.text)) }
+func (v *Verifier) Text() string { return string(v.text) }

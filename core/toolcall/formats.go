@@ -23,11 +23,11 @@ func (Llama3JSON) Parse(text string) Parsed {
 	var rest string
 	p.Reasoning, rest = splitReasoning(TrimEnd(text))
 	body := strings.TrimSpace(rest)
-	tagged := strings.HasPrefix(body, pythonTag)
+	hasTag := strings.HasPrefix(body, pythonTag)
 	body = strings.TrimSpace(strings.TrimPrefix(body, pythonTag))
 	if !strings.HasPrefix(body, "{") {
 		p.Content = strings.TrimSpace(rest)
-		if tagged {
+		if hasTag {
 			p.Errors = append(p.Errors, errors.New("<|python_tag|> must be followed by a JSON tool call"))
 		}
 		return p

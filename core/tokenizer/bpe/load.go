@@ -156,9 +156,6 @@ func Parse(data []byte) (*Tokenizer, error) {
 		t.isAdded[a.ID] = true
 		t.addedByContent[a.Content] = a.ID
 		t.firstByte[a.Content[0]] = true
-		if a.Special {
-			t.special = append(t.special, a.ID)
-		}
 	}
 	return t, nil
 }

@@ -26,7 +26,6 @@ type Tokenizer struct {
 	added          []AddedToken // longest first
 	addedByContent map[string]int
 	firstByte      [256]bool
-	special        []int
 	prefix, suffix []int // what add_special_tokens adds
 	cache          *cache
 }
@@ -49,16 +48,6 @@ func (t *Tokenizer) Piece(id int) string {
 		return ""
 	}
 	return t.pieces[id]
-}
-
-// IsSpecial reports whether id is an added token marked special.
-func (t *Tokenizer) IsSpecial(id int) bool {
-	for _, s := range t.special {
-		if s == id {
-			return true
-		}
-	}
-	return false
 }
 
 // Encode tokenises s without adding special tokens (what chat templates

@@ -2,7 +2,9 @@ package jinja
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -84,16 +86,7 @@ var builtinGlobals = map[string]Value{
 // sortedKeys gives keyword arguments a stable order (the parser does not
 // keep it; namespace() and dict() are only read by key in templates).
 func sortedKeys(m map[string]Value) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
-	return keys
+	return slices.Sorted(maps.Keys(m))
 }
 
 func strftime(t time.Time, f string) string {
@@ -845,3 +838,4 @@ func listMethod(l []Value, name string) Value {
 	}
 	return nil
 }
+

@@ -135,20 +135,7 @@ func (st *state) execFor(s *forStmt, f *frame) error {
 	if err != nil {
 		return err
 	}
-	bind := func(inner *frame, item Value) error {
-		if len(s.targets) == 1 {
-			inner.vars[s.targets[0]] = item
-			return nil
-		}
-		tup, ok := item.([]Value)
-		if !ok || len(tup) != len(s.targets) {
-			return fmt.Errorf("cannot unpack %s into %d names", typeName(item), len(s.targets))
-		}
-		for i, n := range s.targets {
-			inner.vars[n] = tup[i]
-		}
-		return nil
-	}
+	bind := func(inner *frame, item Value) error { return assign(inner.vars, s.targets, item) }
 	if s.filter != nil {
 		var kept []Value
 		for _, item := range items {
@@ -226,16 +213,21 @@ func (st *state) execSet(s *setStmt, f *frame) error {
 		ns.Set(s.attr, v)
 		return nil
 	}
-	if len(s.targets) == 1 {
-		f.vars[s.targets[0]] = v
+	return assign(f.vars, s.targets, v)
+}
+
+// assign binds one name, or unpacks a tuple into several.
+func assign(vars map[string]Value, targets []string, v Value) error {
+	if len(targets) == 1 {
+		vars[targets[0]] = v
 		return nil
 	}
 	tup, ok := v.([]Value)
-	if !ok || len(tup) != len(s.targets) {
-		return fmt.Errorf("cannot unpack %s into %d names", typeName(v), len(s.targets))
+	if !ok || len(tup) != len(targets) {
+		return fmt.Errorf("cannot unpack %s into %d names", typeName(v), len(targets))
 	}
-	for i, n := range s.targets {
-		f.vars[n] = tup[i]
+	for i, n := range targets {
+		vars[n] = tup[i]
 	}
 	return nil
 }
@@ -812,3 +804,4 @@ func getItem(obj, idx Value) (Value, error) {
 	}
 	return Undefined{}, nil
 }
+

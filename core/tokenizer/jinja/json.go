@@ -241,13 +241,8 @@ func FromGo(v any) (Value, error) {
 		}
 		return out, nil
 	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
 		m := NewMap()
-		for _, k := range keys {
+		for _, k := range sortedKeys(x) {
 			c, err := FromGo(x[k])
 			if err != nil {
 				return nil, err

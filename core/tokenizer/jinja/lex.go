@@ -17,7 +17,6 @@ const (
 	tText tokKind = iota
 	tOutput
 	tBlock
-	tEOF
 )
 
 // segment is a piece of template source: literal text, or the inside of

@@ -402,7 +402,7 @@ func (p *exprParser) expression() (expr, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t := p.peek(); t.kind == "op" && t.s == "," && p.tupleContext() {
+	if t := p.peek(); t.kind == "op" && t.s == "," {
 		items := []expr{e}
 		for p.acceptOp(",") {
 			if t := p.peek(); t.kind == "eof" || t.kind == "op" && (t.s == ")" || t.s == "]") {
@@ -418,9 +418,6 @@ func (p *exprParser) expression() (expr, error) {
 	}
 	return e, nil
 }
-
-// tupleContext: a bare comma makes a tuple only at the top level of a tag.
-func (p *exprParser) tupleContext() bool { return true }
 
 func (p *exprParser) condExpr() (expr, error) {
 	e, err := p.orExpr()

@@ -141,8 +141,6 @@ func str(v Value) string {
 		return x
 	case Undefined:
 		return ""
-	case []Value, *Map:
-		return repr(v)
 	}
 	return repr(v)
 }

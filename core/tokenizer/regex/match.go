@@ -187,13 +187,6 @@ func dec(n int) int {
 	return n - 1
 }
 
-// MatchAt returns the end of the leftmost-first match starting exactly at
-// pos, or -1.
-func (re *Regexp) MatchAt(s string, pos int) int {
-	m := matcher{s: s}
-	return m.seq(re.prog, pos, nil)
-}
-
 // FindAll calls f with the [start, end) of each successive non-overlapping
 // match, leftmost-first, like Rust's find_iter and JavaScript's matchAll.
 // An empty match advances by one character.

@@ -168,7 +168,7 @@ func (p *parser) atom() (*node, error) {
 		return p.class()
 	case '.':
 		p.pos++
-		return &node{kind: kSet, set: newSet(true, nil, nil, false).with(func(s *charSet) { s.ranges = []rune{'\n', '\n'} })}, nil
+		return &node{kind: kSet, set: newSet(true, []rune{'\n', '\n'}, nil, false)}, nil
 	case '^':
 		p.pos++
 		return &node{kind: kBegin}, nil
@@ -449,8 +449,6 @@ func newSet(neg bool, ranges []rune, tabs []*unicode.RangeTable, fold bool) *cha
 	s.finish()
 	return s
 }
-
-func (s *charSet) with(f func(*charSet)) *charSet { f(s); s.finish(); return s }
 
 func literal(r rune, fold bool) *charSet {
 	return newSet(false, []rune{r, r}, nil, fold)
