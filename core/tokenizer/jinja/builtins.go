@@ -644,11 +644,7 @@ func stringMethod(s, name string) Value {
 			var parts []string
 			switch {
 			case !hasSep:
-				parts = strings.Fields(s)
-				if n > 0 && len(parts) > n {
-					// Keep the remainder as Python does, roughly.
-					parts = strings.Fields(s)[:n]
-				}
+				parts = splitSpace(s, n)
 			case sep == "":
 				return nil, fmt.Errorf("split: empty separator")
 			case name == "rsplit" && n > 0:
@@ -839,3 +835,24 @@ func listMethod(l []Value, name string) Value {
 	return nil
 }
 
+// splitSpace is Python's str.split() without a separator: runs of
+// whitespace separate, at most n parts (n <= 0: no limit), and the last
+// part keeps the rest of the string, its leading whitespace removed.
+func splitSpace(s string, n int) []string {
+	var parts []string
+	for {
+		s = strings.TrimLeftFunc(s, unicode.IsSpace)
+		if s == "" {
+			return parts
+		}
+		if n > 0 && len(parts) == n-1 {
+			return append(parts, s)
+		}
+		end := strings.IndexFunc(s, unicode.IsSpace)
+		if end < 0 {
+			return append(parts, s)
+		}
+		parts = append(parts, s[:end])
+		s = s[end:]
+	}
+}

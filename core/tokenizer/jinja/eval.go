@@ -242,7 +242,7 @@ func (st *state) macro(s *macroStmt, def *frame) Func {
 			switch {
 			case i < len(args):
 				inner.vars[p] = args[i]
-			case kwargs[p] != nil:
+			case hasKey(kwargs, p):
 				inner.vars[p] = kwargs[p]
 			case s.defaults[i] != nil:
 				v, err := st.eval(s.defaults[i], def)
@@ -805,3 +805,7 @@ func getItem(obj, idx Value) (Value, error) {
 	return Undefined{}, nil
 }
 
+func hasKey(m map[string]Value, k string) bool {
+	_, ok := m[k]
+	return ok
+}
