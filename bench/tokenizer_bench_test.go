@@ -15,48 +15,23 @@ import (
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/tokenizer/bpe"
 	"github.com/prorl/prorl/core/trajectory"
+	"github.com/prorl/prorl/internal/testmodels"
 )
 
-// mixedCorpus is about 1 MB of English (licence texts shipped with Debian)
-// and code (Go's own sources).
-func mixedCorpus(b *testing.B) string {
-	var out []byte
-	for _, p := range []string{"/usr/share/common-licenses/GPL-3", "/usr/share/common-licenses/Apache-2.0"} {
-		if data, err := os.ReadFile(p); err == nil {
-			out = append(out, data...)
-		}
-	}
-	goroot, _ := exec.Command("go", "env", "GOROOT").Output()
-	files, _ := filepath.Glob(filepath.Join(strings.TrimSpace(string(goroot)), "src", "net", "http", "*.go"))
-	for _, f := range files {
-		if len(out) > 1<<20 {
-			break
-		}
-		data, _ := os.ReadFile(f)
-		out = append(out, data...)
-	}
-	if len(out) < 1<<19 {
-		b.Skip("no corpus")
-	}
-	return string(out)
-}
-
-func cacheDirs() (npm, models string) {
+// npmDir holds the reference implementation (make models).
+func npmDir() string {
 	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".cache", "prorl", "npm"), filepath.Join(home, ".cache", "prorl", "models")
+	return filepath.Join(home, ".cache", "prorl", "npm")
 }
 
 // BenchmarkIssue4Figures prints the tokenizer figures: encode throughput on
 // one core beside the reference implementation's on the same text, and
 // the cost of building turn 50's prompt in a 32k-token conversation.
 func BenchmarkIssue4Figures(b *testing.B) {
-	npmDir, modelsDir := cacheDirs()
-	if _, err := os.Stat(filepath.Join(modelsDir, "qwen3", "tokenizer.json")); err != nil {
-		b.Skip("reference models missing: run make models")
-	}
+	modelsDir := testmodels.Dir(b)
 	prev := runtime.GOMAXPROCS(1)
 	defer runtime.GOMAXPROCS(prev)
-	text := mixedCorpus(b)
+	text := testmodels.MixedCorpus(b)
 	corpusFile := filepath.Join(b.TempDir(), "corpus.txt")
 	if err := os.WriteFile(corpusFile, []byte(text), 0o644); err != nil {
 		b.Fatal(err)
@@ -76,7 +51,7 @@ func BenchmarkIssue4Figures(b *testing.B) {
 		}
 		mbs := float64(len(text)) * float64(runs) / time.Since(t0).Seconds() / 1e6
 		ref := "n/a (run make models)"
-		if out, err := referenceEncode(npmDir, modelsDir, m, corpusFile); err == nil {
+		if out, err := referenceEncode(npmDir(), modelsDir, m, corpusFile); err == nil {
 			ref = fmt.Sprintf("%.1f MB/s (Go %.1fx)", out, mbs/out)
 		} else {
 			ref = "n/a: " + err.Error()

@@ -11,8 +11,6 @@ import (
 	"github.com/prorl/prorl/core/tokenizer/jinja"
 )
 
-func modelsDir(tb testing.TB) string { return testmodels.Dir(tb) }
-
 type chatCase struct {
 	Template            string          `json:"template"`
 	Conversation        string          `json:"conversation"`
@@ -28,7 +26,7 @@ type chatCase struct {
 // the Go template engine and tokenizer and compares text and ids with
 // transformers.js.
 func TestChatTemplatesMatchReference(t *testing.T) {
-	dir := modelsDir(t)
+	dir := testmodels.Dir(t)
 	for _, model := range []string{"qwen3", "llama3_1", "deepseek_v3"} {
 		var cases []chatCase
 		b, err := os.ReadFile(filepath.Join("testdata", "golden", model, "chat.json"))

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"context"
 	"encoding/json"
+	"github.com/prorl/prorl/internal/testmodels"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,7 +31,7 @@ func standardTools(t *testing.T) []trajectory.Tool {
 // past, and the verifier reports exactly the templates that do not
 // reproduce the tokens kept.
 func TestTextSplicing(t *testing.T) {
-	dir := modelsDir(t)
+	dir := testmodels.Dir(t)
 	tools := standardTools(t)
 	cases := []struct {
 		model, template string

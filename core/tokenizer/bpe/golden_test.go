@@ -9,8 +9,6 @@ import (
 	"testing"
 )
 
-func modelsDir(tb testing.TB) string { return testmodels.Dir(tb) }
-
 var goldenModels = []string{"qwen3", "llama3_1", "deepseek_v3"}
 
 type encodeCase struct {
@@ -30,7 +28,7 @@ func readJSON(t testing.TB, path string, v any) {
 }
 
 func TestEncodeMatchesReference(t *testing.T) {
-	dir := modelsDir(t)
+	dir := testmodels.Dir(t)
 	for _, m := range goldenModels {
 		t.Run(m, func(t *testing.T) {
 			tok, err := Load(filepath.Join(dir, m, "tokenizer.json"))
@@ -70,7 +68,7 @@ func TestEncodeMatchesReference(t *testing.T) {
 // FuzzEncodeDecode: encoding never panics, and decoding gives the input
 // back for a tokenizer without a normalizer (Llama 3).
 func FuzzEncodeDecode(f *testing.F) {
-	dir := modelsDir(f)
+	dir := testmodels.Dir(f)
 	tok, err := Load(filepath.Join(dir, "llama3_1", "tokenizer.json"))
 	if err != nil {
 		f.Fatal(err)
