@@ -25,7 +25,7 @@ func BenchmarkEncode(b *testing.B) {
 		b.Run(m+"-cold", func(b *testing.B) {
 			b.SetBytes(int64(len(text)))
 			for b.Loop() {
-				tok.cache = newCache(1 << 16)
+				tok.cache = newCache(len(tok.cache.slots))
 				tok.Encode(text)
 			}
 		})

@@ -1,8 +1,9 @@
 package bpe
 
 import (
+	"hash/maphash"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 )
@@ -283,31 +284,39 @@ func invalidRun(b []byte) int {
 	return i
 }
 
-// cache maps pre-tokens to their ids (up to 262,144 of them, a few tens of
-// MB; 65,536 thrashed on 1 MB of mixed text). It is cleared when full: pre-token
-// frequencies are Zipfian, so the common ones come straight back.
+// cache maps pre-tokens to their ids: a direct-mapped table of immutable
+// entries, read and replaced atomically, so lookups take no lock and the
+// memory is bounded by the slot count. A collision only costs one BPE run;
+// pre-token frequencies are Zipfian, so the common ones stay.
 type cache struct {
-	mu  sync.RWMutex
-	m   map[string][]int32
-	cap int
+	seed  maphash.Seed
+	slots []atomic.Pointer[cacheEntry]
+	mask  uint64
 }
 
-func newCache(n int) *cache { return &cache{m: make(map[string][]int32, 1024), cap: n} }
+type cacheEntry struct {
+	key string
+	ids []int32
+}
+
+// newCache has n slots (a power of two).
+func newCache(n int) *cache {
+	return &cache{seed: maphash.MakeSeed(), slots: make([]atomic.Pointer[cacheEntry], n), mask: uint64(n - 1)}
+}
+
+func (c *cache) slot(k string) *atomic.Pointer[cacheEntry] {
+	return &c.slots[maphash.String(c.seed, k)&c.mask]
+}
 
 func (c *cache) get(k string) ([]int32, bool) {
-	c.mu.RLock()
-	v, ok := c.m[k]
-	c.mu.RUnlock()
-	return v, ok
+	if e := c.slot(k).Load(); e != nil && e.key == k {
+		return e.ids, true
+	}
+	return nil, false
 }
 
 func (c *cache) put(k string, v []int32) {
-	c.mu.Lock()
-	if len(c.m) >= c.cap {
-		c.m = make(map[string][]int32, 1024)
-	}
-	c.m[strings.Clone(k)] = v
-	c.mu.Unlock()
+	c.slot(k).Store(&cacheEntry{key: strings.Clone(k), ids: v})
 }
 
 // IsAdded reports whether id is an added token (special or not).
