@@ -2,10 +2,12 @@ package bpe
 
 import (
 	"encoding/json"
+	"fmt"
 	"github.com/prorl/prorl/internal/testmodels"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -82,4 +84,36 @@ func FuzzEncodeDecode(f *testing.F) {
 			t.Fatalf("round trip %q -> %v -> %q", s, ids, got)
 		}
 	})
+}
+
+// TestConcurrentEncode: one tokenizer serves many rollouts at once; the
+// shared pre-token cache must not mix their words up (run with -race).
+func TestConcurrentEncode(t *testing.T) {
+	tok, err := Load(filepath.Join(testmodels.Dir(t), "qwen3", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok.cache = newCache(64) // tiny, so goroutines keep replacing each other's entries
+	var cases []encodeCase
+	readJSON(t, filepath.Join("..", "testdata", "golden", "qwen3", "encode.json"), &cases)
+	errs := make(chan string, 4)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range cases {
+				c := cases[(i+g*37)%len(cases)]
+				if got := tok.Encode(c.Text); !slices.Equal(got, c.IDs) {
+					errs <- fmt.Sprintf("%q: got %v want %v", c.Text, got, c.IDs)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
 }
