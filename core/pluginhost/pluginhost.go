@@ -171,7 +171,12 @@ func (p *Plugin) start(ctx context.Context) error {
 	p.mu.Lock()
 	p.client, p.rpc, p.info = client, rd.Client, info
 	p.epoch++
+	// Published together with the client: a crash-looping plugin is never
+	// seen running between its restart and being marked unhealthy.
 	p.state = StateRunning
+	if len(p.restarts) > p.cfg.MaxRestarts {
+		p.state = StateUnhealthy
+	}
 	p.lastErr = ""
 	close(p.ready)
 	p.mu.Unlock()
@@ -243,11 +248,6 @@ func (p *Plugin) supervise(ctx context.Context) {
 			continue
 		}
 		backoff = 100 * time.Millisecond
-		p.mu.Lock()
-		if len(p.restarts) > p.cfg.MaxRestarts {
-			p.state = StateUnhealthy // running again, but crash-looping: still reported
-		}
-		p.mu.Unlock()
 	}
 }
 
