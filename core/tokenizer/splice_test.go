@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/prorl/prorl/core/trajectory"
@@ -138,5 +139,31 @@ func TestTextSplicing(t *testing.T) {
 				t.Fatalf("mismatch reported: %v, want %v", mismatch, c.wantMismatch)
 			}
 		})
+	}
+}
+
+// A turn the model ends with another of its stop tokens (Qwen's
+// <|endoftext|> where the template writes <|im_end|>) gets the same bridge.
+func TestDeltaAfterAnotherStopToken(t *testing.T) {
+	l, err := LoadDir(filepath.Join(testmodels.Dir(t), "qwen3"), LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	imEnd, _ := l.BPE().TokenID("<|im_end|>")
+	eot, _ := l.BPE().TokenID("<|endoftext|>")
+	obs := []trajectory.Message{{Role: "tool", Content: "ok", ToolCallID: "c"}}
+	want, err := NewSplicer().Delta(context.Background(), l, imEnd, obs, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := NewSplicer().Delta(context.Background(), l, eot, obs, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("delta after <|endoftext|> %v, after <|im_end|> %v", got, want)
+	}
+	if s := l.tok.Decode(want); !strings.HasPrefix(s, "\n<|im_start|>user\n<tool_response>") {
+		t.Fatalf("delta %q", s)
 	}
 }

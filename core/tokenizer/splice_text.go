@@ -16,6 +16,8 @@ type TextTokenizer interface {
 	EncodeText(s string) []int
 	// TokenText is an added token's text ("" for ordinary tokens).
 	TokenText(id int) string
+	// StopIDs are the model's end-of-generation tokens.
+	StopIDs() []int
 	AppendBytes(dst []byte, ids []int) []byte
 }
 
@@ -39,10 +41,12 @@ const assistantMark = "PRORL-GENERATED-TURN-7f3a9c"
 
 // textDelta renders the placeholder conversation, the generated turn and
 // the new messages, and encodes what follows the generated turn: after the
-// model's stop token when it produced one (the template's bridge, e.g. the
-// newline after <|im_end|>), else everything the template writes after the
-// turn's text, its end-of-turn token included. The past is never rendered
-// or re-encoded.
+// end of the assistant turn when the model ended it with a stop token (the
+// template's bridge, e.g. the newline after <|im_end|>), else everything
+// the template writes after the turn's text, its end-of-turn token
+// included. A model may end its turn with another of its stop tokens than
+// the template writes (Qwen's <|endoftext|> for <|im_end|>): its token is
+// kept and the bridge follows it. The past is never rendered or re-encoded.
 func textDelta(tok TextTokenizer, stopID int, msgs []trajectory.Message, tools []trajectory.Tool, kw map[string]any) ([]int, string, error) {
 	conv := make([]trajectory.Message, 0, len(msgs)+3)
 	conv = append(conv, trajectory.Message{Role: "system", Content: "S"}, trajectory.Message{Role: "user", Content: "U"},
@@ -58,11 +62,17 @@ func textDelta(tok TextTokenizer, stopID int, msgs []trajectory.Message, tools [
 	}
 	rest := text[i+len(assistantMark):]
 	if stop := tok.TokenText(stopID); stop != "" {
-		j := strings.Index(rest, stop)
-		if j < 0 {
-			return nil, "", fmt.Errorf("the chat template does not end an assistant turn with the model's stop token %q", stop)
+		end := -1
+		for _, id := range append([]int{stopID}, tok.StopIDs()...) {
+			t := tok.TokenText(id)
+			if j := strings.Index(rest, t); t != "" && j >= 0 && (end < 0 || j+len(t) < end) {
+				end = j + len(t)
+			}
 		}
-		rest = rest[j+len(stop):]
+		if end < 0 {
+			return nil, "", fmt.Errorf("the chat template does not end an assistant turn with the model's stop token %q or another of its stop tokens", stop)
+		}
+		rest = rest[end:]
 	}
 	return tok.EncodeText(rest), rest, nil
 }
