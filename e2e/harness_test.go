@@ -237,11 +237,15 @@ func (e *env) addBackend() {
 }
 
 // simEntries reads the simulator's request log.
-func (e *env) simEntries() []simEntry {
-	e.t.Helper()
-	b, err := os.ReadFile(e.simLog)
+func (e *env) simEntries() []simEntry { return readEntries(e.t, e.simLog) }
+
+// readEntries reads a request log in the simulator's format (the llama.cpp
+// server writes the same).
+func readEntries(t *testing.T, path string) []simEntry {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	var out []simEntry
 	for _, line := range bytes.Split(b, []byte("\n")) {
@@ -250,7 +254,7 @@ func (e *env) simEntries() []simEntry {
 		}
 		var s simEntry
 		if err := json.Unmarshal(line, &s); err != nil {
-			e.t.Fatalf("sim log: %v", err)
+			t.Fatalf("%s: %v", path, err)
 		}
 		out = append(out, s)
 	}

