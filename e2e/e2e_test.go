@@ -39,6 +39,49 @@ func (c completionResp) ids() []int {
 	return out
 }
 
+// engineCall is one successful generation in a backend's request log.
+type engineCall struct {
+	prompt, ids []int
+	logprobs    []float64
+}
+
+// call reads a logged generation: vLLM's /v1/completions or SGLang's
+// native /generate (input_ids in, meta_info.output_token_logprobs out).
+func (e simEntry) call() (engineCall, bool) {
+	if e.Status != 200 {
+		return engineCall{}, false
+	}
+	switch e.Path {
+	case "/v1/completions":
+		var req completionLog
+		var cr completionResp
+		if json.Unmarshal(e.Request, &req) != nil || json.Unmarshal(e.Response, &cr) != nil || len(cr.Choices) != 1 {
+			return engineCall{}, false
+		}
+		return engineCall{prompt: req.Prompt, ids: cr.ids(), logprobs: cr.Choices[0].Logprobs.TokenLogprobs}, true
+	case "/generate":
+		var req struct {
+			InputIDs []int `json:"input_ids"`
+		}
+		var resp struct {
+			MetaInfo struct {
+				OutputTokenLogprobs [][3]any `json:"output_token_logprobs"`
+			} `json:"meta_info"`
+		}
+		if json.Unmarshal(e.Request, &req) != nil || json.Unmarshal(e.Response, &resp) != nil || req.InputIDs == nil {
+			return engineCall{}, false
+		}
+		c := engineCall{prompt: req.InputIDs}
+		for _, lp := range resp.MetaInfo.OutputTokenLogprobs {
+			id, _ := lp[1].(float64)
+			v, _ := lp[0].(float64)
+			c.ids, c.logprobs = append(c.ids, int(id)), append(c.logprobs, v)
+		}
+		return c, true
+	}
+	return engineCall{}, false
+}
+
 // checkTokens proves the invariant: the sequence is exactly what the backend
 // received and produced, turn by turn, with mask 1 exactly on generated ids.
 func checkTokens(t *testing.T, res *trajectory.Result, sim []simEntry) (finalCorrect bool) {
@@ -56,17 +99,8 @@ func checkTokens(t *testing.T, res *trajectory.Result, sim []simEntry) (finalCor
 		prompt := tk.IDs[:pos]
 		found := false
 		for _, e := range sim {
-			if e.Path != "/v1/completions" || e.Status != 200 {
-				continue
-			}
-			var req completionLog
-			_ = json.Unmarshal(e.Request, &req)
-			if !slices.Equal(req.Prompt, prompt) {
-				continue
-			}
-			var cr completionResp
-			_ = json.Unmarshal(e.Response, &cr)
-			if !slices.Equal(cr.ids(), turn.ResponseIDs) || !slices.Equal(cr.Choices[0].Logprobs.TokenLogprobs, turn.Logprobs) {
+			call, ok := e.call()
+			if !ok || !slices.Equal(call.prompt, prompt) || !slices.Equal(call.ids, turn.ResponseIDs) || !slices.Equal(call.logprobs, turn.Logprobs) {
 				continue
 			}
 			found = true
@@ -76,7 +110,7 @@ func checkTokens(t *testing.T, res *trajectory.Result, sim []simEntry) (finalCor
 			break
 		}
 		if !found {
-			t.Fatalf("%s turn %d: no simulator request had this prompt and returned these ids", res.ID, k)
+			t.Fatalf("%s turn %d: no backend request had this prompt and returned these ids and logprobs", res.ID, k)
 		}
 		for i, id := range turn.ResponseIDs {
 			if tk.IDs[pos+i] != id || tk.LossMask[pos+i] != 1 || tk.Logprobs[pos+i] != turn.Logprobs[i] {

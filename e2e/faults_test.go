@@ -143,6 +143,7 @@ func TestBadInput(t *testing.T) {
 		{"batch empty", "POST", "/v1/rollouts:batch", `{"requests":[]}`, 422, "invalid_field", "requests"},
 		{"batch bad item", "POST", "/v1/rollouts:batch", `{"requests":[{"task":` + task + `},{"task":` + task + `,"n":0}]}`, 422, "invalid_field", "requests[1].n"},
 		{"unknown protocol", "POST", "/v1/backends", `{"url":"http://127.0.0.1:1","protocol":"grpc"}`, 422, "invalid_field", "protocol"},
+		{"sglang without a Go tokenizer", "POST", "/v1/backends", `{"url":"http://127.0.0.1:1","protocol":"sglang"}`, 422, "invalid_field", "protocol"},
 		{"bad backend url", "POST", "/v1/backends", `{"url":"ftp://x"}`, 422, "invalid_field", "url"},
 		{"ack without ids", "POST", "/v1/results/ack", `{}`, 422, "invalid_field", "ids"},
 		{"cancel two selectors", "POST", "/v1/rollouts:cancel", `{"all":true,"group_id":"g"}`, 422, "invalid_field", ""},

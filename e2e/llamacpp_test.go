@@ -77,17 +77,64 @@ func TestLlamaCppEndToEnd(t *testing.T) {
 		t.Fatalf("tiny model missing (make models): %v", err)
 	}
 	url, logPath := startLlamaCpp(t, modelDir)
+	var results []*trajectory.Result
+	for i, protocol := range []string{"vllm", "sglang"} {
+		t.Run(protocol, func(t *testing.T) {
+			// Another seed per protocol, so a turn can only match its own protocol's log entry.
+			results = rolloutsOnEngine(t, url, logPath, modelDir, protocol, int64(7+i))
+		})
+	}
+	if t.Failed() {
+		return
+	}
+	// The Go tokenizer and llama.cpp's agree on the rendered prompt's text.
+	// (Decoded in Go: llama.cpp's detokenize cleans up spaces before
+	// punctuation, as Hugging Face's clean_up_tokenization_spaces does.)
+	tok, err := bpe.Load(filepath.Join(modelDir, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := results[0].Tokens.IDs[:results[0].Tokens.PromptLen]
+	var llama struct {
+		Tokens []int `json:"tokens"`
+	}
+	postJSON(t, url+"/tokenize", map[string]any{"prompt": tok.Decode(first)}, &llama)
+	if !slices.Equal(llama.Tokens, first) {
+		t.Fatalf("llama.cpp tokenises the prompt differently:\nGo    %v\nllama %v", first, llama.Tokens)
+	}
+	// And on the tokenizer corpus the goldens are made from (GPT-2's own
+	// pre-tokenizer regex, which the other goldens do not use).
+	var texts []string
+	b, err := os.ReadFile(filepath.Join("..", "core", "tokenizer", "testdata", "corpus", "texts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &texts); err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range texts[1:] {
+		postJSON(t, url+"/tokenize", map[string]any{"prompt": text}, &llama)
+		if got := tok.Encode(text); !slices.Equal(llama.Tokens, got) {
+			t.Errorf("%q:\nGo    %v\nllama %v", text, got, llama.Tokens)
+		}
+	}
+}
+
+// rolloutsOnEngine runs 12 math rollouts through a fresh host whose only
+// backend is the llama.cpp server, spoken to in protocol, and checks them.
+func rolloutsOnEngine(t *testing.T, url, logPath, modelDir, protocol string, seed int64) []*trajectory.Result {
 	e := newEnv(t, envOpts{extraTOML: "[tokenizer]\nmodel_dir = \"" + modelDir + "\"\n"})
 	e.startHost()
-	if r := e.do("POST", "/v1/backends", map[string]any{"url": url, "protocol": "vllm"}); r.code != 201 {
+	if r := e.do("POST", "/v1/backends", map[string]any{"url": url, "protocol": protocol}); r.code != 201 {
 		t.Fatalf("add backend: %d %s", r.code, r.body)
 	}
+	before := len(readEntries(t, logPath))
 	var sub struct {
 		RolloutIDs []string `json:"rollout_ids"`
 	}
 	r := e.do("POST", "/v1/rollouts", map[string]any{
 		"task":     map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"},
-		"sampling": map[string]any{"temperature": 1.0, "max_tokens_per_turn": 96, "seed": 7},
+		"sampling": map[string]any{"temperature": 1.0, "max_tokens_per_turn": 96, "seed": seed},
 		"n":        12, "max_turns": 4,
 	})
 	if r.code != 202 {
@@ -98,7 +145,14 @@ func TestLlamaCppEndToEnd(t *testing.T) {
 	for _, id := range sub.RolloutIDs {
 		results = append(results, e.wait(t, id))
 	}
-	log := readEntries(t, logPath)
+	log := readEntries(t, logPath)[before:]
+	path := map[string]string{"vllm": "/v1/completions", "sglang": "/generate"}[protocol]
+	calls := 0
+	for _, en := range log {
+		if en.Path == path && en.Status == 200 {
+			calls++
+		}
+	}
 	const endOfText, imEnd = 50256, 50258 // GPT-2's <|endoftext|>, the model's <|im_end|>
 	turns, multi := 0, 0
 	for _, res := range results {
@@ -134,38 +188,11 @@ func TestLlamaCppEndToEnd(t *testing.T) {
 	if multi == 0 {
 		t.Fatal("no rollout took more than one turn: the test proved nothing about splicing")
 	}
-	// The Go tokenizer and llama.cpp's agree on the rendered prompt's text.
-	// (Decoded in Go: llama.cpp's detokenize cleans up spaces before
-	// punctuation, as Hugging Face's clean_up_tokenization_spaces does.)
-	tok, err := bpe.Load(filepath.Join(modelDir, "tokenizer.json"))
-	if err != nil {
-		t.Fatal(err)
+	if calls != turns {
+		t.Fatalf("%d %s calls for %d turns", calls, path, turns)
 	}
-	first := results[0].Tokens.IDs[:results[0].Tokens.PromptLen]
-	var llama struct {
-		Tokens []int `json:"tokens"`
-	}
-	postJSON(t, url+"/tokenize", map[string]any{"prompt": tok.Decode(first)}, &llama)
-	if !slices.Equal(llama.Tokens, first) {
-		t.Fatalf("llama.cpp tokenises the prompt differently:\nGo    %v\nllama %v", first, llama.Tokens)
-	}
-	// And on the tokenizer corpus the goldens are made from (GPT-2's own
-	// pre-tokenizer regex, which the other goldens do not use).
-	var texts []string
-	b, err := os.ReadFile(filepath.Join("..", "core", "tokenizer", "testdata", "corpus", "texts.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &texts); err != nil {
-		t.Fatal(err)
-	}
-	for _, text := range texts[1:] {
-		postJSON(t, url+"/tokenize", map[string]any{"prompt": text}, &llama)
-		if got := tok.Encode(text); !slices.Equal(llama.Tokens, got) {
-			t.Errorf("%q:\nGo    %v\nllama %v", text, got, llama.Tokens)
-		}
-	}
-	t.Logf("%d rollouts, %d turns (%d multi-turn), all tokens and logprobs exactly the engine's", len(results), turns, multi)
+	t.Logf("%s: %d rollouts, %d turns (%d multi-turn), all tokens and logprobs exactly the engine's", protocol, len(results), turns, multi)
+	return results
 }
 
 func postJSON(t *testing.T, url string, body, out any) {

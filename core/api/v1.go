@@ -492,6 +492,9 @@ func (s *Server) addBackendReq(ctx context.Context, req BackendRequest, field st
 	if !known {
 		return backend.Status{}, 0, invalid(field+"protocol", "unknown protocol %q (known: %s)", req.Protocol, strings.Join(config.Protocols, ", "))
 	}
+	if config.NeedsLocalTokenizer(req.Protocol) && s.Cfg.Tokenizer.ModelDir == "" {
+		return backend.Status{}, 0, invalid(field+"protocol", "%s has no chat tokenizer: the host needs tokenizer.model_dir", req.Protocol)
+	}
 	if req.MaxConcurrency < 0 {
 		return backend.Status{}, 0, invalid(field+"max_concurrency", "must not be negative")
 	}

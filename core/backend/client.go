@@ -118,6 +118,8 @@ func NewClient(protocol, baseURL, model string) (Client, error) {
 		return &VLLM{BaseURL: baseURL, Model: model}, nil
 	case "generate":
 		return &Generate{VLLM: VLLM{BaseURL: baseURL, Model: model}}, nil
+	case "sglang":
+		return &SGLang{BaseURL: baseURL, Model: model}, nil
 	}
 	return nil, fmt.Errorf("unknown protocol %q", protocol)
 }

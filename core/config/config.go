@@ -209,7 +209,11 @@ type Log struct {
 }
 
 // Protocols are the backend protocols the host speaks.
-var Protocols = []string{"vllm", "generate"}
+var Protocols = []string{"vllm", "generate", "sglang"}
+
+// NeedsLocalTokenizer: protocols without a chat tokenizer endpoint, usable
+// only with [tokenizer] model_dir.
+func NeedsLocalTokenizer(protocol string) bool { return protocol == "sglang" }
 
 // ToolCallFormats are the tool-call formats the host parses.
 var ToolCallFormats = []string{"hermes", "llama3_json", "qwen3_coder"}
@@ -444,6 +448,8 @@ func (c *Config) Validate() error {
 	}
 	if !oneOf(c.Compat.Protocol, Protocols) {
 		errs = append(errs, fe("compat.protocol", "unknown protocol %q (known: %s)", c.Compat.Protocol, strings.Join(Protocols, ", ")))
+	} else if NeedsLocalTokenizer(c.Compat.Protocol) && c.Tokenizer.ModelDir == "" {
+		errs = append(errs, fe("compat.protocol", "%s has no chat tokenizer: set tokenizer.model_dir", c.Compat.Protocol))
 	}
 	if c.Backends.HealthInterval.Duration <= 0 {
 		errs = append(errs, fe("backends.health_interval", "must be positive"))
@@ -457,6 +463,8 @@ func (c *Config) Validate() error {
 			c.Backends.Static[i].Protocol = "vllm"
 		} else if !oneOf(b.Protocol, Protocols) {
 			errs = append(errs, fe(key+".protocol", "unknown protocol %q", b.Protocol))
+		} else if NeedsLocalTokenizer(b.Protocol) && c.Tokenizer.ModelDir == "" {
+			errs = append(errs, fe(key+".protocol", "%s has no chat tokenizer: set tokenizer.model_dir", b.Protocol))
 		}
 	}
 	for name, p := range c.Plugins {

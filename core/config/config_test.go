@@ -20,6 +20,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad sha", "[plugins.math]\nenabled = true\npath = \"/x\"\nsha256 = \"abc\"\n", "plugins.math.sha256: must be 64 hex digits"},
 		{"no path", "[plugins.math]\nenabled = true\n", "plugins.math.path: required"},
 		{"bad protocol", "[[backends.static]]\nurl = \"http://127.0.0.1:1\"\nprotocol = \"grpc\"\n", `backends.static[0].protocol: unknown protocol "grpc"`},
+		{"sglang without a Go tokenizer", "[[backends.static]]\nurl = \"http://127.0.0.1:1\"\nprotocol = \"sglang\"\n", `backends.static[0].protocol: sglang has no chat tokenizer: set tokenizer.model_dir`},
 		{"bad log level", "[log]\nlevel = \"loud\"\n", "log.level"},
 		{"bad format", "[agent]\ntool_call_format = \"xml\"\n", "agent.tool_call_format"},
 	}

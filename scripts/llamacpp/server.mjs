@@ -5,9 +5,10 @@
 //   node server.mjs --model M.gguf [--listen 127.0.0.1:0] [--addr-file F]
 //                   [--log F.jsonl] [--grammar G.gbnf] [--slots N]
 //
-// Endpoints: POST /v1/completions (prompt as token ids, logprobs,
+// Endpoints: vLLM's POST /v1/completions (prompt as token ids, logprobs,
 // return_tokens_as_token_ids), POST /tokenize {prompt}, POST /detokenize
-// {tokens}, GET /health, GET /v1/models. With --grammar, sampling is
+// {tokens}, GET /health, GET /v1/models; and SGLang's native POST /generate
+// (input_ids, sampling_params, return_logprob -> meta_info). With --grammar, sampling is
 // constrained by a GBNF grammar (llama.cpp's own feature), so a random
 // model still writes well-formed tool calls. Every request and response is
 // appended to --log as a JSON line {path, request, response, status}.
@@ -42,52 +43,68 @@ function need(cond, msg) {
   if (!cond) throw new BadRequest(msg);
 }
 
-async function complete(req) {
-  need(Array.isArray(req.prompt) && req.prompt.length > 0 && req.prompt.every(Number.isInteger), 'prompt must be a non-empty list of token ids');
-  need(req.prompt.every((t) => t >= 0 && t < vocabSize), 'prompt has a token id outside the vocabulary');
-  need(Number.isInteger(req.max_tokens) && req.max_tokens > 0, 'max_tokens must be a positive integer');
-  need(req.prompt.length + req.max_tokens <= 4096, "This model's maximum context length is 4096 tokens");
+// generate samples from the engine: token ids in, ids and logprobs out,
+// ending at an end-of-generation token (reported, as vLLM and SGLang do),
+// a stop string or max_tokens.
+async function generate(prompt, p) {
+  need(Array.isArray(prompt) && prompt.length > 0 && prompt.every(Number.isInteger), 'the prompt must be a non-empty list of token ids');
+  need(prompt.every((t) => t >= 0 && t < vocabSize), 'the prompt has a token id outside the vocabulary');
+  need(Number.isInteger(p.maxTokens) && p.maxTokens > 0, 'the maximum number of new tokens must be a positive integer');
+  need(prompt.length + p.maxTokens <= 4096, "This model's maximum context length is 4096 tokens");
   const seq = await acquire();
   try {
     await seq.clearHistory();
-    // yieldEogToken: vLLM reports the end-of-generation token it sampled, and so do we.
-    const opts = { temperature: req.temperature ?? 1, topP: req.top_p ?? 1, topK: req.top_k || 0, yieldEogToken: true };
-    if (req.seed != null) opts.seed = req.seed;
+    // yieldEogToken: the end-of-generation token the engine sampled is reported.
+    const opts = { temperature: p.temperature ?? 1, topP: p.topP ?? 1, topK: p.topK > 0 ? p.topK : 0, yieldEogToken: true };
+    if (p.seed != null) opts.seed = p.seed;
     if (grammar) opts.grammarEvaluationState = new LlamaGrammarEvaluationState({ model, grammar });
     const ids = [];
     const lps = [];
     let finish = 'length';
-    const stops = req.stop || [];
-    for await (const r of seq.evaluateWithMetadata(req.prompt, { confidence: true }, opts)) {
+    const stops = p.stop || [];
+    for await (const r of seq.evaluateWithMetadata(prompt, { confidence: true }, opts)) {
       ids.push(r.token);
       lps.push(Math.log(r.confidence));
-      if (model.isEogToken(r.token)) {
+      if (model.isEogToken(r.token) || (stops.length && stops.some((s) => model.detokenize(ids, true).endsWith(s)))) {
         finish = 'stop';
         break;
       }
-      if (stops.length && stops.some((s) => model.detokenize(ids, true).endsWith(s))) {
-        finish = 'stop';
-        break;
-      }
-      if (ids.length >= req.max_tokens) break;
+      if (ids.length >= p.maxTokens) break;
     }
-    const text = model.detokenize(ids, !(req.skip_special_tokens ?? true));
-    const tokens = req.return_tokens_as_token_ids ? ids.map((t) => `token_id:${t}`) : ids.map((t) => model.detokenize([t], true));
-    return {
-      id: `cmpl-${Date.now()}`, object: 'text_completion', created: Math.floor(Date.now() / 1000), model: modelName,
-      choices: [{ index: 0, text, finish_reason: finish, stop_reason: null,
-        logprobs: req.logprobs != null ? { tokens, token_logprobs: lps, top_logprobs: null, text_offset: [] } : null }],
-      usage: { prompt_tokens: req.prompt.length, completion_tokens: ids.length, total_tokens: req.prompt.length + ids.length },
-    };
+    return { ids, lps, finish, text: model.detokenize(ids, !(p.skipSpecialTokens ?? true)) };
   } finally {
     release(seq);
   }
 }
 
+// vLLM: POST /v1/completions.
+async function completions(req) {
+  const g = await generate(req.prompt, { maxTokens: req.max_tokens, temperature: req.temperature, topP: req.top_p,
+    topK: req.top_k, seed: req.seed, stop: req.stop, skipSpecialTokens: req.skip_special_tokens });
+  const tokens = req.return_tokens_as_token_ids ? g.ids.map((t) => `token_id:${t}`) : g.ids.map((t) => model.detokenize([t], true));
+  return {
+    id: `cmpl-${Date.now()}`, object: 'text_completion', created: Math.floor(Date.now() / 1000), model: modelName,
+    choices: [{ index: 0, text: g.text, finish_reason: g.finish, stop_reason: null,
+      logprobs: req.logprobs != null ? { tokens, token_logprobs: g.lps, top_logprobs: null, text_offset: [] } : null }],
+    usage: { prompt_tokens: req.prompt.length, completion_tokens: g.ids.length, total_tokens: req.prompt.length + g.ids.length },
+  };
+}
+
+// SGLang: POST /generate (native API).
+async function sglangGenerate(req) {
+  const sp = req.sampling_params || {};
+  const g = await generate(req.input_ids, { maxTokens: sp.max_new_tokens, temperature: sp.temperature, topP: sp.top_p,
+    topK: sp.top_k, seed: sp.sampling_seed, stop: sp.stop, skipSpecialTokens: sp.skip_special_tokens });
+  const meta = { id: `gen-${Date.now()}`, finish_reason: { type: g.finish }, prompt_tokens: req.input_ids.length, completion_tokens: g.ids.length };
+  if (req.return_logprob) meta.output_token_logprobs = g.ids.map((t, i) => [g.lps[i], t, null]);
+  return { text: g.text, output_ids: g.ids, meta_info: meta };
+}
+
 const routes = {
   'GET /health': async () => ({}),
   'GET /v1/models': async () => ({ object: 'list', data: [{ id: modelName, object: 'model', max_model_len: 4096 }] }),
-  'POST /v1/completions': complete,
+  'POST /v1/completions': completions,
+  'POST /generate': sglangGenerate,
   'POST /tokenize': async (req) => {
     need(typeof req.prompt === 'string', 'prompt must be a string (chat messages are not supported here)');
     const tokens = model.tokenize(req.prompt, true);
