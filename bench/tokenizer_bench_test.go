@@ -108,7 +108,6 @@ func turn50(b *testing.B, modelsDir string) (delta, check [2]float64) {
 	stop, _ := l.BPE().TokenID("<|im_end|>")
 	sp := tokenizer.NewSplicer()
 	v := tokenizer.NewVerifier(l)
-	v.Feed(ids)
 	para := strings.Repeat("The function parses the header and returns an error when the value is malformed. ", 19)
 	var obs []trajectory.Message
 	for k := 0; k < 50; k++ {
@@ -125,7 +124,9 @@ func turn50(b *testing.B, modelsDir string) (delta, check [2]float64) {
 		}
 		msgs = append(msgs, obs...)
 		ids = append(append(ids, gen...), d...)
-		v.Feed(append(gen, d...))
+		if off, err := v.Check(ids, msgs, tools, nil); err != nil || off >= 0 {
+			b.Fatalf("turn %d: check offset %d, %v", k, off, err)
+		}
 	}
 	if len(ids) < 30000 {
 		b.Fatalf("conversation has only %d tokens", len(ids))
@@ -138,7 +139,7 @@ func turn50(b *testing.B, modelsDir string) (delta, check [2]float64) {
 		}
 		ds = append(ds, float64(time.Since(t0).Microseconds())/1000)
 		t1 := time.Now()
-		off, err := v.Check(msgs, tools, nil)
+		off, err := v.Check(ids, msgs, tools, nil)
 		if err != nil || off >= 0 {
 			b.Fatalf("check: offset %d, %v", off, err)
 		}

@@ -141,7 +141,6 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 	tk.Logprobs = make([]float64, len(prompt), cap(tk.IDs))
 	delta := prompt
 	var check *tokenizer.Verifier
-	checked := 0
 	if rn.CheckTemplate && rn.Local != nil {
 		check = tokenizer.NewVerifier(rn.Local)
 		out.Metrics["template_checked_turns"] = 0
@@ -286,8 +285,7 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 		tk.IDs = append(tk.IDs, d...)
 		if check != nil {
 			tc := time.Now()
-			rn.checkTemplate(check, tk.IDs[checked:], out, ep, k)
-			checked = len(tk.IDs)
+			rn.checkTemplate(check, tk.IDs, out, ep, k)
 			tokDur += time.Since(tc)
 		}
 		tk.LossMask = append(tk.LossMask, make([]int8, len(d))...)
@@ -319,11 +317,10 @@ func (rn *Runner) spans(ctx context.Context, gen tokenizer.Tokenizer, ep Episode
 	out.Metrics["prompt_spans_exact"] = 1
 }
 
-// checkTemplate feeds the new tokens to the verifier and compares the
-// sequence with the template's rendering of the conversation so far.
+// checkTemplate compares the sequence with the template's rendering of the
+// conversation so far.
 func (rn *Runner) checkTemplate(v *tokenizer.Verifier, ids []int, out *Outcome, ep Episode, turn int) {
-	v.Feed(ids)
-	off, err := v.Check(out.Messages, ep.Tools, ep.TemplateKwargs)
+	off, err := v.Check(ids, out.Messages, ep.Tools, ep.TemplateKwargs)
 	out.Metrics["template_checked_turns"]++
 	if err != nil || off >= 0 {
 		out.Metrics["template_mismatch_turns"]++

@@ -85,7 +85,8 @@ func textDelta(tok TextTokenizer, stopID int, msgs []trajectory.Message, tools [
 // either way: the past is never re-tokenised.
 type Verifier struct {
 	tok  TextTokenizer
-	text []byte // bytes of the ids fed so far
+	text []byte // bytes of the first n ids of the sequence
+	n    int
 }
 
 // NewVerifier returns a verifier for one rollout, or nil when the
@@ -98,13 +99,13 @@ func NewVerifier(tok Tokenizer) *Verifier {
 	return &Verifier{tok: tt}
 }
 
-// Feed appends ids to the sequence.
-func (v *Verifier) Feed(ids []int) { v.text = v.tok.AppendBytes(v.text, ids) }
-
 // Check renders the conversation with the generation prompt and compares
-// it with the sequence; it returns -1 when they agree, else the byte
-// offset of the first difference.
-func (v *Verifier) Check(msgs []trajectory.Message, tools []trajectory.Tool, kw map[string]any) (int, error) {
+// it with the sequence ids (the whole sequence so far; only the ids not
+// seen by an earlier call are decoded). It returns -1 when they agree,
+// else the byte offset of the first difference.
+func (v *Verifier) Check(ids []int, msgs []trajectory.Message, tools []trajectory.Tool, kw map[string]any) (int, error) {
+	v.text = v.tok.AppendBytes(v.text, ids[v.n:])
+	v.n = len(ids)
 	want, err := v.tok.RenderText(msgs, tools, RenderOptions{AddGenerationPrompt: true, Kwargs: kw})
 	if err != nil {
 		return 0, err
