@@ -190,7 +190,14 @@ func hash64(parts ...any) uint64 {
 	}
 	h := fnv.New64a()
 	_, _ = h.Write(b)
-	return h.Sum64()
+	// FNV-1a barely mixes its last bytes into the high bits, so inputs
+	// differing only in a trailing counter hashed to nearly equal values
+	// (a lone retried request failed again and again); splitmix64's
+	// finaliser spreads every bit.
+	x := h.Sum64()
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
 }
 
 func unit(parts ...any) float64 { return float64(hash64(parts...)>>11) / float64(1<<53) }

@@ -86,3 +86,21 @@ func TestProtocolAndSplice(t *testing.T) {
 		t.Errorf("unknown model: %v", err)
 	}
 }
+
+// Chaos and policy decisions hash a seed with a request counter: values for
+// consecutive counters must be spread like independent draws.
+func TestUnitSpreadsConsecutiveCounters(t *testing.T) {
+	below, run, longest := 0, 0, 0
+	for n := uint64(0); n < 2000; n++ {
+		if unit("fail", int64(1), n) < 0.3 {
+			below++
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	if below < 500 || below > 700 || longest > 12 {
+		t.Fatalf("%d of 2000 below 0.3 (want about 600), longest run %d", below, longest)
+	}
+}
