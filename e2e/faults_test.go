@@ -222,17 +222,24 @@ func TestBackendFailuresRetried(t *testing.T) {
 	e.startHost()
 	e.addBackend()
 	var sub api.SubmitResponse
-	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}, "n": 12,
+	// 48 single-turn rollouts at a 30% failure rate: the chance that none is
+	// injected is 0.7^48, about 4e-8 (with 12 it was 1.4%, and it happened).
+	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}, "n": 48,
 		"sampling": map[string]any{"seed": 1}}).json(t, &sub)
+	var results []*trajectory.Result
 	for _, id := range sub.RolloutIDs {
 		res := e.wait(t, id)
 		if res.Status != trajectory.StatusCompleted || res.Reward != 1 {
 			t.Fatalf("%s: %s %+v", id, res.Status, res.Failure)
 		}
-		checkTokens(t, res, e.simEntries())
+		results = append(results, res)
+	}
+	log := e.simEntries()
+	for _, res := range results {
+		checkTokens(t, res, log)
 	}
 	fails := 0
-	for _, en := range e.simEntries() {
+	for _, en := range log {
 		if en.Path == "/v1/completions" && en.Status == 500 {
 			fails++
 		}
