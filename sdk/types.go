@@ -173,3 +173,17 @@ type Setupper interface {
 type Releaser interface {
 	Release(ctx context.Context, rolloutID string)
 }
+
+// Response is what the model answered: the finish tool's message, else the
+// last assistant message (its final word when it stopped without finishing).
+func (r EvaluateRequest) Response() string {
+	if r.FinalResponse != "" {
+		return r.FinalResponse
+	}
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == "assistant" {
+			return r.Messages[i].Content
+		}
+	}
+	return ""
+}

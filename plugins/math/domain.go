@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-
 	"strings"
 
 	"github.com/prorl/prorl/sdk"
 	"github.com/prorl/prorl/sdk/mathans"
+	"github.com/prorl/prorl/sdk/taskrow"
 	"github.com/prorl/prorl/sdk/tools"
 )
 
@@ -96,13 +96,13 @@ func ParseTask(raw json.RawMessage) (*Task, error) {
 	}
 	t := &Task{ID: r.ID, Question: r.Question}
 	if t.ID == "" && len(r.InstanceID) > 0 {
-		t.ID = scalarString(r.InstanceID)
+		t.ID = taskrow.Scalar(r.InstanceID)
 	}
 	if t.Question == "" {
 		t.Question = r.Problem
 	}
 	if t.Question == "" && len(r.Prompt) > 0 {
-		q, err := promptText(r.Prompt)
+		q, err := taskrow.PromptText(r.Prompt, "prompt")
 		if err != nil {
 			return nil, err
 		}
@@ -113,49 +113,14 @@ func ParseTask(raw json.RawMessage) (*Task, error) {
 	}
 	switch {
 	case len(r.Answer) > 0:
-		t.Answer = scalarString(r.Answer)
+		t.Answer = taskrow.Scalar(r.Answer)
 	case r.RewardModel != nil && len(r.RewardModel.GroundTruth) > 0:
-		t.Answer = scalarString(r.RewardModel.GroundTruth)
+		t.Answer = taskrow.Scalar(r.RewardModel.GroundTruth)
 	}
 	if strings.TrimSpace(t.Answer) == "" {
 		return nil, sdk.InvalidTask("answer", "missing: give answer or reward_model.ground_truth")
 	}
 	return t, nil
-}
-
-// promptText accepts a string or a chat list and returns the user text.
-func promptText(raw json.RawMessage) (string, error) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
-	}
-	var msgs []struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
-	}
-	if err := json.Unmarshal(raw, &msgs); err != nil {
-		return "", sdk.InvalidTask("prompt", "must be a string or a list of {role, content}")
-	}
-	var parts []string
-	for _, m := range msgs {
-		if m.Role == "user" {
-			parts = append(parts, m.Content)
-		}
-	}
-	return strings.Join(parts, "\n\n"), nil
-}
-
-// scalarString renders a JSON string, number or list of them as answer text.
-func scalarString(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var list []json.RawMessage
-	if json.Unmarshal(raw, &list) == nil && len(list) > 0 {
-		return scalarString(list[0])
-	}
-	return strings.TrimSpace(string(raw))
 }
 
 func (d *Domain) Prepare(_ context.Context, req sdk.PrepareRequest) (*sdk.Episode, error) {
@@ -185,17 +150,7 @@ func (d *Domain) Evaluate(_ context.Context, req sdk.EvaluateRequest) (*sdk.Scor
 	if err != nil {
 		return nil, err
 	}
-	resp := req.FinalResponse
-	if resp == "" {
-		// No finish call: score the last assistant message, as the model's final word.
-		for i := len(req.Messages) - 1; i >= 0; i-- {
-			if req.Messages[i].Role == "assistant" {
-				resp = req.Messages[i].Content
-				break
-			}
-		}
-	}
-	ans, method := mathans.Extract(resp)
+	ans, method := mathans.Extract(req.Response())
 	correct := method != mathans.MethodNone && mathans.Equivalent(ans, t.Answer)
 	sc := &sdk.Score{
 		Metrics: map[string]float64{"format_ok": b2f(method != mathans.MethodNone), "correct": b2f(correct)},

@@ -1,0 +1,57 @@
+// Package taskrow reads the fields that dataset rows share across domains:
+// verl/ProRL rows ({data_source, prompt, reward_model.ground_truth}) and
+// plain ones, where a value may be a string, a number or a list.
+package taskrow
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/prorl/prorl/sdk"
+)
+
+// PromptText accepts a prompt that is a string or a chat list and returns
+// the user text (several user messages joined by a blank line).
+func PromptText(raw json.RawMessage, field string) (string, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var msgs []struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &msgs); err != nil {
+		return "", sdk.InvalidTask(field, "must be a string or a list of {role, content}")
+	}
+	var parts []string
+	for _, m := range msgs {
+		if m.Role == "user" {
+			parts = append(parts, m.Content)
+		}
+	}
+	return strings.Join(parts, "\n\n"), nil
+}
+
+// Scalar renders a JSON string, number or list of them (its first item)
+// as text; "" for nothing.
+func Scalar(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) == nil {
+		if len(list) == 0 {
+			return ""
+		}
+		return Scalar(list[0])
+	}
+	if string(raw) == "null" {
+		return ""
+	}
+	return strings.TrimSpace(string(raw))
+}
