@@ -92,7 +92,9 @@ func lookupUnit(sym string) (unit, bool) {
 }
 
 var (
-	unitTokenRe = regexp.MustCompile(`^([A-Za-zµμΩÅ°%]+)(?:\^?\{?(-?\d+)\}?)?$`)
+	// A symbol and an optional ^exponent ("J1" is not J¹: digits after a
+	// symbol without ^ are not a unit).
+	unitTokenRe = regexp.MustCompile(`^([A-Za-zµμΩÅ°%]+)(?:\^\{?(-?\d+)\}?)?$`)
 	// Font commands around units; their braces go with all others.
 	latexUnitRe = regexp.MustCompile(`\\(?:mathrm|text|mathit|rm|operatorname)\s*`)
 )

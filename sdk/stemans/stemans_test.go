@@ -258,6 +258,8 @@ func TestNumericEqual(t *testing.T) {
 		{"abc", "3", NumericOptions{}, false},
 		{"x + 1", "3", NumericOptions{}, false},
 		{"3 furlongs", "3 m", NumericOptions{}, false},
+		{"3200 J1", "3200 J", NumericOptions{}, false},
+		{"2 m2", "2 m^2", NumericOptions{}, false},
 		{"", "3", NumericOptions{}, false},
 		{"3 m/s", "3", NumericOptions{}, false},
 		{"5 / ", "5", NumericOptions{}, false},
@@ -291,6 +293,13 @@ func TestFreeEqual(t *testing.T) {
 		{"2", "3", false},
 		{"", "oxygen", false},
 		{"carbon dioxide", "carbon monoxide", false},
+		{"mitochondria1", "mitochondria", false},
+		{"mitochondria", "mitochondria1", false},
+		{"2 mitochondria", "mitochondria", false},
+		{"ab", "ba", false},
+		{`2\sin(x)\cos(x)`, `\sin(2x)`, true},
+		{`\sqrt{4}`, "2", true},
+		{"x+y", "y+x", true},
 	}
 	for _, c := range cases {
 		if got := FreeEqual(c.answer, c.ref); got != c.want {
