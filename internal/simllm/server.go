@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -224,7 +225,7 @@ func (s *Server) policy(prompt []int, seed int64) (string, Decision) {
 	text := s.tok.Decode(prompt)
 	q := firstUser(text)
 	turn := strings.Count(text, "<|im_start|>assistant\n") - 1
-	ans, known := s.opt.Answers[strings.TrimSpace(q)]
+	ans, known := s.answer(strings.TrimSpace(q))
 	d := Decision{Question: q, Turn: turn}
 	d.Correct = known && unit("correct", seed, q) < s.opt.CorrectRate
 	switch {
@@ -257,6 +258,22 @@ func (s *Server) policy(prompt []int, seed int64) (string, Decision) {
 	return fmt.Sprintf("<think>\nI have it.\n</think>\n\nThe answer is \\boxed{%s}.\n<tool_call>\n{\"name\": \"finish\", \"arguments\": {\"message\": %s}}\n</tool_call>", ans, msg), d
 }
 
+// answer finds the reference answer of a question: the user message
+// itself, else the longest known question it starts with (domains append
+// options and instructions to the question).
+func (s *Server) answer(q string) (string, bool) {
+	if a, ok := s.opt.Answers[q]; ok {
+		return a, true
+	}
+	best, found := "", ""
+	for k, a := range s.opt.Answers {
+		if len(k) > len(best) && strings.HasPrefix(q, k) {
+			best, found = k, a
+		}
+	}
+	return found, best != ""
+}
+
 func firstUser(text string) string {
 	const open = "<|im_start|>user\n"
 	i := strings.Index(text, open)
@@ -270,12 +287,20 @@ func firstUser(text string) string {
 	return rest
 }
 
+// wrong makes a plausible wrong answer: the next option letter, the
+// number plus one (keeping a unit after it), else the answer with a 1.
 func wrong(ans string) string {
-	if n, err := strconv.ParseFloat(ans, 64); err == nil {
-		return strconv.FormatFloat(n+1, 'f', -1, 64)
+	if len(ans) == 1 && ans[0] >= 'A' && ans[0] <= 'J' {
+		return string(rune('A' + (ans[0]-'A'+1)%4))
+	}
+	if m := leadingNumber.FindStringSubmatch(ans); m != nil {
+		n, _ := strconv.ParseFloat(m[1], 64)
+		return strconv.FormatFloat(n+1, 'f', -1, 64) + m[2]
 	}
 	return ans + "1"
 }
+
+var leadingNumber = regexp.MustCompile(`^(-?\d+(?:\.\d+)?)(\s.*)?$`)
 
 // The /v1/completions response, field for field as vLLM writes it.
 type completionResponse struct {
@@ -561,11 +586,15 @@ func LoadAnswers(path string) (map[string]string, error) {
 			continue
 		}
 		var row struct {
-			Question    string          `json:"question"`
-			Problem     string          `json:"problem"`
-			Prompt      json.RawMessage `json:"prompt"`
-			Answer      json.RawMessage `json:"answer"`
-			RewardModel *struct {
+			Question     string          `json:"question"`
+			Problem      string          `json:"problem"`
+			ProblemText  string          `json:"problem_text"`
+			Prompt       json.RawMessage `json:"prompt"`
+			Answer       json.RawMessage `json:"answer"`
+			AnswerNumber json.RawMessage `json:"answer_number"`
+			AnswerIndex  *int            `json:"answer_index"`
+			Unit         string          `json:"unit"`
+			RewardModel  *struct {
 				GroundTruth json.RawMessage `json:"ground_truth"`
 			} `json:"reward_model"`
 			Task json.RawMessage `json:"task"`
@@ -582,6 +611,9 @@ func LoadAnswers(path string) (map[string]string, error) {
 		if q == "" {
 			q = row.Problem
 		}
+		if q == "" {
+			q = row.ProblemText
+		}
 		if q == "" && len(row.Prompt) > 0 {
 			var msgs []struct{ Role, Content string }
 			if json.Unmarshal(row.Prompt, &msgs) == nil {
@@ -596,12 +628,21 @@ func LoadAnswers(path string) (map[string]string, error) {
 			}
 		}
 		a := row.Answer
+		if len(a) == 0 {
+			a = row.AnswerNumber
+		}
 		if len(a) == 0 && row.RewardModel != nil {
 			a = row.RewardModel.GroundTruth
 		}
 		var as string
 		if json.Unmarshal(a, &as) != nil {
 			as = strings.TrimSpace(string(a))
+		}
+		if row.AnswerIndex != nil && *row.AnswerIndex >= 0 && *row.AnswerIndex < 10 {
+			as = string(rune('A' + *row.AnswerIndex))
+		}
+		if row.Unit != "" && as != "" && !strings.HasSuffix(as, row.Unit) {
+			as += " " + row.Unit
 		}
 		if q != "" {
 			out[strings.TrimSpace(q)] = as
