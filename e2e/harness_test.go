@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 	}
 	binDir = dir
 	for out, pkg := range map[string]string{"prorl-host": "./cmd/prorl-host", "prorl-simllm": "./cmd/prorl-simllm", "plugins/prorl-math": "./plugins/math",
-		"prorl-sandbox-agent": "./cmd/prorl-sandbox-agent"} {
+		"plugins/prorl-stem": "./plugins/stem", "prorl-sandbox-agent": "./cmd/prorl-sandbox-agent"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
 		cmd.Dir = ".."
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -128,6 +128,8 @@ type envOpts struct {
 	// pluginTOML adds keys to the [plugins.math] table; backendsTOML to [backends].
 	pluginTOML   string
 	backendsTOML string
+	// tasks are more JSONL task rows whose answers the simulator knows.
+	tasks string
 }
 
 const testTasks = `{"id":"t-add","question":"What is 17 + 25?","answer":"42"}
@@ -139,7 +141,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	t.Helper()
 	e := &env{t: t, dir: t.TempDir(), plugin: filepath.Join(binDir, "plugins/prorl-math")}
 	e.tasks = filepath.Join(e.dir, "tasks.jsonl")
-	if err := os.WriteFile(e.tasks, []byte(testTasks), 0o644); err != nil {
+	if err := os.WriteFile(e.tasks, []byte(testTasks+o.tasks), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	e.simLog = filepath.Join(e.dir, "sim.jsonl")
