@@ -64,12 +64,7 @@ func episodeToProto(ep *Episode) (*pb.PrepareResponse, error) {
 			MaxTotalTokens: uint32(ep.Limits.MaxTotalTokens),
 		},
 	}
-	if s := ep.Sandbox; s != nil {
-		r.Sandbox = &pb.SandboxSpec{
-			Image: s.Image, Network: s.Network, Env: s.Env, CpuSeconds: s.CPUSeconds,
-			MemoryBytes: s.MemoryBytes, MaxProcesses: s.MaxProcesses, MaxFileBytes: s.MaxFileBytes, Workdir: s.Workdir,
-		}
-	}
+	r.Sandbox, r.EvalSandbox = ep.Sandbox.toProto(), ep.EvalSandbox.toProto()
 	if len(ep.ChatTemplateKwargs) > 0 {
 		b, err := json.Marshal(ep.ChatTemplateKwargs)
 		if err != nil {
@@ -78,4 +73,14 @@ func episodeToProto(ep *Episode) (*pb.PrepareResponse, error) {
 		r.ChatTemplateKwargsJson = b
 	}
 	return r, nil
+}
+
+func (s *SandboxSpec) toProto() *pb.SandboxSpec {
+	if s == nil {
+		return nil
+	}
+	return &pb.SandboxSpec{
+		Image: s.Image, Network: s.Network, Env: s.Env, CpuSeconds: s.CPUSeconds,
+		MemoryBytes: s.MemoryBytes, MaxProcesses: s.MaxProcesses, MaxFileBytes: s.MaxFileBytes, Workdir: s.Workdir,
+	}
 }

@@ -183,7 +183,7 @@ func (s *server) Evaluate(ctx context.Context, req *pb.EvaluateRequest) (resp *p
 	defer s.guard("Evaluate", &resp.Diagnostics)
 	sc, err := s.d.Evaluate(ctx, EvaluateRequest{
 		RolloutID: req.RolloutId, Task: req.TaskJson, SandboxID: req.SandboxId, FinalResponse: req.FinalResponse,
-		Messages: MessagesFromProto(req.Messages), EndReason: req.EndReason, Host: s.currentHost(),
+		Messages: MessagesFromProto(req.Messages), EndReason: req.EndReason, EvalSandboxID: req.EvalSandboxId, Host: s.currentHost(),
 	})
 	if err != nil {
 		resp.Diagnostics = diag(err)

@@ -59,6 +59,10 @@ func AsError(err error) *Error {
 const (
 	CapSetup   = "setup"   // implements Setupper
 	CapRelease = "release" // implements Releaser: keeps per-rollout state
+	// CapEvalSandbox is declared by the domain itself (Info.Capabilities)
+	// when its episodes set EvalSandbox: /v1/evaluate then calls Prepare to
+	// learn the sandbox before Evaluate.
+	CapEvalSandbox = "eval_sandbox"
 )
 
 // Info describes a domain to the host.
@@ -120,8 +124,11 @@ type Episode struct {
 	TaskID   string
 	Messages []Message
 	// Tools the rollout may use, by name; nil means every tool of the domain.
-	Tools              []string
-	Sandbox            *SandboxSpec
+	Tools   []string
+	Sandbox *SandboxSpec
+	// EvalSandbox asks the host for a fresh sandbox during Evaluate
+	// (EvaluateRequest.EvalSandboxID), never the one the agent worked in.
+	EvalSandbox        *SandboxSpec
 	Limits             Limits
 	ChatTemplateKwargs map[string]any
 }
@@ -143,7 +150,9 @@ type EvaluateRequest struct {
 	Messages      []Message
 	// EndReason says how the episode ended: finish, stop, max_turns, context_overflow, evaluate.
 	EndReason string
-	Host      Host
+	// EvalSandboxID is the fresh sandbox of Episode.EvalSandbox ("" when none).
+	EvalSandboxID string
+	Host          Host
 }
 
 // Score is a reward with its metrics. Info holds domain details (the

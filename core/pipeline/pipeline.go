@@ -571,7 +571,26 @@ func (p *Pipeline) Evaluate(ctx context.Context, domain string, task json.RawMes
 	if err != nil {
 		return nil, err
 	}
-	r, err := c.Evaluate(ctx, &pb.EvaluateRequest{RolloutId: NewID("eval-"), TaskJson: task, FinalResponse: response, EndReason: "evaluate"})
+	id := NewID("eval-")
+	req := &pb.EvaluateRequest{RolloutId: id, TaskJson: task, FinalResponse: response, EndReason: "evaluate"}
+	if plug.Has(sdk.CapEvalSandbox) {
+		// The domain scores in a fresh sandbox: Prepare says which.
+		prep, err := c.Prepare(ctx, &pb.PrepareRequest{RolloutId: id, TaskJson: task})
+		if err != nil {
+			return nil, plug.Check(c.Epoch, err)
+		}
+		if len(prep.Diagnostics) > 0 {
+			return &pb.EvaluateResponse{Diagnostics: prep.Diagnostics}, nil
+		}
+		if prep.EvalSandbox != nil {
+			if p.d.Sandboxes == nil {
+				return nil, errors.New("the domain evaluates in a sandbox but sandboxes are disabled on this host ([sandbox] driver)")
+			}
+			release := p.evalSandbox(id, prep.EvalSandbox, req)
+			defer release()
+		}
+	}
+	r, err := c.Evaluate(ctx, req)
 	if err != nil {
 		return nil, plug.Check(c.Epoch, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/prorl/prorl/core/agent"
 	"github.com/prorl/prorl/core/sandbox"
 	"github.com/prorl/prorl/core/trajectory"
+	pb "github.com/prorl/prorl/sdk/proto"
 )
 
 // Request creates one rollout. It is persisted as JSON before the
@@ -64,8 +65,10 @@ type Rollout struct {
 	episode   *agent.Episode
 	sandboxID string
 	reserved  *sandbox.Reserved
-	outcome   *agent.Outcome
-	score     *score
+	// evalSandbox is the fresh sandbox Evaluate wants, if any.
+	evalSandbox *pb.SandboxSpec
+	outcome     *agent.Outcome
+	score       *score
 }
 
 type score struct {

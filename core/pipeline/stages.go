@@ -67,14 +67,19 @@ func (p *Pipeline) initStage(ctx context.Context, r *Rollout) error {
 		return diagErr(resp.Diagnostics[0])
 	}
 	plug, _ := p.plugin(r)
+	if resp.EvalSandbox != nil && p.d.Sandboxes == nil {
+		return &agent.Error{Reason: trajectory.ReasonSandboxFailed, Err: errors.New("the task is evaluated in a sandbox but sandboxes are disabled on this host ([sandbox] driver)")}
+	}
+	r.mu.Lock()
+	r.evalSandbox = resp.EvalSandbox
+	r.mu.Unlock()
 	if sb := resp.Sandbox; sb != nil {
 		if p.d.Sandboxes == nil {
 			return &agent.Error{Reason: trajectory.ReasonSandboxFailed, Err: errors.New("the task needs a sandbox but sandboxes are disabled on this host ([sandbox] driver)")}
 		}
 		// Reserved now, started by the first host-service call: rollouts
 		// that never run a command never pay for a sandbox.
-		res := p.d.Sandboxes.Reserve(r.ID, sandbox.Spec{Image: sb.Image, Network: sb.Network, Env: sb.Env, Limits: sandbox.Limits{
-			CPUSeconds: uint64(sb.CpuSeconds), MemoryBytes: sb.MemoryBytes, MaxProcesses: uint64(sb.MaxProcesses), MaxFileBytes: sb.MaxFileBytes}})
+		res := p.d.Sandboxes.Reserve(r.ID, sandboxSpec(sb))
 		r.mu.Lock()
 		r.reserved, r.sandboxID = res, res.ID
 		r.mu.Unlock()
@@ -227,10 +232,18 @@ func (p *Pipeline) evalStage(ctx context.Context, r *Rollout) error {
 		}
 		msgs = append(msgs, sm)
 	}
+	req := &pb.EvaluateRequest{RolloutId: r.ID, TaskJson: r.Req.Task, SandboxId: r.sandboxID,
+		FinalResponse: out.FinalResponse, Messages: sdk.MessagesToProto(msgs), EndReason: out.EndReason}
+	r.mu.Lock()
+	spec := r.evalSandbox
+	r.mu.Unlock()
+	if spec != nil {
+		release := p.evalSandbox(r.ID, spec, req)
+		defer release()
+	}
 	var resp *pb.EvaluateResponse
 	err := p.call(ctx, r, "Evaluate", func(c pluginhost.Conn) (err error) {
-		resp, err = c.Evaluate(ctx, &pb.EvaluateRequest{RolloutId: r.ID, TaskJson: r.Req.Task, SandboxId: r.sandboxID,
-			FinalResponse: out.FinalResponse, Messages: sdk.MessagesToProto(msgs), EndReason: out.EndReason})
+		resp, err = c.Evaluate(ctx, req)
 		return err
 	})
 	if err != nil {
@@ -243,4 +256,22 @@ func (p *Pipeline) evalStage(ctx context.Context, r *Rollout) error {
 	r.score = &score{reward: resp.Reward, resolved: resp.Resolved, metrics: resp.Metrics, info: resp.InfoJson}
 	r.mu.Unlock()
 	return nil
+}
+
+// sandboxSpec is a plugin's sandbox request in the manager's terms.
+func sandboxSpec(sb *pb.SandboxSpec) sandbox.Spec {
+	return sandbox.Spec{Image: sb.Image, Network: sb.Network, Env: sb.Env, Limits: sandbox.Limits{
+		CPUSeconds: uint64(sb.CpuSeconds), MemoryBytes: sb.MemoryBytes, MaxProcesses: uint64(sb.MaxProcesses), MaxFileBytes: sb.MaxFileBytes}}
+}
+
+// evalSandbox reserves the fresh sandbox Evaluate asked for (started only
+// if the plugin uses it) and returns its release.
+func (p *Pipeline) evalSandbox(owner string, spec *pb.SandboxSpec, req *pb.EvaluateRequest) func() {
+	res := p.d.Sandboxes.Reserve(owner, sandboxSpec(spec))
+	req.EvalSandboxId = res.ID
+	return func() {
+		if err := res.Release(); err != nil {
+			p.d.Log.Warn("eval sandbox stop", "owner", owner, "error", err)
+		}
+	}
 }

@@ -755,8 +755,11 @@ type PrepareResponse struct {
 	Diagnostics []*Diagnostic `protobuf:"bytes,6,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
 	// Extra template kwargs for the chat template (e.g. enable_thinking).
 	ChatTemplateKwargsJson []byte `protobuf:"bytes,7,opt,name=chat_template_kwargs_json,json=chatTemplateKwargsJson,proto3" json:"chat_template_kwargs_json,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// A fresh sandbox the host starts for Evaluate (never the one the agent
+	// worked in): tests run where the agent could leave nothing behind.
+	EvalSandbox   *SandboxSpec `protobuf:"bytes,8,opt,name=eval_sandbox,json=evalSandbox,proto3" json:"eval_sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PrepareResponse) Reset() {
@@ -834,6 +837,13 @@ func (x *PrepareResponse) GetDiagnostics() []*Diagnostic {
 func (x *PrepareResponse) GetChatTemplateKwargsJson() []byte {
 	if x != nil {
 		return x.ChatTemplateKwargsJson
+	}
+	return nil
+}
+
+func (x *PrepareResponse) GetEvalSandbox() *SandboxSpec {
+	if x != nil {
+		return x.EvalSandbox
 	}
 	return nil
 }
@@ -1097,7 +1107,9 @@ type EvaluateRequest struct {
 	FinalResponse string                 `protobuf:"bytes,4,opt,name=final_response,json=finalResponse,proto3" json:"final_response,omitempty"`
 	Messages      []*Message             `protobuf:"bytes,5,rep,name=messages,proto3" json:"messages,omitempty"`
 	// completed, truncated, max_turns...: how the episode ended.
-	EndReason     string `protobuf:"bytes,6,opt,name=end_reason,json=endReason,proto3" json:"end_reason,omitempty"`
+	EndReason string `protobuf:"bytes,6,opt,name=end_reason,json=endReason,proto3" json:"end_reason,omitempty"`
+	// The fresh sandbox of PrepareResponse.eval_sandbox, started on first use.
+	EvalSandboxId string `protobuf:"bytes,7,opt,name=eval_sandbox_id,json=evalSandboxId,proto3" json:"eval_sandbox_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1170,6 +1182,13 @@ func (x *EvaluateRequest) GetMessages() []*Message {
 func (x *EvaluateRequest) GetEndReason() string {
 	if x != nil {
 		return x.EndReason
+	}
+	return ""
+}
+
+func (x *EvaluateRequest) GetEvalSandboxId() string {
+	if x != nil {
+		return x.EvalSandboxId
 	}
 	return ""
 }
@@ -1993,7 +2012,7 @@ const file_prorl_proto_rawDesc = "" +
 	"\x0ePrepareRequest\x12\x1d\n" +
 	"\n" +
 	"rollout_id\x18\x01 \x01(\tR\trolloutId\x12\x1b\n" +
-	"\ttask_json\x18\x02 \x01(\fR\btaskJson\"\xbd\x02\n" +
+	"\ttask_json\x18\x02 \x01(\fR\btaskJson\"\xf7\x02\n" +
 	"\x0fPrepareResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.prorl.v1.MessageR\bmessages\x12\x14\n" +
 	"\x05tools\x18\x02 \x03(\tR\x05tools\x12/\n" +
@@ -2001,7 +2020,8 @@ const file_prorl_proto_rawDesc = "" +
 	"\x06limits\x18\x04 \x01(\v2\x10.prorl.v1.LimitsR\x06limits\x12\x17\n" +
 	"\atask_id\x18\x05 \x01(\tR\x06taskId\x126\n" +
 	"\vdiagnostics\x18\x06 \x03(\v2\x14.prorl.v1.DiagnosticR\vdiagnostics\x129\n" +
-	"\x19chat_template_kwargs_json\x18\a \x01(\fR\x16chatTemplateKwargsJson\"i\n" +
+	"\x19chat_template_kwargs_json\x18\a \x01(\fR\x16chatTemplateKwargsJson\x128\n" +
+	"\feval_sandbox\x18\b \x01(\v2\x15.prorl.v1.SandboxSpecR\vevalSandbox\"i\n" +
 	"\fSetupRequest\x12\x1d\n" +
 	"\n" +
 	"rollout_id\x18\x01 \x01(\tR\trolloutId\x12\x1b\n" +
@@ -2022,7 +2042,7 @@ const file_prorl_proto_rawDesc = "" +
 	"\x04done\x18\x02 \x01(\bR\x04done\x12%\n" +
 	"\x0efinal_response\x18\x03 \x01(\tR\rfinalResponse\x12\x19\n" +
 	"\bis_error\x18\x04 \x01(\bR\aisError\x126\n" +
-	"\vdiagnostics\x18\x05 \x03(\v2\x14.prorl.v1.DiagnosticR\vdiagnostics\"\xe1\x01\n" +
+	"\vdiagnostics\x18\x05 \x03(\v2\x14.prorl.v1.DiagnosticR\vdiagnostics\"\x89\x02\n" +
 	"\x0fEvaluateRequest\x12\x1d\n" +
 	"\n" +
 	"rollout_id\x18\x01 \x01(\tR\trolloutId\x12\x1b\n" +
@@ -2032,7 +2052,8 @@ const file_prorl_proto_rawDesc = "" +
 	"\x0efinal_response\x18\x04 \x01(\tR\rfinalResponse\x12-\n" +
 	"\bmessages\x18\x05 \x03(\v2\x11.prorl.v1.MessageR\bmessages\x12\x1d\n" +
 	"\n" +
-	"end_reason\x18\x06 \x01(\tR\tendReason\"\x9a\x02\n" +
+	"end_reason\x18\x06 \x01(\tR\tendReason\x12&\n" +
+	"\x0feval_sandbox_id\x18\a \x01(\tR\revalSandboxId\"\x9a\x02\n" +
 	"\x10EvaluateResponse\x12\x16\n" +
 	"\x06reward\x18\x01 \x01(\x01R\x06reward\x12\x1a\n" +
 	"\bresolved\x18\x02 \x01(\bR\bresolved\x12A\n" +
@@ -2168,41 +2189,42 @@ var file_prorl_proto_depIdxs = []int32{
 	8,  // 5: prorl.v1.PrepareResponse.sandbox:type_name -> prorl.v1.SandboxSpec
 	9,  // 6: prorl.v1.PrepareResponse.limits:type_name -> prorl.v1.Limits
 	0,  // 7: prorl.v1.PrepareResponse.diagnostics:type_name -> prorl.v1.Diagnostic
-	0,  // 8: prorl.v1.SetupResponse.diagnostics:type_name -> prorl.v1.Diagnostic
-	7,  // 9: prorl.v1.CallToolRequest.call:type_name -> prorl.v1.ToolCall
-	0,  // 10: prorl.v1.CallToolResponse.diagnostics:type_name -> prorl.v1.Diagnostic
-	6,  // 11: prorl.v1.EvaluateRequest.messages:type_name -> prorl.v1.Message
-	30, // 12: prorl.v1.EvaluateResponse.metrics:type_name -> prorl.v1.EvaluateResponse.MetricsEntry
-	0,  // 13: prorl.v1.EvaluateResponse.diagnostics:type_name -> prorl.v1.Diagnostic
-	31, // 14: prorl.v1.ExecRequest.env:type_name -> prorl.v1.ExecRequest.EnvEntry
-	27, // 15: prorl.v1.ListDirResponse.entries:type_name -> prorl.v1.DirEntry
-	1,  // 16: prorl.v1.TaskDomain.GetInfo:input_type -> prorl.v1.GetInfoRequest
-	4,  // 17: prorl.v1.TaskDomain.Configure:input_type -> prorl.v1.ConfigureRequest
-	10, // 18: prorl.v1.TaskDomain.Prepare:input_type -> prorl.v1.PrepareRequest
-	12, // 19: prorl.v1.TaskDomain.Setup:input_type -> prorl.v1.SetupRequest
-	14, // 20: prorl.v1.TaskDomain.CallTool:input_type -> prorl.v1.CallToolRequest
-	16, // 21: prorl.v1.TaskDomain.Evaluate:input_type -> prorl.v1.EvaluateRequest
-	18, // 22: prorl.v1.TaskDomain.Release:input_type -> prorl.v1.ReleaseRequest
-	20, // 23: prorl.v1.HostServices.Exec:input_type -> prorl.v1.ExecRequest
-	22, // 24: prorl.v1.HostServices.ReadFile:input_type -> prorl.v1.ReadFileRequest
-	24, // 25: prorl.v1.HostServices.WriteFile:input_type -> prorl.v1.WriteFileRequest
-	26, // 26: prorl.v1.HostServices.ListDir:input_type -> prorl.v1.ListDirRequest
-	3,  // 27: prorl.v1.TaskDomain.GetInfo:output_type -> prorl.v1.DomainInfo
-	5,  // 28: prorl.v1.TaskDomain.Configure:output_type -> prorl.v1.ConfigureResponse
-	11, // 29: prorl.v1.TaskDomain.Prepare:output_type -> prorl.v1.PrepareResponse
-	13, // 30: prorl.v1.TaskDomain.Setup:output_type -> prorl.v1.SetupResponse
-	15, // 31: prorl.v1.TaskDomain.CallTool:output_type -> prorl.v1.CallToolResponse
-	17, // 32: prorl.v1.TaskDomain.Evaluate:output_type -> prorl.v1.EvaluateResponse
-	19, // 33: prorl.v1.TaskDomain.Release:output_type -> prorl.v1.ReleaseResponse
-	21, // 34: prorl.v1.HostServices.Exec:output_type -> prorl.v1.ExecChunk
-	23, // 35: prorl.v1.HostServices.ReadFile:output_type -> prorl.v1.ReadFileResponse
-	25, // 36: prorl.v1.HostServices.WriteFile:output_type -> prorl.v1.WriteFileResponse
-	28, // 37: prorl.v1.HostServices.ListDir:output_type -> prorl.v1.ListDirResponse
-	27, // [27:38] is the sub-list for method output_type
-	16, // [16:27] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	8,  // 8: prorl.v1.PrepareResponse.eval_sandbox:type_name -> prorl.v1.SandboxSpec
+	0,  // 9: prorl.v1.SetupResponse.diagnostics:type_name -> prorl.v1.Diagnostic
+	7,  // 10: prorl.v1.CallToolRequest.call:type_name -> prorl.v1.ToolCall
+	0,  // 11: prorl.v1.CallToolResponse.diagnostics:type_name -> prorl.v1.Diagnostic
+	6,  // 12: prorl.v1.EvaluateRequest.messages:type_name -> prorl.v1.Message
+	30, // 13: prorl.v1.EvaluateResponse.metrics:type_name -> prorl.v1.EvaluateResponse.MetricsEntry
+	0,  // 14: prorl.v1.EvaluateResponse.diagnostics:type_name -> prorl.v1.Diagnostic
+	31, // 15: prorl.v1.ExecRequest.env:type_name -> prorl.v1.ExecRequest.EnvEntry
+	27, // 16: prorl.v1.ListDirResponse.entries:type_name -> prorl.v1.DirEntry
+	1,  // 17: prorl.v1.TaskDomain.GetInfo:input_type -> prorl.v1.GetInfoRequest
+	4,  // 18: prorl.v1.TaskDomain.Configure:input_type -> prorl.v1.ConfigureRequest
+	10, // 19: prorl.v1.TaskDomain.Prepare:input_type -> prorl.v1.PrepareRequest
+	12, // 20: prorl.v1.TaskDomain.Setup:input_type -> prorl.v1.SetupRequest
+	14, // 21: prorl.v1.TaskDomain.CallTool:input_type -> prorl.v1.CallToolRequest
+	16, // 22: prorl.v1.TaskDomain.Evaluate:input_type -> prorl.v1.EvaluateRequest
+	18, // 23: prorl.v1.TaskDomain.Release:input_type -> prorl.v1.ReleaseRequest
+	20, // 24: prorl.v1.HostServices.Exec:input_type -> prorl.v1.ExecRequest
+	22, // 25: prorl.v1.HostServices.ReadFile:input_type -> prorl.v1.ReadFileRequest
+	24, // 26: prorl.v1.HostServices.WriteFile:input_type -> prorl.v1.WriteFileRequest
+	26, // 27: prorl.v1.HostServices.ListDir:input_type -> prorl.v1.ListDirRequest
+	3,  // 28: prorl.v1.TaskDomain.GetInfo:output_type -> prorl.v1.DomainInfo
+	5,  // 29: prorl.v1.TaskDomain.Configure:output_type -> prorl.v1.ConfigureResponse
+	11, // 30: prorl.v1.TaskDomain.Prepare:output_type -> prorl.v1.PrepareResponse
+	13, // 31: prorl.v1.TaskDomain.Setup:output_type -> prorl.v1.SetupResponse
+	15, // 32: prorl.v1.TaskDomain.CallTool:output_type -> prorl.v1.CallToolResponse
+	17, // 33: prorl.v1.TaskDomain.Evaluate:output_type -> prorl.v1.EvaluateResponse
+	19, // 34: prorl.v1.TaskDomain.Release:output_type -> prorl.v1.ReleaseResponse
+	21, // 35: prorl.v1.HostServices.Exec:output_type -> prorl.v1.ExecChunk
+	23, // 36: prorl.v1.HostServices.ReadFile:output_type -> prorl.v1.ReadFileResponse
+	25, // 37: prorl.v1.HostServices.WriteFile:output_type -> prorl.v1.WriteFileResponse
+	28, // 38: prorl.v1.HostServices.ListDir:output_type -> prorl.v1.ListDirResponse
+	28, // [28:39] is the sub-list for method output_type
+	17, // [17:28] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_prorl_proto_init() }

@@ -28,6 +28,9 @@ type Suite struct {
 	Cases  []Case
 	// BadTasks must be refused by Prepare with an invalid_task diagnostic.
 	BadTasks []json.RawMessage
+	// Host serves the plugin's host services (a FakeHost runs commands
+	// unisolated); nil offers none.
+	Host pb.HostServicesServer
 }
 
 // Conformance runs the checks every domain must pass, over real gRPC.
@@ -37,6 +40,9 @@ func Conformance(t *testing.T, s Suite) {
 		t.Fatal("conformance needs at least one case")
 	}
 	h := Start(t, s.Domain)
+	if s.Host != nil {
+		h = StartWithHost(t, s.Domain, s.Host)
+	}
 	ctx := context.Background()
 	cfg := s.Config
 	if cfg == nil {
@@ -118,8 +124,17 @@ func Conformance(t *testing.T, s Suite) {
 					t.Errorf("finish must end the episode with its message: %v %+v", err, r)
 				}
 			}
+			evals := 0
+			// A fresh evaluation sandbox per call, when the episode asks for one.
+			evalSandbox := func() string {
+				if p.EvalSandbox == nil {
+					return ""
+				}
+				evals++
+				return fmt.Sprintf("%s-eval-%d", rid, evals)
+			}
 			eval := func(resp string) *pb.EvaluateResponse {
-				e, err := h.Client.Evaluate(ctx, &pb.EvaluateRequest{RolloutId: rid, TaskJson: c.Task, FinalResponse: resp, EndReason: "finish"})
+				e, err := h.Client.Evaluate(ctx, &pb.EvaluateRequest{RolloutId: rid, TaskJson: c.Task, FinalResponse: resp, EndReason: "finish", EvalSandboxId: evalSandbox()})
 				if err != nil || len(e.Diagnostics) > 0 {
 					t.Fatalf("Evaluate: %v %v", err, e.GetDiagnostics())
 				}
@@ -136,11 +151,15 @@ func Conformance(t *testing.T, s Suite) {
 			}
 			// Scoring must be safe to call concurrently and deterministic.
 			var wg sync.WaitGroup
+			sandboxes := make([]string, 8)
+			for k := range sandboxes {
+				sandboxes[k] = evalSandbox()
+			}
 			for k := 0; k < 8; k++ {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					e, err := h.Client.Evaluate(ctx, &pb.EvaluateRequest{RolloutId: rid, TaskJson: c.Task, FinalResponse: c.Right})
+					e, err := h.Client.Evaluate(ctx, &pb.EvaluateRequest{RolloutId: rid, TaskJson: c.Task, FinalResponse: c.Right, EvalSandboxId: sandboxes[k]})
 					if err != nil || e.Reward != 1 {
 						t.Errorf("concurrent Evaluate: %v %v", err, e)
 					}
