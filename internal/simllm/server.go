@@ -251,11 +251,20 @@ func (s *Server) policy(prompt []int, seed int64) (string, Decision) {
 	}
 	if s.opt.PlainRate > 0 && unit("plain", seed, q) < s.opt.PlainRate {
 		d.Action = "plain"
-		return fmt.Sprintf("The answer is \\boxed{%s}.", ans), d
+		return finalText(ans), d
 	}
 	d.Action = "finish"
-	msg, _ := json.Marshal(fmt.Sprintf("The answer is \\boxed{%s}.", ans))
-	return fmt.Sprintf("<think>\nI have it.\n</think>\n\nThe answer is \\boxed{%s}.\n<tool_call>\n{\"name\": \"finish\", \"arguments\": {\"message\": %s}}\n</tool_call>", ans, msg), d
+	msg, _ := json.Marshal(finalText(ans))
+	return fmt.Sprintf("<think>\nI have it.\n</think>\n\n%s\n<tool_call>\n{\"name\": \"finish\", \"arguments\": {\"message\": %s}}\n</tool_call>", finalText(ans), msg), d
+}
+
+// finalText states an answer: a program (a reference solution of a coding
+// task) in a python block, anything else in \boxed{}.
+func finalText(ans string) string {
+	if strings.Contains(ans, "\n") {
+		return "```python\n" + ans + "\n```"
+	}
+	return fmt.Sprintf("The answer is \\boxed{%s}.", ans)
 }
 
 // answer finds the reference answer of a question: the user message
@@ -594,6 +603,7 @@ func LoadAnswers(path string) (map[string]string, error) {
 			AnswerNumber json.RawMessage `json:"answer_number"`
 			AnswerIndex  *int            `json:"answer_index"`
 			Unit         string          `json:"unit"`
+			Solution     string          `json:"solution"` // a coding task's reference solution
 			RewardModel  *struct {
 				GroundTruth json.RawMessage `json:"ground_truth"`
 			} `json:"reward_model"`
@@ -640,6 +650,9 @@ func LoadAnswers(path string) (map[string]string, error) {
 		}
 		if row.AnswerIndex != nil && *row.AnswerIndex >= 0 && *row.AnswerIndex < 10 {
 			as = string(rune('A' + *row.AnswerIndex))
+		}
+		if row.Solution != "" {
+			as = row.Solution
 		}
 		if row.Unit != "" && as != "" && !strings.HasSuffix(as, row.Unit) {
 			as += " " + row.Unit
