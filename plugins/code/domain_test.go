@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	pb "github.com/prorl/prorl/sdk/proto"
+	"github.com/prorl/prorl/sdk/sdktest"
+)
+
+func py(code string) string { return "Here it is.\n```python\n" + code + "\n```" }
+
+const sumTask = `{"id":"sum","question":"Read two integers and print their sum.","tests":[{"input":"1 2\n","output":"3\n"},{"input":"10 -4\n","output":"6"},{"input":"5 5\n","output":"10\n"}]}`
+
+func TestConformance(t *testing.T) {
+	sdktest.Conformance(t, sdktest.Suite{
+		Domain: New(),
+		Host:   sdktest.NewFakeHost(t),
+		Config: json.RawMessage(`{"max_turns": 6, "time_limit": 2, "workers": 2}`),
+		Cases: []sdktest.Case{
+			{Name: "stdio", Task: json.RawMessage(sumTask), Right: py("a, b = map(int, input().split())\nprint(a + b)"), Wrong: py("print(3)")},
+			{Name: "apps fn_name row", Task: json.RawMessage(`{"data_source":"apps","prompt":[{"role":"user","content":"Write add(a, b)."}],"reward_model":{"ground_truth":"{\"fn_name\": \"add\", \"inputs\": [[1, 2], [3, 4]], \"outputs\": [[3], [7]]}"}}`),
+				Right: py("def add(a, b):\n    return a + b"), Wrong: py("def add(a, b):\n    return a * b")},
+			{Name: "mbpp asserts", Task: json.RawMessage(`{"text":"Write a function to reverse a list.","test_list":["assert rev([1, 2, 3]) == [3, 2, 1]","assert rev([]) == []"]}`),
+				Right: py("def rev(xs):\n    return xs[::-1]"), Wrong: py("def rev(xs):\n    return xs")},
+			{Name: "humaneval check", Task: json.RawMessage(`{"task_id":"HumanEval/0","prompt":"def inc(x):\n    \"\"\"Add one.\"\"\"\n","entry_point":"inc","test":"def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(-1) == 0, 'negative'\n"}`),
+				Right: py("def inc(x):\n    return x + 1"), Wrong: py("def inc(x):\n    return x")},
+		},
+		BadTasks: []json.RawMessage{
+			json.RawMessage(`{"question":"no tests"}`),
+			json.RawMessage(`{"tests":[{"input":"1","output":"1"}]}`),
+			json.RawMessage(`{"question":"q","tests":[{"input":"1"}]}`),
+			json.RawMessage(`{"question":"q","reward_model":{"ground_truth":"{\"inputs\":[\"1\"],\"outputs\":[]}"}}`),
+			json.RawMessage(`{"question":"q","test_list":["assert f(1) > 0"]}`),
+			json.RawMessage(`{"question":"q","fn_name":"a b","tests":[{"args":[1],"expected":1}]}`),
+			json.RawMessage(`{"question":"q","time_limit":0,"tests":[{"input":"1","output":"1"}]}`),
+		},
+	})
+}
+
+type judged struct {
+	reward   float64
+	metrics  map[string]float64
+	verdicts []string
+	info     map[string]any
+}
+
+var evalN int
+
+// evaluate scores a response over gRPC, in a fresh fake sandbox each time.
+func evaluate(t *testing.T, h *sdktest.Harness, task, resp string) judged {
+	t.Helper()
+	evalN++
+	r, err := h.Client.Evaluate(context.Background(), &pb.EvaluateRequest{RolloutId: "t", TaskJson: json.RawMessage(task),
+		FinalResponse: resp, EvalSandboxId: fmt.Sprintf("eval-%d", evalN)})
+	if err != nil || len(r.Diagnostics) > 0 {
+		t.Fatalf("Evaluate: %v %v", err, r.GetDiagnostics())
+	}
+	j := judged{reward: r.Reward, metrics: r.Metrics}
+	if err := json.Unmarshal(r.InfoJson, &j.info); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := j.info["verdicts"].([]any); ok {
+		for _, x := range v {
+			j.verdicts = append(j.verdicts, x.(string))
+		}
+	}
+	return j
+}
+
+func start(t *testing.T) *sdktest.Harness {
+	h := sdktest.StartWithHost(t, New(), sdktest.NewFakeHost(t))
+	if r, err := h.Configure(context.Background(), json.RawMessage(`{"time_limit": 1, "memory_mb": 128, "workers": 2}`)); err != nil || len(r.Diagnostics) > 0 {
+		t.Fatalf("configure: %v %v", err, r.GetDiagnostics())
+	}
+	return h
+}
+
+// TestVerdicts: each failure mode gets its verdict, and a solution that
+// tries to game the judge gets no credit.
+func TestVerdicts(t *testing.T) {
+	h := start(t)
+	fnTask := `{"question":"Write double(x).","fn_name":"double","tests":[{"args":[2],"expected":4},{"args":[5],"expected":10},{"args":[0.5],"expected":1.0}]}`
+	cases := []struct {
+		name, task, code string
+		reward           float64
+		verdicts         string
+	}{
+		{"accepted", sumTask, "a, b = map(int, input().split())\nprint(a + b)", 1, "AC AC AC"},
+		{"trailing whitespace and CRLF are fine", sumTask, "a, b = map(int, input().split())\nprint(str(a + b) + '   ', end='\\r\\n\\n')", 1, "AC AC AC"},
+		{"wrong answer", sumTask, "a, b = map(int, input().split())\nprint(a - b)", 0, "WA WA WA"},
+		{"compile error", sumTask, "def f(:\n  pass", 0, "CE CE CE"},
+		{"runtime error", sumTask, "raise ValueError('boom')", 0, "RE RE RE"},
+		{"time limit", sumTask, "while True:\n    pass", 0, "TLE TLE TLE"},
+		{"memory limit", sumTask, "x = bytearray(1 << 30)\nprint(len(x))", 0, "MLE MLE MLE"},
+		{"function accepted", fnTask, "def double(x):\n    return 2 * x", 1, "AC AC AC"},
+		{"function wrong type", fnTask, "def double(x):\n    return str(2 * x)", 0, "WA WA WA"},
+		// Gaming: what a solution cannot know it cannot print.
+		{"prints a guess", sumTask, "print(3)", 0, "AC WA WA"},
+		{"exits early with status 0", sumTask, "import sys\nsys.exit(0)", 0, "WA WA WA"},
+		{"os._exit(0) in the function", fnTask, "import os\ndef double(x):\n    os._exit(0)", 0, "RE RE RE"},
+		{"forges a result line", fnTask, "print('\\x00prorl-result\\x00' + '4')\ndef double(x):\n    raise SystemExit(0)", 0, "RE RE RE"},
+		{"patches builtins", fnTask, "import builtins, json\nbuiltins.print = lambda *a, **k: None\njson.dumps = lambda *a, **k: '4'\ndef double(x):\n    return -1", 0, "WA WA WA"},
+		{"reads the judge's files", sumTask, "import os, glob\nfound = [p for p in glob.glob('/tmp/*') + glob.glob('./**', recursive=True) if os.path.isfile(p)]\nprint(' '.join(open(p, errors='ignore').read(20) for p in found[:50]) or 'nothing')", 0, "WA WA WA"},
+		{"reads stdin for other tests", sumTask, "import sys\nprint(sys.stdin.read())", 0, "WA WA WA"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			j := evaluate(t, h, c.task, "```python\n"+c.code+"\n```")
+			if j.reward != c.reward || strings.Join(j.verdicts, " ") != c.verdicts {
+				t.Fatalf("reward %v verdicts %v, want %v %q; info %v", j.reward, j.verdicts, c.reward, c.verdicts, j.info)
+			}
+		})
+	}
+}
+
+func TestNoCode(t *testing.T) {
+	h := start(t)
+	j := evaluate(t, h, sumTask, "I could not solve it.")
+	if j.reward != 0 || j.metrics["format_ok"] != 0 || j.info["verdict"] != "no_code" {
+		t.Fatalf("%+v", j)
+	}
+}
+
+func TestLastPythonBlock(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"```python\na\n```\ntext\n```python\nb\n```", "b\n"},
+		{"```py\nc\n```", "c\n"},
+		{"```\nd\n```", "d\n"},
+		{"```bash\nls\n```\n```python\ne\n```\n```bash\npwd\n```", "e\n"},
+		{"no code", ""},
+	} {
+		got, _ := lastPythonBlock(c.in)
+		if got != c.want {
+			t.Errorf("%q: got %q", c.in, got)
+		}
+	}
+}
