@@ -92,6 +92,10 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzAgainstReference -fuzztime $(FUZZTIME) ./core/tokenizer/regex
 	$(GO) test -run '^$$' -fuzz FuzzEncodeDecode -fuzztime $(FUZZTIME) ./core/tokenizer/bpe
 	$(GO) test -run '^$$' -fuzz FuzzTemplate -fuzztime $(FUZZTIME) ./core/tokenizer/jinja
+	$(GO) test -run '^$$' -fuzz FuzzChoice -fuzztime $(FUZZTIME) ./sdk/stemans
+	$(GO) test -run '^$$' -fuzz FuzzParseQuantity -fuzztime $(FUZZTIME) ./sdk/stemans
+	$(GO) test -run '^$$' -fuzz FuzzParseTask -fuzztime $(FUZZTIME) ./plugins/stem
+	$(GO) test -run '^$$' -fuzz FuzzParseTask -fuzztime $(FUZZTIME) ./plugins/code
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./core/config
 	$(GO) test -run '^$$' -fuzz FuzzDecodeSubmit -fuzztime $(FUZZTIME) ./core/api
 

@@ -24,6 +24,10 @@ func TestConformance(t *testing.T) {
 			{Name: "stdio", Task: json.RawMessage(sumTask), Right: py("a, b = map(int, input().split())\nprint(a + b)"), Wrong: py("print(3)")},
 			{Name: "apps fn_name row", Task: json.RawMessage(`{"data_source":"apps","prompt":[{"role":"user","content":"Write add(a, b)."}],"reward_model":{"ground_truth":"{\"fn_name\": \"add\", \"inputs\": [[1, 2], [3, 4]], \"outputs\": [[3], [7]]}"}}`),
 				Right: py("def add(a, b):\n    return a + b"), Wrong: py("def add(a, b):\n    return a * b")},
+			{Name: "deepcoder stdin list", Task: json.RawMessage(`{"data_source":"deepcoder","prompt":"Print n squared.","reward_model":{"ground_truth":"[{\"input\": \"3\\n\", \"output\": \"9\\n\"}, {\"input\": \"4\\n\", \"output\": \"16\\n\"}]"}}`),
+				Right: py("n = int(input())\nprint(n * n)"), Wrong: py("print(9)")},
+			{Name: "livecodebench functional", Task: json.RawMessage(`{"data_source":"livecodebench","prompt":"class Solution: def maxOf(self, nums, k) -> int","reward_model":{"ground_truth":"[{\"input\": \"[1, 5, 2]\\n0\", \"output\": \"5\", \"testtype\": \"functional\", \"metadata\": {\"func_name\": \"Solution.maxOf\"}}]"}}`),
+				Right: py("class Solution:\n    def maxOf(self, nums, k):\n        return max(nums) + k"), Wrong: py("class Solution:\n    def maxOf(self, nums, k):\n        return min(nums)")},
 			{Name: "mbpp asserts", Task: json.RawMessage(`{"text":"Write a function to reverse a list.","test_list":["assert rev([1, 2, 3]) == [3, 2, 1]","assert rev([]) == []"]}`),
 				Right: py("def rev(xs):\n    return xs[::-1]"), Wrong: py("def rev(xs):\n    return xs")},
 			{Name: "humaneval check", Task: json.RawMessage(`{"task_id":"HumanEval/0","prompt":"def inc(x):\n    \"\"\"Add one.\"\"\"\n","entry_point":"inc","test":"def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(-1) == 0, 'negative'\n"}`),
@@ -138,4 +142,16 @@ func TestLastPythonBlock(t *testing.T) {
 			t.Errorf("%q: got %q", c.in, got)
 		}
 	}
+}
+
+func FuzzParseTask(f *testing.F) {
+	f.Add(sumTask)
+	f.Add(`{"text":"t","test_list":["assert f((1, 2), 'a==b') == [3]"]}`)
+	f.Add(`{"prompt":"p","reward_model":{"ground_truth":"[{\"input\":\"1\",\"output\":\"2\",\"testtype\":\"functional\",\"metadata\":{\"func_name\":\"f\"}}]"}}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		task, err := ParseTask(json.RawMessage(s))
+		if err == nil && (len(task.Tests) == 0 || (task.Mode != ModeStdio && task.Mode != ModeFunction)) {
+			t.Fatalf("accepted %q as %+v", s, task)
+		}
+	})
 }

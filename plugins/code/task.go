@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -188,6 +189,9 @@ func (t *Task) ioTests(raw json.RawMessage, field, fn string) error {
 	if json.Unmarshal(raw, &inner) == nil {
 		raw = json.RawMessage(inner)
 	}
+	if b := bytes.TrimSpace(raw); len(b) > 0 && b[0] == '[' {
+		return t.listTests(raw, field, fn)
+	}
 	var spec ioSpec
 	if err := json.Unmarshal(raw, &spec); err != nil {
 		return sdk.InvalidTask(field, "must be {\"inputs\": [...], \"outputs\": [...]} (or a JSON string of it): %v", err)
@@ -217,6 +221,61 @@ func (t *Task) ioTests(raw json.RawMessage, field, fn string) error {
 			return err
 		}
 		t.Tests = append(t.Tests, Test{Call: call, ExpectedJSON: spec.Outputs[i], ReturnInList: true})
+	}
+	return nil
+}
+
+// listTests reads DeepCoder/LiveCodeBench test lists: [{"input",
+// "output", "testtype"?: "stdin" | "functional", "metadata"?: {"func_name"}}];
+// a functional test's input holds one JSON argument per line.
+func (t *Task) listTests(raw json.RawMessage, field, fn string) error {
+	var list []struct {
+		Input    string `json:"input"`
+		Output   string `json:"output"`
+		TestType string `json:"testtype"`
+		Metadata struct {
+			FuncName string `json:"func_name"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return sdk.InvalidTask(field, "must be a list of {input, output}: %v", err)
+	}
+	t.Mode, t.FnName = ModeStdio, fn
+	for i, c := range list {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if c.TestType != "functional" {
+			if t.Mode == ModeFunction {
+				return sdk.InvalidTask(f, "stdin and functional tests mixed")
+			}
+			t.Tests = append(t.Tests, Test{Input: c.Input, Expected: c.Output})
+			continue
+		}
+		if t.FnName == "" {
+			t.FnName = c.Metadata.FuncName
+		}
+		if i > 0 && t.Mode == ModeStdio {
+			return sdk.InvalidTask(f, "stdin and functional tests mixed")
+		}
+		t.Mode = ModeFunction
+		if !identRe.MatchString(t.FnName) {
+			return sdk.InvalidTask(f, "a functional test needs fn_name or metadata.func_name (a Python name), got %q", t.FnName)
+		}
+		var args []json.RawMessage
+		for _, line := range strings.Split(strings.TrimSpace(c.Input), "\n") {
+			if !json.Valid([]byte(line)) {
+				return sdk.InvalidTask(f+".input", "each line of a functional input must be a JSON value: %q", line)
+			}
+			args = append(args, json.RawMessage(line))
+		}
+		argJSON, _ := json.Marshal(args)
+		call, err := callOf(t.FnName, argJSON, f+".input")
+		if err != nil {
+			return err
+		}
+		if !json.Valid([]byte(c.Output)) {
+			return sdk.InvalidTask(f+".output", "a functional output must be JSON: %q", c.Output)
+		}
+		t.Tests = append(t.Tests, Test{Call: call, ExpectedJSON: json.RawMessage(c.Output)})
 	}
 	return nil
 }

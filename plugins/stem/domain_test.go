@@ -96,3 +96,14 @@ func TestParseTaskKinds(t *testing.T) {
 		}
 	}
 }
+
+func FuzzParseTask(f *testing.F) {
+	f.Add(`{"question":"q","options":["a","b"],"answer":"B","shuffle":true}`)
+	f.Add(`{"problem_text":"p","answer_number":"3.2","unit":"kJ"}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		task, err := ParseTask(json.RawMessage(s))
+		if err == nil && task.Kind == KindChoice && len(task.Options) > 0 && strings.Index("ABCDEFGHIJ", task.Answer) >= len(task.Options) {
+			t.Fatalf("answer %q outside %d options", task.Answer, len(task.Options))
+		}
+	})
+}
