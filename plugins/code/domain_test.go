@@ -87,6 +87,8 @@ func start(t *testing.T) *sdktest.Harness {
 // tries to game the judge gets no credit.
 func TestVerdicts(t *testing.T) {
 	h := start(t)
+	big := strings.Repeat("x", 200000)
+	bigTask := `{"question":"Print the length of the line.","tests":[{"input":"` + big + `\n","output":"200000\n"},{"input":"ab\n","output":"2\n"}]}`
 	fnTask := `{"question":"Write double(x).","fn_name":"double","tests":[{"args":[2],"expected":4},{"args":[5],"expected":10},{"args":[0.5],"expected":1.0}]}`
 	cases := []struct {
 		name, task, code string
@@ -100,6 +102,8 @@ func TestVerdicts(t *testing.T) {
 		{"runtime error", sumTask, "raise ValueError('boom')", 0, "RE RE RE"},
 		{"time limit", sumTask, "while True:\n    pass", 0, "TLE TLE TLE"},
 		{"memory limit", sumTask, "x = bytearray(1 << 30)\nprint(len(x))", 0, "MLE MLE MLE"},
+		{"large input read", bigTask, "print(len(input()))", 1, "AC AC"},
+		{"large input left unread", bigTask, "import sys\nsys.exit(0)", 0, "WA WA"},
 		{"function accepted", fnTask, "def double(x):\n    return 2 * x", 1, "AC AC AC"},
 		{"function wrong type", fnTask, "def double(x):\n    return str(2 * x)", 0, "WA WA WA"},
 		// Gaming: what a solution cannot know it cannot print.

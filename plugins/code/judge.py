@@ -101,21 +101,26 @@ def spawn(i, test, mode, code, limit, mem):
             except BaseException:  # noqa: BLE001
                 os.write(2, ("%s\n" % type(e).__name__).encode())
             os._exit(1)
-    os.close(in_r)
     os.close(out_w)
     os.close(err_w)
     data = test.get("input", "").encode()
     if len(data) < 65536:
-        # Fits in the pipe buffer: never blocks, even if the child does not read.
+        # Fits in the pipe buffer: never blocks, even if the child does not
+        # read; in_r is still open here, so a child that already left cannot
+        # make the write fail.
         os.write(in_w, data)
+        os.close(in_r)
     elif os.fork() == 0:
         # Larger inputs are fed by a helper, so the driver never waits on a
         # child that does not read its input.
+        os.close(in_r)  # a child that leaves unread makes the write fail, not hang
         try:
             write_all(in_w, data)
         except OSError:
             pass
         os._exit(0)
+    else:
+        os.close(in_r)
     os.close(in_w)
     return {pid: [i, out_r, err_r, time.monotonic(), [], []]}
 
