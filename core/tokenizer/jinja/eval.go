@@ -398,16 +398,22 @@ func (st *state) evalKwargs(kws []kwarg, f *frame) (map[string]Value, error) {
 	return out, nil
 }
 
+// evalCallArgs evaluates the positional and keyword arguments of a call or filter.
+func (st *state) evalCallArgs(args []expr, kws []kwarg, f *frame) ([]Value, map[string]Value, error) {
+	a, err := st.evalArgs(args, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, err := st.evalKwargs(kws, f)
+	return a, k, err
+}
+
 func (st *state) evalCall(e *callExpr, f *frame) (Value, error) {
 	fn, err := st.eval(e.fn, f)
 	if err != nil {
 		return nil, err
 	}
-	args, err := st.evalArgs(e.args, f)
-	if err != nil {
-		return nil, err
-	}
-	kwargs, err := st.evalKwargs(e.kwargs, f)
+	args, kwargs, err := st.evalCallArgs(e.args, e.kwargs, f)
 	if err != nil {
 		return nil, err
 	}
@@ -433,11 +439,7 @@ func (st *state) evalFilter(e *filterExpr, f *frame) (Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	args, err := st.evalArgs(e.args, f)
-	if err != nil {
-		return nil, err
-	}
-	kwargs, err := st.evalKwargs(e.kwargs, f)
+	args, kwargs, err := st.evalCallArgs(e.args, e.kwargs, f)
 	if err != nil {
 		return nil, err
 	}
