@@ -48,15 +48,29 @@ type ToolReleaser interface {
 // DecodeArgs decodes tool arguments strictly into v, so a model that invents
 // an argument gets told so rather than having it silently ignored.
 func DecodeArgs(args json.RawMessage, v any) error {
-	if len(bytes.TrimSpace(args)) == 0 {
-		args = json.RawMessage("{}")
-	}
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := decodeStrict(args, v); err != nil {
 		return fmt.Errorf("invalid arguments: %w", err)
 	}
 	return nil
+}
+
+// DecodeConfig decodes a domain's [plugins.NAME.config] table strictly:
+// an unknown key is an invalid_task error naming the domain.
+func DecodeConfig(domain string, raw json.RawMessage, v any) error {
+	if err := decodeStrict(raw, v); err != nil {
+		return Errorf(CodeInvalidTask, "%s config: %v", domain, err)
+	}
+	return nil
+}
+
+// decodeStrict decodes JSON refusing unknown fields; empty means {}.
+func decodeStrict(raw json.RawMessage, v any) error {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }
 
 // FuncTool adapts a function into a Tool.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,10 +59,8 @@ func (d *Domain) Info() sdk.Info {
 
 func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Host) error {
 	cfg := d.cfg
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
-		return sdk.Errorf(sdk.CodeInvalidTask, "code config: %v", err)
+	if err := sdk.DecodeConfig("code", raw, &cfg); err != nil {
+		return err
 	}
 	switch {
 	case cfg.MaxTurns < 1:

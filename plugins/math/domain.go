@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
@@ -55,10 +54,8 @@ func (d *Domain) Info() sdk.Info {
 
 func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Host) error {
 	cfg := d.cfg
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
-		return sdk.Errorf(sdk.CodeInvalidTask, "math config: %v", err)
+	if err := sdk.DecodeConfig("math", raw, &cfg); err != nil {
+		return err
 	}
 	if cfg.MaxTurns < 1 {
 		return sdk.Errorf(sdk.CodeInvalidTask, "math config: max_turns must be at least 1")
