@@ -1,14 +1,8 @@
 package e2e
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-
-	"github.com/prorl/prorl/core/api"
-	"github.com/prorl/prorl/core/trajectory"
 )
 
 // TestCodeDomain runs the bundled coding tasks through the host, the code
@@ -17,53 +11,13 @@ import (
 // every reward is the simulator's decision, tokens are exact, and
 // /v1/evaluate judges a solution without a rollout.
 func TestCodeDomain(t *testing.T) {
-	tasks, err := os.ReadFile(filepath.Join("..", "examples", "code", "tasks.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tasks := exampleTasks(t, "code")
 	plugin := filepath.Join(binDir, "plugins/prorl-code")
-	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "0.5"}, tasks: string(tasks),
+	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "0.5"}, tasks: tasks,
 		extraTOML: "[plugins.code]\nenabled = true\npath = \"" + plugin + "\"\n[sandbox]\nagent = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"})
 	e.startHost()
 	e.addBackend()
-	var reqs []any
-	for _, line := range strings.Split(strings.TrimSpace(string(tasks)), "\n") {
-		var task map[string]any
-		if err := json.Unmarshal([]byte(line), &task); err != nil {
-			t.Fatal(err)
-		}
-		task["domain"] = "code"
-		reqs = append(reqs, map[string]any{"task": task, "n": 4, "sampling": map[string]any{"seed": 3}})
-	}
-	var batch struct {
-		Groups []api.SubmitResponse `json:"groups"`
-	}
-	r := e.do("POST", "/v1/rollouts:batch", map[string]any{"requests": reqs})
-	if r.code != 202 {
-		t.Fatalf("submit: %d %s", r.code, r.body)
-	}
-	r.json(t, &batch)
-	right, wrong := 0, 0
-	for _, g := range batch.Groups {
-		for _, id := range g.RolloutIDs {
-			res := e.wait(t, id)
-			if res.Status != trajectory.StatusCompleted {
-				t.Fatalf("%s: %s %+v", id, res.Status, res.Failure)
-			}
-			correct := checkTokens(t, res, e.simEntries())
-			if (res.Reward == 1) != correct {
-				t.Fatalf("%s (%s): reward %v but the simulator answered correct=%v: %s", id, res.TaskID, res.Reward, correct, res.Info)
-			}
-			if correct {
-				right++
-			} else {
-				wrong++
-			}
-		}
-	}
-	if right == 0 || wrong == 0 {
-		t.Fatalf("right %d, wrong %d: the run did not exercise both outcomes", right, wrong)
-	}
+	_, right, wrong := runExamples(t, e, "code", tasks, 4, 3)
 	t.Logf("%d right, %d wrong", right, wrong)
 
 	var ev struct {
