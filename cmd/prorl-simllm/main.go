@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/internal/profiling"
 	"github.com/prorl/prorl/internal/simllm"
 )
@@ -46,11 +47,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 	logPath := fs.String("log", "", "write every request and response as JSON lines to this file")
 	addrFile := fs.String("addr-file", "", "write the bound address here once listening")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile here until shutdown")
+	modelDir := fs.String("model-dir", "", "a Hugging Face model directory whose tokenizer and ChatML chat template replace the simulator's own")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	opt := simllm.Options{Model: *model, MaxModelLen: *maxLen, CorrectRate: *correct, ThinkTurns: *think, PythonTurns: *python,
 		MalformedRate: *malformed, PlainRate: *plain, TokenLatency: *latency, Slots: *slots, FailRate: *failRate, DropRate: *dropRate}
+	if *modelDir != "" {
+		l, err := tokenizer.LoadDir(*modelDir, tokenizer.LocalOptions{})
+		if err != nil {
+			return err
+		}
+		opt.Local = l
+	}
 	if *answers != "" {
 		a, err := simllm.LoadAnswers(*answers)
 		if err != nil {

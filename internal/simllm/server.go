@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	json "github.com/goccy/go-json"
+	"github.com/prorl/prorl/core/tokenizer"
 	"hash/fnv"
 	"io"
 	"net/http"
@@ -43,17 +44,25 @@ type Options struct {
 	DropRate float64
 	// Log receives one JSON line per request and response.
 	Log io.Writer
+	// Local replaces the simulator's toy tokenizer and chat template with a
+	// real model directory's (its tokenizer.json and chat template), so a
+	// host with the same [tokenizer] model_dir can skip /tokenize.
+	Local *tokenizer.Local
 }
 
 // Server is the simulator's HTTP handler.
 type Server struct {
-	opt   Options
-	tok   *Tokenizer
-	slots chan struct{}
-	logMu sync.Mutex
-	logW  *bufio.Writer
-	n     atomic.Uint64
-	mux   *http.ServeMux
+	opt Options
+	tok vocab
+	// render applies the chat template (the simulator's own, or a model
+	// directory's).
+	render func(msgs []Message, tools []Tool, addGenerationPrompt bool) (string, error)
+	imEnd  int
+	slots  chan struct{}
+	logMu  sync.Mutex
+	logW   *bufio.Writer
+	n      atomic.Uint64
+	mux    *http.ServeMux
 }
 
 // New returns a simulator.
@@ -64,7 +73,11 @@ func New(opt Options) *Server {
 	if opt.MaxModelLen == 0 {
 		opt.MaxModelLen = 32768
 	}
-	s := &Server{opt: opt, tok: NewTokenizer(), mux: http.NewServeMux()}
+	s := &Server{opt: opt, tok: NewTokenizer(), mux: http.NewServeMux(), imEnd: idImEnd,
+		render: func(m []Message, t []Tool, agp bool) (string, error) { return RenderChat(m, t, agp), nil }}
+	if opt.Local != nil {
+		s.useModel(opt.Local)
+	}
 	if opt.Slots > 0 {
 		s.slots = make(chan struct{}, opt.Slots)
 	}
@@ -79,9 +92,6 @@ func New(opt Options) *Server {
 	s.mux.HandleFunc("GET /v1/models", s.models)
 	return s
 }
-
-// Tokenizer exposes the simulator's tokenizer to tests.
-func (s *Server) Tokenizer() *Tokenizer { return s.tok }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
@@ -378,7 +388,7 @@ func (s *Server) run(prompt []int, maxTokens int, seed int64, r *http.Request) (
 		}
 	}
 	text, d := s.policy(prompt, seed)
-	ids := append(s.tok.Encode(text), idImEnd)
+	ids := append(s.tok.Encode(text), s.imEnd)
 	finish := "stop"
 	if len(ids) > maxTokens {
 		ids, finish = ids[:maxTokens], "length"
@@ -540,7 +550,11 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	case req.Messages != nil:
 		// vLLM's default for chat tokenisation is add_generation_prompt=true.
 		agp := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
-		text = RenderChat(req.Messages, req.Tools, agp)
+		var err error
+		if text, err = s.render(req.Messages, req.Tools, agp); err != nil {
+			entry.Status, entry.Response = 400, s.apiError(w, 400, err.Error())
+			return
+		}
 	case req.Prompt != nil:
 		text = *req.Prompt
 	default:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/trajectory"
+	"github.com/prorl/prorl/internal/testmodels"
 )
 
 func TestTokenizerRoundTrip(t *testing.T) {
@@ -102,5 +104,37 @@ func TestUnitSpreadsConsecutiveCounters(t *testing.T) {
 	}
 	if below < 500 || below > 700 || longest > 12 {
 		t.Fatalf("%d of 2000 below 0.3 (want about 600), longest run %d", below, longest)
+	}
+}
+
+// With a model directory, the simulator tokenises and templates like the
+// host's Go tokenizer: what /tokenize returns is what the host renders, and
+// replies end with the model's <|im_end|>.
+func TestModelDirectory(t *testing.T) {
+	l, err := tokenizer.LoadDir(filepath.Join(testmodels.Dir(t), "qwen3"), tokenizer.LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := New(Options{Answers: map[string]string{"What is 2+2?": "4"}, CorrectRate: 1, ThinkTurns: 0, Local: l})
+	ts := httptest.NewServer(sim)
+	defer ts.Close()
+	ctx := context.Background()
+	c, _ := backend.NewClient("vllm", ts.URL, "prorl-sim")
+	msgs := []trajectory.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "What is 2+2?"}}
+	remote, err := c.Render(ctx, msgs, nil, tokenizer.RenderOptions{AddGenerationPrompt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, _ := l.Render(ctx, msgs, nil, tokenizer.RenderOptions{AddGenerationPrompt: true})
+	if !slices.Equal(remote, local) {
+		t.Fatalf("/tokenize %v, Go tokenizer %v", remote, local)
+	}
+	g, err := c.Generate(ctx, backend.GenerateRequest{PromptIDs: local, MaxTokens: 512, Temperature: 1, TopP: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	imEnd, _ := l.BPE().TokenID("<|im_end|>")
+	if g.IDs[len(g.IDs)-1] != imEnd || !strings.Contains(g.Text, `\\boxed{4}`) {
+		t.Fatalf("generation %+v", g)
 	}
 }
