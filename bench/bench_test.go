@@ -296,14 +296,29 @@ func BenchmarkIssue2Figures(b *testing.B) {
 
 	// 2. Single-turn rollouts per second end to end, with the durable store
 	// (the default) and with the memory store, and the simulator alone as the baseline.
-	for _, storeDriver := range []string{"bbolt", "memory"} {
+	modelDir := qwen3Dir()
+	for _, storeDriver := range []string{"bbolt", "memory", "bbolt+go-tokenizer"} {
 		simArgs := []string{"--listen", "127.0.0.1:0", "--answers", ans, "--correct-rate", "1", "--think-turns", "0"}
+		goTok := storeDriver == "bbolt+go-tokenizer"
+		if goTok {
+			if modelDir == "" {
+				rows = append(rows, row{"single-turn math rollouts/s, durable store, Go tokenizer", "n/a: make models", "", true})
+				continue
+			}
+			// The simulator and the host share Qwen3's tokenizer and template,
+			// so the host renders and encodes itself: no /tokenize.
+			simArgs = append(simArgs, "--model-dir", modelDir)
+		}
 		if p := os.Getenv("PRORL_BENCH_SIM_CPUPROFILE"); p != "" {
 			simArgs = append(simArgs, "--cpuprofile", p)
 		}
 		sim := spawn(b, dir, "prorl-simllm", simArgs...)
 		defer func() { _ = sim.cmd.Process.Signal(syscall.SIGTERM); time.Sleep(500 * time.Millisecond) }()
-		args := []string{"serve", "--config", hostConfigStore(b, dir, storeDriver)}
+		cfgPath := hostConfigStore(b, dir, strings.TrimSuffix(storeDriver, "+go-tokenizer"))
+		if goTok {
+			appendFile(b, cfgPath, fmt.Sprintf("[tokenizer]\nmodel_dir = %q\n", modelDir))
+		}
+		args := []string{"serve", "--config", cfgPath}
 		if p := os.Getenv("PRORL_BENCH_CPUPROFILE"); p != "" && storeDriver == "bbolt" {
 			args = append(args, "--cpuprofile", p) // written when the host stops gracefully
 		}
@@ -332,13 +347,12 @@ func BenchmarkIssue2Figures(b *testing.B) {
 			used := cpuSeconds(procs[k]) - cpu0[k]
 			rows = append(rows, row{"  CPU of " + k + " (" + storeDriver + ")", fmt.Sprintf("%.2f s (%.0f µs/rollout)", used, used/n*1e6), "", true})
 		}
-		name := "single-turn math rollouts/s, end to end, durable store"
-		if storeDriver == "memory" {
-			name = "single-turn math rollouts/s, end to end, memory store"
-		}
+		name := map[string]string{"bbolt": "single-turn math rollouts/s, end to end, durable store",
+			"memory":             "single-turn math rollouts/s, end to end, memory store",
+			"bbolt+go-tokenizer": "single-turn math rollouts/s, durable store, Go tokenizer"}[storeDriver]
 		rows = append(rows, row{name, fmt.Sprintf("%.0f /s", rate), ">= 2000 /s", rate >= 2000})
 		b.ReportMetric(rate, storeDriver+"-rollouts/s")
-		if storeDriver == "memory" {
+		if storeDriver != "bbolt" {
 			continue
 		}
 		// Baseline: the calls one rollout makes to the simulator (tokenize + completion), made directly.
@@ -459,4 +473,25 @@ func simBaseline(b *testing.B, sim string, n int) float64 {
 		<-done
 	}
 	return float64(n) / time.Since(start).Seconds()
+}
+
+// qwen3Dir is the reference Qwen3 model directory `make models` lays out, or "".
+func qwen3Dir() string {
+	home, _ := os.UserHomeDir()
+	d := filepath.Join(home, ".cache", "prorl", "models", "qwen3")
+	if _, err := os.Stat(filepath.Join(d, "tokenizer.json")); err != nil {
+		return ""
+	}
+	return d
+}
+
+func appendFile(b *testing.B, path, text string) {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(text); err != nil {
+		b.Fatal(err)
+	}
 }
