@@ -330,6 +330,9 @@ func Parse(data []byte, name string, vars Vars) (*Config, error) {
 			p.RestartWindow = Duration{time.Minute}
 		}
 		p.Path = expand(p.Path, vars)
+		// Plugin tables hold paths too (an image directory): the same
+		// variables expand in their string values.
+		expandStrings(p.Config, vars)
 	}
 	cfg.Server.DataDir = expand(cfg.Server.DataDir, vars)
 	for _, t := range []struct {
@@ -371,14 +374,7 @@ func isUnderPluginConfig(k toml.Key) bool {
 }
 
 func expand(p string, v Vars) string {
-	p = strings.ReplaceAll(p, "{config_dir}", v.ConfigDir)
-	p = strings.ReplaceAll(p, "{exe_dir}", v.ExeDir)
-	if strings.Contains(p, "{cache_dir}") {
-		if v.CacheDir == "" {
-			v.CacheDir = cacheDir()
-		}
-		p = strings.ReplaceAll(p, "{cache_dir}", v.CacheDir)
-	}
+	p = expandVars(p, v)
 	if p != "" && !filepath.IsAbs(p) && v.ConfigDir != "" {
 		p = filepath.Join(v.ConfigDir, p)
 	}
@@ -575,4 +571,40 @@ func splitKey(s string) []string {
 		out = append(out, strings.Trim(strings.TrimSpace(p), `"'`))
 	}
 	return out
+}
+
+// expandVars replaces the variables only (no path resolution: plugin
+// config strings are not all paths).
+func expandVars(p string, v Vars) string {
+	p = strings.ReplaceAll(p, "{config_dir}", v.ConfigDir)
+	p = strings.ReplaceAll(p, "{exe_dir}", v.ExeDir)
+	if strings.Contains(p, "{cache_dir}") {
+		if v.CacheDir == "" {
+			v.CacheDir = cacheDir()
+		}
+		p = strings.ReplaceAll(p, "{cache_dir}", v.CacheDir)
+	}
+	return p
+}
+
+// expandStrings expands {config_dir}, {exe_dir} and {cache_dir} in every
+// string of a plugin's config table, nested tables and lists included.
+func expandStrings(m map[string]any, vars Vars) {
+	for k, v := range m {
+		m[k] = expandValue(v, vars)
+	}
+}
+
+func expandValue(v any, vars Vars) any {
+	switch x := v.(type) {
+	case string:
+		return expandVars(x, vars)
+	case map[string]any:
+		expandStrings(x, vars)
+	case []any:
+		for i := range x {
+			x[i] = expandValue(x[i], vars)
+		}
+	}
+	return v
 }

@@ -45,12 +45,14 @@ path = "{exe_dir}/plugins/prorl-math"
 args = ["-v"]
 [plugins.math.config]
 max_turns = 3
-anything = { nested = [1, 2] }
+anything = { nested = [1, 2], dirs = ["{exe_dir}/a", "rel"] }
+image_dir = "{cache_dir}/prorl/images"
+prompt = "Solve it in {config_dir}"
 [plugins.off]
 enabled = false
 path = "rel/bin"
 `
-	c, err := Parse([]byte(doc), "t.toml", Vars{ConfigDir: "/cfg", ExeDir: "/opt/prorl"})
+	c, err := Parse([]byte(doc), "t.toml", Vars{ConfigDir: "/cfg", ExeDir: "/opt/prorl", CacheDir: "/var/cache"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +62,11 @@ path = "rel/bin"
 	}
 	if p.Config["max_turns"] != int64(3) {
 		t.Errorf("config table = %#v", p.Config)
+	}
+	// Variables expand in plugin config strings; nothing else is resolved.
+	nested := p.Config["anything"].(map[string]any)["dirs"].([]any)
+	if p.Config["image_dir"] != "/var/cache/prorl/images" || p.Config["prompt"] != "Solve it in /cfg" || nested[0] != "/opt/prorl/a" || nested[1] != "rel" {
+		t.Errorf("expansion in the config table = %#v", p.Config)
 	}
 	if c.Plugins["off"].Path != "/cfg/rel/bin" {
 		t.Errorf("relative path = %q", c.Plugins["off"].Path)
