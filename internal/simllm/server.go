@@ -245,6 +245,16 @@ func (s *Server) policy(prompt []int, seed int64) (string, Decision) {
 		ans = wrong(ans)
 	}
 	d.Answer = ans
+	if cmd, ok := strings.CutPrefix(ans, bashAnswer); ok {
+		// A repository task: change the files with one shell command, then finish.
+		if turn == 0 {
+			d.Action = "bash"
+			args, _ := json.Marshal(map[string]string{"command": cmd})
+			return fmt.Sprintf("Let me fix it.\n<tool_call>\n{\"name\": \"bash\", \"arguments\": %s}\n</tool_call>", args), d
+		}
+		d.Action = "finish"
+		return "<tool_call>\n{\"name\": \"finish\", \"arguments\": {\"message\": \"Done.\"}}\n</tool_call>", d
+	}
 	if s.opt.MalformedRate > 0 && unit("malformed", seed, q, turn) < s.opt.MalformedRate {
 		d.Action = "malformed"
 		return "Let me call a tool.\n<tool_call>\n{\"name\": \"think\", \"arguments\": {\"thought\": unquoted}\n</tool_call>", d
@@ -279,7 +289,7 @@ func finalText(ans string) string {
 
 // answer finds the reference answer of a question: the user message
 // itself, else the longest known question it starts with (domains append
-// options and instructions to the question).
+// options and instructions to the question), else the longest it contains.
 func (s *Server) answer(q string) (string, bool) {
 	if a, ok := s.opt.Answers[q]; ok {
 		return a, true
@@ -288,6 +298,14 @@ func (s *Server) answer(q string) (string, bool) {
 	for k, a := range s.opt.Answers {
 		if len(k) > len(best) && strings.HasPrefix(q, k) {
 			best, found = k, a
+		}
+	}
+	if best == "" {
+		// Instance prompts quote the problem inside a template.
+		for k, a := range s.opt.Answers {
+			if len(k) > len(best) && len(k) >= 20 && strings.Contains(q, k) {
+				best, found = k, a
+			}
 		}
 	}
 	return found, best != ""
@@ -306,9 +324,15 @@ func firstUser(text string) string {
 	return rest
 }
 
+// bashAnswer starts an answer that is a shell command (a repository task's fix).
+const bashAnswer = "bash:\n"
+
 // wrong makes a plausible wrong answer: the next option letter, the
 // number plus one (keeping a unit after it), else the answer with a 1.
 func wrong(ans string) string {
+	if strings.HasPrefix(ans, bashAnswer) {
+		return bashAnswer + "echo 'I could not find the bug.'" // changes nothing: an empty patch
+	}
 	if len(ans) == 1 && ans[0] >= 'A' && ans[0] <= 'J' {
 		return string(rune('A' + (ans[0]-'A'+1)%4))
 	}
@@ -612,6 +636,7 @@ func LoadAnswers(path string) (map[string]string, error) {
 			Question     string          `json:"question"`
 			Problem      string          `json:"problem"`
 			ProblemText  string          `json:"problem_text"`
+			ProblemStmt  string          `json:"problem_statement"`
 			Prompt       json.RawMessage `json:"prompt"`
 			Answer       json.RawMessage `json:"answer"`
 			AnswerNumber json.RawMessage `json:"answer_number"`
@@ -637,6 +662,9 @@ func LoadAnswers(path string) (map[string]string, error) {
 		}
 		if q == "" {
 			q = row.ProblemText
+		}
+		if q == "" {
+			q = row.ProblemStmt
 		}
 		if q == "" && len(row.Prompt) > 0 {
 			var msgs []struct{ Role, Content string }
