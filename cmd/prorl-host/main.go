@@ -74,6 +74,7 @@ commands:
   plugins   list the configured plugins, hash or describe a plugin binary
   sandbox   build the default image; run a command in a sandbox to check a deployment
   store     check the durable store's integrity (with the host stopped)
+  swe       swe images: which instances of a dataset have their images
   version   print the version
 `
 
@@ -93,6 +94,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return sandboxCmd(ctx, args[1:], stdout, stderr)
 	case "store":
 		return storeCmd(args[1:], stdout, stderr)
+	case "swe":
+		return sweCmd(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "prorl-host", version)
 		return nil

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prorl/prorl/plugins/swe/testlog"
+	"github.com/prorl/prorl/sdk"
+	"github.com/prorl/prorl/sdk/sweimage"
+	"github.com/prorl/prorl/sdk/tools"
+)
+
+const version = "0.1.0"
+
+// RepoPath is where the agent finds the repository: a writable copy of the
+// image's /testbed.
+const RepoPath = "/work/testbed"
+
+const defaultSystemPrompt = `You are a software engineer working in a repository. You can run shell commands with the bash tool ` +
+	`(each call has a time limit; long outputs are truncated) and view and edit files with the str_replace_editor tool. ` +
+	`Reproduce the problem, make the smallest change to the source that fixes it, check it, and call finish. ` +
+	`Do not modify the tests.`
+
+const defaultInstancePrompt = `<uploaded_files>
+{repo_path}
+</uploaded_files>
+The repository {repo} is checked out at {repo_path}. Consider the following issue:
+
+<issue_description>
+{problem_statement}
+</issue_description>
+
+Make the changes to non-test files in {repo_path} so that the issue is resolved. When you are done, call finish.`
+
+// Config is the [plugins.swe.config] table.
+type Config struct {
+	SystemPrompt   string `json:"system_prompt"`
+	InstancePrompt string `json:"instance_prompt"`
+	MaxTurns       int    `json:"max_turns"`
+	// ImageDir and ImageTemplate locate an instance's image:
+	// {image_dir}, {instance_id}, {instance_id_lower} and {docker_image}
+	// are replaced. The default fits `make swe-fixtures` and bwrap; for
+	// Apptainer use e.g. "{image_dir}/sweb.eval.x86_64.{instance_id}.sif".
+	ImageDir      string `json:"image_dir"`
+	ImageTemplate string `json:"image_template"`
+	// EvalTimeout bounds the test run (default 20 minutes).
+	EvalTimeout string `json:"eval_timeout"`
+}
+
+// Domain is the SWE domain.
+type Domain struct {
+	cfg         Config
+	evalTimeout time.Duration
+	tools       []sdk.Tool
+}
+
+// New returns the domain with default configuration.
+func New() *Domain {
+	return &Domain{cfg: Config{SystemPrompt: defaultSystemPrompt, InstancePrompt: defaultInstancePrompt, MaxTurns: 50,
+		ImageTemplate: sweimage.DefaultTemplate, EvalTimeout: "20m"},
+		evalTimeout: 20 * time.Minute,
+		tools:       []sdk.Tool{tools.Bash(), tools.StrReplaceEditor(), tools.Finish()}}
+}
+
+func (d *Domain) Info() sdk.Info {
+	return sdk.Info{
+		Name:        "swe",
+		Version:     version,
+		Description: "Software engineering: SWE-bench style instances in per-instance images, resolved by their own tests.",
+		DataSources: []string{"swe*", "SWE*", "r2e*", "R2E*"},
+		Tools:       d.tools,
+		// Tests run in a fresh sandbox from the same image.
+		Capabilities: []string{sdk.CapEvalSandbox},
+		ConfigSchema: json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{` +
+			`"system_prompt":{"type":"string"},"instance_prompt":{"type":"string"},"max_turns":{"type":"integer","minimum":1},` +
+			`"image_dir":{"type":"string"},"image_template":{"type":"string"},"eval_timeout":{"type":"string"}}}`),
+	}
+}
+
+func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Host) error {
+	cfg := d.cfg
+	if err := sdk.DecodeConfig("swe", raw, &cfg); err != nil {
+		return err
+	}
+	if cfg.MaxTurns < 1 {
+		return sdk.Errorf(sdk.CodeInvalidTask, "swe config: max_turns must be at least 1")
+	}
+	et, err := time.ParseDuration(cfg.EvalTimeout)
+	if err != nil || et <= 0 {
+		return sdk.Errorf(sdk.CodeInvalidTask, "swe config: eval_timeout %q is not a positive duration", cfg.EvalTimeout)
+	}
+	if !strings.Contains(cfg.ImageTemplate, "{instance_id") && !strings.Contains(cfg.ImageTemplate, "{docker_image}") {
+		return sdk.Errorf(sdk.CodeInvalidTask, "swe config: image_template must name the instance ({instance_id} or {docker_image})")
+	}
+	d.cfg, d.evalTimeout = cfg, et
+	return nil
+}
+
+// ImagePath is where an instance's image is expected.
+func ImagePath(template, imageDir string, t *Task) string {
+	return sweimage.Path(template, imageDir, t.InstanceID, t.DockerImage)
+}
+
+func (d *Domain) image(t *Task) (string, error) {
+	p := ImagePath(d.cfg.ImageTemplate, d.cfg.ImageDir, t)
+	if _, err := os.Stat(p); err != nil {
+		return "", sdk.InvalidTask("instance_id", "no image for %s at %s (image_template %q)", t.InstanceID, p, d.cfg.ImageTemplate)
+	}
+	return p, nil
+}
+
+func (d *Domain) Prepare(_ context.Context, req sdk.PrepareRequest) (*sdk.Episode, error) {
+	t, err := ParseTask(req.Task)
+	if err != nil {
+		return nil, err
+	}
+	img, err := d.image(t)
+	if err != nil {
+		return nil, err
+	}
+	user := strings.NewReplacer("{repo_path}", RepoPath, "{repo}", t.Repo, "{problem_statement}", t.Problem,
+		"{instance_id}", t.InstanceID).Replace(d.cfg.InstancePrompt)
+	spec := &sdk.SandboxSpec{Image: img, MaxProcesses: 512, MemoryBytes: 4 << 30}
+	return &sdk.Episode{
+		TaskID:      t.InstanceID,
+		Messages:    []sdk.Message{{Role: "system", Content: d.cfg.SystemPrompt}, {Role: "user", Content: user}},
+		Sandbox:     spec,
+		EvalSandbox: spec,
+		Limits:      sdk.Limits{MaxTurns: d.cfg.MaxTurns},
+	}, nil
+}
+
+// Setup copies the repository where the agent can write it and makes the
+// history after base_commit unreachable: no later commit, tag, branch,
+// remote, reflog or packed object the fix could be read from.
+func (d *Domain) Setup(ctx context.Context, req sdk.SetupRequest) error {
+	t, err := ParseTask(req.Task)
+	if err != nil {
+		return err
+	}
+	res, err := req.Host.Exec(ctx, req.SandboxID, sdk.ExecRequest{Argv: []string{"bash", "-c", hideHistory}, Env: gitEnv(t), Timeout: 600_000})
+	if err != nil {
+		return sdk.Errorf(sdk.CodeSandboxFailed, "prepare the repository: %v", err)
+	}
+	if res.ExitCode != 0 {
+		return sdk.Errorf(sdk.CodeSandboxFailed, "prepare the repository (exit %d): %s", res.ExitCode, tail(string(res.Stdout)+string(res.Stderr), 800))
+	}
+	// The agent's shell starts in the repository.
+	if _, err := req.Host.Exec(ctx, req.SandboxID, sdk.ExecRequest{Session: true, Command: "cd " + RepoPath + " && export GIT_CONFIG_GLOBAL=/work/.gitconfig"}); err != nil {
+		return sdk.Errorf(sdk.CodeSandboxFailed, "start the shell: %v", err)
+	}
+	return nil
+}
+
+func gitEnv(t *Task) map[string]string {
+	return map[string]string{"BASE": t.BaseCommit, "REPO": RepoPath, "GIT_CONFIG_GLOBAL": "/work/.gitconfig"}
+}
+
+// hideHistory runs in the agent's sandbox before the agent starts.
+const hideHistory = `set -euo pipefail
+git config --global --add safe.directory '*'
+git config --global user.email agent@prorl.invalid
+git config --global user.name agent
+[ -d "$REPO" ] || cp -a /testbed "$REPO"
+cd "$REPO"
+[ -n "$BASE" ] || BASE=$(git rev-parse HEAD)
+git checkout -q -f --detach "$BASE"
+git clean -qfdx
+git for-each-ref --format='%(refname)' | while read -r ref; do git update-ref -d "$ref"; done
+for r in $(git remote); do git remote remove "$r"; done
+git checkout -q -b main
+git reflog expire --expire=now --all
+git gc -q --prune=now
+rm -f .git/ORIG_HEAD .git/FETCH_HEAD
+all=$(git rev-list --all | wc -l)
+mine=$(git rev-list HEAD | wc -l)
+if [ "$all" != "$mine" ]; then echo "history beyond base_commit is still reachable" >&2; exit 1; fi
+`
+
+// diffScript writes the agent's changes against base_commit, without the
+// test files the eval overwrites and without binary files.
+const diffScript = `set -euo pipefail
+cd "$REPO"
+git add -A
+excludes=()
+while IFS= read -r f; do [ -n "$f" ] && excludes+=(":(exclude)$f"); done <<< "$TEST_FILES"
+while IFS=$'\t' read -r a b f; do [ "$a" = "-" ] && excludes+=(":(exclude)$f"); done < <(git diff --cached --numstat "$BASE")
+git diff --cached --no-color "$BASE" -- . "${excludes[@]}"
+`
+
+// evalScript applies the agent's patch and the test patch to a fresh copy
+// and runs the tests; the log goes to /work/test.log.
+const evalScript = `set -uo pipefail
+cp -a /testbed "$REPO" && cd "$REPO" || exit 90
+[ -z "$BASE" ] || git checkout -q -f "$BASE" || exit 90
+if git apply -v /work/agent.patch > /work/apply.log 2>&1; then echo "applied: git apply"
+elif patch --batch --fuzz=5 -p1 -i /work/agent.patch >> /work/apply.log 2>&1; then echo "applied: patch --fuzz=5"
+else echo "apply failed"; exit 91; fi
+if [ -s /work/test.patch ]; then git apply -v /work/test.patch >> /work/apply.log 2>&1 || { echo "test patch failed"; exit 92; }; fi
+bash -c "$TEST_CMD" > /work/test.log 2>&1
+echo "tests exited $?"
+`
+
+func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Score, error) {
+	t, err := ParseTask(req.Task)
+	if err != nil {
+		return nil, err
+	}
+	sc := &sdk.Score{Metrics: map[string]float64{"resolved": 0, "patch_applied": 0, "fail_to_pass_total": float64(len(t.FailToPass)),
+		"fail_to_pass_passed": 0, "pass_to_pass_total": float64(len(t.PassToPass)), "pass_to_pass_passed": 0},
+		Info: map[string]any{"instance_id": t.InstanceID}}
+	patch := ""
+	if req.SandboxID != "" {
+		env := gitEnv(t)
+		env["TEST_FILES"] = strings.Join(testFiles(t.TestPatch), "\n")
+		res, err := req.Host.Exec(ctx, req.SandboxID, sdk.ExecRequest{Argv: []string{"bash", "-c", diffScript}, Env: env, Timeout: 120_000})
+		if err != nil {
+			return nil, sdk.Errorf(sdk.CodeSandboxFailed, "read the agent's changes: %v", err)
+		}
+		if res.ExitCode != 0 {
+			return nil, sdk.Errorf(sdk.CodeSandboxFailed, "read the agent's changes (exit %d): %s", res.ExitCode, tail(string(res.Stderr), 500))
+		}
+		patch = string(res.Stdout)
+	} else if r := req.Response(); strings.Contains(r, "diff --git ") {
+		patch = r[strings.Index(r, "diff --git "):] // /v1/evaluate: the response is the patch
+	}
+	sc.Info["git_patch"] = patch
+	if strings.TrimSpace(patch) == "" {
+		sc.Info["verdict"] = "empty_patch" // unresolved without running anything
+		return sc, nil
+	}
+	if req.EvalSandboxID == "" {
+		return nil, sdk.Errorf(sdk.CodeSandboxFailed, "no evaluation sandbox: the host did not start the one Prepare asked for")
+	}
+	if _, err := d.image(t); err != nil {
+		return nil, err
+	}
+	h, sb := req.Host, req.EvalSandboxID
+	if err := h.WriteFile(ctx, sb, "/work/agent.patch", []byte(patch), 0o644); err != nil {
+		return nil, sdk.Errorf(sdk.CodeSandboxFailed, "write the patch: %v", err)
+	}
+	if err := h.WriteFile(ctx, sb, "/work/test.patch", []byte(t.TestPatch), 0o644); err != nil {
+		return nil, sdk.Errorf(sdk.CodeSandboxFailed, "write the test patch: %v", err)
+	}
+	env := gitEnv(t)
+	env["TEST_CMD"] = t.TestCmd
+	start := time.Now()
+	res, err := h.Exec(ctx, sb, sdk.ExecRequest{Argv: []string{"bash", "-c", evalScript}, Env: env, Timeout: uint32(d.evalTimeout.Milliseconds())})
+	if err != nil {
+		return nil, sdk.Errorf(sdk.CodeSandboxFailed, "run the tests: %v", err)
+	}
+	sc.Metrics["eval_seconds"] = time.Since(start).Seconds()
+	out := strings.TrimSpace(string(res.Stdout))
+	sc.Info["eval"] = out
+	switch {
+	case res.TimedOut:
+		sc.Info["verdict"] = "eval_timeout"
+		return sc, nil
+	case res.ExitCode == 91:
+		sc.Info["verdict"] = "patch_failed"
+		if log, err := h.ReadFile(ctx, sb, "/work/apply.log"); err == nil {
+			sc.Info["apply_log"] = tail(string(log), 2000)
+		}
+		return sc, nil
+	case res.ExitCode != 0:
+		return nil, sdk.Errorf(sdk.CodeSandboxFailed, "evaluation setup failed (exit %d): %s %s", res.ExitCode, out, tail(string(res.Stderr), 500))
+	}
+	sc.Metrics["patch_applied"] = 1
+	log, err := h.ReadFile(ctx, sb, "/work/test.log")
+	if err != nil {
+		return nil, sdk.Errorf(sdk.CodeSandboxFailed, "read the test log: %v", err)
+	}
+	statuses := testlog.Parse(string(log))
+	resolved, f2p, p2p := testlog.Grade(statuses, t.FailToPass, t.PassToPass)
+	if len(t.Expected) > 0 {
+		resolved = true
+		for name, want := range t.Expected {
+			if statuses[name] != want {
+				resolved = false
+			}
+		}
+	}
+	perTest := map[string]string{}
+	for _, id := range append(append([]string{}, t.FailToPass...), t.PassToPass...) {
+		st := statuses[id]
+		if st == "" {
+			st = "MISSING"
+		}
+		perTest[id] = string(st)
+	}
+	sc.Info["tests"] = perTest
+	sc.Info["test_log_tail"] = tail(string(log), 3000)
+	sc.Metrics["fail_to_pass_passed"], sc.Metrics["pass_to_pass_passed"] = float64(f2p), float64(p2p)
+	if resolved {
+		sc.Reward, sc.Resolved = 1, true
+		sc.Metrics["resolved"] = 1
+		sc.Info["verdict"] = "resolved"
+	} else {
+		sc.Info["verdict"] = "unresolved"
+	}
+	return sc, nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fixtures are the instances `make swe-fixtures` builds.
+func fixtures(t *testing.T) (imageDir string, rows []map[string]any) {
+	imageDir = "/var/cache/prorl/images" // make swe-fixtures, as root
+	if os.Geteuid() != 0 {
+		home, _ := os.UserHomeDir()
+		imageDir = filepath.Join(home, ".cache", "prorl", "images")
+	}
+	if _, err := os.Stat(filepath.Join(imageDir, "swe-prorl__stack-5", "rootfs", "testbed")); err != nil {
+		if os.Getenv("PRORL_REQUIRE_IMAGE") == "1" {
+			t.Fatalf("SWE fixtures missing in %s (make swe-fixtures): %v", imageDir, err)
+		}
+		t.Skipf("SWE fixtures missing in %s (make swe-fixtures)", imageDir)
+	}
+	f, err := os.Open(filepath.Join("..", "..", "examples", "swe", "tasks.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, r)
+	}
+	return imageDir, rows
+}
+
+// TestHistoryHidden runs the setup script on copies of the fixture
+// repositories (with git, no sandbox) and checks that the fix commit, its
+// branch and tag, and every later commit are gone.
+func TestHistoryHidden(t *testing.T) {
+	imageDir, rows := fixtures(t)
+	for _, r := range rows {
+		id := r["instance_id"].(string)
+		t.Run(id, func(t *testing.T) {
+			repo := filepath.Join(t.TempDir(), "testbed")
+			if out, err := exec.Command("cp", "-a", filepath.Join(imageDir, "swe-"+id, "rootfs", "testbed"), repo).CombinedOutput(); err != nil {
+				t.Fatalf("%v %s", err, out)
+			}
+			task, err := ParseTask(mustJSON(r))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command("bash", "-c", hideHistory)
+			cmd.Env = append(os.Environ(), "BASE="+task.BaseCommit, "REPO="+repo, "GIT_CONFIG_GLOBAL="+filepath.Join(t.TempDir(), "gitconfig"))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("setup: %v\n%s", err, out)
+			}
+			git := func(args ...string) (string, error) {
+				out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput()
+				return string(out), err
+			}
+			if _, err := git("cat-file", "-e", r["fix_commit"].(string)); err == nil {
+				t.Fatal("the fix commit is still in the object store")
+			}
+			log, _ := git("log", "--all", "--oneline")
+			refs, _ := git("for-each-ref")
+			head, _ := git("rev-parse", "HEAD")
+			if strings.Contains(log, "Fix:") || strings.Contains(refs, "tags/") || strings.Contains(refs, "fix-leap") || strings.TrimSpace(head) != task.BaseCommit {
+				t.Fatalf("history after the base remains:\nlog %s\nrefs %s\nhead %s", log, refs, head)
+			}
+		})
+	}
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func TestParseTask(t *testing.T) {
+	good := `{"instance_id":"a__b-1","repo":"a/b","base_commit":"0123456789abcdef0123456789abcdef01234567","problem_statement":"p","FAIL_TO_PASS":"[\"t.py::test_x\"]","PASS_TO_PASS":[],"test_patch":"diff --git a/t.py b/t.py\n"}`
+	task, err := ParseTask(json.RawMessage(good))
+	if err != nil || task.TestCmd != "python3 -m pytest -rA -p no:cacheprovider t.py" || len(task.FailToPass) != 1 {
+		t.Fatalf("%+v %v", task, err)
+	}
+	django := `{"instance_id":"django__django-1","repo":"django/django","base_commit":"abcdef1","problem_statement":"p","FAIL_TO_PASS":["test_a (utils_tests.test_text.T)"]}`
+	if task, err := ParseTask(json.RawMessage(django)); err != nil || task.TestCmd != "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 utils_tests.test_text" {
+		t.Fatalf("%+v %v", task, err)
+	}
+	r2e := `{"instance_id":"r2e-1","docker_image":"namanjain12/orange3_final:abc","problem_statement":"p","expected_output_json":"{\"test_a\": \"PASSED\"}"}`
+	if task, err := ParseTask(json.RawMessage(r2e)); err != nil || task.TestCmd != "bash run_tests.sh" || task.Expected["test_a"] != "PASSED" {
+		t.Fatalf("%+v %v", task, err)
+	}
+	for _, bad := range []string{`{}`, `{"instance_id":"x y","problem_statement":"p"}`, `{"instance_id":"x","problem_statement":"p","FAIL_TO_PASS":["a"]}`,
+		`{"instance_id":"x","problem_statement":"p","base_commit":"zz","FAIL_TO_PASS":["a"]}`, `{"instance_id":"x","problem_statement":"p","base_commit":"abcdef1"}`} {
+		if _, err := ParseTask(json.RawMessage(bad)); err == nil {
+			t.Errorf("%s: want an error", bad)
+		}
+	}
+	if p := ImagePath("{image_dir}/sweb.eval.x86_64.{instance_id_lower}.sif", "/img", &Task{InstanceID: "Django__django-11099"}); p != "/img/sweb.eval.x86_64.django__django-11099.sif" {
+		t.Fatal(p)
+	}
+}
