@@ -55,7 +55,8 @@ image: build
 # The SWE fixtures: six small repositories with real bugs, as per-instance
 # images (the default image hard-linked, plus /testbed). Cached; seconds.
 swe-fixtures: image
-	python3 scripts/swe/make_fixtures.py $(IMAGE_DIR)/default/rootfs $(IMAGE_DIR) $(IMAGE_DIR)/swe-fixtures.jsonl
+	python3 scripts/swe/make_fixtures.py $(IMAGE_DIR)/default/rootfs $(IMAGE_DIR) $(IMAGE_DIR)/swe-fixtures.jsonl \
+		$(IMAGE_DIR)/default.sandbox "$$(bash scripts/install-apptainer.sh)/apptainer"
 	@cmp -s $(IMAGE_DIR)/swe-fixtures.jsonl examples/swe/tasks.jsonl || { echo "examples/swe/tasks.jsonl differs from the fixtures just built"; exit 1; }
 
 # Reference tokenizers and templates (npm), cached.

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/prorl/prorl/core/sandbox"
 )
 
 // TestSWEDomain runs the SWE fixtures (make swe-fixtures) through the host,
@@ -15,12 +17,36 @@ import (
 // reward equals its decision, the git_patch is the agent's change, and
 // /v1/evaluate grades a patch on its own.
 func TestSWEDomain(t *testing.T) {
+	for _, driver := range []string{"bwrap", "apptainer"} {
+		t.Run(driver, func(t *testing.T) { testSWE(t, driver) })
+	}
+}
+
+func testSWE(t *testing.T, driver string) {
+	sandboxTOML := "[sandbox]\nagent = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"
+	template := "{image_dir}/swe-{instance_id}/rootfs"
+	if driver == "apptainer" {
+		if _, err := sandbox.FindApptainer(""); err != nil {
+			if os.Getenv("PRORL_REQUIRE_APPTAINER") != "" {
+				t.Fatalf("make test installs apptainer first: %v", err)
+			}
+			t.Skipf("%v", err)
+		}
+		// As root, the SIF; rootless Apptainer cannot mount one without FUSE
+		// access, so the same image unpacked.
+		mode := "user"
+		template = "{image_dir}/swe-{instance_id}.sandbox"
+		if os.Geteuid() == 0 {
+			mode, template = "userns", "{image_dir}/swe-{instance_id}.sif"
+		}
+		sandboxTOML += "driver = \"apptainer\"\napptainer_root_mode = \"" + mode + "\"\n"
+	}
 	imageDir := "/var/cache/prorl/images" // make swe-fixtures, as root
 	if os.Geteuid() != 0 {
 		home, _ := os.UserHomeDir()
 		imageDir = filepath.Join(home, ".cache", "prorl", "images")
 	}
-	if _, err := os.Stat(filepath.Join(imageDir, "swe-prorl__calc-1", "rootfs", "testbed")); err != nil {
+	if _, err := os.Stat(strings.NewReplacer("{image_dir}", imageDir, "{instance_id}", "prorl__calc-1").Replace(template)); err != nil {
 		if os.Getenv("PRORL_REQUIRE_IMAGE") == "1" {
 			t.Fatalf("SWE fixtures missing (make swe-fixtures): %v", err)
 		}
@@ -29,8 +55,8 @@ func TestSWEDomain(t *testing.T) {
 	tasks := exampleTasks(t, "swe")
 	plugin := filepath.Join(binDir, "plugins/prorl-swe")
 	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "0.5"}, tasks: tasks,
-		extraTOML: "[plugins.swe]\nenabled = true\npath = \"" + plugin + "\"\n[plugins.swe.config]\nmax_turns = 4\nimage_dir = \"" + imageDir + "\"\n" +
-			"[sandbox]\nagent = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"})
+		extraTOML: "[plugins.swe]\nenabled = true\npath = \"" + plugin + "\"\n[plugins.swe.config]\nmax_turns = 4\nimage_dir = \"" + imageDir + "\"\nimage_template = \"" + template + "\"\n" +
+			sandboxTOML})
 	e.startHost()
 	e.addBackend()
 	results, right, wrong := runExamples(t, e, "swe", tasks, 2, 11)
@@ -50,7 +76,23 @@ func TestSWEDomain(t *testing.T) {
 			t.Fatalf("%s: the simulator changed nothing, yet: %s", res.ID, res.Info)
 		}
 	}
-	t.Logf("%d resolved, %d not", right, wrong)
+	t.Logf("%s: %d resolved, %d not", driver, right, wrong)
+	// The time split of a full rollout, and eval time per instance (resolved rollouts).
+	var initMS, run, eval, total float64
+	perInstance := map[string][]float64{}
+	n := 0
+	for _, res := range results {
+		if res.Reward != 1 {
+			continue
+		}
+		n++
+		initMS, run, eval, total = initMS+res.Timing.InitMS, run+res.Timing.RunMS, eval+res.Timing.EvalMS, total+res.Timing.TotalMS
+		perInstance[res.TaskID] = append(perInstance[res.TaskID], res.Timing.EvalMS)
+	}
+	if n > 0 {
+		t.Logf("%s: resolved rollout, mean ms: init %.0f, run %.0f, eval %.0f, total %.0f; eval ms per instance: %v",
+			driver, initMS/float64(n), run/float64(n), eval/float64(n), total/float64(n), perInstance)
+	}
 
 	// /v1/evaluate grades a patch without a rollout: the gold one resolves,
 	// a wrong one does not.

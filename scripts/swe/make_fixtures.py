@@ -4,7 +4,11 @@ a real bug, a problem statement, FAIL_TO_PASS and PASS_TO_PASS tests, packed
 into per-instance sandbox images (the default Debian image, hard-linked, plus
 the repository at /testbed).
 
-Usage: make_fixtures.py <base rootfs> <image dir> <tasks.jsonl out>
+Usage: make_fixtures.py <base rootfs> <image dir> <tasks.jsonl out> [<base .sandbox dir> <apptainer>]
+
+With the base image's Apptainer sandbox directory it also makes
+swe-ID.sandbox (Apptainer runs it unpacked, rootless) and, with an apptainer
+binary, swe-ID.sif.
 
 Commits have fixed authors and dates, so their hashes (and the committed
 examples/swe/tasks.jsonl) are the same on every machine.
@@ -146,9 +150,15 @@ def build_repo(inst, where):
 
 def main():
     base_rootfs, image_dir, tasks_out = sys.argv[1:4]
+    base_sandbox = sys.argv[4] if len(sys.argv) > 4 else ""
+    apptainer = sys.argv[5] if len(sys.argv) > 5 else ""
     stamp = os.path.join(image_dir, "swe-fixtures.version")
-    current = os.path.exists(stamp) and open(stamp).read().strip() == VERSION and all(
-        os.path.isdir(os.path.join(image_dir, "swe-" + i["id"], "rootfs", "testbed")) for i in INSTANCES)
+    def built(i):
+        name = os.path.join(image_dir, "swe-" + i["id"])
+        return (os.path.isdir(os.path.join(name, "rootfs", "testbed"))
+                and (not base_sandbox or os.path.isdir(name + ".sandbox"))
+                and (not apptainer or os.path.exists(name + ".sif")))
+    current = os.path.exists(stamp) and open(stamp).read().strip() == VERSION and all(built(i) for i in INSTANCES)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for inst in INSTANCES:
@@ -174,6 +184,16 @@ def main():
                 shutil.rmtree(testbed)
             shutil.copytree(repo, testbed, symlinks=True)
             os.chmod(target, 0o755)
+            if base_sandbox:
+                sandbox = target + ".sandbox"
+                if os.path.exists(sandbox):
+                    shutil.rmtree(sandbox)
+                subprocess.run(["cp", "-al", base_sandbox, sandbox], check=True)
+                shutil.rmtree(os.path.join(sandbox, "testbed"), ignore_errors=True)
+                shutil.copytree(repo, os.path.join(sandbox, "testbed"), symlinks=True)
+                if apptainer:
+                    subprocess.run([apptainer, "build", "--force", target + ".sif", sandbox], check=True,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(tasks_out, "w") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
