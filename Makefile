@@ -104,6 +104,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseQuantity -fuzztime $(FUZZTIME) ./sdk/stemans
 	$(GO) test -run '^$$' -fuzz FuzzParseTask -fuzztime $(FUZZTIME) ./plugins/stem
 	$(GO) test -run '^$$' -fuzz FuzzParseTask -fuzztime $(FUZZTIME) ./plugins/code
+	$(GO) test -run '^$$' -fuzz FuzzParseTask -fuzztime $(FUZZTIME) ./plugins/swe
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./plugins/swe/testlog
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./core/config
 	$(GO) test -run '^$$' -fuzz FuzzDecodeSubmit -fuzztime $(FUZZTIME) ./core/api
 

@@ -107,3 +107,14 @@ func TestParseTask(t *testing.T) {
 		t.Fatal(p)
 	}
 }
+
+func FuzzParseTask(f *testing.F) {
+	f.Add(`{"instance_id":"a__b-1","base_commit":"abcdef1","problem_statement":"p","FAIL_TO_PASS":"[\"t::x\"]","test_patch":"diff --git a/t b/t\n"}`)
+	f.Add(`{"instance_id":"r","docker_image":"x/y:z","problem_statement":"p","expected_output_json":{"a":"passed"}}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		task, err := ParseTask(json.RawMessage(s))
+		if err == nil && (task.InstanceID == "" || task.TestCmd == "" || (len(task.Expected) == 0 && len(task.FailToPass) == 0)) {
+			t.Fatalf("accepted %q as %+v", s, task)
+		}
+	})
+}
