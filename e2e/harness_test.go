@@ -50,7 +50,13 @@ type proc struct {
 
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, name), args...)
+	return startCmd(t, name, exec.Command(filepath.Join(binDir, name), args...))
+}
+
+// startCmd starts cmd in its own process group, killed with it at test
+// end; its stderr is kept and shown if the test failed.
+func startCmd(t *testing.T, name string, cmd *exec.Cmd) *proc {
+	t.Helper()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	cmd.Stderr = &syncWriter{b: p.stderr}

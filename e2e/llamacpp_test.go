@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"testing"
 
 	"github.com/prorl/prorl/core/tokenizer/bpe"
@@ -47,22 +46,8 @@ func startLlamaCpp(t *testing.T, modelDir string) (url, logPath string) {
 		t.Fatal(err)
 	}
 	logPath, addr := filepath.Join(dir, "llamacpp.jsonl"), filepath.Join(dir, "llamacpp.addr")
-	cmd := exec.Command("node", script, "--model", filepath.Join(modelDir, "model.gguf"), "--listen", "127.0.0.1:0",
-		"--addr-file", addr, "--log", logPath, "--grammar", grammar, "--slots", "2")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
-	cmd.Stderr = &syncWriter{b: p.stderr}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-		if t.Failed() {
-			t.Logf("llama.cpp server stderr (tail):\n%s", tail(p.stderr.String(), 3000))
-		}
-	})
+	p := startCmd(t, "llama.cpp server", exec.Command("node", script, "--model", filepath.Join(modelDir, "model.gguf"), "--listen", "127.0.0.1:0",
+		"--addr-file", addr, "--log", logPath, "--grammar", grammar, "--slots", "2"))
 	return "http://" + waitFile(t, addr, p), logPath
 }
 
