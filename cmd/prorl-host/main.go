@@ -21,6 +21,7 @@ import (
 	"github.com/prorl/prorl/configs"
 	"github.com/prorl/prorl/core/batch"
 	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/core/dataset"
 	"github.com/prorl/prorl/core/host"
 	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/store"
@@ -189,7 +190,7 @@ func runBatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "TOML config of the embedded host (default: embedded configs/local.toml)")
 	server := fs.String("server", "", "use a running host at this URL instead of an embedded one")
-	tasks := fs.String("tasks", "-", "tasks JSONL (- for stdin)")
+	tasks := fs.String("tasks", "-", "tasks, JSONL or Parquet (- for JSONL on stdin)")
 	out := fs.String("out", "", "write results JSONL here (default: none)")
 	n := fs.Int("n", 1, "samples per task (one GRPO group)")
 	domain := fs.String("domain", "math", "domain of rows that name no domain or data_source")
@@ -204,7 +205,7 @@ func runBatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	var in io.Reader = stdin
 	if *tasks != "-" {
-		f, err := os.Open(*tasks)
+		f, err := dataset.Open(*tasks) // JSONL or Parquet
 		if err != nil {
 			return err
 		}

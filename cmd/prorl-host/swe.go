@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/prorl/prorl/core/dataset"
 	"github.com/prorl/prorl/sdk/sweimage"
 )
 
@@ -16,11 +17,11 @@ import (
 // have their images, as the swe domain would look for them.
 func sweCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "images" {
-		return usageError{"usage: prorl-host swe images --tasks FILE.jsonl [--config F] [--image-dir D] [--image-template T]"}
+		return usageError{"usage: prorl-host swe images --tasks FILE.jsonl|FILE.parquet [--config F] [--image-dir D] [--image-template T]"}
 	}
 	fs := flag.NewFlagSet("swe images", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	tasks := fs.String("tasks", "", "JSONL instances (instance_id, docker_image...)")
+	tasks := fs.String("tasks", "", "instances, JSONL or Parquet (instance_id, docker_image...)")
 	cfgPath := fs.String("config", "", "host config whose [plugins.swe.config] gives image_dir and image_template (default: embedded)")
 	imageDir := fs.String("image-dir", "", "override image_dir")
 	template := fs.String("image-template", "", "override image_template")
@@ -50,7 +51,7 @@ func sweCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if *template != "" {
 		tmpl = *template
 	}
-	f, err := os.Open(*tasks)
+	f, err := dataset.Open(*tasks) // JSONL or Parquet
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,60 @@
+package dataset
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+type instance struct {
+	InstanceID string `parquet:"instance_id"`
+	FailToPass string `parquet:"FAIL_TO_PASS"`
+	Version    string `parquet:"version"`
+}
+
+func TestParquetAndJSONL(t *testing.T) {
+	dir := t.TempDir()
+	pq := filepath.Join(dir, "test-00000-of-00001.parquet")
+	f, err := os.Create(pq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := parquet.NewGenericWriter[instance](f)
+	if _, err := w.Write([]instance{{"django__django-11099", `["test_a (x.T)"]`, "3.0"}, {"astropy__astropy-12907", "[]", "4.3"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	r, err := Open(pq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(r)
+	want := `{"FAIL_TO_PASS":"[\"test_a (x.T)\"]","instance_id":"django__django-11099","version":"3.0"}
+{"FAIL_TO_PASS":"[]","instance_id":"astropy__astropy-12907","version":"4.3"}
+`
+	if string(b) != want {
+		t.Fatalf("got\n%s\nwant\n%s", b, want)
+	}
+	jl := filepath.Join(dir, "x.jsonl")
+	os.WriteFile(jl, []byte(`{"a":1}`+"\n"), 0o644)
+	r, err = Open(jl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(r)
+	if string(b) != `{"a":1}`+"\n" {
+		t.Fatalf("jsonl: %q", b)
+	}
+	bad := filepath.Join(dir, "bad.parquet")
+	os.WriteFile(bad, []byte("PAR1 not really"), 0o644)
+	if _, err := Open(bad); err == nil || !strings.Contains(err.Error(), "parquet") {
+		t.Fatalf("bad parquet: %v", err)
+	}
+}
