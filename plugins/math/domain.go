@@ -125,21 +125,7 @@ func (d *Domain) Prepare(_ context.Context, req sdk.PrepareRequest) (*sdk.Episod
 	if err != nil {
 		return nil, err
 	}
-	ep := &sdk.Episode{
-		TaskID: t.ID,
-		Messages: []sdk.Message{
-			{Role: "system", Content: d.cfg.SystemPrompt},
-			{Role: "user", Content: t.Question},
-		},
-		Tools:  []string{"think", "finish"},
-		Limits: sdk.Limits{MaxTurns: d.cfg.MaxTurns},
-	}
-	if d.cfg.python() {
-		ep.Tools = []string{"think", "python", "finish"}
-		// No network: the answer is not on the internet's side of the sandbox.
-		ep.Sandbox = &sdk.SandboxSpec{Image: d.cfg.Image}
-	}
-	return ep, nil
+	return tools.AnswerEpisode(t.ID, d.cfg.SystemPrompt, t.Question, d.cfg.MaxTurns, d.cfg.python(), d.cfg.Image), nil
 }
 
 func (d *Domain) Evaluate(_ context.Context, req sdk.EvaluateRequest) (*sdk.Score, error) {

@@ -97,17 +97,7 @@ func (d *Domain) Prepare(_ context.Context, req sdk.PrepareRequest) (*sdk.Episod
 	if err != nil {
 		return nil, err
 	}
-	ep := &sdk.Episode{
-		TaskID:   t.ID,
-		Messages: []sdk.Message{{Role: "system", Content: d.cfg.SystemPrompt}, {Role: "user", Content: userMessage(t)}},
-		Tools:    []string{"think", "finish"},
-		Limits:   sdk.Limits{MaxTurns: d.cfg.MaxTurns},
-	}
-	if d.cfg.python() {
-		ep.Tools = []string{"think", "python", "finish"}
-		ep.Sandbox = &sdk.SandboxSpec{Image: d.cfg.Image}
-	}
-	return ep, nil
+	return tools.AnswerEpisode(t.ID, d.cfg.SystemPrompt, userMessage(t), d.cfg.MaxTurns, d.cfg.python(), d.cfg.Image), nil
 }
 
 func (d *Domain) Evaluate(_ context.Context, req sdk.EvaluateRequest) (*sdk.Score, error) {

@@ -65,3 +65,21 @@ func Standard(names ...string) ([]sdk.Tool, error) {
 	}
 	return out, nil
 }
+
+// AnswerEpisode is the episode of a domain whose model reasons and answers:
+// a system and a user message, the think and finish tools, and python
+// (with a sandbox started only if it is called) when python is set.
+func AnswerEpisode(taskID, system, user string, maxTurns int, python bool, image string) *sdk.Episode {
+	ep := &sdk.Episode{
+		TaskID:   taskID,
+		Messages: []sdk.Message{{Role: "system", Content: system}, {Role: "user", Content: user}},
+		Tools:    []string{"think", "finish"},
+		Limits:   sdk.Limits{MaxTurns: maxTurns},
+	}
+	if python {
+		ep.Tools = []string{"think", "python", "finish"}
+		// No network: the answer is not on the internet's side of the sandbox.
+		ep.Sandbox = &sdk.SandboxSpec{Image: image}
+	}
+	return ep
+}
