@@ -108,6 +108,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./plugins/swe/testlog
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./core/config
 	$(GO) test -run '^$$' -fuzz FuzzDecodeSubmit -fuzztime $(FUZZTIME) ./core/api
+	$(GO) test -run '^$$' -fuzz FuzzFrames -fuzztime $(FUZZTIME) ./internal/sandboxproto
 
 # The main job on embedded defaults: the simulator, the host, the sample tasks,
 # the summary; then the host keeps serving until Ctrl-C.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -162,4 +163,138 @@ func BenchmarkIssue3Figures(b *testing.B) {
 	}
 
 	printTable("prorl issue 3 figures (2 cores)", rows)
+}
+
+// BenchmarkIssue11Figures: what the sandbox hardening costs, against the
+// launch as it was before it (sandbox.Config.Baseline) in the same run, and
+// the host's memory while a sandbox floods output.
+func BenchmarkIssue11Figures(b *testing.B) {
+	dir := binDir(b)
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		b.Skip("bubblewrap not installed")
+	}
+	ctx := context.Background()
+	manager := func(baseline bool) *sandbox.Manager {
+		root, _ := os.MkdirTemp("", "bench-sandboxes")
+		_ = os.Chmod(root, 0o755)
+		b.Cleanup(func() { os.RemoveAll(root) })
+		m, err := sandbox.New(sandbox.Config{Driver: "bwrap", WorkRoot: root, Agent: filepath.Join(dir, "prorl-sandbox-agent"), MaxStarting: 8,
+			Baseline: baseline, Cgroups: os.Getenv("BENCH_CG"), Limits: sandbox.Limits{MemoryBytes: 256 << 20, ProcessMemoryBytes: 4 << 30, MaxProcesses: 128,
+				MaxOutputBytes: 1 << 20, TmpBytes: 64 << 20, DiskBytes: 256 << 20}}, hclog.NewNullLogger())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(m.Close)
+		return m
+	}
+	type figures struct{ start, first, session, exec float64 }
+	measure := func(m *sandbox.Manager) figures {
+		var start, first, sess, ex []float64
+		for i := 0; i < 40; i++ {
+			t0 := time.Now()
+			s, err := m.Start(ctx, "bench", sandbox.Spec{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			start = append(start, ms(time.Since(t0)))
+			t1 := time.Now()
+			if r, err := s.Session(ctx, "true", 10*time.Second); err != nil || r.ExitCode != 0 {
+				b.Fatalf("%v %+v", err, r)
+			}
+			first = append(first, ms(time.Since(t1)))
+			_ = m.Stop(s.ID)
+		}
+		s, err := m.Start(ctx, "bench", sandbox.Spec{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Stop(s.ID)
+		for i := 0; i < 1500; i++ {
+			t0 := time.Now()
+			if r, err := s.Session(ctx, "echo hello", 10*time.Second); err != nil || string(r.Stdout) != "hello\n" {
+				b.Fatalf("%v %+v", err, r)
+			}
+			sess = append(sess, ms(time.Since(t0)))
+		}
+		for i := 0; i < 200; i++ {
+			t0 := time.Now()
+			if r, err := s.Exec(ctx, []string{"true"}, nil, 10*time.Second, "", nil, nil); err != nil || r.ExitCode != 0 {
+				b.Fatalf("%v %+v", err, r)
+			}
+			ex = append(ex, ms(time.Since(t0)))
+		}
+		return figures{pct(start[5:], 0.5), pct(first[5:], 0.5), pct(sess[100:], 0.5), pct(ex[20:], 0.5)}
+	}
+	// Alternate, so that the machine's speed swings hit both alike.
+	base, hard := manager(true), manager(false)
+	var before, after figures
+	for round := 0; round < 2; round++ {
+		bf, af := measure(base), measure(hard)
+		if round == 1 {
+			before, after = bf, af
+		}
+	}
+	var rows []row
+	add := func(name string, bv, av, goal float64) {
+		rows = append(rows, row{name, fmt.Sprintf("%.2f -> %.2f ms (+%.2f)", bv, av, av-bv), fmt.Sprintf("<= +%.1f ms", goal), av-bv <= goal})
+	}
+	add("bwrap start p50 (until the agent answers), before -> after", before.start, after.start, 2)
+	add("bash round trip p50 (session echo), before -> after", before.session, after.session, 0.2)
+	rows = append(rows,
+		row{"  first command of a sandbox p50 (includes the isolation probe)", fmt.Sprintf("%.2f -> %.2f ms", before.first, after.first), "", true},
+		row{"  new process (exec true) p50", fmt.Sprintf("%.2f -> %.2f ms", before.exec, after.exec), "", true})
+
+	// The flood: one sandbox writes output as fast as it can for 30 s, in
+	// commands and in the session; the host's RSS is sampled throughout.
+	s, err := hard.Start(ctx, "flood", sandbox.Spec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer hard.Stop(s.ID)
+	runtime.GC()
+	base0 := rssBytes()
+	peak := base0
+	var sent int64
+	deadline := time.Now().Add(30 * time.Second)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for time.Now().Before(deadline) {
+			left := time.Until(deadline)
+			r, err := s.Exec(ctx, []string{"sh", "-c", "cat /dev/zero"}, nil, min(left, 10*time.Second), "", nil, nil)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			sent += int64(len(r.Stdout))
+			if left := time.Until(deadline); left > 0 {
+				if _, err := s.Session(ctx, "yes", min(left, 5*time.Second)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}
+	}()
+	for waiting := true; waiting; {
+		select {
+		case <-done:
+			waiting = false
+		case <-time.After(100 * time.Millisecond):
+			peak = max(peak, rssBytes())
+		}
+	}
+	grew := float64(peak-base0) / (1 << 20)
+	rows = append(rows, row{"host RSS growth while one sandbox floods output for 30 s", fmt.Sprintf("%.1f MiB", grew), "<= 64 MiB", grew <= 64},
+		row{"  frames dropped / output bytes over the caps", fmt.Sprintf("%d / %d", hard.Counters.FramesDropped("oversized").Load()+hard.Counters.FramesDropped("forged").Load(), hard.Counters.OutputDropped.Load()), "", true},
+		row{"  per-sandbox limits", hard.Enforcement(), "", true})
+	printTable("prorl issue 11 figures: sandbox hardening (bwrap, 2 cores, before and after in the same run)", rows)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func rssBytes() int64 {
+	b, _ := os.ReadFile("/proc/self/statm")
+	var size, res int64
+	fmt.Sscanf(string(b), "%d %d", &size, &res)
+	return res * int64(os.Getpagesize())
 }

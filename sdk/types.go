@@ -96,14 +96,21 @@ type ToolCall struct {
 
 // SandboxSpec asks the host for a sandbox; a zero Image means none.
 type SandboxSpec struct {
-	Image        string
-	Network      bool
-	Env          map[string]string
+	Image   string
+	Network bool
+	Env     map[string]string
+	// CPUSeconds and MaxFileBytes bind each process; MemoryBytes and
+	// MaxProcesses the whole sandbox where the host has cgroups (each
+	// process otherwise), DiskBytes its work directory.
 	CPUSeconds   uint32
 	MemoryBytes  uint64
 	MaxProcesses uint32
 	MaxFileBytes uint64
+	DiskBytes    uint64
 	Workdir      string
+	// SeccompAllow names seccomp groups the commands need back from the
+	// host's default filter: "ptrace", "namespaces", "io_uring".
+	SeccompAllow []string
 }
 
 // Limits bound an episode; zero fields take the request's or host's values.

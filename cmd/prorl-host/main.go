@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io"
 	"net"
 	"os"
@@ -32,6 +33,9 @@ import (
 var version = "dev"
 
 func main() {
+	// Descriptors inherited without close-on-exec would reach every plugin
+	// and sandbox this host starts.
+	_ = unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 	ctx, stop := signalContext()
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {

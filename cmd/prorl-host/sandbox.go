@@ -116,9 +116,9 @@ func sandboxExec(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if sc.Driver == "disabled" {
 		return errors.New("sandboxes are disabled in this config")
 	}
-	m, err := sandbox.New(sandbox.Config{Driver: sc.Driver, ApptainerPath: sc.ApptainerPath, ApptainerRootMode: sc.ApptainerRootMode, ApptainerUser: sc.ApptainerUser, ImageDir: sc.ImageDir, DefaultImage: sc.DefaultImage, WorkRoot: sc.WorkRoot, Agent: sc.Agent,
-		MaxStarting: 1, Limits: sandbox.Limits{CPUSeconds: sc.CPUSeconds, MemoryBytes: sc.MemoryMiB << 20, MaxProcesses: sc.MaxProcesses,
-			MaxFileBytes: sc.MaxFileMiB << 20, MaxOutputBytes: sc.MaxOutputKiB << 10}}, host.NewLogger(config.Log{Level: "warn"}, stderr))
+	scfg := sandbox.ConfigFrom(sc)
+	scfg.MaxStarting = 1
+	m, err := sandbox.New(scfg, host.NewLogger(config.Log{Level: "warn"}, stderr))
 	if err != nil {
 		return err
 	}

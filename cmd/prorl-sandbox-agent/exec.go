@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -91,12 +92,29 @@ func killAllChildren() {
 	}
 }
 
-func (a *agent) command(argv []string, workdir string, extra map[string]string) *exec.Cmd {
+// start starts a command made by command.
+func start(cmd *exec.Cmd) error {
+	if len(cmd.Args) > 1 && cmd.Args[1] == "init" {
+		return startInit(cmd)
+	}
+	return cmd.Start()
+}
+
+// command prepares argv under init in namespaces of its own, or, where
+// they cannot be made and the host allows it, under rlimit-exec alone.
+func (a *agent) command(argv []string, workdir string, extra map[string]string) (*exec.Cmd, error) {
+	if mode, err := a.isolation(); err == nil {
+		cmd := a.initCmd(mode, append([]string{"--"}, argv...), env(extra))
+		cmd.Dir = workdir
+		return cmd, nil
+	} else if a.limits.RequireIsolation {
+		return nil, fmt.Errorf("commands cannot be isolated here (%v); the host requires it", err)
+	}
 	cmd := exec.Command(a.self, append([]string{"rlimit-exec", a.limitsArg, "--"}, argv...)...)
 	cmd.Env = env(extra)
 	cmd.Dir = workdir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	return cmd
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd, nil
 }
 
 func (a *agent) exec(req sandboxproto.Request) sandboxproto.Reply {
@@ -105,12 +123,26 @@ func (a *agent) exec(req sandboxproto.Request) sandboxproto.Reply {
 		r.Error = "exec: empty argv"
 		return r
 	}
-	cmd := a.command(req.Argv, req.Workdir, req.Env)
+	cmd, err := a.command(req.Argv, req.Workdir, req.Env)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
 	cmd.Stdin = bytes.NewReader(req.Stdin)
+	if req.StdinPath != "" {
+		f, err := os.Open(req.StdinPath)
+		if err != nil {
+			r.Error = "stdin: " + err.Error()
+			return r
+		}
+		defer f.Close()
+		_ = os.Remove(req.StdinPath)
+		cmd.Stdin = f
+	}
 	stdout := &limited{max: a.limits.MaxOutputBytes, stream: func(b []byte) { a.reply(sandboxproto.Reply{ID: req.ID, Stdout: b}) }}
 	stderr := &limited{max: a.limits.MaxOutputBytes, stream: func(b []byte) { a.reply(sandboxproto.Reply{ID: req.ID, Stderr: b}) }}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	if err := cmd.Start(); err != nil {
+	if err := start(cmd); err != nil {
 		r.Error = err.Error()
 		return r
 	}
@@ -122,7 +154,6 @@ func (a *agent) exec(req sandboxproto.Request) sandboxproto.Reply {
 		defer t.Stop()
 		timeout = t.C
 	}
-	var err error
 	select {
 	case err = <-done:
 	case <-timeout:

@@ -8,6 +8,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,16 +19,19 @@ import (
 	"unsafe"
 
 	"github.com/prorl/prorl/internal/sandboxproto"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: prorl-sandbox-agent serve LIMITS_JSON | rlimit-exec LIMITS_JSON -- ARGV...")
+		fmt.Fprintln(os.Stderr, "usage: prorl-sandbox-agent serve | init [--probe] -- ARGV... | rlimit-exec LIMITS_JSON -- ARGV...")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
 	case "serve":
 		os.Exit(serve(os.Args[2:]))
+	case "init":
+		os.Exit(initMain(os.Args[2:]))
 	case "rlimit-exec":
 		os.Exit(rlimitExec(os.Args[2:]))
 	}
@@ -100,43 +104,94 @@ type agent struct {
 	self      string
 	outMu     sync.Mutex
 	out       *bufio.Writer
+	seal      *sandboxproto.Sealer
 	session   *session
+	isoOnce   sync.Once
+	isoMode   string // how commands are isolated (init.go)
+	isoErr    error  // why commands cannot get their own namespaces
 }
 
+// reply sends r, splitting output and data over chunk frames so that no
+// frame exceeds the protocol's cap.
 func (a *agent) reply(r sandboxproto.Reply) {
+	if r.Done && len(r.Stdout)+len(r.Stderr)+len(r.Data) > sandboxproto.ChunkBytes {
+		for _, part := range []*[]byte{&r.Stdout, &r.Stderr, &r.Data} {
+			for len(*part) > 0 {
+				n := min(len(*part), sandboxproto.ChunkBytes)
+				c := sandboxproto.Reply{ID: r.ID}
+				switch part {
+				case &r.Stdout:
+					c.Stdout = (*part)[:n]
+				case &r.Stderr:
+					c.Stderr = (*part)[:n]
+				default:
+					c.Data = (*part)[:n]
+				}
+				a.send(c)
+				*part = (*part)[n:]
+			}
+		}
+	}
+	a.send(r)
+}
+
+func (a *agent) send(r sandboxproto.Reply) {
 	b, _ := json.Marshal(r)
 	a.outMu.Lock()
 	defer a.outMu.Unlock()
-	_, _ = a.out.Write(b)
-	_ = a.out.WriteByte('\n')
+	_, _ = a.out.Write(a.seal.Seal(b))
 	_ = a.out.Flush()
 }
 
 func serve(args []string) int {
-	la := ""
-	if len(args) > 0 {
-		la = args[0]
-	}
-	l, err := parseLimits(la)
+	// Nothing the sandbox runs may read or trace this process: a process
+	// that is not dumpable has /proc/PID/{mem,fd,environ} and ptrace
+	// guarded by CAP_SYS_PTRACE, which no command has.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	// Descriptors the host's parent leaked without close-on-exec stop here.
+	_ = unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	in := bufio.NewReaderSize(os.Stdin, 64<<10)
+	line, _, err := sandboxproto.ReadFrame(in, sandboxproto.MaxFrame)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "limits:", err)
+		fmt.Fprintln(os.Stderr, "hello:", err)
 		return 2
 	}
+	var h sandboxproto.Hello
+	if err := json.Unmarshal(line, &h); err != nil || len(h.Key) < 16 {
+		fmt.Fprintln(os.Stderr, "hello: bad or keyless")
+		return 2
+	}
+	l := h.Limits
 	if l.MaxOutputBytes == 0 {
 		l.MaxOutputBytes = 1 << 20
 	}
+	la, _ := json.Marshal(l)
 	self, err := os.Executable()
 	if err != nil {
 		self = os.Args[0]
 	}
-	a := &agent{limits: l, limitsArg: la, self: self, out: bufio.NewWriterSize(os.Stdout, 64<<10)}
+	a := &agent{limits: l, limitsArg: string(la), self: self, out: bufio.NewWriterSize(os.Stdout, 64<<10),
+		seal: sandboxproto.NewSealer(h.Key, sandboxproto.ToHost)}
+	open := sandboxproto.NewOpener(h.Key, sandboxproto.ToAgent)
+	clear(h.Key) // the MACs hold their own copies
 	a.session = &session{a: a}
-	in := bufio.NewScanner(os.Stdin)
-	in.Buffer(make([]byte, 0, 1<<20), 256<<20)
 	var wg sync.WaitGroup
-	for in.Scan() {
+	for {
+		frame, n, err := sandboxproto.ReadFrame(in, sandboxproto.MaxFrame)
+		if errors.Is(err, sandboxproto.ErrTooLong) {
+			fmt.Fprintf(os.Stderr, "dropped a request of %d bytes (over the frame cap)\n", n)
+			continue
+		}
+		if err != nil {
+			break
+		}
+		body, err := open.Open(frame)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "dropped a request:", err)
+			continue
+		}
 		var req sandboxproto.Request
-		if err := json.Unmarshal(in.Bytes(), &req); err != nil {
+		if err := json.Unmarshal(body, &req); err != nil {
 			a.reply(sandboxproto.Reply{Done: true, Error: "bad request: " + err.Error()})
 			continue
 		}
@@ -154,6 +209,13 @@ func (a *agent) handle(req sandboxproto.Request) {
 	r := sandboxproto.Reply{ID: req.ID, Done: true}
 	switch req.Op {
 	case sandboxproto.OpPing:
+		if req.Command == "isolation" {
+			mode, err := a.isolation()
+			r.Isolation = mode
+			if err != nil {
+				r.Isolation = "none: " + err.Error()
+			}
+		}
 	case sandboxproto.OpExec:
 		r = a.exec(req)
 	case sandboxproto.OpSession:
@@ -199,7 +261,18 @@ func (a *agent) handle(req sandboxproto.Request) {
 				break
 			}
 		}
-		if err := os.WriteFile(req.Path, req.Data, mode); err != nil {
+		flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+		if req.Append {
+			flags = os.O_WRONLY | os.O_APPEND
+		}
+		f, err := os.OpenFile(req.Path, flags, mode)
+		if err == nil {
+			_, err = f.Write(req.Data)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
 			r.Error = err.Error()
 		}
 	case sandboxproto.OpList:
@@ -207,6 +280,9 @@ func (a *agent) handle(req sandboxproto.Request) {
 		if err != nil {
 			r.Error = err.Error()
 			break
+		}
+		if len(ents) > sandboxproto.MaxEntries {
+			ents, r.Truncated = ents[:sandboxproto.MaxEntries], true
 		}
 		for _, e := range ents {
 			info, err := e.Info()

@@ -38,15 +38,23 @@ type session struct {
 }
 
 // marked accumulates one stream and signals when a marker line appears.
+// It keeps at most max bytes of output; past that only a short tail is
+// kept, to find the marker in, so a command that floods its output costs
+// the agent bounded memory.
 type marked struct {
 	mu   sync.Mutex
 	cond *sync.Cond
 	buf  bytes.Buffer
+	max  int
+	over bool   // buf is full; output goes to tail only
+	tail []byte // the latest bytes once over, where the marker is looked for
 	eof  bool
 }
 
-func newMarked(r io.Reader) *marked {
-	m := &marked{}
+const tailKeep = 4096
+
+func newMarked(r io.Reader, max int) *marked {
+	m := &marked{max: max}
 	m.cond = sync.NewCond(&m.mu)
 	go func() {
 		br := bufio.NewReaderSize(r, 64<<10)
@@ -54,7 +62,7 @@ func newMarked(r io.Reader) *marked {
 		for {
 			n, err := br.Read(chunk)
 			m.mu.Lock()
-			m.buf.Write(chunk[:n])
+			m.add(chunk[:n])
 			if err != nil {
 				m.eof = true
 			}
@@ -68,24 +76,58 @@ func newMarked(r io.Reader) *marked {
 	return m
 }
 
+func (m *marked) add(p []byte) {
+	if !m.over {
+		room := m.max - m.buf.Len()
+		if len(p) <= room {
+			m.buf.Write(p)
+			return
+		}
+		m.buf.Write(p[:room])
+		m.over = true
+		b := m.buf.Bytes()
+		m.tail = append([]byte(nil), b[max(0, len(b)-tailKeep):]...) // a marker may straddle the cut
+		p = p[room:]
+	}
+	m.tail = append(m.tail, p...)
+	if len(m.tail) > 2*tailKeep {
+		m.tail = append(m.tail[:0:0], m.tail[len(m.tail)-tailKeep:]...)
+	}
+}
+
+// take returns the kept output and starts afresh with rest.
+func (m *marked) take(rest []byte) (out []byte, truncated bool) {
+	out, truncated = append([]byte(nil), m.buf.Bytes()...), m.over
+	m.buf.Reset()
+	m.over, m.tail = false, nil
+	m.add(rest)
+	return out, truncated
+}
+
 // wait returns the output before the marker, and what follows the marker
 // on its line; ok is false at EOF or when the deadline passes.
-func (m *marked) wait(marker string, deadline time.Time) (out []byte, tail string, ok bool) {
+func (m *marked) wait(marker string, deadline time.Time) (out []byte, tail string, truncated, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	needle := []byte("\n" + marker)
 	for {
-		b := m.buf.Bytes()
-		if i := bytes.Index(b, needle); i >= 0 {
-			if j := bytes.IndexByte(b[i+len(needle):], '\n'); j >= 0 {
-				out = append([]byte(nil), b[:i]...)
-				tail = string(b[i+len(needle) : i+len(needle)+j])
-				m.buf.Next(i + len(needle) + j + 1)
-				return out, tail, true
+		hay := m.buf.Bytes()
+		if m.over {
+			hay = m.tail
+		}
+		if i := bytes.Index(hay, needle); i >= 0 {
+			if j := bytes.IndexByte(hay[i+len(needle):], '\n'); j >= 0 {
+				tail = string(hay[i+len(needle) : i+len(needle)+j])
+				rest := append([]byte(nil), hay[i+len(needle)+j+1:]...)
+				if !m.over {
+					m.buf.Truncate(i)
+				}
+				out, truncated = m.take(rest)
+				return out, tail, truncated, true
 			}
 		}
 		if m.eof || !time.Now().Before(deadline) {
-			return nil, "", false
+			return nil, "", false, false
 		}
 		// Wake periodically to notice the deadline.
 		go func() { time.Sleep(20 * time.Millisecond); m.mu.Lock(); m.cond.Broadcast(); m.mu.Unlock() }()
@@ -94,12 +136,10 @@ func (m *marked) wait(marker string, deadline time.Time) (out []byte, tail strin
 }
 
 // drain returns and clears whatever the stream holds.
-func (m *marked) drain() []byte {
+func (m *marked) drain() ([]byte, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := append([]byte(nil), m.buf.Bytes()...)
-	m.buf.Reset()
-	return out
+	return m.take(nil)
 }
 
 func (s *session) start() error {
@@ -110,7 +150,10 @@ func (s *session) start() error {
 		}
 		s.state = d
 	}
-	cmd := s.a.command([]string{"bash", "--noprofile", "--norc"}, "", map[string]string{"PRORL_STATE": s.state})
+	cmd, err := s.a.command([]string{"bash", "--noprofile", "--norc"}, "", map[string]string{"PRORL_STATE": s.state})
+	if err != nil {
+		return err
+	}
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return err
@@ -127,11 +170,13 @@ func (s *session) start() error {
 	// against the process limit until reaped: retry briefly.
 	var err2 error
 	for try := 0; try < 40; try++ {
-		if err2 = cmd.Start(); err2 == nil {
+		if err2 = start(cmd); err2 == nil {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
-		cmd = s.a.command([]string{"bash", "--noprofile", "--norc"}, "", map[string]string{"PRORL_STATE": s.state})
+		if cmd, err = s.a.command([]string{"bash", "--noprofile", "--norc"}, "", map[string]string{"PRORL_STATE": s.state}); err != nil {
+			return err
+		}
 		if in, err = cmd.StdinPipe(); err != nil {
 			return err
 		}
@@ -146,7 +191,8 @@ func (s *session) start() error {
 		return fmt.Errorf("start bash: %w", err2)
 	}
 	go func() { _ = cmd.Wait() }()
-	s.cmd, s.in, s.out, s.err = cmd, in, newMarked(so), newMarked(se)
+	mx := int(s.a.limits.MaxOutputBytes)
+	s.cmd, s.in, s.out, s.err = cmd, in, newMarked(so, mx), newMarked(se, mx)
 	_, err = io.WriteString(in, prelude)
 	return err
 }
@@ -193,16 +239,18 @@ func (s *session) run(req sandboxproto.Request) sandboxproto.Reply {
 		timeout = 24 * time.Hour
 	}
 	marker := "__PRORL_DONE_" + n
-	out, tail, ok := s.out.wait(marker, time.Now().Add(timeout))
+	out, tail, truncOut, ok := s.out.wait(marker, time.Now().Add(timeout))
 	if !ok {
 		// Timed out, or the command ended the shell. Killing only the
 		// command's processes would let the shell run the rest of the
 		// command line, so the shell goes too; the next command gets a new
 		// one with the last cwd and exported variables.
 		r.TimedOut = !s.out.eof
-		out, errb := s.out.drain(), s.err.drain()
+		out, t1 := s.out.drain()
+		errb, t2 := s.err.drain()
 		s.killLocked()
 		r.Stdout, r.Stderr = s.a.cap(out, &r), s.a.cap(errb, &r)
+		r.Truncated = r.Truncated || t1 || t2
 		r.ExitCode = -1
 		note := "[the shell exited; a new one starts with the last working directory and exported variables]\n"
 		if r.TimedOut {
@@ -216,12 +264,10 @@ func (s *session) run(req sandboxproto.Request) sandboxproto.Reply {
 		tail = "_-1"
 	}
 	code, _ := strconv.Atoi(tail[1:]) // tail is "_<code>"
-	errOut, _, _ := s.err.wait(marker, time.Now().Add(2*time.Second))
+	errOut, _, truncErr, _ := s.err.wait(marker, time.Now().Add(2*time.Second))
 	r.ExitCode = code
-	if r.TimedOut {
-		r.ExitCode = 124
-	}
 	r.Stdout, r.Stderr = s.a.cap(out, &r), s.a.cap(errOut, &r)
+	r.Truncated = r.Truncated || truncOut || truncErr
 	return r
 }
 

@@ -66,12 +66,22 @@ type Sandbox struct {
 	MaxStarting         int      `toml:"max_starting"`
 	MaxStartingPerImage int      `toml:"max_starting_per_image"`
 	ExecTimeout         Duration `toml:"exec_timeout"`
-	CPUSeconds          uint64   `toml:"cpu_seconds"`
-	MemoryMiB           uint64   `toml:"memory_mib"`
-	MaxProcesses        uint64   `toml:"max_processes"`
-	MaxFileMiB          uint64   `toml:"max_file_mib"`
-	MaxOutputKiB        uint64   `toml:"max_output_kib"`
-	ApptainerPath       string   `toml:"apptainer_path"`
+	// CPUSeconds, ProcessMemoryMiB (address space) and MaxFileMiB bind each
+	// process; MemoryMiB (tmpfs included) and MaxProcesses the whole
+	// sandbox where cgroups can be made; TmpMiB and WorkMiB size /tmp and
+	// the work dir; MaxOutputKiB caps what one command returns.
+	CPUSeconds       uint64 `toml:"cpu_seconds"`
+	MemoryMiB        uint64 `toml:"memory_mib"`
+	ProcessMemoryMiB uint64 `toml:"process_memory_mib"`
+	MaxProcesses     uint64 `toml:"max_processes"`
+	MaxFileMiB       uint64 `toml:"max_file_mib"`
+	MaxOutputKiB     uint64 `toml:"max_output_kib"`
+	TmpMiB           uint64 `toml:"tmp_mib"`
+	WorkMiB          uint64 `toml:"work_mib"`
+	// Seccomp is "default" or "off"; Cgroups is "auto", "required" or "off".
+	Seccomp       string `toml:"seccomp"`
+	Cgroups       string `toml:"cgroups"`
+	ApptainerPath string `toml:"apptainer_path"`
 	// ApptainerRootMode is how a root host runs Apptainer: "userns" (as root
 	// with --userns) or "user" (rootless, as apptainer_user).
 	ApptainerRootMode string `toml:"apptainer_root_mode"`
@@ -239,7 +249,9 @@ func Default() *Config {
 		Compat: Compat{Protocol: "vllm"},
 		Sandbox: Sandbox{Driver: "bwrap", ImageDir: "{cache_dir}/prorl/images", DefaultImage: "host", Agent: "{exe_dir}/prorl-sandbox-agent",
 			MaxStarting: 16, MaxStartingPerImage: 8, ExecTimeout: Duration{30 * time.Second},
-			CPUSeconds: 600, MemoryMiB: 4096, MaxProcesses: 256, MaxFileMiB: 1024, MaxOutputKiB: 1024, ApptainerRootMode: "userns", ApptainerUser: "nobody"},
+			// 256 sandboxes at these limits fit a 64 GiB node; a domain asks for more in its spec.
+			CPUSeconds: 600, MemoryMiB: 256, ProcessMemoryMiB: 4096, MaxProcesses: 128, MaxFileMiB: 1024, MaxOutputKiB: 1024,
+			TmpMiB: 64, WorkMiB: 256, Seccomp: "default", Cgroups: "auto", ApptainerRootMode: "userns", ApptainerUser: "nobody"},
 		Plugins: map[string]*Plugin{},
 		Store:   Store{Driver: "bbolt", OnRestart: "rerun"},
 		Log:     Log{Level: "info"},
@@ -493,6 +505,12 @@ func (c *Config) Validate() error {
 	}
 	if o := c.Store.OnRestart; o != "rerun" && o != "interrupted" {
 		errs = append(errs, fe("store.on_restart", "must be rerun or interrupted, got %q", o))
+	}
+	if m := c.Sandbox.Seccomp; m != "default" && m != "off" {
+		errs = append(errs, fe("sandbox.seccomp", "must be default or off, got %q", m))
+	}
+	if m := c.Sandbox.Cgroups; m != "auto" && m != "required" && m != "off" {
+		errs = append(errs, fe("sandbox.cgroups", "must be auto, required or off, got %q", m))
 	}
 	if m := c.Sandbox.ApptainerRootMode; m != "user" && m != "userns" {
 		errs = append(errs, fe("sandbox.apptainer_root_mode", "must be userns or user, got %q", m))

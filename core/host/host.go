@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prorl/prorl/core/api"
 	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/config"
@@ -106,10 +107,7 @@ func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, erro
 	}
 	var hs pb.HostServicesServer = pluginhost.NoSandboxes{}
 	if sc := cfg.Sandbox; sc.Driver != "disabled" {
-		m, err := sandbox.New(sandbox.Config{Driver: sc.Driver, ApptainerPath: sc.ApptainerPath, ApptainerRootMode: sc.ApptainerRootMode, ApptainerUser: sc.ApptainerUser, ImageDir: sc.ImageDir, DefaultImage: sc.DefaultImage, WorkRoot: sc.WorkRoot, Agent: sc.Agent,
-			MaxStarting: sc.MaxStarting, MaxStartingPerImage: sc.MaxStartingPerImage,
-			Limits: sandbox.Limits{CPUSeconds: sc.CPUSeconds, MemoryBytes: sc.MemoryMiB << 20, MaxProcesses: sc.MaxProcesses,
-				MaxFileBytes: sc.MaxFileMiB << 20, MaxOutputBytes: sc.MaxOutputKiB << 10}}, log.Named("sandbox"))
+		m, err := sandbox.New(sandbox.ConfigFrom(sc), log.Named("sandbox"))
 		if err != nil {
 			return nil, fmt.Errorf("%w (or set [sandbox] driver = \"disabled\")", err)
 		}
@@ -117,6 +115,14 @@ func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, erro
 		hs = &sandbox.HostServices{M: m, DefaultTimeout: sc.ExecTimeout.Duration}
 		h.Metrics.Gauge("prorl_sandboxes_alive", "Sandboxes running.", nil, func() float64 { a, _ := m.Stats(); return float64(a) })
 		h.Metrics.Gauge("prorl_sandboxes_starting", "Sandboxes starting.", nil, func() float64 { _, s := m.Stats(); return float64(s) })
+		for _, reason := range sandbox.FrameReasons {
+			c := m.Counters.FramesDropped(reason)
+			h.Metrics.Counter("prorl_sandbox_frames_dropped_total", "Frames from sandboxes dropped: over the size cap, failing authentication, malformed, or for a finished request.",
+				prometheus.Labels{"reason": reason}, func() float64 { return float64(c.Load()) })
+		}
+		h.Metrics.Counter("prorl_sandbox_output_dropped_bytes_total", "Command output over the per-call cap, dropped by the host.", nil,
+			func() float64 { return float64(m.Counters.OutputDropped.Load()) })
+		log.Info("sandboxes", "driver", m.Driver(), "limits", m.Enforcement(), "seccomp", sc.Seccomp)
 	}
 	plugs, err := pluginhost.Start(ctx, log.Named("plugins"), enabled, hs, h.Instance)
 	if err != nil {

@@ -50,6 +50,11 @@ func (m *Metrics) Gauge(name, help string, labels prometheus.Labels, f func() fl
 	m.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, f))
 }
 
+// Counter registers a counter read from live state at scrape time.
+func (m *Metrics) Counter(name, help string, labels prometheus.Labels, f func() float64) {
+	m.Reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, f))
+}
+
 // Handler serves /metrics.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Reg, promhttp.HandlerOpts{})

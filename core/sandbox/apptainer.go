@@ -77,13 +77,11 @@ func (a *Apptainer) Prepare(ctx context.Context, l Launch) (func(), error) {
 	}
 	args := []string{"instance", "start", "--containall", "--cleanenv", "--writable-tmpfs", "--no-home",
 		"--bind", l.WorkDir + ":" + Workdir, "--bind", l.Agent + ":/.prorl-agent:ro",
-		"--env", "PRORL_SANDBOX=" + l.Label, "--env", "HOME=" + Workdir}
+		"--env", "HOME=" + Workdir}
 	if !l.Spec.Network {
 		args = append(args, "--net", "--network", "none")
 	}
-	if a.UserNS {
-		args = append(args, "--userns")
-	}
+	args = append(args, a.nsFlag())
 	for k, v := range l.Spec.Env {
 		args = append(args, "--env", k+"="+v)
 	}
@@ -127,12 +125,25 @@ func tail(s string) string {
 	return s
 }
 
+// nsFlag is --userns for a root host; rootless, --fakeroot: a user
+// namespace where the agent holds capabilities (of that namespace only),
+// which it needs to give each command pid and mount namespaces and a /proc
+// of their own. Commands run as root of that namespace, with none.
+func (a *Apptainer) nsFlag() string {
+	if a.UserNS {
+		return "--userns"
+	}
+	return "--fakeroot"
+}
+
 // Command runs the agent inside the started instance.
 func (a *Apptainer) Command(l Launch) (*exec.Cmd, error) {
 	args := []string{"exec", "--pwd", Workdir}
 	if a.UserNS {
-		args = append(args, "--userns")
+		args = append(args, "--userns") // a fakeroot instance is joined as it is
 	}
-	args = append(args, "instance://"+instanceName(l), "/.prorl-agent", "serve", l.Limits, l.Label)
-	return a.cmd(l, args...), nil
+	args = append(args, "instance://"+instanceName(l), "/.prorl-agent", "serve")
+	c := a.cmd(l, args...)
+	c.Env = append(c.Env, labelEnv+"="+l.Label)
+	return c, nil
 }

@@ -62,7 +62,14 @@ func (b *Bwrap) Command(l Launch) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--unshare-all", "--die-with-parent", "--new-session", "--clearenv"}
+	// The agent keeps CAP_SYS_ADMIN and CAP_SETPCAP of the sandbox's own
+	// user namespace, to give each command pid and mount namespaces of its
+	// own; commands run with none (cmd/prorl-sandbox-agent/init.go).
+	args := []string{"--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+		"--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"}
+	if l.Baseline {
+		args = args[:4]
+	}
 	if l.Spec.Network {
 		args = append(args, "--share-net", "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf")
 	}
@@ -71,10 +78,13 @@ func (b *Bwrap) Command(l Launch) (*exec.Cmd, error) {
 	} else {
 		args = append(args, "--ro-bind", root, "/")
 	}
-	args = append(args,
-		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-		"--bind", l.WorkDir, Workdir, "--ro-bind", l.Agent, agentInside, "--chdir", Workdir,
-		"--setenv", "HOME", Workdir, "--setenv", "PRORL_SANDBOX", l.Label, "--hostname", "sandbox")
+	// /tmp and the work dir are sized tmpfs: a sandbox cannot fill the
+	// host's disk, and what it writes is charged to its memory cgroup.
+	args = append(args, "--proc", "/proc", "--dev", "/dev")
+	args = append(args, sizedTmpfs(l.Spec.Limits.TmpBytes, "/tmp")...)
+	args = append(args, sizedTmpfs(l.Spec.Limits.DiskBytes, Workdir)...)
+	args = append(args, "--ro-bind", l.Agent, agentInside, "--chdir", Workdir,
+		"--setenv", "HOME", Workdir, "--hostname", "sandbox")
 	keys := make([]string, 0, len(l.Spec.Env))
 	for k := range l.Spec.Env {
 		keys = append(keys, k)
@@ -85,15 +95,27 @@ func (b *Bwrap) Command(l Launch) (*exec.Cmd, error) {
 	}
 	// Last: bwrap applies options in order, and mount points must be made first.
 	args = append(args, "--remount-ro", "/")
-	args = append(args, "--", agentInside, "serve", l.Limits, l.Label)
+	args = append(args, "--", agentInside, "serve")
 	path := b.Path
 	if path == "" {
 		path = "bwrap"
 	}
 	cmd := command(l.UID, path, args...)
 	cmd.Dir = l.WorkDir // never the host's cwd, which the sandbox's uid may not enter
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	// The label is for the reaper, in the environment of the process on
+	// the host side; nothing inside the sandbox sees it.
+	cmd.Env = []string{"PATH=/usr/bin:/bin", labelEnv + "=" + l.Label}
 	return cmd, nil
+}
+
+// labelEnv names a sandbox's launcher in the host's process table.
+const labelEnv = "PRORL_SANDBOX_LABEL"
+
+func sizedTmpfs(size uint64, at string) []string {
+	if size == 0 {
+		return []string{"--tmpfs", at}
+	}
+	return []string{"--size", strconv.FormatUint(size, 10), "--tmpfs", at}
 }
 
 // command runs path as uid when uid > 0. A host running as root gives each
@@ -117,9 +139,9 @@ func (None) Name() string { return "none" }
 func (None) InnerWorkdir(l Launch) string { return l.WorkDir }
 
 func (None) Command(l Launch) (*exec.Cmd, error) {
-	cmd := exec.Command(l.Agent, "serve", l.Limits, l.Label)
+	cmd := exec.Command(l.Agent, "serve")
 	cmd.Dir = l.WorkDir
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + l.WorkDir, "PRORL_SANDBOX=" + l.Label}
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + l.WorkDir, labelEnv + "=" + l.Label}
 	for k, v := range l.Spec.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

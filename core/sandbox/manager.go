@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -19,7 +18,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/internal/sandboxproto"
+	"github.com/prorl/prorl/internal/seccomp"
+	"golang.org/x/sys/unix"
 )
 
 // Config configures the manager.
@@ -45,6 +47,16 @@ type Config struct {
 	MaxStartingPerImage int
 	Limits              Limits
 	StopGrace           time.Duration
+	// Seccomp is "default" (internal/seccomp's deny list, less what a spec
+	// allows) or "off".
+	Seccomp string
+	// Cgroups is "auto" (per-sandbox cgroups where the host can make
+	// them, else per-process limits), "required" or "off".
+	Cgroups string
+	// Baseline starts sandboxes as they were before the hardening (no
+	// per-command namespaces, seccomp, cgroups, capabilities or sized
+	// tmpfs), for benchmarks that measure its cost. Never for serving.
+	Baseline bool
 }
 
 // Manager starts, tracks and stops sandboxes, and reaps what a crashed host left.
@@ -64,6 +76,10 @@ type Manager struct {
 	uids     atomic.Int64
 	asRoot   bool
 	fixedUID int // apptainer user mode: the one account sandboxes run as
+	cgroups  *cgroups
+	cgErr    error
+	// Counters count frames and output the host refused from sandboxes.
+	Counters Counters
 }
 
 // uidBase starts the uids given to sandboxes when the host runs as root;
@@ -166,7 +182,32 @@ func New(cfg Config, log hclog.Logger) (*Manager, error) {
 		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}
 	m.lock = f
+	if cfg.Cgroups != "off" && d.Name() != "none" && !cfg.Baseline {
+		m.cgroups, m.cgErr = newCgroups(m.instance)
+		if m.cgErr != nil && cfg.Cgroups == "required" {
+			m.lock.Close()
+			_ = removeAll(dir)
+			return nil, fmt.Errorf("sandbox cgroups required: %w", m.cgErr)
+		}
+		if m.cgErr != nil {
+			log.Warn("sandboxes get per-process limits only: memory and process count are not bounded per sandbox", "reason", m.cgErr)
+		}
+	}
 	return m, nil
+}
+
+// Enforcement says how memory and processes are bounded: "cgroup v1",
+// "cgroup v2", or per-process rlimits and why.
+func (m *Manager) Enforcement() string {
+	switch {
+	case m.cgroups != nil && m.cgroups.v2 != "":
+		return "cgroup v2"
+	case m.cgroups != nil:
+		return "cgroup v1"
+	case m.cgErr != nil:
+		return "per-process rlimits (" + m.cgErr.Error() + ")"
+	}
+	return "per-process rlimits"
 }
 
 // Driver is the driver's name.
@@ -203,6 +244,7 @@ func (m *Manager) Reap() {
 			f.Close()
 		}
 		n := killLabelled(labelPrefix(e.Name())) + killLabelled(instancePrefix(e.Name()))
+		m.cgroups.reap(e.Name())
 		if err := removeAll(dir); err != nil {
 			m.log.Warn("reaper could not remove leftovers", "dir", dir, "error", err)
 			continue
@@ -211,7 +253,8 @@ func (m *Manager) Reap() {
 	}
 }
 
-// killLabelled kills every process whose command line carries the label.
+// killLabelled kills every process whose command line or environment
+// carries the label.
 func killLabelled(prefix string) int {
 	ents, _ := os.ReadDir("/proc")
 	n := 0
@@ -220,8 +263,9 @@ func killLabelled(prefix string) int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(b), prefix) {
+		b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if !strings.Contains(string(b), prefix) && !strings.Contains(string(env), labelEnv+"="+prefix) {
 			continue
 		}
 		if syscall.Kill(pid, syscall.SIGKILL) == nil {
@@ -269,14 +313,29 @@ func (m *Manager) Start(ctx context.Context, owner string, spec Spec) (*Sandbox,
 		return nil, err
 	}
 	defer func() { <-is }()
-	id := "sb-" + randHex(8)
-	dir := filepath.Join(m.cfg.WorkRoot, m.instance, id)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := seccomp.Validate(spec.SeccompAllow); err != nil {
 		return nil, err
 	}
-	lim, _ := json.Marshal(sandboxproto.Limits{CPUSeconds: spec.Limits.CPUSeconds, MemoryBytes: spec.Limits.MemoryBytes,
-		MaxProcesses: spec.Limits.MaxProcesses, MaxFileBytes: spec.Limits.MaxFileBytes, MaxOutputBytes: spec.Limits.MaxOutputBytes})
-	l := Launch{ID: id, Label: labelPrefix(m.instance) + id + "/" + owner, Spec: spec, WorkDir: dir, Agent: m.cfg.Agent, Limits: string(lim), Instance: m.instance}
+	id := "sb-" + randHex(8)
+	dir := filepath.Join(m.cfg.WorkRoot, m.instance, id)
+	var err error
+	if err = os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	isolate := m.driver.Name() != "none"
+	lim := sandboxproto.Limits{CPUSeconds: spec.Limits.CPUSeconds, MemoryBytes: spec.Limits.ProcessMemoryBytes,
+		MaxProcesses: spec.Limits.MaxProcesses, MaxFileBytes: spec.Limits.MaxFileBytes, MaxOutputBytes: spec.Limits.MaxOutputBytes,
+		Seccomp: m.cfg.Seccomp, SeccompAllow: spec.SeccompAllow, Isolate: isolate, RequireIsolation: isolate}
+	if m.driver.Name() == "none" {
+		lim.Seccomp = "off" // documented as unprotected; its commands are the host's own
+	}
+	if m.cfg.Baseline {
+		lim.Seccomp, lim.Isolate, lim.RequireIsolation = "off", false, false
+		spec.Limits.TmpBytes, spec.Limits.DiskBytes = 0, 0
+	}
+	// The label names the host instance and the sandbox, never the rollout:
+	// it is the one thing about the host a sandbox's launcher carries.
+	l := Launch{ID: id, Label: labelPrefix(m.instance) + id, Spec: spec, WorkDir: dir, Agent: m.cfg.Agent, Limits: lim, Instance: m.instance, Baseline: m.cfg.Baseline}
 	if m.asRoot {
 		l.UID = m.freeUID()
 		if m.fixedUID > 0 {
@@ -287,15 +346,39 @@ func (m *Manager) Start(ctx context.Context, owner string, spec Spec) (*Sandbox,
 			return nil, err
 		}
 	}
-	s, err := start(ctx, m.driver, l, m.log.With("sandbox", id, "rollout", owner))
+	if l.Cgroup, err = m.cgroups.create(id, spec.Limits); err != nil {
+		_ = removeAll(dir)
+		return nil, fmt.Errorf("sandbox cgroup: %w", err)
+	}
+	unmount := m.sizeWorkDir(l)
+	s, err := start(ctx, m.driver, l, m.log.With("sandbox", id, "rollout", owner), &m.Counters)
 	if err != nil {
+		l.Cgroup.remove()
+		unmount()
 		_ = removeAll(dir)
 		return nil, err
 	}
+	s.unmount = unmount
 	m.mu.Lock()
 	m.boxes[id] = s
 	m.mu.Unlock()
 	return s, nil
+}
+
+// sizeWorkDir gives an Apptainer sandbox a sized work directory: a host
+// running as root mounts a tmpfs of the disk budget there (bwrap makes
+// its own). It returns the undo.
+func (m *Manager) sizeWorkDir(l Launch) func() {
+	if m.driver.Name() != "apptainer" || os.Geteuid() != 0 || l.Spec.Limits.DiskBytes == 0 {
+		return func() {}
+	}
+	uid := max(l.UID, 0)
+	opts := fmt.Sprintf("size=%d,mode=0755,uid=%d,gid=%d", l.Spec.Limits.DiskBytes, uid, uid)
+	if err := unix.Mount("tmpfs", l.WorkDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		m.log.Warn("work dir not sized; it is on the host's disk", "error", err)
+		return func() {}
+	}
+	return func() { _ = unix.Unmount(l.WorkDir, unix.MNT_DETACH) }
 }
 
 // FindApptainer locates the apptainer binary.
@@ -375,9 +458,14 @@ func merge(a, def Limits) Limits {
 		}
 		return y
 	}
-	return Limits{CPUSeconds: pick(a.CPUSeconds, def.CPUSeconds), MemoryBytes: pick(a.MemoryBytes, def.MemoryBytes),
-		MaxProcesses: pick(a.MaxProcesses, def.MaxProcesses), MaxFileBytes: pick(a.MaxFileBytes, def.MaxFileBytes),
-		MaxOutputBytes: pick(a.MaxOutputBytes, def.MaxOutputBytes)}
+	l := Limits{CPUSeconds: pick(a.CPUSeconds, def.CPUSeconds), MemoryBytes: pick(a.MemoryBytes, def.MemoryBytes),
+		ProcessMemoryBytes: pick(a.ProcessMemoryBytes, def.ProcessMemoryBytes),
+		MaxProcesses:       pick(a.MaxProcesses, def.MaxProcesses), MaxFileBytes: pick(a.MaxFileBytes, def.MaxFileBytes),
+		MaxOutputBytes: pick(a.MaxOutputBytes, def.MaxOutputBytes), TmpBytes: pick(a.TmpBytes, def.TmpBytes), DiskBytes: pick(a.DiskBytes, def.DiskBytes)}
+	// A sandbox asked to hold more memory than one process may map would
+	// be no use: the per-process cap grows with it.
+	l.ProcessMemoryBytes = max(l.ProcessMemoryBytes, a.MemoryBytes)
+	return l
 }
 
 // ErrNoSandbox is returned for an unknown sandbox id.
@@ -427,8 +515,19 @@ func (m *Manager) Close() {
 		go func() { defer wg.Done(); _ = m.Stop(id) }()
 	}
 	wg.Wait()
+	m.cgroups.close()
 	if m.lock != nil {
 		_ = removeAll(filepath.Join(m.cfg.WorkRoot, m.instance))
 		m.lock.Close()
 	}
+}
+
+// ConfigFrom maps the [sandbox] table onto the manager's configuration.
+func ConfigFrom(sc config.Sandbox) Config {
+	return Config{Driver: sc.Driver, ApptainerPath: sc.ApptainerPath, ApptainerRootMode: sc.ApptainerRootMode, ApptainerUser: sc.ApptainerUser,
+		ImageDir: sc.ImageDir, DefaultImage: sc.DefaultImage, WorkRoot: sc.WorkRoot, Agent: sc.Agent,
+		MaxStarting: sc.MaxStarting, MaxStartingPerImage: sc.MaxStartingPerImage, Seccomp: sc.Seccomp, Cgroups: sc.Cgroups,
+		Limits: Limits{CPUSeconds: sc.CPUSeconds, MemoryBytes: sc.MemoryMiB << 20, ProcessMemoryBytes: sc.ProcessMemoryMiB << 20,
+			MaxProcesses: sc.MaxProcesses, MaxFileBytes: sc.MaxFileMiB << 20, MaxOutputBytes: sc.MaxOutputKiB << 10,
+			TmpBytes: sc.TmpMiB << 20, DiskBytes: sc.WorkMiB << 20}}
 }

@@ -6,6 +6,7 @@ package sandbox
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,13 +21,21 @@ import (
 	"github.com/prorl/prorl/internal/sandboxproto"
 )
 
-// Limits bound every process in a sandbox.
+// Limits bound a sandbox. Memory, processes and disk are for the whole
+// sandbox where the host can make cgroups (see Manager.Enforcement); CPU
+// time, address space and file size are per process everywhere.
 type Limits struct {
-	CPUSeconds     uint64
-	MemoryBytes    uint64
-	MaxProcesses   uint64
-	MaxFileBytes   uint64
-	MaxOutputBytes uint64
+	CPUSeconds uint64
+	// MemoryBytes is the whole sandbox's memory (cgroup), tmpfs included.
+	MemoryBytes uint64
+	// ProcessMemoryBytes is each process's address space (RLIMIT_AS).
+	ProcessMemoryBytes uint64
+	MaxProcesses       uint64
+	MaxFileBytes       uint64
+	MaxOutputBytes     uint64
+	// TmpBytes sizes /tmp and DiskBytes the work directory (tmpfs).
+	TmpBytes  uint64
+	DiskBytes uint64
 }
 
 // Spec asks for a sandbox.
@@ -35,6 +44,9 @@ type Spec struct {
 	Network bool
 	Env     map[string]string
 	Limits  Limits
+	// SeccompAllow names seccomp groups the commands need back (see
+	// internal/seccomp: ptrace, namespaces, io_uring).
+	SeccompAllow []string
 }
 
 // Launch is what a driver needs to start the agent.
@@ -44,9 +56,11 @@ type Launch struct {
 	Spec     Spec
 	WorkDir  string // host path, bound read-write at Workdir inside
 	Agent    string // host path of the agent binary
-	Limits   string // agent limits, JSON
+	Limits   sandboxproto.Limits
 	UID      int    // host uid to run as; 0 keeps the host's
 	Instance string // the host instance, for names the reaper can find
+	Cgroup   *cgroup
+	Baseline bool // Config.Baseline
 }
 
 // preparer is a driver that sets a sandbox up before the agent starts (an
@@ -92,6 +106,9 @@ var ErrStopped = errors.New("sandbox stopped")
 // Sandbox is one running sandbox.
 type Sandbox struct {
 	ID      string
+	limits  sandboxproto.Limits
+	seal    *sandboxproto.Sealer
+	count   *Counters
 	Image   string
 	Driver  string
 	WorkDir string // host path
@@ -110,14 +127,16 @@ type Sandbox struct {
 	// PrepareTime is the driver's setup (an Apptainer instance start);
 	// StartTime runs until the agent inside answered.
 	PrepareTime, StartTime time.Duration
+	cgroup                 *cgroup
+	unmount                func()
 }
 
 type call struct {
-	onChunk func(stdout, stderr []byte)
+	onChunk func(sandboxproto.Reply)
 	done    chan sandboxproto.Reply
 }
 
-func start(ctx context.Context, d Driver, l Launch, log hclog.Logger) (*Sandbox, error) {
+func start(ctx context.Context, d Driver, l Launch, log hclog.Logger, count *Counters) (*Sandbox, error) {
 	cleanup := func() {}
 	t0 := time.Now()
 	if p, ok := d.(preparer); ok {
@@ -128,7 +147,7 @@ func start(ctx context.Context, d Driver, l Launch, log hclog.Logger) (*Sandbox,
 		cleanup = c
 	}
 	prep := time.Since(t0)
-	s, err := launch(ctx, d, l, log)
+	s, err := launch(ctx, d, l, log, count)
 	if err != nil {
 		cleanup()
 		return nil, err
@@ -138,11 +157,16 @@ func start(ctx context.Context, d Driver, l Launch, log hclog.Logger) (*Sandbox,
 	return s, nil
 }
 
-func launch(ctx context.Context, d Driver, l Launch, log hclog.Logger) (*Sandbox, error) {
+func launch(ctx context.Context, d Driver, l Launch, log hclog.Logger, count *Counters) (*Sandbox, error) {
 	cmd, err := d.Command(l)
 	if err != nil {
 		return nil, err
 	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	hello, _ := json.Marshal(sandboxproto.Hello{Key: key, Limits: l.Limits})
 	// The sandbox dies with the host even on SIGKILL, and is its own group.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	in, err := cmd.StdinPipe()
@@ -157,15 +181,23 @@ func launch(ctx context.Context, d Driver, l Launch, log hclog.Logger) (*Sandbox
 	}
 	cmd.Stdout = pw
 	cmd.Stderr = &logWriter{log: log}
-	err = cmd.Start()
+	err = l.Cgroup.start(cmd)
 	pw.Close()
 	if err != nil {
 		out.Close()
 		return nil, fmt.Errorf("start %s sandbox: %w", d.Name(), err)
 	}
 	s := &Sandbox{ID: l.ID, Image: l.Spec.Image, Driver: d.Name(), WorkDir: l.WorkDir, Inner: d.InnerWorkdir(l), log: log,
-		cmd: cmd, in: in, pending: map[uint64]*call{}, dead: make(chan struct{})}
-	go func() { s.read(out); out.Close() }()
+		cmd: cmd, in: in, pending: map[uint64]*call{}, dead: make(chan struct{}), limits: l.Limits, count: count, cgroup: l.Cgroup,
+		seal: sandboxproto.NewSealer(key, sandboxproto.ToAgent)}
+	// The key goes first, on the pipe only the agent reads.
+	if _, err := in.Write(append(hello, '\n')); err != nil {
+		s.kill()
+		out.Close()
+		return nil, fmt.Errorf("start %s sandbox: %w", d.Name(), err)
+	}
+	open := sandboxproto.NewOpener(key, sandboxproto.ToHost)
+	go func() { s.read(out, open); out.Close() }()
 	go func() {
 		err := cmd.Wait()
 		s.fail(fmt.Errorf("sandbox process exited: %v", err))
@@ -204,13 +236,31 @@ func (s *Sandbox) stderrTail() string {
 	return ""
 }
 
-func (s *Sandbox) read(r io.Reader) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 1<<20), 512<<20)
-	for sc.Scan() {
+// read dispatches the agent's frames. Only frames that carry the agent's
+// MAC count; anything else (over the size cap, forged, malformed, for a
+// request already done) is dropped and counted, never buffered beyond the
+// cap. A frame that fails the MAC can only come from something other than
+// the agent, so the sandbox is then taken down and its pending calls fail
+// with the reason.
+func (s *Sandbox) read(r io.Reader, open *sandboxproto.Opener) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		frame, n, err := sandboxproto.ReadFrame(br, sandboxproto.MaxFrame)
+		if errors.Is(err, sandboxproto.ErrTooLong) {
+			s.violation("oversized", fmt.Errorf("a frame of %d bytes exceeds the %d-byte cap", n, sandboxproto.MaxFrame))
+			continue
+		}
+		if err != nil {
+			break
+		}
+		body, err := open.Open(frame)
+		if err != nil {
+			s.violation("forged", fmt.Errorf("a frame failed authentication (%d bytes)", len(frame)))
+			continue
+		}
 		var rep sandboxproto.Reply
-		if err := json.Unmarshal(sc.Bytes(), &rep); err != nil {
-			s.log.Warn("bad reply from sandbox agent", "error", err)
+		if err := json.Unmarshal(body, &rep); err != nil {
+			s.violation("malformed", fmt.Errorf("a frame is not a reply: %v", err))
 			continue
 		}
 		s.mu.Lock()
@@ -220,15 +270,26 @@ func (s *Sandbox) read(r io.Reader) {
 		}
 		s.mu.Unlock()
 		if c == nil {
+			s.count.FramesDropped("late").Add(1)
 			continue
 		}
 		if rep.Done {
 			c.done <- rep
 		} else if c.onChunk != nil {
-			c.onChunk(rep.Stdout, rep.Stderr)
+			c.onChunk(rep)
 		}
 	}
 	s.fail(errors.New("sandbox agent closed its output"))
+}
+
+// violation drops a frame, counts it, and takes the sandbox down.
+func (s *Sandbox) violation(reason string, err error) {
+	s.count.FramesDropped(reason).Add(1)
+	s.log.Warn("sandbox protocol violation; frame dropped, sandbox stopped", "reason", reason, "error", err)
+	s.fail(fmt.Errorf("sandbox protocol violation: %w", err))
+	if s.cmd != nil && s.cmd.Process != nil {
+		go func() { _ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL) }()
+	}
 }
 
 func (s *Sandbox) fail(err error) {
@@ -243,7 +304,7 @@ func (s *Sandbox) fail(err error) {
 	close(s.dead)
 }
 
-func (s *Sandbox) call(ctx context.Context, req sandboxproto.Request, onChunk func(stdout, stderr []byte)) (sandboxproto.Reply, error) {
+func (s *Sandbox) call(ctx context.Context, req sandboxproto.Request, onChunk func(sandboxproto.Reply)) (sandboxproto.Reply, error) {
 	c := &call{onChunk: onChunk, done: make(chan sandboxproto.Reply, 1)}
 	s.mu.Lock()
 	if s.stopped {
@@ -255,8 +316,14 @@ func (s *Sandbox) call(ctx context.Context, req sandboxproto.Request, onChunk fu
 	s.pending[req.ID] = c
 	s.mu.Unlock()
 	b, _ := json.Marshal(req)
+	if len(b)+64 > sandboxproto.MaxFrame {
+		s.mu.Lock()
+		delete(s.pending, req.ID)
+		s.mu.Unlock()
+		return sandboxproto.Reply{}, fmt.Errorf("sandbox %s: request of %d bytes exceeds the %d-byte frame cap", s.ID, len(b), sandboxproto.MaxFrame)
+	}
 	s.inMu.Lock()
-	_, err := s.in.Write(append(b, '\n'))
+	_, err := s.in.Write(s.seal.Seal(b))
 	s.inMu.Unlock()
 	if err != nil {
 		return sandboxproto.Reply{}, fmt.Errorf("sandbox %s: %w", s.ID, err)
@@ -288,11 +355,19 @@ type ExecResult struct {
 // Exec runs argv as a new process; output is streamed to onChunk as it comes.
 func (s *Sandbox) Exec(ctx context.Context, argv []string, stdin []byte, timeout time.Duration, workdir string, env map[string]string, onChunk func(stdout, stderr []byte)) (*ExecResult, error) {
 	res := &ExecResult{}
-	r, err := s.call(ctx, sandboxproto.Request{Op: sandboxproto.OpExec, Argv: argv, Stdin: stdin, TimeoutMS: ms(timeout), Workdir: workdir, Env: env},
-		func(o, e []byte) {
-			res.Stdout = append(res.Stdout, o...)
-			res.Stderr = append(res.Stderr, e...)
-			if onChunk != nil {
+	acc := s.accumulator(res)
+	req := sandboxproto.Request{Op: sandboxproto.OpExec, Argv: argv, Stdin: stdin, TimeoutMS: ms(timeout), Workdir: workdir, Env: env}
+	if len(stdin) > sandboxproto.ChunkBytes {
+		// Too large for one frame: written to a file in chunks, read as stdin.
+		req.Stdin, req.StdinPath = nil, s.Inner+"/.prorl-stdin-"+randHex(8)
+		if err := s.WriteFile(ctx, req.StdinPath, stdin, 0o600); err != nil {
+			return nil, fmt.Errorf("stdin: %w", err)
+		}
+	}
+	r, err := s.call(ctx, req,
+		func(c sandboxproto.Reply) {
+			o, e := acc(c)
+			if onChunk != nil && len(o)+len(e) > 0 {
 				onChunk(o, e)
 			}
 		})
@@ -302,29 +377,88 @@ func (s *Sandbox) Exec(ctx context.Context, argv []string, stdin []byte, timeout
 	if r.Error != "" {
 		return nil, errors.New(r.Error)
 	}
-	res.ExitCode, res.TimedOut, res.Truncated = r.ExitCode, r.TimedOut, r.Truncated
+	acc(r)
+	res.ExitCode, res.TimedOut, res.Truncated = r.ExitCode, r.TimedOut, res.Truncated || r.Truncated
 	return res, nil
+}
+
+// accumulator collects a call's output up to the sandbox's output cap per
+// stream, whatever the agent sends: what is over is dropped and counted.
+// It returns the part of each chunk that was kept.
+func (s *Sandbox) accumulator(res *ExecResult) func(sandboxproto.Reply) (o, e []byte) {
+	limit := int(s.limits.MaxOutputBytes)
+	if limit <= 0 {
+		limit = 1 << 20
+	}
+	keep := func(dst *[]byte, p []byte) []byte {
+		room := limit - len(*dst)
+		if len(p) > room {
+			s.count.OutputDropped.Add(uint64(len(p) - max(room, 0)))
+			res.Truncated = true
+			p = p[:max(room, 0)]
+		}
+		*dst = append(*dst, p...)
+		return p
+	}
+	return func(c sandboxproto.Reply) ([]byte, []byte) {
+		return keep(&res.Stdout, c.Stdout), keep(&res.Stderr, c.Stderr)
+	}
 }
 
 // Session runs a command in the sandbox's persistent bash session.
 func (s *Sandbox) Session(ctx context.Context, command string, timeout time.Duration) (*ExecResult, error) {
-	r, err := s.call(ctx, sandboxproto.Request{Op: sandboxproto.OpSession, Command: command, TimeoutMS: ms(timeout)}, nil)
+	res := &ExecResult{}
+	acc := s.accumulator(res)
+	r, err := s.call(ctx, sandboxproto.Request{Op: sandboxproto.OpSession, Command: command, TimeoutMS: ms(timeout)}, func(c sandboxproto.Reply) { acc(c) })
 	if err != nil {
 		return nil, err
 	}
-	return &ExecResult{Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, TimedOut: r.TimedOut, Truncated: r.Truncated}, nil
+	acc(r)
+	res.ExitCode, res.TimedOut, res.Truncated = r.ExitCode, r.TimedOut, res.Truncated || r.Truncated
+	return res, nil
+}
+
+// Isolation asks the agent how commands are isolated: "full" (pid and
+// mount namespaces with their own /proc), "pid", or "none: WHY".
+func (s *Sandbox) Isolation(ctx context.Context) (string, error) {
+	r, err := s.call(ctx, sandboxproto.Request{Op: sandboxproto.OpPing, Command: "isolation"}, nil)
+	return r.Isolation, err
 }
 
 // ReadFile reads a file inside the sandbox (relative to its work dir).
 func (s *Sandbox) ReadFile(ctx context.Context, path string, max uint64) ([]byte, bool, error) {
-	r, err := s.call(ctx, sandboxproto.Request{Op: sandboxproto.OpRead, Path: path, MaxBytes: max}, nil)
-	return r.Data, r.Truncated, err
+	if max == 0 {
+		max = 64 << 20
+	}
+	var data []byte
+	over := false
+	add := func(c sandboxproto.Reply) {
+		room := int(max) - len(data)
+		if len(c.Data) > room {
+			over = true
+			s.count.OutputDropped.Add(uint64(len(c.Data) - room))
+			c.Data = c.Data[:room]
+		}
+		data = append(data, c.Data...)
+	}
+	r, err := s.call(ctx, sandboxproto.Request{Op: sandboxproto.OpRead, Path: path, MaxBytes: max}, add)
+	add(r)
+	return data, r.Truncated || over, err
 }
 
-// WriteFile writes a file inside the sandbox, creating its directories.
+// WriteFile writes a file inside the sandbox, creating its directories;
+// large files go in chunks.
 func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte, mode uint32) error {
-	_, err := s.call(ctx, sandboxproto.Request{Op: sandboxproto.OpWrite, Path: path, Data: data, Mode: mode}, nil)
-	return err
+	for off := 0; ; {
+		n := min(len(data)-off, sandboxproto.ChunkBytes)
+		_, err := s.call(ctx, sandboxproto.Request{Op: sandboxproto.OpWrite, Path: path, Data: data[off : off+n], Mode: mode, Append: off > 0}, nil)
+		if err != nil {
+			return err
+		}
+		if off += n; off >= len(data) {
+			return nil
+		}
+	}
 }
 
 // ListDir lists a directory inside the sandbox.
@@ -366,6 +500,10 @@ func (s *Sandbox) stop(grace time.Duration) error {
 	s.kill()
 	if s.cleanup != nil {
 		s.cleanup()
+	}
+	s.cgroup.remove()
+	if s.unmount != nil {
+		s.unmount()
 	}
 	return removeAll(s.WorkDir)
 }

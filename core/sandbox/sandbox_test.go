@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -50,6 +51,11 @@ func workRoot(t *testing.T) string {
 
 func newManager(t *testing.T, driver, root string) *Manager {
 	t.Helper()
+	return newManagerLimits(t, driver, root, Limits{CPUSeconds: 20, MemoryBytes: 1 << 30, MaxProcesses: 128, MaxFileBytes: 64 << 20, MaxOutputBytes: 64 << 10})
+}
+
+func newManagerLimits(t *testing.T, driver, root string, lim Limits) *Manager {
+	t.Helper()
 	cfg := Config{Driver: driver}
 	switch driver {
 	case "bwrap":
@@ -83,8 +89,7 @@ func newManager(t *testing.T, driver, root string) *Manager {
 	}
 	cfg.WorkRoot, cfg.Agent, cfg.MaxStarting = root, agentBin, 8
 	m, err := New(Config{Driver: cfg.Driver, ApptainerRootMode: cfg.ApptainerRootMode, ImageDir: cfg.ImageDir, DefaultImage: cfg.DefaultImage,
-		WorkRoot: root, Agent: agentBin, MaxStarting: 8,
-		Limits: Limits{CPUSeconds: 20, MemoryBytes: 1 << 30, MaxProcesses: 128, MaxFileBytes: 64 << 20, MaxOutputBytes: 64 << 10}},
+		WorkRoot: root, Agent: agentBin, MaxStarting: 8, Limits: lim},
 		hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
@@ -261,6 +266,12 @@ func TestDrivers(t *testing.T) {
 				if n := countLabelled(label); n == 0 {
 					t.Fatal("no labelled process while running")
 				}
+				var inside []int
+				if s.cgroup != nil {
+					if inside = s.cgroup.procs(); len(inside) < 3 {
+						t.Fatalf("the sandbox's cgroup holds %v: the launcher, the agent and the session at least", inside)
+					}
+				}
 				if err := m.Stop(s.ID); err != nil {
 					t.Fatal(err)
 				}
@@ -270,6 +281,11 @@ func TestDrivers(t *testing.T) {
 				}
 				if n := countLabelled(label) + countLabelled(instancePrefix(m.instance)+s.ID); n != 0 {
 					t.Fatalf("%d processes left after stop", n)
+				}
+				for _, p := range inside {
+					if !isZombie(strconv.Itoa(p)) {
+						t.Errorf("process %d of the sandbox is alive after stop", p)
+					}
 				}
 				if _, err := os.Stat(s.WorkDir); !os.IsNotExist(err) {
 					t.Fatalf("work dir left: %v", err)
@@ -286,8 +302,9 @@ func countLabelled(prefix string) int {
 	ents, _ := os.ReadDir("/proc")
 	n := 0
 	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(b), prefix) && !isZombie(e.Name()) {
+		b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if (strings.Contains(string(b), prefix) || strings.Contains(string(env), labelEnv+"="+prefix)) && !isZombie(e.Name()) {
 			n++
 		}
 	}

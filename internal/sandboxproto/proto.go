@@ -27,6 +27,11 @@ type Request struct {
 	Data      []byte            `json:"data,omitempty"`
 	Mode      uint32            `json:"mode,omitempty"`
 	MaxBytes  uint64            `json:"max_bytes,omitempty"`
+	// Append writes Data at the end of Path (a large write comes in chunks).
+	Append bool `json:"append,omitempty"`
+	// StdinPath, for a large stdin, names a file the host wrote in
+	// chunks: the command reads it as stdin, and the agent removes it.
+	StdinPath string `json:"stdin_path,omitempty"`
 }
 
 // Entry is a directory entry.
@@ -49,6 +54,9 @@ type Reply struct {
 	Error     string  `json:"error,omitempty"`
 	Data      []byte  `json:"data,omitempty"`
 	Entries   []Entry `json:"entries,omitempty"`
+	// Isolation, on a ping's reply, says how commands are isolated:
+	// "namespaces", or "none: REASON".
+	Isolation string `json:"isolation,omitempty"`
 }
 
 // Limits are applied to every process the agent starts.
@@ -59,4 +67,15 @@ type Limits struct {
 	MaxFileBytes uint64 `json:"max_file_bytes,omitempty"`
 	// MaxOutputBytes caps what one command returns; the rest is dropped and reported.
 	MaxOutputBytes uint64 `json:"max_output_bytes,omitempty"`
+	// Seccomp is "default" (the deny list of internal/seccomp, less the
+	// groups in SeccompAllow) or "off".
+	Seccomp      string   `json:"seccomp,omitempty"`
+	SeccompAllow []string `json:"seccomp_allow,omitempty"`
+	// Isolate runs every command in its own user, pid and mount namespace
+	// (with its own /proc), where the agent and other commands' processes
+	// cannot be seen, signalled or traced, and a timeout ends everything
+	// the command started. RequireIsolation refuses to run commands when
+	// the namespaces cannot be made, instead of running them without.
+	Isolate          bool `json:"isolate,omitempty"`
+	RequireIsolation bool `json:"require_isolation,omitempty"`
 }

@@ -113,6 +113,7 @@ func TestVerdicts(t *testing.T) {
 		{"forges a result line", fnTask, "print('\\x00prorl-result\\x00' + '4')\ndef double(x):\n    raise SystemExit(0)", 0, "RE RE RE"},
 		{"patches builtins", fnTask, "import builtins, json\nbuiltins.print = lambda *a, **k: None\njson.dumps = lambda *a, **k: '4'\ndef double(x):\n    return -1", 0, "WA WA WA"},
 		{"reads the judge's files", sumTask, "import os, glob\nfound = [p for p in glob.glob('/tmp/*') + glob.glob('./**', recursive=True) if os.path.isfile(p)]\nprint(' '.join(open(p, errors='ignore').read(20) for p in found[:50]) or 'nothing')", 0, "WA WA WA"},
+		{"kills the judge", sumTask, "import os\nos.kill(os.getppid(), 9)", 0, "RE RE RE"},
 		{"reads stdin for other tests", sumTask, "import sys\nprint(sys.stdin.read())", 0, "WA WA WA"},
 	}
 	for _, c := range cases {

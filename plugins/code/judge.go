@@ -5,6 +5,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -74,10 +75,23 @@ func judge(ctx context.Context, h sdk.Host, sandboxID string, t *Task, solution 
 	spec, _ := json.Marshal(map[string]any{"mode": t.Mode, "solution": solution, "tests": tests,
 		"time_limit": lim.time, "memory_mb": lim.memMB, "workers": lim.workers, "max_output": maxOutput})
 	var out judgeOutput
-	if err := runJudge(ctx, h, sandboxID, spec, len(t.Tests), lim, &out); err != nil {
-		return nil, nil, err
-	}
 	verdicts := make([]string, len(t.Tests))
+	if err := runJudge(ctx, h, sandboxID, spec, len(t.Tests), lim, &out); err != nil {
+		var k *judgeKilled
+		if !errors.As(err, &k) {
+			return nil, nil, err
+		}
+		// The code under test killed or stalled its driver: that is the
+		// solution failing, scored as such, never an infrastructure failure.
+		v := VerdictRE
+		if k.timedOut {
+			v = VerdictTLE
+		}
+		for i := range verdicts {
+			verdicts[i] = v
+		}
+		return verdicts, nil, nil
+	}
 	if out.CompileError != "" {
 		for i := range verdicts {
 			verdicts[i] = VerdictCE
@@ -105,13 +119,30 @@ func runJudge(ctx context.Context, h sdk.Host, sandboxID string, spec []byte, n 
 	if err != nil {
 		return fmt.Errorf("run judge: %w", err)
 	}
-	if res.TimedOut || res.ExitCode != 0 {
-		return fmt.Errorf("judge failed (exit %d, timed out %v): %.500s", res.ExitCode, res.TimedOut, res.Stderr)
+	if res.TimedOut || res.ExitCode >= 128 {
+		return &judgeKilled{timedOut: res.TimedOut, code: res.ExitCode}
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("judge failed (exit %d): %.500s", res.ExitCode, res.Stderr)
 	}
 	if err := json.Unmarshal(bytes.TrimSpace(res.Stdout), out); err != nil {
 		return fmt.Errorf("judge output: %w (%.200s)", err, res.Stdout)
 	}
 	return nil
+}
+
+// judgeKilled is a judge that was killed by a signal or ran past its wall
+// time: only the code under test runs beside it.
+type judgeKilled struct {
+	timedOut bool
+	code     int
+}
+
+func (k *judgeKilled) Error() string {
+	if k.timedOut {
+		return "judge timed out"
+	}
+	return fmt.Sprintf("judge killed (exit %d)", k.code)
 }
 
 // literalExpectations evaluates assert-style expected literals in the

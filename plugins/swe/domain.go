@@ -123,7 +123,7 @@ func (d *Domain) Prepare(_ context.Context, req sdk.PrepareRequest) (*sdk.Episod
 	}
 	user := strings.NewReplacer("{repo_path}", RepoPath, "{repo}", t.Repo, "{problem_statement}", t.Problem,
 		"{instance_id}", t.InstanceID).Replace(d.cfg.InstancePrompt)
-	spec := &sdk.SandboxSpec{Image: img, MaxProcesses: 512, MemoryBytes: 4 << 30}
+	spec := &sdk.SandboxSpec{Image: img, MaxProcesses: 512, MemoryBytes: 4 << 30, DiskBytes: 4 << 30}
 	return &sdk.Episode{
 		TaskID:      t.InstanceID,
 		Messages:    []sdk.Message{{Role: "system", Content: d.cfg.SystemPrompt}, {Role: "user", Content: user}},

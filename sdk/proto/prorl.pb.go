@@ -534,14 +534,20 @@ type SandboxSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Image name, resolved by the host's image directory; empty means the
 	// host's default image.
-	Image         string            `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
-	Network       bool              `protobuf:"varint,2,opt,name=network,proto3" json:"network,omitempty"`
-	Env           map[string]string `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	CpuSeconds    uint32            `protobuf:"varint,4,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`
-	MemoryBytes   uint64            `protobuf:"varint,5,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
-	MaxProcesses  uint32            `protobuf:"varint,6,opt,name=max_processes,json=maxProcesses,proto3" json:"max_processes,omitempty"`
-	MaxFileBytes  uint64            `protobuf:"varint,7,opt,name=max_file_bytes,json=maxFileBytes,proto3" json:"max_file_bytes,omitempty"`
-	Workdir       string            `protobuf:"bytes,8,opt,name=workdir,proto3" json:"workdir,omitempty"`
+	Image        string            `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	Network      bool              `protobuf:"varint,2,opt,name=network,proto3" json:"network,omitempty"`
+	Env          map[string]string `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	CpuSeconds   uint32            `protobuf:"varint,4,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`
+	MemoryBytes  uint64            `protobuf:"varint,5,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	MaxProcesses uint32            `protobuf:"varint,6,opt,name=max_processes,json=maxProcesses,proto3" json:"max_processes,omitempty"`
+	MaxFileBytes uint64            `protobuf:"varint,7,opt,name=max_file_bytes,json=maxFileBytes,proto3" json:"max_file_bytes,omitempty"`
+	Workdir      string            `protobuf:"bytes,8,opt,name=workdir,proto3" json:"workdir,omitempty"`
+	// Size of the sandbox's work directory (a tmpfs where the driver can make
+	// one); 0 takes the host's default.
+	DiskBytes uint64 `protobuf:"varint,9,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
+	// Seccomp groups the commands need back from the host's default filter:
+	// "ptrace", "namespaces", "io_uring".
+	SeccompAllow  []string `protobuf:"bytes,10,rep,name=seccomp_allow,json=seccompAllow,proto3" json:"seccomp_allow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -630,6 +636,20 @@ func (x *SandboxSpec) GetWorkdir() string {
 		return x.Workdir
 	}
 	return ""
+}
+
+func (x *SandboxSpec) GetDiskBytes() uint64 {
+	if x != nil {
+		return x.DiskBytes
+	}
+	return 0
+}
+
+func (x *SandboxSpec) GetSeccompAllow() []string {
+	if x != nil {
+		return x.SeccompAllow
+	}
+	return nil
 }
 
 type Limits struct {
@@ -1991,7 +2011,7 @@ const file_prorl_proto_rawDesc = "" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
-	"\x0earguments_json\x18\x03 \x01(\fR\rargumentsJson\"\xd0\x02\n" +
+	"\x0earguments_json\x18\x03 \x01(\fR\rargumentsJson\"\x94\x03\n" +
 	"\vSandboxSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\anetwork\x18\x02 \x01(\bR\anetwork\x120\n" +
@@ -2001,7 +2021,11 @@ const file_prorl_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\x05 \x01(\x04R\vmemoryBytes\x12#\n" +
 	"\rmax_processes\x18\x06 \x01(\rR\fmaxProcesses\x12$\n" +
 	"\x0emax_file_bytes\x18\a \x01(\x04R\fmaxFileBytes\x12\x18\n" +
-	"\aworkdir\x18\b \x01(\tR\aworkdir\x1a6\n" +
+	"\aworkdir\x18\b \x01(\tR\aworkdir\x12\x1d\n" +
+	"\n" +
+	"disk_bytes\x18\t \x01(\x04R\tdiskBytes\x12#\n" +
+	"\rseccomp_allow\x18\n" +
+	" \x03(\tR\fseccompAllow\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"~\n" +

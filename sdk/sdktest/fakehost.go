@@ -81,6 +81,9 @@ func (f *FakeHost) Exec(req *pb.ExecRequest, stream pb.HostServices_ExecServer) 
 		chunk.TimedOut, chunk.ExitCode = true, -1
 	case errors.As(runErr, &ee):
 		chunk.ExitCode = int32(ee.ExitCode())
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			chunk.ExitCode = int32(128 + ws.Signal()) // as the host's sandboxes report it
+		}
 	case runErr != nil:
 		chunk.Error = runErr.Error()
 	}

@@ -1,0 +1,273 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Per-sandbox cgroups bound memory (tmpfs included) and processes for the
+// whole sandbox, and let Stop kill everything in it. Both cgroup v1 (the
+// memory and pids hierarchies) and v2 are used where the host may create
+// groups under its own; elsewhere (a rootless host without delegation)
+// sandboxes fall back to per-process rlimits, and Enforcement says so.
+type cgroups struct {
+	v2   string // v2: this host's parent group
+	mem  string // v1: parent groups in the memory and pids hierarchies
+	pids string
+	// own v1 groups of the host, to return a thread to
+	ownMem, ownPids string
+}
+
+// agentReserve is the processes and threads a sandbox's agent may hold
+// beyond its commands' limit.
+const agentReserve = 64
+
+type cgroup struct {
+	v2        string
+	mem, pids string
+	parent    *cgroups
+}
+
+// ownCgroups reads /proc/self/cgroup: the v2 path and the v1 paths by controller.
+func ownCgroups() (v2 string, v1 map[string]string, err error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", nil, err
+	}
+	v1 = map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if f[0] == "0" && f[1] == "" {
+			v2 = f[2]
+			continue
+		}
+		for _, c := range strings.Split(f[1], ",") {
+			v1[c] = f[2]
+		}
+	}
+	return v2, v1, nil
+}
+
+// newCgroups makes this host instance's parent groups, or says why not.
+func newCgroups(instance string) (*cgroups, error) {
+	v2, v1, err := ownCgroups()
+	if err != nil {
+		return nil, err
+	}
+	name := "prorl-" + instance
+	if m, p := v1["memory"], v1["pids"]; m != "" && p != "" {
+		c := &cgroups{mem: filepath.Join("/sys/fs/cgroup/memory", m, name), pids: filepath.Join("/sys/fs/cgroup/pids", p, name),
+			ownMem: filepath.Join("/sys/fs/cgroup/memory", m), ownPids: filepath.Join("/sys/fs/cgroup/pids", p)}
+		if err := os.Mkdir(c.mem, 0o755); err != nil {
+			return nil, fmt.Errorf("cgroup v1 memory: %w", err)
+		}
+		if err := os.Mkdir(c.pids, 0o755); err != nil {
+			_ = os.Remove(c.mem)
+			return nil, fmt.Errorf("cgroup v1 pids: %w", err)
+		}
+		_ = os.WriteFile(filepath.Join(c.mem, "memory.use_hierarchy"), []byte("1"), 0)
+		return c, nil
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil && v2 != "" {
+		dir := filepath.Join("/sys/fs/cgroup", v2, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("cgroup v2: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+memory +pids"), 0); err != nil {
+			_ = os.Remove(dir)
+			return nil, fmt.Errorf("cgroup v2: enable memory and pids under %s: %w", dir, err)
+		}
+		return &cgroups{v2: dir}, nil
+	}
+	return nil, errors.New("no writable cgroup hierarchy with memory and pids controllers")
+}
+
+func write(dir, file, v string) error {
+	return os.WriteFile(filepath.Join(dir, file), []byte(v), 0)
+}
+
+// create makes one sandbox's group with its limits.
+func (c *cgroups) create(id string, l Limits) (*cgroup, error) {
+	if c == nil {
+		return nil, nil
+	}
+	// Commands hit RLIMIT_NPROC at MaxProcesses first; the reserve keeps
+	// the agent able to make threads (and answer) while a fork bomb runs.
+	mem, pids := strconv.FormatUint(l.MemoryBytes, 10), strconv.FormatUint(l.MaxProcesses+agentReserve, 10)
+	if l.MemoryBytes == 0 {
+		mem = "max"
+	}
+	if l.MaxProcesses == 0 {
+		pids = "max"
+	}
+	g := &cgroup{parent: c}
+	if c.v2 != "" {
+		g.v2 = filepath.Join(c.v2, id)
+		if err := os.Mkdir(g.v2, 0o755); err != nil {
+			return nil, err
+		}
+		for _, kv := range [][2]string{{"memory.max", mem}, {"memory.swap.max", "0"}, {"pids.max", pids}} {
+			if err := write(g.v2, kv[0], kv[1]); err != nil && kv[0] != "memory.swap.max" {
+				g.remove()
+				return nil, fmt.Errorf("cgroup %s: %w", kv[0], err)
+			}
+		}
+		return g, nil
+	}
+	g.mem, g.pids = filepath.Join(c.mem, id), filepath.Join(c.pids, id)
+	if err := os.Mkdir(g.mem, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(g.pids, 0o755); err != nil {
+		g.remove()
+		return nil, err
+	}
+	if l.MemoryBytes == 0 {
+		mem = "-1"
+	}
+	// memsw after the limit it may not be below; no swap beyond the limit.
+	for _, kv := range [][3]string{{g.mem, "memory.limit_in_bytes", mem}, {g.mem, "memory.memsw.limit_in_bytes", mem}, {g.pids, "pids.max", pids}} {
+		if err := write(kv[0], kv[1], kv[2]); err != nil && kv[1] != "memory.memsw.limit_in_bytes" {
+			g.remove()
+			return nil, fmt.Errorf("cgroup %s: %w", kv[1], err)
+		}
+	}
+	return g, nil
+}
+
+// start starts cmd inside the group, so that everything it ever forks is
+// in it from the first instruction. v2 clones straight into the group; v1
+// has no such call, so the starting thread joins the group for the fork
+// and leaves it after (a thread that cannot leave is retired).
+func (g *cgroup) start(cmd *exec.Cmd) error {
+	if g == nil {
+		return cmd.Start()
+	}
+	if g.v2 != "" {
+		fd, err := unix.Open(g.v2, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+		return cmd.Start()
+	}
+	runtime.LockOSThread()
+	tid := strconv.Itoa(unix.Gettid())
+	if err := write(g.mem, "tasks", tid); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("join cgroup: %w", err)
+	}
+	if err := write(g.pids, "tasks", tid); err != nil {
+		if write(g.parent.ownMem, "tasks", tid) == nil {
+			runtime.UnlockOSThread()
+		}
+		return fmt.Errorf("join cgroup: %w", err)
+	}
+	err := cmd.Start()
+	if write(g.parent.ownMem, "tasks", tid) == nil && write(g.parent.ownPids, "tasks", tid) == nil {
+		runtime.UnlockOSThread()
+	} // else the goroutine ends locked and Go retires the thread
+	return err
+}
+
+// procs lists the processes in the group.
+func (g *cgroup) procs() []int {
+	dir := g.v2
+	if dir == "" {
+		dir = g.pids
+	}
+	if dir == "" {
+		dir = g.mem
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// remove kills whatever is left in the group and deletes it.
+func (g *cgroup) remove() {
+	if g == nil {
+		return
+	}
+	for try := 0; try < 100; try++ {
+		ps := g.procs()
+		if len(ps) == 0 {
+			break
+		}
+		for _, p := range ps {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, d := range []string{g.v2, g.mem, g.pids} {
+		if d != "" {
+			_ = os.Remove(d)
+		}
+	}
+}
+
+// close removes the host's parent groups (empty by then).
+func (c *cgroups) close() {
+	if c == nil {
+		return
+	}
+	for _, d := range []string{c.v2, c.mem, c.pids} {
+		if d != "" {
+			_ = os.Remove(d)
+		}
+	}
+}
+
+// reapCgroups removes the groups of a dead host instance.
+func (c *cgroups) reap(instance string) {
+	if c == nil {
+		return
+	}
+	for _, parent := range []string{c.v2, c.mem, c.pids} {
+		if parent == "" {
+			continue
+		}
+		dead := filepath.Join(filepath.Dir(parent), "prorl-"+instance)
+		ents, err := os.ReadDir(dead)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if e.IsDir() {
+				g := &cgroup{}
+				switch parent {
+				case c.v2:
+					g.v2 = filepath.Join(dead, e.Name())
+				case c.mem:
+					g.mem = filepath.Join(dead, e.Name())
+				default:
+					g.pids = filepath.Join(dead, e.Name())
+				}
+				g.remove()
+			}
+		}
+		_ = os.Remove(dead)
+	}
+}
