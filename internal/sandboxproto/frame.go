@@ -41,17 +41,20 @@ type Hello struct {
 	Limits Limits `json:"limits"`
 }
 
-// Sealer authenticates outgoing frames; not safe for concurrent use.
-type Sealer struct {
+// chain is one direction's MAC and frame count.
+type chain struct {
 	mac hash.Hash
 	dir byte
 	seq uint64
 }
 
+func newChain(key []byte, dir byte) chain { return chain{mac: hmac.New(sha256.New, key), dir: dir} }
+
+// Sealer authenticates outgoing frames; not safe for concurrent use.
+type Sealer struct{ chain }
+
 // NewSealer seals frames in direction dir.
-func NewSealer(key []byte, dir byte) *Sealer {
-	return &Sealer{mac: hmac.New(sha256.New, key), dir: dir}
-}
+func NewSealer(key []byte, dir byte) *Sealer { return &Sealer{newChain(key, dir)} }
 
 func sum(h hash.Hash, dir byte, seq uint64, body []byte, out []byte) []byte {
 	h.Reset()
@@ -77,16 +80,10 @@ func (s *Sealer) Seal(body []byte) []byte {
 }
 
 // Opener checks incoming frames; not safe for concurrent use.
-type Opener struct {
-	mac hash.Hash
-	dir byte
-	seq uint64
-}
+type Opener struct{ chain }
 
 // NewOpener checks frames sent in direction dir.
-func NewOpener(key []byte, dir byte) *Opener {
-	return &Opener{mac: hmac.New(sha256.New, key), dir: dir}
-}
+func NewOpener(key []byte, dir byte) *Opener { return &Opener{newChain(key, dir)} }
 
 // ErrForged is a frame whose MAC does not verify.
 var ErrForged = errors.New("frame not authenticated")
