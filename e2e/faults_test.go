@@ -68,22 +68,12 @@ func TestPluginCrash(t *testing.T) {
 	if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	crashed := 0
+	// Math keeps no per-process state: every rollout goes on with the
+	// restarted process, and none is lost to the crash.
 	for _, id := range sub.RolloutIDs {
-		res := e.wait(t, id)
-		switch {
-		case res.Status == trajectory.StatusFailed && res.Failure.Reason == trajectory.ReasonPluginCrashed:
-			crashed++
-			if res.Failure.Stage == "" || res.Failure.Message == "" {
-				t.Errorf("crash failure lacks stage or message: %+v", res.Failure)
-			}
-		case res.Status == trajectory.StatusCompleted:
-		default:
-			t.Errorf("%s: unexpected %s %+v", id, res.Status, res.Failure)
+		if res := e.wait(t, id); res.Status != trajectory.StatusCompleted || res.Reward != 1 {
+			t.Errorf("%s: %s %+v reward %v after a plugin crash", id, res.Status, res.Failure, res.Reward)
 		}
-	}
-	if crashed == 0 {
-		t.Fatal("no rollout reported plugin_crashed")
 	}
 	if r := e.do("GET", "/healthz", nil); r.code != 200 {
 		t.Fatalf("host unhealthy after plugin crash: %d", r.code)
@@ -107,7 +97,6 @@ func TestPluginCrash(t *testing.T) {
 			t.Fatalf("after restart: %s %+v reward %v", res.Status, res.Failure, res.Reward)
 		}
 	}
-	t.Logf("%d of 6 rollouts reported plugin_crashed; the rest completed", crashed)
 }
 
 func TestBadInput(t *testing.T) {

@@ -142,8 +142,13 @@ func TestChaosSoak(t *testing.T) {
 	}
 	// The heap is reported, not asserted: an idle host collects no garbage for
 	// up to two minutes, so heap in use right after a burst says nothing of leaks.
-	if byStatus["completed"] == 0 {
-		t.Error("nothing completed")
+	// Math keeps no per-process state: calls that met a killed plugin are
+	// retried on its successor, so a plugin crash costs no rollout.
+	if byReason["plugin_crashed"] > 0 {
+		t.Errorf("%d rollouts failed plugin_crashed in a domain without per-process state", byReason["plugin_crashed"])
+	}
+	if c := byStatus["completed"]; float64(c) < 0.99*float64(n) {
+		t.Errorf("%d of %d completed, goal 99%%", c, n)
 	}
 	// Say what an internal failure was, from the host's own log.
 	if byReason["internal"] > 0 {

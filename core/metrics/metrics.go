@@ -19,6 +19,8 @@ type Metrics struct {
 	Turns       prometheus.Counter
 	HTTP        *prometheus.CounterVec // route, code
 	PluginCalls *prometheus.HistogramVec
+	// PluginRetries counts calls retried on a restarted plugin process.
+	PluginRetries *prometheus.CounterVec
 }
 
 // New registers every metric; gauges that read live state are added with
@@ -40,8 +42,10 @@ func New() *Metrics {
 			[]string{"route", "code"}),
 		PluginCalls: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "prorl_plugin_call_seconds", Help: "Plugin RPC latency.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}, []string{"plugin", "method"}),
+		PluginRetries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "prorl_plugin_call_retries_total", Help: "Plugin calls retried on a restarted process after a crash."},
+			[]string{"plugin", "method"}),
 	}
-	r.MustRegister(m.Submitted, m.Finished, m.StageTime, m.TurnOverhd, m.Turns, m.HTTP, m.PluginCalls)
+	r.MustRegister(m.Submitted, m.Finished, m.StageTime, m.TurnOverhd, m.Turns, m.HTTP, m.PluginCalls, m.PluginRetries)
 	return m
 }
 

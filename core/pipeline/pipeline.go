@@ -567,17 +567,17 @@ func (p *Pipeline) Evaluate(ctx context.Context, domain string, task json.RawMes
 	if !ok {
 		return nil, fmt.Errorf("unknown domain %q", domain)
 	}
-	c, err := plug.Acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
 	id := NewID("eval-")
 	req := &pb.EvaluateRequest{RolloutId: id, TaskJson: task, FinalResponse: response, EndReason: "evaluate"}
 	if plug.Has(sdk.CapEvalSandbox) {
 		// The domain scores in a fresh sandbox: Prepare says which.
-		prep, err := c.Prepare(ctx, &pb.PrepareRequest{RolloutId: id, TaskJson: task})
+		var prep *pb.PrepareResponse
+		err := p.callPlugin(ctx, plug, nil, "Prepare", func(c pluginhost.Conn) (err error) {
+			prep, err = c.Prepare(ctx, &pb.PrepareRequest{RolloutId: id, TaskJson: task})
+			return err
+		})
 		if err != nil {
-			return nil, plug.Check(c.Epoch, err)
+			return nil, err
 		}
 		if len(prep.Diagnostics) > 0 {
 			return &pb.EvaluateResponse{Diagnostics: prep.Diagnostics}, nil
@@ -590,9 +590,13 @@ func (p *Pipeline) Evaluate(ctx context.Context, domain string, task json.RawMes
 			defer release()
 		}
 	}
-	r, err := c.Evaluate(ctx, req)
+	var r *pb.EvaluateResponse
+	err := p.callPlugin(ctx, plug, nil, "Evaluate", func(c pluginhost.Conn) (err error) {
+		r, err = c.Evaluate(ctx, req)
+		return err
+	})
 	if err != nil {
-		return nil, plug.Check(c.Epoch, err)
+		return nil, err
 	}
 	return r, nil
 }

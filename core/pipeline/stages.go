@@ -23,35 +23,62 @@ func (p *Pipeline) plugin(r *Rollout) (*pluginhost.Plugin, error) {
 	return plug, nil
 }
 
-// call runs one RPC against the plugin process the rollout belongs to, so a
-// restarted process never serves a rollout its predecessor prepared.
+// crashRetries bounds how often one call is retried on restarted processes.
+const crashRetries = 3
+
+// call runs one RPC against the domain's plugin. A domain without
+// per-process state (no CapRelease) survives a crash: a call that met the
+// dead process is retried on its successor (Prepare, Setup, tool calls and
+// Evaluate are pure functions of the request and the sandbox). A domain
+// that keeps per-rollout state in its process is pinned to the process
+// that prepared the rollout, and fails with plugin_crashed when it dies.
 func (p *Pipeline) call(ctx context.Context, r *Rollout, method string, f func(pluginhost.Conn) error) error {
 	plug, err := p.plugin(r)
 	if err != nil {
 		return err
 	}
-	c, err := plug.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	if r.epoch != 0 && c.Epoch != r.epoch {
-		return plug.Check(r.epoch, nil)
-	}
-	start := time.Now()
-	err = f(c)
-	if p.d.Metrics != nil {
-		p.d.Metrics.PluginCalls.WithLabelValues(plug.Name, method).Observe(time.Since(start).Seconds())
-	}
-	if err != nil {
+	return p.callPlugin(ctx, plug, r, method, f)
+}
+
+// callPlugin is call for a plugin; r is nil outside a rollout (/v1/evaluate).
+func (p *Pipeline) callPlugin(ctx context.Context, plug *pluginhost.Plugin, r *Rollout, method string, f func(pluginhost.Conn) error) error {
+	stateful := plug.Has(sdk.CapRelease)
+	for attempt := 0; ; attempt++ {
+		c, err := plug.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		if stateful && r != nil && r.epoch != 0 && c.Epoch != r.epoch {
+			return plug.Check(r.epoch, nil)
+		}
+		start := time.Now()
+		err = f(c)
+		if p.d.Metrics != nil {
+			p.d.Metrics.PluginCalls.WithLabelValues(plug.Name, method).Observe(time.Since(start).Seconds())
+		}
+		if err == nil {
+			if r != nil && r.epoch == 0 {
+				r.epoch = c.Epoch
+			}
+			return nil
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return plug.Check(c.Epoch, err)
+		err = plug.Check(c.Epoch, err)
+		if stateful || attempt == crashRetries || !errors.Is(err, pluginhost.ErrCrashed) {
+			return err
+		}
+		id := ""
+		if r != nil {
+			id = r.ID
+		}
+		p.d.Log.Warn("plugin call met a crashed process; retrying on its successor", "plugin", plug.Name, "method", method, "rollout", id, "attempt", attempt+1)
+		if p.d.Metrics != nil {
+			p.d.Metrics.PluginRetries.WithLabelValues(plug.Name, method).Inc()
+		}
+		plug.AwaitRestart(ctx, c.Epoch)
 	}
-	if r.epoch == 0 {
-		r.epoch = c.Epoch
-	}
-	return nil
 }
 
 func (p *Pipeline) initStage(ctx context.Context, r *Rollout) error {

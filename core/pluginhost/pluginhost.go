@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"io"
 	"os"
 	"os/exec"
@@ -289,18 +291,41 @@ func (p *Plugin) Epoch() uint64 {
 }
 
 // Check maps a call error to ErrCrashed when the process that served the
-// rollout is gone.
+// rollout is gone. A transport error may arrive a moment before the
+// process is seen to exit: it waits up to a second to tell.
 func (p *Plugin) Check(epoch uint64, err error) error {
-	p.mu.Lock()
-	cur, c := p.epoch, p.client
-	p.mu.Unlock()
-	if cur != epoch || c == nil || c.Exited() {
-		if err == nil {
-			err = errors.New("process restarted")
+	deadline := time.Now().Add(time.Second)
+	for {
+		p.mu.Lock()
+		cur, c := p.epoch, p.client
+		p.mu.Unlock()
+		if cur != epoch || c == nil || c.Exited() {
+			if err == nil {
+				err = errors.New("process restarted")
+			}
+			return fmt.Errorf("%w: %s: %v", ErrCrashed, p.Name, err)
 		}
-		return fmt.Errorf("%w: %s: %v", ErrCrashed, p.Name, err)
+		if err == nil || status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return err
+}
+
+// AwaitRestart waits until a process newer than epoch runs (or the start
+// timeout passes), so that a retried call does not meet the dead one.
+func (p *Plugin) AwaitRestart(ctx context.Context, epoch uint64) {
+	deadline := time.Now().Add(p.cfg.StartTimeout.Duration)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		p.mu.Lock()
+		newer := p.epoch > epoch && p.rpc != nil
+		stopping := p.stopping
+		p.mu.Unlock()
+		if newer || stopping {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // LastError is the last start failure.
