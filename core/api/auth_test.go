@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/prorl/prorl/core/config"
@@ -46,5 +47,49 @@ func TestAuth(t *testing.T) {
 				t.Error("401 without WWW-Authenticate")
 			}
 		})
+	}
+}
+
+// TestEveryRouteAuth: every route × {no token, user, admin}, from the one
+// route table New serves.
+func TestEveryRouteAuth(t *testing.T) {
+	cfg := config.Default()
+	cfg.Server.Token, cfg.Server.AdminToken = "u", "a"
+	s := &Server{Deps: Deps{Cfg: cfg}}
+	reached := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	for _, rt := range s.routes() {
+		for _, who := range []struct{ name, header string }{{"no token", ""}, {"user", "Bearer u"}, {"admin", "Bearer a"}} {
+			f := http.Handler(reached)
+			if rt.level != publicLevel {
+				f = s.auth(rt.level, reached)
+			}
+			req := httptest.NewRequest(rt.method, rt.path, nil)
+			if who.header != "" {
+				req.Header.Set("Authorization", who.header)
+			}
+			rec := httptest.NewRecorder()
+			f.ServeHTTP(rec, req)
+			want := http.StatusTeapot
+			switch {
+			case rt.level == publicLevel:
+			case who.header == "":
+				want = http.StatusUnauthorized
+			case rt.level == adminLevel && who.name == "user":
+				want = http.StatusForbidden
+			}
+			if rec.Code != want {
+				t.Errorf("%s %s as %s: %d, want %d", rt.method, rt.path, who.name, rec.Code, want)
+			}
+		}
+	}
+	// Cancels that reach every caller's rollouts need the admin token.
+	for _, body := range []string{`{"before_policy_version": 9223372036854775807}`, `{"all": true}`} {
+		req := httptest.NewRequest("POST", "/v1/rollouts:cancel", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer u")
+		rec := httptest.NewRecorder()
+		s.cancelMany(rec, req)
+		if rec.Code != http.StatusForbidden {
+			t.Errorf("user cancel %s: %d %s", body, rec.Code, rec.Body)
+		}
 	}
 }

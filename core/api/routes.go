@@ -54,53 +54,67 @@ func New(d Deps) (*Server, http.Handler) {
 	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errf(http.StatusMethodNotAllowed, "method_not_allowed", "", "%s is not allowed on %s", r.Method, r.URL.Path))
 	})
-	h := func(path, method, name string, f http.HandlerFunc) {
-		r.Handle(path, s.instrument(name, s.auth(userLevel, f))).Methods(method)
+	for _, rt := range s.routes() {
+		f := rt.f
+		if rt.level != publicLevel {
+			f = s.auth(rt.level, f)
+		}
+		r.Handle(rt.path, s.instrument(rt.name, f)).Methods(rt.method)
 	}
-	admin := func(path, method, name string, f http.HandlerFunc) {
-		r.Handle(path, s.instrument(name, s.auth(adminLevel, f))).Methods(method)
-	}
-	public := func(path, method, name string, f http.HandlerFunc) {
-		r.Handle(path, s.instrument(name, f)).Methods(method)
-	}
-	// v1
-	h("/v1/rollouts", http.MethodPost, "submit", s.submit)
-	h("/v1/rollouts:batch", http.MethodPost, "submit_batch", s.submitBatch)
-	h("/v1/rollouts:cancel", http.MethodPost, "cancel_many", s.cancelMany)
-	h("/v1/rollouts", http.MethodGet, "list_rollouts", s.listRollouts)
-	h("/v1/rollouts/{id}", http.MethodGet, "get_rollout", s.getRollout)
-	h("/v1/rollouts/{id}", http.MethodDelete, "cancel_rollout", s.cancelRollout)
-	h("/v1/results", http.MethodGet, "results", s.results)
-	h("/v1/results/stream", http.MethodGet, "results_stream", s.resultsStream)
-	h("/v1/results/ack", http.MethodPost, "ack", s.ack)
-	admin("/v1/backends", http.MethodPost, "add_backend", s.addBackend)
-	h("/v1/backends", http.MethodGet, "list_backends", s.listBackends)
-	admin("/v1/backends/{id}", http.MethodDelete, "remove_backend", s.removeBackend)
-	admin("/v1/policy", http.MethodPut, "set_policy", s.setPolicy)
-	h("/v1/policy", http.MethodGet, "get_policy", s.getPolicy)
-	h("/v1/domains", http.MethodGet, "domains", s.domains)
-	h("/v1/evaluate", http.MethodPost, "evaluate", s.evaluate)
-	public("/healthz", http.MethodGet, "healthz", s.healthz)
-	public("/readyz", http.MethodGet, "readyz", s.readyz)
 	if d.Metrics != nil {
 		r.Handle("/metrics", d.Metrics.Handler()).Methods(http.MethodGet)
 	}
-	// ProRL Agent server compatibility (same paths and fields).
-	admin("/start", http.MethodPost, "prorl_start", s.prorlStart)
-	admin("/stop", http.MethodPost, "prorl_stop", s.prorlStop)
-	h("/status", http.MethodGet, "prorl_status", s.prorlStatus)
-	h("/process", http.MethodPost, "prorl_process", s.prorlProcess)
-	h("/cancel", http.MethodPost, "prorl_cancel", s.prorlCancel)
-	admin("/add_llm_server", http.MethodPost, "prorl_add_llm_server", s.prorlAddServer)
-	admin("/clear_llm_server", http.MethodPost, "prorl_clear_llm_server", s.prorlClearServers)
 	return s, r
 }
 
 type level int
 
+// route is one endpoint and the token it needs.
+type route struct {
+	path, method, name string
+	level              level
+	f                  http.HandlerFunc
+}
+
+// routes lists every endpoint, in one place, with the token each needs.
+func (s *Server) routes() []route {
+	return []route{
+		// v1
+		{"/v1/rollouts", http.MethodPost, "submit", userLevel, s.submit},
+		{"/v1/rollouts:batch", http.MethodPost, "submit_batch", userLevel, s.submitBatch},
+		// group_id needs the user token; before_policy_version and all reach
+		// everyone's rollouts and need the admin token (checked inside).
+		{"/v1/rollouts:cancel", http.MethodPost, "cancel_many", userLevel, s.cancelMany},
+		{"/v1/rollouts", http.MethodGet, "list_rollouts", userLevel, s.listRollouts},
+		{"/v1/rollouts/{id}", http.MethodGet, "get_rollout", userLevel, s.getRollout},
+		{"/v1/rollouts/{id}", http.MethodDelete, "cancel_rollout", userLevel, s.cancelRollout},
+		{"/v1/results", http.MethodGet, "results", userLevel, s.results},
+		{"/v1/results/stream", http.MethodGet, "results_stream", userLevel, s.resultsStream},
+		{"/v1/results/ack", http.MethodPost, "ack", userLevel, s.ack},
+		{"/v1/backends", http.MethodPost, "add_backend", adminLevel, s.addBackend},
+		{"/v1/backends", http.MethodGet, "list_backends", userLevel, s.listBackends},
+		{"/v1/backends/{id}", http.MethodDelete, "remove_backend", adminLevel, s.removeBackend},
+		{"/v1/policy", http.MethodPut, "set_policy", adminLevel, s.setPolicy},
+		{"/v1/policy", http.MethodGet, "get_policy", userLevel, s.getPolicy},
+		{"/v1/domains", http.MethodGet, "domains", userLevel, s.domains},
+		{"/v1/evaluate", http.MethodPost, "evaluate", userLevel, s.evaluate},
+		{"/healthz", http.MethodGet, "healthz", publicLevel, s.healthz},
+		{"/readyz", http.MethodGet, "readyz", publicLevel, s.readyz},
+		// ProRL Agent server compatibility (same paths and fields).
+		{"/start", http.MethodPost, "prorl_start", adminLevel, s.prorlStart},
+		{"/stop", http.MethodPost, "prorl_stop", adminLevel, s.prorlStop},
+		{"/status", http.MethodGet, "prorl_status", userLevel, s.prorlStatus},
+		{"/process", http.MethodPost, "prorl_process", userLevel, s.prorlProcess},
+		{"/cancel", http.MethodPost, "prorl_cancel", userLevel, s.prorlCancel},
+		{"/add_llm_server", http.MethodPost, "prorl_add_llm_server", adminLevel, s.prorlAddServer},
+		{"/clear_llm_server", http.MethodPost, "prorl_clear_llm_server", adminLevel, s.prorlClearServers},
+	}
+}
+
 const (
 	userLevel level = iota
 	adminLevel
+	publicLevel // no token: health checks only
 )
 
 // authOpen reports a deployment without tokens.

@@ -450,6 +450,18 @@ func (s *Server) cancelMany(w http.ResponseWriter, r *http.Request) {
 		writeError(w, invalid("", "give exactly one of group_id, before_policy_version, all"))
 		return
 	}
+	// Only a group is the caller's own; a policy version or "all" reaches
+	// every caller's rollouts.
+	if req.GroupID == "" {
+		if _, isAdmin := s.caller(r); !s.authOpen() && !isAdmin {
+			field := "all"
+			if req.BeforePolicyVersion != nil {
+				field = "before_policy_version"
+			}
+			writeError(w, errf(http.StatusForbidden, "forbidden", field, "cancelling by %s reaches every caller's rollouts and needs the admin token", field))
+			return
+		}
+	}
 	var n int
 	switch {
 	case req.GroupID != "":
@@ -458,11 +470,6 @@ func (s *Server) cancelMany(w http.ResponseWriter, r *http.Request) {
 		v := *req.BeforePolicyVersion
 		n = s.Pipeline.CancelWhere(func(ro *pipeline.Rollout) bool { return ro.PolicyAt() < v }, fmt.Sprintf("stale: started before policy version %d", v))
 	default:
-		// Cancelling everything is a shutdown-class action.
-		if _, isAdmin := s.caller(r); !s.authOpen() && !isAdmin {
-			writeError(w, errf(http.StatusForbidden, "forbidden", "all", "cancelling every rollout needs the admin token"))
-			return
-		}
 		n = s.Pipeline.CancelWhere(func(*pipeline.Rollout) bool { return true }, "all cancelled")
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"cancelled": n})

@@ -105,8 +105,10 @@ var SandboxDrivers = []string{"bwrap", "apptainer", "none", "disabled"}
 // Server is the HTTP API.
 type Server struct {
 	Listen string `toml:"listen"`
-	// AllowRemote must be set to listen on a non-loopback address.
+	// AllowRemote must be set to listen on a non-loopback address, and
+	// then a token is required unless Insecure says otherwise.
 	AllowRemote     bool     `toml:"allow_remote"`
+	Insecure        bool     `toml:"insecure"`
 	MaxBodyBytes    int64    `toml:"max_body_bytes"`
 	MaxBatch        int      `toml:"max_batch"`
 	MaxSamples      int      `toml:"max_samples"`
@@ -359,7 +361,10 @@ func Parse(data []byte, name string, vars Vars) (*Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %s: %w", name, t.key, err)
 		}
-		*t.val = strings.TrimSpace(string(b))
+		// An empty file would silently open the API: refused.
+		if *t.val = strings.TrimSpace(string(b)); *t.val == "" {
+			return nil, fmt.Errorf("%s: %s: %s is empty", name, t.key, expand(*t.file, vars))
+		}
 	}
 	cfg.Sandbox.ImageDir = expand(cfg.Sandbox.ImageDir, vars)
 	cfg.Tokenizer.ModelDir = expand(cfg.Tokenizer.ModelDir, vars)
@@ -413,6 +418,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fe("server.listen", "%v", err))
 	} else if !c.Server.AllowRemote && !isLoopback(host) {
 		errs = append(errs, fe("server.listen", "%q is not a loopback address; set server.allow_remote = true to expose the API", c.Server.Listen))
+	}
+	if c.Server.AllowRemote && c.Server.Token == "" && c.Server.AdminToken == "" && !c.Server.Insecure {
+		errs = append(errs, fe("server.allow_remote", "exposing the API without a token: set server.token_file (and admin_token_file), or server.insecure = true to accept an open API"))
 	}
 	pos := func(key string, v int) {
 		if v <= 0 {

@@ -22,6 +22,9 @@ func TestParseErrors(t *testing.T) {
 		{"bad protocol", "[[backends.static]]\nurl = \"http://127.0.0.1:1\"\nprotocol = \"grpc\"\n", `backends.static[0].protocol: unknown protocol "grpc"`},
 		{"sglang without a Go tokenizer", "[[backends.static]]\nurl = \"http://127.0.0.1:1\"\nprotocol = \"sglang\"\n", `backends.static[0].protocol: sglang has no chat tokenizer: set tokenizer.model_dir`},
 		{"bad log level", "[log]\nlevel = \"loud\"\n", "log.level"},
+		{"remote without a token", "[server]\nlisten = \"0.0.0.0:8006\"\nallow_remote = true\n", "server.allow_remote: exposing the API without a token"},
+		{"empty token file", "[server]\ntoken_file = \"/dev/null\"\n", "server.token_file: /dev/null is empty"},
+		{"unreadable token file", "[server]\ntoken_file = \"/nonexistent/token\"\n", "server.token_file"},
 		{"bad format", "[agent]\ntool_call_format = \"xml\"\n", "agent.tool_call_format"},
 	}
 	for _, tt := range tests {
@@ -38,6 +41,7 @@ func TestParseDefaultsAndExpansion(t *testing.T) {
 	doc := `
 [server]
 allow_remote = true
+insecure = true
 listen = "0.0.0.0:9000"
 [plugins.math]
 enabled = true

@@ -96,6 +96,9 @@ func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, erro
 			return nil, fmt.Errorf("backend %s: %w", b.URL, err)
 		}
 	}
+	if cfg.Server.AllowRemote && cfg.Server.Token == "" && cfg.Server.AdminToken == "" {
+		log.Warn("the API is exposed beyond loopback WITHOUT a token (server.insecure = true): anyone who reaches it can submit, cancel and change backends", "listen", cfg.Server.Listen)
+	}
 	enabled := cfg.EnabledPlugins()
 	if len(enabled) == 0 {
 		log.Warn("no plugin is enabled: the host serves no domain")
