@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"io"
@@ -67,24 +68,51 @@ type Plugin struct {
 
 // Verify checks the binary's sha256 against the pinned value.
 func Verify(name string, p *config.Plugin) error {
-	if p.SHA256 == "" {
-		return nil
+	f, err := verified(name, p)
+	if f != nil {
+		f.Close()
 	}
-	f, err := os.Open(p.Path)
-	if err != nil {
-		return fmt.Errorf("plugin %s: %w", name, err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return fmt.Errorf("plugin %s: hash %s: %w", name, p.Path, err)
-	}
-	got := hex.EncodeToString(h.Sum(nil))
-	if !strings.EqualFold(got, p.SHA256) {
-		return fmt.Errorf("plugin %s: refusing to start %s: its sha256 is %s but the config pins %s", name, p.Path, got, strings.ToLower(p.SHA256))
-	}
-	return nil
+	return err
 }
+
+// verified reads a pinned binary once into a sealed memory file, hashes
+// what it read, and returns that file: the host executes the very bytes
+// it hashed, so no rename or rewrite of the path between the two can slip
+// another binary in. Unpinned plugins are run by path (nil).
+func verified(name string, p *config.Plugin) (*os.File, error) {
+	if p.SHA256 == "" {
+		return nil, nil
+	}
+	src, err := os.Open(p.Path)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", name, err)
+	}
+	defer src.Close()
+	fd, err := unix.MemfdCreate("prorl-plugin-"+name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: memfd: %w", name, err)
+	}
+	mem := os.NewFile(uintptr(fd), "prorl-plugin-"+name)
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(h, mem), src); err != nil {
+		mem.Close()
+		return nil, fmt.Errorf("plugin %s: hash %s: %w", name, p.Path, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); !strings.EqualFold(got, p.SHA256) {
+		mem.Close()
+		return nil, fmt.Errorf("plugin %s: refusing to start %s: its sha256 is %s but the config pins %s", name, p.Path, got, strings.ToLower(p.SHA256))
+	}
+	if _, err := unix.FcntlInt(mem.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SEAL|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE); err != nil {
+		mem.Close()
+		return nil, fmt.Errorf("plugin %s: seal: %w", name, err)
+	}
+	return mem, nil
+}
+
+// execFD is where a verified binary appears in the plugin's process (the
+// first of exec.Cmd's ExtraFiles); exec'ing /proc/self/fd/3 runs it
+// (scripts too: the interpreter reads /dev/fd/3).
+const execFD = 3
 
 // HashFile returns a file's sha256 in hex, for pinning.
 func HashFile(path string) (string, error) {
@@ -104,8 +132,12 @@ func HashFile(path string) (string, error) {
 // the host's environment (tokens, cloud credentials) reaches it.
 var baseEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
 
-func (p *Plugin) command() *exec.Cmd {
+func (p *Plugin) command(bin *os.File) *exec.Cmd {
 	cmd := exec.Command(p.cfg.Path, p.cfg.Args...)
+	if bin != nil {
+		cmd.Path = fmt.Sprintf("/proc/self/fd/%d", execFD)
+		cmd.ExtraFiles = []*os.File{bin}
+	}
 	cmd.Env = append([]string{}, baseEnv...)
 	keys := make([]string, 0, len(p.cfg.Env))
 	for k := range p.cfg.Env {
@@ -122,13 +154,17 @@ func (p *Plugin) command() *exec.Cmd {
 
 // start launches and configures the process once.
 func (p *Plugin) start(ctx context.Context) error {
-	if err := Verify(p.Name, p.cfg); err != nil {
+	bin, err := verified(p.Name, p.cfg)
+	if err != nil {
 		return err
+	}
+	if bin != nil {
+		defer bin.Close() // the child holds its own copy
 	}
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  sdk.Handshake,
 		VersionedPlugins: sdk.PluginSets(nil, p.hs, nil),
-		Cmd:              p.command(),
+		Cmd:              p.command(bin),
 		SkipHostEnv:      true,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         true,

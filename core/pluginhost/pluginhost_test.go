@@ -111,3 +111,63 @@ func TestEnvCrashRestart(t *testing.T) {
 		t.Fatalf("status %+v", s)
 	}
 }
+
+// TestSwapLoopNeverRunsUnpinned: while a loop renames an impostor over
+// the pinned path and back, every start either runs the pinned binary or
+// is refused; the impostor never runs.
+func TestSwapLoopNeverRunsUnpinned(t *testing.T) {
+	good, err := HashFile(envPlugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "plugin")
+	marker := filepath.Join(dir, "impostor-ran")
+	impostor := filepath.Join(dir, "impostor")
+	if err := os.WriteFile(impostor, []byte("#!/bin/sh\ntouch "+marker+"\nexec "+envPlugin+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(envPlugin)
+	if err := os.WriteFile(path, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		swaps := 0
+		for {
+			select {
+			case <-stop:
+				done <- swaps
+				return
+			default:
+			}
+			// path <-> impostor, by rename: each is atomic, as an attacker's would be.
+			_ = os.Rename(path, path+".real")
+			_ = os.Link(impostor, path)
+			time.Sleep(200 * time.Microsecond)
+			_ = os.Remove(path)
+			_ = os.Rename(path+".real", path)
+			swaps++
+		}
+	}()
+	started, refused := 0, 0
+	for i := 0; i < 20; i++ {
+		p := &Plugin{Name: "swap", cfg: pcfg(path, good), hs: NoSandboxes{}, log: hclog.NewNullLogger(), ready: make(chan struct{}), inst: "t"}
+		if err := p.start(context.Background()); err != nil {
+			refused++
+			continue
+		}
+		started++
+		p.stop()
+	}
+	close(stop)
+	swaps := <-done
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatalf("the impostor ran (%d starts, %d refused, %d swaps)", started, refused, swaps)
+	}
+	if started == 0 {
+		t.Fatal("no start succeeded at all")
+	}
+	t.Logf("%d starts of the pinned binary, %d refused, %d swaps; the impostor never ran", started, refused, swaps)
+}
