@@ -55,6 +55,7 @@ type Plugin struct {
 
 	mu       sync.Mutex
 	client   *plugin.Client
+	cmd      *exec.Cmd // the running process, for its process group
 	rpc      pb.TaskDomainClient
 	info     *pb.DomainInfo
 	epoch    uint64
@@ -161,10 +162,11 @@ func (p *Plugin) start(ctx context.Context) error {
 	if bin != nil {
 		defer bin.Close() // the child holds its own copy
 	}
+	cmd := p.command(bin)
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  sdk.Handshake,
 		VersionedPlugins: sdk.PluginSets(nil, p.hs, nil),
-		Cmd:              p.command(bin),
+		Cmd:              cmd,
 		SkipHostEnv:      true,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         true,
@@ -173,8 +175,8 @@ func (p *Plugin) start(ctx context.Context) error {
 		GRPCDialOptions:  sdk.DialOptions(),
 	})
 	fail := func(err error) error {
-		client.Kill()
-		return fmt.Errorf("plugin %s: %w", p.Name, err)
+		p.kill(client, cmd, 0)
+		return fmt.Errorf("plugin %s (%s): %w", p.Name, p.cfg.Path, err)
 	}
 	rpcClient, err := client.Client()
 	if err != nil {
@@ -207,7 +209,7 @@ func (p *Plugin) start(ctx context.Context) error {
 		return fail(fmt.Errorf("configuration refused: %s", d.Message))
 	}
 	p.mu.Lock()
-	p.client, p.rpc, p.info = client, rd.Client, info
+	p.client, p.cmd, p.rpc, p.info = client, cmd, rd.Client, info
 	p.epoch++
 	// Published together with the client: a crash-looping plugin is never
 	// seen running between its restart and being marked unhealthy.
@@ -234,7 +236,7 @@ func (p *Plugin) supervise(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for {
 		p.mu.Lock()
-		c := p.client
+		c, cmd := p.client, p.cmd
 		p.mu.Unlock()
 		// go-plugin offers no exit channel; a short poll is cheap for a few processes.
 		for c != nil && !c.Exited() {
@@ -247,7 +249,7 @@ func (p *Plugin) supervise(ctx context.Context) {
 		if c != nil {
 			// The process is gone; its client still holds connections and
 			// goroutines (broker, stdio, controller) until killed.
-			c.Kill()
+			p.kill(c, cmd, 0)
 		}
 		p.mu.Lock()
 		if p.stopping {
@@ -462,11 +464,43 @@ func (p *Plugin) stop() {
 	p.mu.Lock()
 	p.stopping = true
 	p.state = StateStopped
-	c := p.client
+	c, cmd := p.client, p.cmd
 	p.rpc = nil
 	p.mu.Unlock()
 	if c != nil {
-		c.Kill() // graceful: asks the plugin to exit, then kills after a grace period
+		p.kill(c, cmd, stopGrace) // graceful first: go-plugin asks the plugin to exit
+	}
+}
+
+// stopGrace is how long a stopping plugin may take to exit by itself.
+const stopGrace = 5 * time.Second
+
+// kill ends a plugin process and everything in its process group, and
+// never blocks for long: go-plugin's own Kill waits for the process's
+// output pipes, which a child the plugin forked (a script's long sleep)
+// can hold forever. With grace, go-plugin first asks the plugin to exit.
+func (p *Plugin) kill(c *plugin.Client, cmd *exec.Cmd, grace time.Duration) {
+	group := func() {
+		if cmd != nil && cmd.Process != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	}
+	if grace == 0 {
+		group()
+	}
+	done := make(chan struct{})
+	go func() { c.Kill(); close(done) }()
+	select {
+	case <-done:
+		group() // children it left in its group
+		return
+	case <-time.After(grace + time.Second):
+	}
+	group()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		p.log.Error("plugin process group killed, but go-plugin's client did not finish; moving on", "path", p.cfg.Path)
 	}
 }
 

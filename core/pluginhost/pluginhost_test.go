@@ -3,6 +3,7 @@ package pluginhost
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -170,4 +171,47 @@ func TestSwapLoopNeverRunsUnpinned(t *testing.T) {
 		t.Fatal("no start succeeded at all")
 	}
 	t.Logf("%d starts of the pinned binary, %d refused, %d swaps; the impostor never ran", started, refused, swaps)
+}
+
+// TestHangingPluginCannotWedgeStart: a plugin that never handshakes,
+// ignores signals and forks a child holding its output is killed, group
+// and all, within its start timeout, and start-up goes on.
+func TestHangingPluginCannotWedgeStart(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "hang")
+	pidFile := filepath.Join(dir, "child")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\ntrap '' TERM INT HUP\nsleep 300 &\necho $! > "+pidFile+"\nwhile :; do sleep 1; done\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := pcfg(script, "")
+	c.StartTimeout = config.Duration{Duration: time.Second}
+	t0 := time.Now()
+	_, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"hang": c}, NoSandboxes{}, "t")
+	took := time.Since(t0)
+	if err == nil {
+		t.Fatal("a plugin that never handshakes started")
+	}
+	if took > 5*time.Second {
+		t.Fatalf("start-up took %v with a 1 s start timeout", took)
+	}
+	b, _ := os.ReadFile(pidFile)
+	var pid int
+	if _, err := fmt.Sscanf(string(b), "%d", &pid); err != nil {
+		t.Fatalf("no child pid: %q", b)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if syscall.Kill(pid, 0) == nil && !zombie(pid) {
+		t.Errorf("the plugin's child %d outlived it", pid)
+	}
+	t.Logf("refused in %v: %v", took, err)
+}
+
+func zombie(pid int) bool {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || (len(s) > i+2 && s[i+2] == 'Z')
 }
