@@ -314,3 +314,86 @@ func TestFailoverToAnotherBackend(t *testing.T) {
 	}
 	t.Logf("%d of 4 rollouts moved from %s to %s", moved, b1.ID, b2.ID)
 }
+
+// TestStoreFaultHeals fills the store's file system (a small tmpfs) while
+// rollouts finish: the host says it is not ready, refuses submissions with
+// 503, keeps every finished result visible, and once space is back writes
+// them all without a restart; a restart then finds them on disk.
+func TestStoreFaultHeals(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	fs := t.TempDir()
+	if err := syscall.Mount("tmpfs", fs, "tmpfs", 0, "size=8m"); err != nil {
+		t.Skipf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(fs, syscall.MNT_DETACH) })
+	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--think-turns", "2", "--token-latency", "20ms"}, staticBackend: true,
+		extraTOML: fmt.Sprintf("[store]\npath = %q\n", filepath.Join(fs, "prorl.db"))})
+	e.startHost()
+	var sub api.SubmitResponse
+	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}, "n": 24}).json(t, &sub)
+	// The disk fills while they run.
+	filler := filepath.Join(fs, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			break
+		}
+	}
+	f.Close()
+	for _, id := range sub.RolloutIDs {
+		if res := e.wait(t, id); res.Status != trajectory.StatusCompleted {
+			t.Fatalf("%s: %s %+v", id, res.Status, res.Failure)
+		}
+	}
+	if r := e.do("GET", "/readyz", nil); r.code != 503 || !strings.Contains(string(r.body), "store cannot write") {
+		t.Fatalf("readyz during the fault: %d %s", r.code, r.body)
+	}
+	if held := metric(t, e, "prorl_store_held_results"); held != 24 {
+		t.Fatalf("%v results held, want 24", held)
+	}
+	if r := e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "q", "answer": "1"}}); r.code != 503 || !strings.Contains(string(r.body), "store_unavailable") {
+		t.Fatalf("submit during the fault: %d %s", r.code, r.body)
+	}
+	if r := e.do("POST", "/v1/results/ack", map[string]any{"ids": sub.RolloutIDs[:1]}); r.code != 503 {
+		t.Fatalf("ack during the fault: %d %s", r.code, r.body)
+	}
+	// Space again: everything held becomes durable, no restart.
+	t0 := time.Now()
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	for metric(t, e, "prorl_store_held_results") != 0 || e.do("GET", "/readyz", nil).code != 200 {
+		if time.Since(t0) > 20*time.Second {
+			t.Fatalf("not healed 20 s after the fault ended: %s", e.do("GET", "/readyz", nil).body)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	healed := time.Since(t0)
+	// Durable: a crash now loses nothing and re-runs nothing.
+	if err := e.hostP.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-e.hostP.done
+	e.hostP.done <- nil
+	e.startHost()
+	var page struct {
+		Results []*trajectory.Result `json:"results"`
+	}
+	e.do("GET", "/v1/results?since=0&limit=100", nil).json(t, &page)
+	found := 0
+	for _, r := range page.Results {
+		if r.Attempt == 1 && r.Status == trajectory.StatusCompleted {
+			found++
+		}
+	}
+	if found != 24 {
+		t.Fatalf("after a crash %d of 24 results are on disk as first attempts: %+v", found, page.Results)
+	}
+	t.Logf("24 results held during a full disk; durable %v after the fault ended (readiness included)", healed)
+}

@@ -410,7 +410,12 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
 		writeError(w, invalid("ids", "give between 1 and 100000 rollout ids"))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"acked": s.Store.Ack(req.IDs)})
+	n, err := s.Store.Ack(req.IDs)
+	if err != nil {
+		writeError(w, errf(http.StatusServiceUnavailable, "store_unavailable", "", "%v; nothing was acknowledged, retry later", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"acked": n})
 }
 
 func (s *Server) cancelRollout(w http.ResponseWriter, r *http.Request) {
@@ -648,6 +653,9 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	var problems []string
 	if s.closing.Load() {
 		problems = append(problems, "shutting down")
+	}
+	if err := s.Store.Healthy(); err != nil {
+		problems = append(problems, err.Error())
 	}
 	for _, p := range s.Plugins.Statuses() {
 		if !p.Healthy {

@@ -75,6 +75,14 @@ func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, erro
 		}
 		h.Store = b
 		h.Metrics.Gauge("prorl_store_bytes", "Size of the store file.", nil, func() float64 { return float64(b.Size()) })
+		h.Metrics.Gauge("prorl_store_held_results", "Finished results held in memory because the store file refused writes; written when it takes them again.", nil,
+			func() float64 { return float64(b.Held()) })
+		h.Metrics.Gauge("prorl_store_healthy", "1 while the store file takes writes.", nil, func() float64 {
+			if b.Healthy() != nil {
+				return 0
+			}
+			return 1
+		})
 	}
 	ok := false
 	defer func() {

@@ -39,7 +39,23 @@ type Bolt struct {
 	pubCond   *sync.Cond // signalled when published advances
 	published uint64
 	held      map[uint64]*trajectory.Result // nil: that number's commit failed
+
+	// A write the file refused (read-only, full disk, I/O error) puts the
+	// store in fault: results finished since are published from memory and
+	// kept in unwritten until a retry with backoff writes them; Healthy
+	// reports the fault, so the host stops taking submissions and is not
+	// ready until then.
+	faultMu   sync.Mutex
+	fault     error
+	unwritten []*trajectory.Result
+	healing   bool
+	// FaultEnded is when the last fault cleared (all held results durable).
+	FaultEnded time.Time
 }
+
+// maxUnwritten bounds the results held in memory during a fault: new
+// submissions are refused then, so only rollouts already running finish.
+const maxUnwritten = 1 << 20
 
 // OpenBolt opens (or creates) the store file.
 func OpenBolt(path string, retention int) (*Bolt, error) {
@@ -85,6 +101,17 @@ func seqKey(n uint64) []byte {
 
 // Submit implements Store.
 func (b *Bolt) Submit(ps []Pending) error {
+	if err := b.Healthy(); err != nil {
+		return err
+	}
+	err := b.submit(ps)
+	if err != nil {
+		b.markFault(err)
+	}
+	return err
+}
+
+func (b *Bolt) submit(ps []Pending) error {
 	return b.db.Batch(func(tx *bolt.Tx) error {
 		bk := tx.Bucket(bPending)
 		for _, p := range ps {
@@ -151,25 +178,22 @@ func (b *Bolt) Finish(r *trajectory.Result) error {
 		return fmt.Errorf("store result %s: %w", r.ID, err)
 	}
 	r.Encoded = v
-	err = b.db.Batch(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bResults).Put(seqKey(seq), v); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bIndex).Put([]byte(r.ID), seqKey(seq)); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bPending).Delete([]byte(r.ID)); err != nil {
-			return err
-		}
-		meta := tx.Bucket(bMeta)
-		if cur := meta.Get(keySeq); len(cur) == 8 && binary.BigEndian.Uint64(cur) >= seq {
-			return nil
-		}
-		return meta.Put(keySeq, seqKey(seq))
-	})
+	b.faultMu.Lock()
+	faulted := b.fault != nil
+	b.faultMu.Unlock()
+	if faulted {
+		err = errFault
+	} else {
+		err = b.write([]*trajectory.Result{r})
+	}
 	if err != nil {
-		b.publish(seq, nil)
-		return fmt.Errorf("store result %s: %w", r.ID, err)
+		// Held, not lost: visible now, written when the file takes writes
+		// again. Its pending record stays until then, so a crash before
+		// that re-runs it.
+		if herr := b.hold(r, err); herr != nil {
+			b.publish(seq, nil)
+			return fmt.Errorf("store result %s: %w", r.ID, herr)
+		}
 	}
 	b.publish(seq, r)
 	// Return only once the result is visible: a caller that then tells
@@ -181,6 +205,115 @@ func (b *Bolt) Finish(r *trajectory.Result) error {
 	}
 	b.pubMu.Unlock()
 	return nil
+}
+
+var errFault = errors.New("store in fault")
+
+// write commits results: each with its index entry, its pending record
+// gone, and the last sequence number.
+func (b *Bolt) write(rs []*trajectory.Result) error {
+	return b.db.Batch(func(tx *bolt.Tx) error {
+		var top uint64
+		for _, r := range rs {
+			if err := tx.Bucket(bResults).Put(seqKey(r.Seq), r.Encoded); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bIndex).Put([]byte(r.ID), seqKey(r.Seq)); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bPending).Delete([]byte(r.ID)); err != nil {
+				return err
+			}
+			top = max(top, r.Seq)
+		}
+		meta := tx.Bucket(bMeta)
+		if cur := meta.Get(keySeq); len(cur) == 8 && binary.BigEndian.Uint64(cur) >= top {
+			return nil
+		}
+		return meta.Put(keySeq, seqKey(top))
+	})
+}
+
+// hold keeps a result the file refused and makes sure a healer runs.
+func (b *Bolt) hold(r *trajectory.Result, cause error) error {
+	b.faultMu.Lock()
+	defer b.faultMu.Unlock()
+	if len(b.unwritten) >= maxUnwritten {
+		return fmt.Errorf("%d results already held unwritten: %w", len(b.unwritten), cause)
+	}
+	if !errors.Is(cause, errFault) {
+		b.fault = cause
+	}
+	b.unwritten = append(b.unwritten, r)
+	b.healLocked()
+	return nil
+}
+
+// markFault records a write the file refused outside Finish (a
+// submission), so that readiness reports it until a write goes through.
+func (b *Bolt) markFault(err error) {
+	b.faultMu.Lock()
+	defer b.faultMu.Unlock()
+	if b.fault == nil {
+		b.fault = err
+	}
+	b.healLocked()
+}
+
+func (b *Bolt) healLocked() {
+	if !b.healing {
+		b.healing = true
+		go b.heal()
+	}
+}
+
+// heal retries with backoff until the held results are written (or, with
+// none held, until a probe write goes through), then clears the fault.
+func (b *Bolt) heal() {
+	backoff := 20 * time.Millisecond
+	for {
+		time.Sleep(backoff)
+		b.faultMu.Lock()
+		rs := append([]*trajectory.Result(nil), b.unwritten...)
+		b.faultMu.Unlock()
+		var err error
+		if len(rs) > 0 {
+			err = b.write(rs)
+		} else {
+			err = b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bMeta).Put([]byte("probe"), seqKey(uint64(time.Now().UnixNano()))) })
+		}
+		b.faultMu.Lock()
+		if err != nil {
+			b.fault = err
+			b.faultMu.Unlock()
+			backoff = min(backoff*2, 500*time.Millisecond)
+			continue
+		}
+		b.unwritten = b.unwritten[len(rs):]
+		if len(b.unwritten) == 0 {
+			b.fault, b.healing, b.FaultEnded = nil, false, time.Now()
+			b.faultMu.Unlock()
+			return
+		}
+		b.faultMu.Unlock()
+	}
+}
+
+// Healthy implements Store: nil, or why the file does not take writes.
+func (b *Bolt) Healthy() error {
+	b.faultMu.Lock()
+	defer b.faultMu.Unlock()
+	if b.fault != nil {
+		return fmt.Errorf("store cannot write (%d results held in memory until it can): %w", len(b.unwritten), b.fault)
+	}
+	return nil
+}
+
+// Held is the number of finished results not yet durable.
+func (b *Bolt) Held() int {
+	b.faultMu.Lock()
+	defer b.faultMu.Unlock()
+	return len(b.unwritten)
 }
 
 // publish makes committed results visible in sequence order.
@@ -225,8 +358,13 @@ func (b *Bolt) Finished(f Filter) ([]*trajectory.Result, uint64) { return b.mem.
 // Changed implements Store.
 func (b *Bolt) Changed() <-chan struct{} { return b.mem.Changed() }
 
-// Ack implements Store: gone from disk first, then from view.
-func (b *Bolt) Ack(ids []string) int {
+// Ack implements Store: gone from disk first, then from view. While the
+// store is in fault nothing is acknowledged (held results are not on disk
+// to delete, and their pending records must go first).
+func (b *Bolt) Ack(ids []string) (int, error) {
+	if err := b.Healthy(); err != nil {
+		return 0, err
+	}
 	err := b.db.Batch(func(tx *bolt.Tx) error {
 		idx, res := tx.Bucket(bIndex), tx.Bucket(bResults)
 		for _, id := range ids {
@@ -244,9 +382,11 @@ func (b *Bolt) Ack(ids []string) int {
 		return nil
 	})
 	if err != nil {
-		return 0
+		b.markFault(err)
+		return 0, err
 	}
-	return b.mem.Ack(ids)
+	n, _ := b.mem.Ack(ids)
+	return n, nil
 }
 
 // Idempotent implements Store.

@@ -48,11 +48,15 @@ type Store interface {
 	Finished(f Filter) (rs []*trajectory.Result, next uint64)
 	// Changed returns a channel closed at the next Finish.
 	Changed() <-chan struct{}
-	Ack(ids []string) int
+	// Ack removes acknowledged results; an error means none was (the
+	// store cannot write now).
+	Ack(ids []string) (int, error)
 	Idempotent(key string) (Submission, bool)
 	// Remember stores a key's submission unless the key exists; it returns the stored one.
 	Remember(key string, s Submission) (Submission, bool)
 	Stats() Stats
+	// Healthy is nil while the store takes writes, else why not.
+	Healthy() error
 	Close() error
 }
 
@@ -172,7 +176,7 @@ func (m *Memory) Changed() <-chan struct{} {
 }
 
 // Ack implements Store.
-func (m *Memory) Ack(ids []string) int {
+func (m *Memory) Ack(ids []string) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
@@ -193,8 +197,11 @@ func (m *Memory) Ack(ids []string) int {
 		}
 		m.order = kept
 	}
-	return n
+	return n, nil
 }
+
+// Healthy implements Store: memory always takes writes.
+func (m *Memory) Healthy() error { return nil }
 
 // Idempotent implements Store.
 func (m *Memory) Idempotent(key string) (Submission, bool) {

@@ -53,7 +53,7 @@ func contract(t *testing.T, m Store) {
 	if len(rs) != 1 || rs[0].ID != "r2" || next != 3 {
 		t.Fatalf("since/limit %v %d", rs, next)
 	}
-	if n := m.Ack([]string{"r1", "r1", "zz"}); n != 1 {
+	if n, _ := m.Ack([]string{"r1", "r1", "zz"}); n != 1 {
 		t.Fatalf("ack %d", n)
 	}
 	if _, ok := m.Get("r1"); ok {
