@@ -280,7 +280,9 @@ func (b *Bolt) heal() {
 		if len(rs) > 0 {
 			err = b.write(rs)
 		} else {
-			err = b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bMeta).Put([]byte("probe"), seqKey(uint64(time.Now().UnixNano()))) })
+			err = b.db.Update(func(tx *bolt.Tx) error {
+				return tx.Bucket(bMeta).Put([]byte("probe"), seqKey(uint64(time.Now().UnixNano())))
+			})
 		}
 		b.faultMu.Lock()
 		if err != nil {
