@@ -151,11 +151,21 @@ func TestEndToEnd(t *testing.T) {
 	if len(sub.RolloutIDs) != 4 {
 		t.Fatalf("ids %v", sub.RolloutIDs)
 	}
-	// The same idempotency key returns the same group, submitting nothing.
+	// The same idempotency key with the same request returns the same
+	// group, submitting nothing; with another request (valid or not) 409.
 	var again api.SubmitResponse
-	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "x", "answer": "1"}, "idempotency_key": "e2e-1"}).json(t, &again)
+	e.do("POST", "/v1/rollouts", `{"idempotency_key": "e2e-1", "n": 4, "sampling": {"max_tokens_per_turn": 512, "seed": 100, "temperature": 1.0},
+		"task": {"answer": "42", "domain": "math", "id": "t-add", "question": "What is 17 + 25?"}}`).json(t, &again)
 	if again.GroupID != sub.GroupID || !slices.Equal(again.RolloutIDs, sub.RolloutIDs) {
 		t.Fatalf("idempotency: %+v vs %+v", again, sub)
+	}
+	for _, other := range []any{
+		map[string]any{"task": map[string]any{"domain": "math", "question": "x", "answer": "1"}, "idempotency_key": "e2e-1"},
+		map[string]any{"task": map[string]any{"domain": "math"}, "n": -3, "idempotency_key": "e2e-1"},
+	} {
+		if r := e.do("POST", "/v1/rollouts", other); r.code != http.StatusConflict || !strings.Contains(string(r.body), `"field":"idempotency_key"`) {
+			t.Fatalf("a reused key with another request: %d %s", r.code, r.body)
+		}
 	}
 	var results []*trajectory.Result
 	for _, id := range sub.RolloutIDs {

@@ -3,6 +3,8 @@ package api
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,12 +121,21 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	var bodySum string
 	if sr.IdempotencyKey != "" {
+		// The request as decoded (so spacing and key order do not matter).
+		b, _ := json.Marshal(sr)
+		sum := sha256.Sum256(b)
+		bodySum = hex.EncodeToString(sum[:])
 		// Serialised so two concurrent retries cannot both submit.
 		s.idemMu.Lock()
 		defer s.idemMu.Unlock()
 		if prev, ok := s.Store.Idempotent(sr.IdempotencyKey); ok {
-			writeJSON(w, http.StatusOK, SubmitResponse(prev))
+			if prev.BodySHA256 != "" && prev.BodySHA256 != bodySum {
+				writeError(w, errf(http.StatusConflict, "idempotency_conflict", "idempotency_key", "this idempotency_key was used with a different request (group %s); use a new key for a new request", prev.GroupID))
+				return
+			}
+			writeJSON(w, http.StatusOK, SubmitResponse{GroupID: prev.GroupID, RolloutIDs: prev.RolloutIDs})
 			return
 		}
 	}
@@ -140,7 +151,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := SubmitResponse{GroupID: gid, RolloutIDs: ids(rs)}
 	if sr.IdempotencyKey != "" {
-		s.Store.Remember(sr.IdempotencyKey, store.Submission(resp))
+		s.Store.Remember(sr.IdempotencyKey, store.Submission{GroupID: resp.GroupID, RolloutIDs: resp.RolloutIDs, BodySHA256: bodySum})
 	}
 	writeJSON(w, http.StatusAccepted, resp)
 }

@@ -16,6 +16,8 @@ import (
 type Submission struct {
 	GroupID    string   `json:"group_id"`
 	RolloutIDs []string `json:"rollout_ids"`
+	// BodySHA256 identifies the request the key was first used with.
+	BodySHA256 string `json:"body_sha256,omitempty"`
 }
 
 // Filter selects finished results.
