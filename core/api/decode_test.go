@@ -2,9 +2,51 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 )
+
+// TestBodyTimeout: a client dripping its body cannot hold the server.
+func TestBodyTimeout(t *testing.T) {
+	old := bodyTimeout
+	bodyTimeout = 300 * time.Millisecond
+	defer func() { bodyTimeout = old }()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var v map[string]any
+		if e := decode(w, r, 1<<20, &v); e != nil {
+			writeError(w, e)
+			return
+		}
+		w.WriteHeader(200)
+	}))
+	defer srv.Close()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+	t0 := time.Now()
+	go func() {
+		for i := 0; i < 20; i++ {
+			time.Sleep(100 * time.Millisecond)
+			if _, err := c.Write([]byte(" ")); err != nil {
+				return
+			}
+		}
+	}()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 512)
+	n, _ := c.Read(buf)
+	if took := time.Since(t0); !strings.Contains(string(buf[:n]), "408") || took > 2*time.Second {
+		t.Fatalf("after %v: %q", took, buf[:n])
+	}
+}
 
 func TestDecodeErrors(t *testing.T) {
 	tests := []struct {
@@ -25,6 +67,8 @@ func TestDecodeErrors(t *testing.T) {
 		{`{"task":{},"timeout":true}`, 422, "invalid_field", "timeout", ""},
 		{`{"task":{}} x`, 400, "malformed_json", "", ""},
 		{`  `, 400, "empty_body", "", ""},
+		{`[]`, 400, "invalid_type", "", ""},
+		{`{"task":{},"n":"four"}`, 400, "invalid_type", "n", ""},
 	}
 	for _, tt := range tests {
 		var sr SubmitRequest
@@ -32,6 +76,10 @@ func TestDecodeErrors(t *testing.T) {
 		if tt.code != 0 {
 			if e == nil || e.Status != tt.code || e.Code != tt.errCode || e.Field != tt.field {
 				t.Errorf("%s: %+v", tt.in, e)
+			}
+			// Errors speak JSON, never Go.
+			if e != nil && (strings.Contains(e.Message, "api.") || strings.Contains(e.Message, "int64") || strings.Contains(e.Message, "struct")) {
+				t.Errorf("%s: the message names a Go type: %s", tt.in, e.Message)
 			}
 			continue
 		}

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"reflect"
 	"strings"
+	"time"
 )
 
 // Error is the JSON error body: {"error":{"code","message","field"}}.
@@ -46,13 +49,28 @@ func writeError(w http.ResponseWriter, e *Error) {
 
 // decode reads one JSON value strictly: size-limited, unknown fields
 // rejected, nothing after the value.
+// bodyTimeout bounds reading one request body: a client that drips its
+// body a byte at a time cannot hold a connection (and a goroutine) longer.
+var bodyTimeout = 30 * time.Second
+
 func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) *Error {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 	body := http.MaxBytesReader(w, r.Body, limit)
 	data, err := io.ReadAll(body)
+	if err == nil {
+		// Cleared only on success: after a failed read the passed deadline
+		// keeps the server from waiting for the rest of a dripping body.
+		_ = rc.SetReadDeadline(time.Time{})
+	}
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
 			return errf(http.StatusRequestEntityTooLarge, "body_too_large", "", "request body exceeds %d bytes", mb.Limit)
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return errf(http.StatusRequestTimeout, "body_timeout", "", "the request body took longer than %v to arrive", bodyTimeout)
 		}
 		return errf(http.StatusBadRequest, "bad_body", "", "read body: %v", err)
 	}
@@ -81,7 +99,10 @@ func jsonError(err error) *Error {
 	case errors.As(err, &se):
 		return errf(http.StatusBadRequest, "malformed_json", "", "malformed JSON at byte %d: %v", se.Offset, err)
 	case errors.As(err, &te):
-		return errf(http.StatusBadRequest, "invalid_type", te.Field, "field %q must be %s, not %s", te.Field, te.Type, te.Value)
+		if te.Field == "" {
+			return errf(http.StatusBadRequest, "invalid_type", "", "the request body must be %s, not %s", jsonKind(te.Type), jsonValue(te.Value))
+		}
+		return errf(http.StatusBadRequest, "invalid_type", te.Field, "field %q must be %s, not %s", te.Field, jsonKind(te.Type), jsonValue(te.Value))
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return errf(http.StatusBadRequest, "malformed_json", "", "truncated JSON")
 	}
@@ -95,4 +116,40 @@ func jsonError(err error) *Error {
 		return ve
 	}
 	return errf(http.StatusBadRequest, "malformed_json", "", "%v", err)
+}
+
+// jsonKind names a Go type in JSON's terms, never Go's.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "a JSON object"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 && t.Kind() == reflect.Slice {
+			return "a base64 string"
+		}
+		return "a JSON array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "a JSON value"
+}
+
+// jsonValue is what encoding/json says it found ("number 1.5", "array").
+func jsonValue(v string) string {
+	switch v {
+	case "object", "array", "string", "bool", "null":
+		return "a JSON " + v
+	}
+	return v
 }
