@@ -103,8 +103,19 @@ func TestSamplingFromProRL(t *testing.T) {
 	if e != nil || *s.Temperature != 0.7 || *s.TopP != 0.9 || turns != 5 || s.MaxTokensPerTurn != 256 || s.MaxTotalTokens != 1256 {
 		t.Fatalf("%+v %d %v", s, turns, e)
 	}
-	if _, _, e := samplingFromProRL(map[string]any{"temperature": "hot"}); e == nil || e.Field != "sampling_params.temperature" {
-		t.Fatalf("bad temperature: %+v", e)
+	for _, bad := range []struct {
+		sp    map[string]any
+		field string
+	}{
+		{map[string]any{"temperature": "hot"}, "sampling_params.temperature"},
+		{map[string]any{"max_iterations": -5.0}, "sampling_params.max_iterations"},
+		{map[string]any{"max_iterations": 0.5}, "sampling_params.max_iterations"},
+		{map[string]any{"max_iterations": 0.0}, "sampling_params.max_iterations"},
+		{map[string]any{"max_output_tokens": 1.5}, "sampling_params.max_output_tokens"},
+	} {
+		if _, _, e := samplingFromProRL(bad.sp); e == nil || e.Field != bad.field {
+			t.Errorf("%v: %+v", bad.sp, e)
+		}
 	}
 }
 

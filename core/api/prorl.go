@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 
 	"github.com/prorl/prorl/core/pipeline"
@@ -167,7 +168,15 @@ func samplingFromProRL(sp map[string]any) (trajectory.Sampling, int, *Error) {
 	if v, ok, e := num(sp, "max_iterations"); e != nil {
 		return s, 0, e
 	} else if ok {
+		if v != math.Trunc(v) || v < 1 || v > 1e6 {
+			return s, 0, invalid("sampling_params.max_iterations", "must be a whole number of turns from 1, got %v", v)
+		}
 		turns = int(v)
+	}
+	for _, k := range []string{"top_k", "seed", "max_output_tokens", "max_tokens", "max_model_len", "max_input_tokens"} {
+		if v, ok, _ := num(sp, k); ok && v != math.Trunc(v) {
+			return s, 0, invalid("sampling_params."+k, "must be an integer, got %v", v)
+		}
 	}
 	return s, turns, nil
 }
@@ -202,7 +211,8 @@ func (s *Server) prorlProcess(w http.ResponseWriter, r *http.Request) {
 	}
 	sampling, turns, e := samplingFromProRL(req.SamplingParams)
 	if e != nil {
-		writeError(w, e)
+		// FastAPI's shape, as ProRL's server answers a bad request.
+		detail(w, http.StatusUnprocessableEntity, e.Field+": "+e.Message)
 		return
 	}
 	sr := SubmitRequest{Task: req.Instance, Sampling: sampling}

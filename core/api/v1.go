@@ -576,17 +576,32 @@ func (s *Server) setPolicy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	if req.Version == nil || *req.Version < 0 {
-		writeError(w, invalid("version", "required, a non-negative integer"))
+	if req.Version == nil || *req.Version < 0 || *req.Version > maxPolicyVersion {
+		writeError(w, invalid("version", "required, an integer from 0 to %d", int64(maxPolicyVersion)))
 		return
 	}
-	if cur := s.Pipeline.Policy(); *req.Version < cur {
+	cur := s.Pipeline.Policy()
+	if *req.Version < cur {
 		writeError(w, errf(http.StatusConflict, "policy_regression", "version", "version %d is older than the current %d", *req.Version, cur))
+		return
+	}
+	// A training run steps its policy by one at a time (or a few): a jump
+	// this large is a mistake that would make every real version after it
+	// a regression.
+	if *req.Version-cur > maxPolicyJump {
+		writeError(w, invalid("version", "version %d jumps more than %d past the current %d", *req.Version, int64(maxPolicyJump), cur))
 		return
 	}
 	s.Pipeline.SetPolicy(*req.Version)
 	writeJSON(w, http.StatusOK, map[string]int64{"version": *req.Version})
 }
+
+// Policy versions are integers JSON carries exactly (2^53-1), stepped by
+// at most a million at a time.
+const (
+	maxPolicyVersion = 1<<53 - 1
+	maxPolicyJump    = 1_000_000
+)
 
 func (s *Server) getPolicy(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]int64{"version": s.Pipeline.Policy()})

@@ -77,7 +77,8 @@ func (p *Pool) notifyLocked() {
 // ErrDuplicate is returned when a URL is already registered.
 var ErrDuplicate = errors.New("backend already registered")
 
-// Add registers a backend, healthy until a health check says otherwise.
+// Add registers a backend. It takes work only once a health check has
+// passed; the first check starts at once.
 func (p *Pool) Add(b *Backend) (*Backend, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -87,13 +88,21 @@ func (p *Pool) Add(b *Backend) (*Backend, error) {
 	if b.ID == "" {
 		b.ID = "b" + strconv.FormatInt(p.nextID.Add(1), 10)
 	}
-	b.healthy, b.index, b.added = true, -1, time.Now()
+	b.healthy, b.index, b.added, b.lastErr = false, -1, time.Now(), "not checked yet"
 	p.all[b.ID] = b
 	p.byURL[b.URL] = b
-	heap.Push(&p.h, b)
-	p.notifyLocked()
+	if b.Client != nil {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), firstCheckTimeout)
+			defer cancel()
+			p.SetHealth(b.ID, b.Client.Health(ctx))
+		}()
+	}
 	return b, nil
 }
+
+// firstCheckTimeout bounds a new backend's first health check.
+const firstCheckTimeout = 10 * time.Second
 
 // Remove unregisters a backend; leases on it stay valid until released.
 func (p *Pool) Remove(id string) bool {
@@ -238,6 +247,8 @@ func (p *Pool) SetHealth(id string, err error) {
 	healthy := err == nil
 	if err != nil {
 		b.lastErr = err.Error()
+	} else {
+		b.lastErr = ""
 	}
 	if healthy == b.healthy {
 		return

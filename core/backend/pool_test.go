@@ -18,6 +18,7 @@ func newPool(t *testing.T, n int, maxc int) (*Pool, []*Backend) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		p.SetHealth(b.ID, nil) // these have no client: checked by hand
 		bs = append(bs, b)
 	}
 	return p, bs
@@ -44,9 +45,11 @@ func TestLeastLoadedAndLateJoiner(t *testing.T) {
 	for _, l := range leases {
 		l.Release()
 	}
-	if _, err := p.Add(&Backend{URL: "http://127.0.0.1:2000", Protocol: "vllm"}); err != nil {
+	late, err := p.Add(&Backend{URL: "http://127.0.0.1:2000", Protocol: "vllm"})
+	if err != nil {
 		t.Fatal(err)
 	}
+	p.SetHealth(late.ID, nil)
 	leases = leases[:0]
 	for i := 0; i < 30; i++ {
 		l, _ := p.Acquire(ctx, 0)
@@ -76,6 +79,23 @@ func TestCapacityWaitAndRelease(t *testing.T) {
 	a.Release() // idempotent
 	if s := p.List()[0]; s.InFlight != 2 {
 		t.Fatalf("in flight = %d", s.InFlight)
+	}
+}
+
+// TestUncheckedBackendTakesNoWork: a backend is out of rotation until its
+// first health check passes.
+func TestUncheckedBackendTakesNoWork(t *testing.T) {
+	p := NewPool(hclog.NewNullLogger())
+	b, _ := p.Add(&Backend{URL: "http://127.0.0.1:3000", Protocol: "vllm"})
+	if st := p.List()[0]; st.Healthy || st.LastError != "not checked yet" {
+		t.Fatalf("before its first check: %+v", st)
+	}
+	if _, err := p.Acquire(context.Background(), 50*time.Millisecond); !errors.Is(err, ErrNoBackend) {
+		t.Fatalf("an unchecked backend took work: %v", err)
+	}
+	p.SetHealth(b.ID, nil)
+	if l, err := p.Acquire(context.Background(), 0); err != nil || l.B.ID != b.ID {
+		t.Fatalf("after a passing check: %v %v", l, err)
 	}
 }
 
