@@ -103,8 +103,12 @@ func (s *server) Prepare(ctx context.Context, req *pb.PrepareRequest) (resp *pb.
 		resp.Diagnostics = diag(err)
 		return resp, nil
 	}
-	if ep == nil || len(ep.Messages) == 0 {
-		resp.Diagnostics = diag(Errorf(CodeInternal, "domain returned an episode without messages"))
+	if ep == nil {
+		resp.Diagnostics = diag(Errorf(CodeInternal, "the domain's Prepare returned neither an episode nor an error"))
+		return resp, nil
+	}
+	if len(ep.Messages) == 0 {
+		resp.Diagnostics = diag(Errorf(CodeInternal, "the domain's Prepare returned an episode without messages"))
 		return resp, nil
 	}
 	for _, name := range ep.Tools {
@@ -187,6 +191,10 @@ func (s *server) Evaluate(ctx context.Context, req *pb.EvaluateRequest) (resp *p
 	})
 	if err != nil {
 		resp.Diagnostics = diag(err)
+		return resp, nil
+	}
+	if sc == nil {
+		resp.Diagnostics = diag(Errorf(CodeInternal, "the domain's Evaluate returned neither a score nor an error"))
 		return resp, nil
 	}
 	resp.Reward, resp.Resolved, resp.Metrics = sc.Reward, sc.Resolved, sc.Metrics

@@ -646,18 +646,26 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 		}
 		plug = p
 	}
-	res, err := s.Pipeline.Evaluate(r.Context(), plug.Name, req.Task, *req.Response)
+	ctx, cancel := context.WithTimeout(r.Context(), s.Cfg.Server.EvaluateTimeout.Duration)
+	defer cancel()
+	res, err := s.Pipeline.Evaluate(ctx, plug.Name, req.Task, *req.Response)
 	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			writeError(w, errf(http.StatusGatewayTimeout, "timeout", "", "the %s domain did not score within server.evaluate_timeout (%v)", plug.Name, s.Cfg.Server.EvaluateTimeout.Duration))
+			return
+		}
 		writeError(w, errf(http.StatusBadGateway, "plugin_error", "", "%v", err))
 		return
 	}
 	if len(res.Diagnostics) > 0 {
 		d := res.Diagnostics[0]
 		code := http.StatusUnprocessableEntity
-		if d.Code == "internal" {
-			code = http.StatusInternalServerError
-		}
+		// An internal fault of the domain (a panic, nothing returned) is
+		// no field's doing: it names none.
 		fieldName := "task"
+		if d.Code == "internal" {
+			code, fieldName = http.StatusInternalServerError, ""
+		}
 		if d.Field != "" {
 			fieldName = "task." + d.Field
 		}

@@ -114,6 +114,8 @@ type Server struct {
 	MaxSamples      int      `toml:"max_samples"`
 	MaxWait         Duration `toml:"max_wait"`
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	// EvaluateTimeout bounds one POST /v1/evaluate (504 past it).
+	EvaluateTimeout Duration `toml:"evaluate_timeout"`
 	DataDir         string   `toml:"data_dir"`
 	// ResultRetention bounds how many finished, unacknowledged results are kept.
 	ResultRetention int `toml:"result_retention"`
@@ -235,7 +237,7 @@ func Default() *Config {
 	return &Config{
 		Server: Server{
 			Listen: "127.0.0.1:8006", MaxBodyBytes: 8 << 20, MaxBatch: 10000, MaxSamples: 1024,
-			MaxWait: Duration{60 * time.Second}, ShutdownTimeout: Duration{30 * time.Second}, DataDir: ".data",
+			MaxWait: Duration{60 * time.Second}, ShutdownTimeout: Duration{30 * time.Second}, EvaluateTimeout: Duration{5 * time.Minute}, DataDir: ".data",
 			ResultRetention: 1_000_000, GCPercent: 200,
 		},
 		Pipeline: Pipeline{
@@ -446,6 +448,9 @@ func (c *Config) Validate() error {
 	pos("agent.max_turns", c.Agent.MaxTurns)
 	pos("agent.max_tokens_per_turn", c.Agent.MaxTokensPerTurn)
 	pos("agent.max_total_tokens", c.Agent.MaxTotalTokens)
+	if c.Server.EvaluateTimeout.Duration <= 0 {
+		errs = append(errs, fe("server.evaluate_timeout", "must be positive"))
+	}
 	if c.Pipeline.RolloutTimeout.Duration <= 0 {
 		errs = append(errs, fe("pipeline.rollout_timeout", "must be positive"))
 	}
