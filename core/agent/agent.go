@@ -228,6 +228,13 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 		done, final := false, ""
 		for j, c := range parsed.Calls {
 			id := am.ToolCalls[j].ID
+			if !offered(ep.Tools, c.Name) {
+				// A tool the episode did not offer is never dispatched: the
+				// domain may have it, but not for this rollout (math with
+				// python off has no sandbox to run it in).
+				obs = append(obs, trajectory.Message{Role: "tool", Content: unknownTool(c.Name, ep.Tools), ToolCallID: id, Name: c.Name})
+				continue
+			}
 			r, err := tools.Call(ctx, id, c.Name, c.Arguments)
 			if err != nil {
 				closeTurn(time.Since(t0))
@@ -347,3 +354,25 @@ func backendErr(ctx context.Context, what string, err error) error {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// offered reports whether the episode shows the model a tool of that name.
+// With no list at all the domain itself answers unknown names.
+func offered(tools []trajectory.Tool, name string) bool {
+	if len(tools) == 0 {
+		return true
+	}
+	for _, t := range tools {
+		if t.Function.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func unknownTool(name string, tools []trajectory.Tool) string {
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Function.Name
+	}
+	return fmt.Sprintf("Error: unknown tool %q. Available tools: %s.", name, strings.Join(names, ", "))
+}

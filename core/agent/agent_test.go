@@ -124,7 +124,8 @@ func TestRun(t *testing.T) {
 			}
 			ep := Episode{
 				Messages: []trajectory.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "What is 2+2?"}},
-				Tools:    []trajectory.Tool{{Type: "function", Function: trajectory.ToolFunction{Name: "finish", Parameters: json.RawMessage(`{"type":"object"}`)}}},
+				Tools: []trajectory.Tool{{Type: "function", Function: trajectory.ToolFunction{Name: "finish", Parameters: json.RawMessage(`{"type":"object"}`)}},
+					{Type: "function", Function: trajectory.ToolFunction{Name: "think", Parameters: json.RawMessage(`{"type":"object"}`)}}},
 				MaxTurns: 8, MaxTokensPerTurn: 512, MaxTotalTokens: 4096, Temperature: 1, TopP: 1,
 			}
 			if tt.maxTurns > 0 {
@@ -192,6 +193,33 @@ func TestPromptTooLong(t *testing.T) {
 	var ae *Error
 	if !errors.As(err, &ae) || ae.Reason != trajectory.ReasonContextOverflow {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestToolNotOffered: a call to a tool the episode did not offer gets an
+// "unknown tool" observation and never reaches the domain.
+func TestToolNotOffered(t *testing.T) {
+	gen := &scripted{tok: simllm.NewTokenizer(), replies: []string{think, finish}}
+	ep := Episode{Messages: []trajectory.Message{{Role: "user", Content: "Q"}}, MaxTurns: 4, MaxTokensPerTurn: 512, MaxTotalTokens: 4096,
+		Tools: []trajectory.Tool{{Type: "function", Function: trajectory.ToolFunction{Name: "finish", Parameters: json.RawMessage(`{"type":"object"}`)}}}}
+	var dispatched []string
+	tools := toolsFunc(func(name string, args json.RawMessage) (ToolResult, error) {
+		dispatched = append(dispatched, name)
+		return finishTools(name, args)
+	})
+	out, err := (&Runner{Parser: toolcall.Hermes{}, Policy: func() int64 { return 0 }}).Run(context.Background(), ep, gen, "b", tokenizer.NewSplicer(), tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dispatched) != 1 || dispatched[0] != "finish" {
+		t.Fatalf("dispatched %v", dispatched)
+	}
+	found := false
+	for _, m := range out.Messages {
+		found = found || (m.Role == "tool" && strings.Contains(m.Content, `unknown tool "think"`) && strings.Contains(m.Content, "finish"))
+	}
+	if !found || out.Status != trajectory.StatusCompleted {
+		t.Fatalf("no unknown-tool observation: %s %+v", out.Status, out.Messages)
 	}
 }
 
