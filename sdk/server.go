@@ -98,6 +98,7 @@ func (s *server) Prepare(ctx context.Context, req *pb.PrepareRequest) (resp *pb.
 		resp.Diagnostics = diag(InvalidTask("task", "not valid JSON"))
 		return resp, nil
 	}
+	ctx = withLog(ctx, s.log, req.RolloutId)
 	ep, err := s.d.Prepare(ctx, PrepareRequest{RolloutID: req.RolloutId, Task: req.TaskJson})
 	if err != nil {
 		resp.Diagnostics = diag(err)
@@ -129,6 +130,7 @@ func (s *server) Setup(ctx context.Context, req *pb.SetupRequest) (resp *pb.Setu
 	resp = &pb.SetupResponse{}
 	defer s.guard("Setup", &resp.Diagnostics)
 	if su, ok := s.d.(Setupper); ok {
+		ctx = withLog(ctx, s.log, req.RolloutId)
 		resp.Diagnostics = diag(su.Setup(ctx, SetupRequest{
 			RolloutID: req.RolloutId, Task: req.TaskJson, SandboxID: req.SandboxId, Host: s.currentHost(),
 		}))
@@ -157,6 +159,7 @@ func (s *server) CallTool(ctx context.Context, req *pb.CallToolRequest) (resp *p
 		resp.IsError, resp.Output = true, "Error: tool arguments are not valid JSON"
 		return resp, nil
 	}
+	ctx = withLog(ctx, s.log, req.RolloutId)
 	res, err := t.Call(ctx, ToolContext{RolloutID: req.RolloutId, SandboxID: req.SandboxId, Task: req.TaskJson, Host: s.currentHost()}, args)
 	if err != nil {
 		var se *Error
@@ -185,6 +188,7 @@ func (s *server) toolNames() string {
 func (s *server) Evaluate(ctx context.Context, req *pb.EvaluateRequest) (resp *pb.EvaluateResponse, _ error) {
 	resp = &pb.EvaluateResponse{}
 	defer s.guard("Evaluate", &resp.Diagnostics)
+	ctx = withLog(ctx, s.log, req.RolloutId)
 	sc, err := s.d.Evaluate(ctx, EvaluateRequest{
 		RolloutID: req.RolloutId, Task: req.TaskJson, SandboxID: req.SandboxId, FinalResponse: req.FinalResponse,
 		Messages: MessagesFromProto(req.Messages), EndReason: req.EndReason, EvalSandboxID: req.EvalSandboxId, Host: s.currentHost(),
@@ -214,7 +218,7 @@ func (s *server) Release(ctx context.Context, req *pb.ReleaseRequest) (resp *pb.
 	var diags []*pb.Diagnostic
 	defer s.guard("Release", &diags)
 	if r, ok := s.d.(Releaser); ok {
-		r.Release(ctx, req.RolloutId)
+		r.Release(withLog(ctx, s.log, req.RolloutId), req.RolloutId)
 	}
 	for _, t := range s.tools {
 		if r, ok := t.(ToolReleaser); ok {

@@ -3,6 +3,7 @@
 package pluginhost
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -172,7 +173,13 @@ func (p *Plugin) start(ctx context.Context) error {
 		AutoMTLS:         true,
 		StartTimeout:     p.cfg.StartTimeout.Duration,
 		Logger:           p.log,
-		GRPCDialOptions:  sdk.DialOptions(),
+		// The process's own stderr before the plugin serves, then what the
+		// plugin writes to os.Stderr/os.Stdout (go-plugin carries those over
+		// gRPC once it serves, and drops them unless told where).
+		Stderr:          &stderrLog{log: p.log},
+		SyncStderr:      &stderrLog{log: p.log},
+		SyncStdout:      &stderrLog{log: p.log.With("stream", "stdout")},
+		GRPCDialOptions: sdk.DialOptions(),
 	})
 	fail := func(err error) error {
 		p.kill(client, cmd, 0)
@@ -470,6 +477,47 @@ func (p *Plugin) stop() {
 	if c != nil {
 		p.kill(c, cmd, stopGrace) // graceful first: go-plugin asks the plugin to exit
 	}
+}
+
+// stderrLog puts what a plugin writes to stderr outside the SDK's JSON
+// log lines (a print, a traceback, a library's warning) into the host's
+// log at warn level, with the plugin's name: go-plugin alone keeps such
+// lines at debug, where a host at info never shows them.
+type stderrLog struct {
+	log  hclog.Logger
+	mu   sync.Mutex
+	part []byte
+}
+
+func (w *stderrLog) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.part = append(w.part, b...)
+	for {
+		i := bytes.IndexByte(w.part, '\n')
+		if i < 0 {
+			if len(w.part) > 64<<10 { // a line without end: say it in pieces
+				w.line(w.part)
+				w.part = w.part[:0]
+			}
+			return len(b), nil
+		}
+		w.line(w.part[:i])
+		w.part = w.part[i+1:]
+	}
+}
+
+func (w *stderrLog) line(l []byte) {
+	l = bytes.TrimRight(l, "\r ")
+	if len(l) == 0 {
+		return
+	}
+	// The SDK's own lines are JSON hclog entries go-plugin already relays
+	// at their level.
+	if l[0] == '{' && bytes.Contains(l, []byte(`"@message"`)) && json.Valid(l) {
+		return
+	}
+	w.log.Warn("plugin stderr", "line", string(l))
 }
 
 // stopGrace is how long a stopping plugin may take to exit by itself.

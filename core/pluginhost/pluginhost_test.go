@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -63,7 +64,9 @@ func TestSHA256Mismatch(t *testing.T) {
 func TestEnvCrashRestart(t *testing.T) {
 	t.Setenv("PRORL_SECRET_TOKEN", "hunter2")
 	ctx := context.Background()
-	m, err := Start(ctx, hclog.NewNullLogger(), map[string]*config.Plugin{"envtest": pcfg(envPlugin, "")}, NoSandboxes{}, "t")
+	var logBuf syncBuffer
+	hostLog := hclog.New(&hclog.LoggerOptions{Output: &logBuf, Level: hclog.Info})
+	m, err := Start(ctx, hostLog, map[string]*config.Plugin{"envtest": pcfg(envPlugin, "")}, NoSandboxes{}, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,9 +79,26 @@ func TestEnvCrashRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := c.CallTool(ctx, &pb.CallToolRequest{Call: &pb.ToolCall{Name: "env", ArgumentsJson: []byte("{}")}})
+	r, err := c.CallTool(ctx, &pb.CallToolRequest{RolloutId: "r-logged", Call: &pb.ToolCall{Name: "env", ArgumentsJson: []byte("{}")}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The SDK logger's line and a plain stderr line reach the host's log
+	// (at info) with the plugin's name, the first with the rollout id.
+	deadline := time.Now().Add(5 * time.Second)
+	for !(strings.Contains(logBuf.String(), "a plain line on stderr") && strings.Contains(logBuf.String(), "env tool called")) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, l := range strings.Split(logBuf.String(), "\n") {
+		switch {
+		case strings.Contains(l, "env tool called") && !(strings.Contains(l, "plugin.envtest") && strings.Contains(l, "rollout=r-logged")):
+			t.Errorf("SDK log line without plugin or rollout: %s", l)
+		case strings.Contains(l, "a plain line on stderr") && !strings.Contains(l, "plugin.envtest"):
+			t.Errorf("stderr line without the plugin: %s", l)
+		}
+	}
+	if !strings.Contains(logBuf.String(), "a plain line on stderr") || !strings.Contains(logBuf.String(), "env tool called") {
+		t.Fatalf("host log lacks the plugin's lines (%d bytes):\n%s", len(logBuf.String()), logBuf.String())
 	}
 	if strings.Contains(r.Output, "hunter2") || !strings.Contains(r.Output, "ALLOWED=yes") {
 		t.Fatalf("plugin env:\n%s", r.Output)
@@ -91,7 +111,7 @@ func TestEnvCrashRestart(t *testing.T) {
 		// The call may race the kill; the epoch check below still catches it.
 		callErr = errors.New("late")
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline = time.Now().Add(20 * time.Second)
 	for p.Epoch() == c.Epoch && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -214,4 +234,21 @@ func zombie(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || (len(s) > i+2 && s[i+2] == 'Z')
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 
@@ -19,7 +20,9 @@ func (domain) Info() sdk.Info {
 		tools.Finish(),
 		sdk.FuncTool{
 			S: sdk.ToolSpec{Name: "env", Description: "report env", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)},
-			F: func(context.Context, sdk.ToolContext, json.RawMessage) (sdk.ToolResult, error) {
+			F: func(ctx context.Context, _ sdk.ToolContext, _ json.RawMessage) (sdk.ToolResult, error) {
+				sdk.Log(ctx).Info("env tool called")
+				fmt.Fprintln(os.Stderr, "a plain line on stderr")
 				return sdk.ToolResult{Output: strings.Join(os.Environ(), "\n")}, nil
 			},
 		},
