@@ -24,8 +24,8 @@ func (b broken) Prepare(context.Context, sdk.PrepareRequest) (*sdk.Episode, erro
 }
 func (b broken) Evaluate(context.Context, sdk.EvaluateRequest) (*sdk.Score, error) {
 	if b.panics {
-		var m map[string]int
-		m["x"] = 1
+		var sc *sdk.Score
+		_ = sc.Reward // a nil dereference, as a buggy domain makes one
 	}
 	return nil, nil
 }
