@@ -1,8 +1,16 @@
 package e2e
 
 import (
+	"encoding/json"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/prorl/prorl/core/api"
+	"github.com/prorl/prorl/core/pluginhost"
+	"github.com/prorl/prorl/core/trajectory"
 )
 
 // TestCodeDomain runs the bundled coding tasks through the host, the code
@@ -33,5 +41,85 @@ func TestCodeDomain(t *testing.T) {
 	e.do("POST", "/v1/evaluate", map[string]any{"domain": "code", "task": task, "response": "```python\nprint(4)\n```"}).json(t, &ev)
 	if ev.Reward != 0 || ev.Metrics["tests_passed"] != 1 || ev.Info["verdict"] != "WA" {
 		t.Fatalf("evaluate wrong: %+v", ev)
+	}
+}
+
+// TestStatefulPluginCrash: the code domain keeps per-rollout state in its
+// process (the editor's undo history), so a plugin crash fails the
+// rollouts it had prepared with plugin_crashed, stage and message, rather
+// than letting a new process serve them without their state.
+func TestStatefulPluginCrash(t *testing.T) {
+	tasks := exampleTasks(t, "code")
+	plugin := filepath.Join(binDir, "plugins/prorl-code")
+	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--think-turns", "2", "--token-latency", "15ms"}, tasks: tasks,
+		extraTOML: "[plugins.code]\nenabled = true\npath = \"" + plugin + "\"\n[sandbox]\nagent = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"})
+	e.startHost()
+	e.addBackend()
+	var task map[string]any
+	if err := json.Unmarshal([]byte(strings.SplitN(tasks, "\n", 2)[0]), &task); err != nil {
+		t.Fatal(err)
+	}
+	task["domain"] = "code"
+	var sub api.SubmitResponse
+	e.do("POST", "/v1/rollouts", map[string]any{"task": task, "n": 6}).json(t, &sub)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var l struct {
+			Rollouts []map[string]any `json:"rollouts"`
+		}
+		e.do("GET", "/v1/rollouts?status=running&stage=run", nil).json(t, &l)
+		if len(l.Rollouts) >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rollouts never reached the run stage: %v", l)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var d struct {
+		Domains []pluginhost.Status `json:"domains"`
+	}
+	e.do("GET", "/v1/domains", nil).json(t, &d)
+	pid := 0
+	for _, s := range d.Domains {
+		if s.Name == "code" {
+			pid = s.PID
+		}
+	}
+	if pid == 0 || syscall.Kill(pid, syscall.SIGKILL) != nil {
+		t.Fatalf("no code plugin to kill: %+v", d.Domains)
+	}
+	crashed := 0
+	for _, id := range sub.RolloutIDs {
+		res := e.wait(t, id)
+		switch {
+		case res.Status == trajectory.StatusFailed && res.Failure.Reason == trajectory.ReasonPluginCrashed:
+			crashed++
+			if res.Failure.Stage == "" || res.Failure.Message == "" {
+				t.Errorf("crash failure lacks stage or message: %+v", res.Failure)
+			}
+		case res.Status == trajectory.StatusCompleted:
+		default:
+			t.Errorf("%s: unexpected %s %+v", id, res.Status, res.Failure)
+		}
+	}
+	if crashed == 0 {
+		t.Fatal("no rollout of a stateful domain reported plugin_crashed")
+	}
+	t.Logf("%d of 6 rollouts reported plugin_crashed; the rest completed", crashed)
+}
+
+// TestEvaluateTimeout: /v1/evaluate answers 504 at server.evaluate_timeout
+// when a domain takes longer to score.
+func TestEvaluateTimeout(t *testing.T) {
+	plugin := filepath.Join(binDir, "plugins/prorl-code")
+	e := newEnv(t, envOpts{serverTOML: `evaluate_timeout = "1s"`,
+		extraTOML: "[plugins.code]\nenabled = true\npath = \"" + plugin + "\"\n[plugins.code.config]\ntime_limit = 5\n[sandbox]\nagent = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"})
+	e.startHost()
+	task := map[string]any{"question": "Print 4.", "tests": []map[string]string{{"input": "", "output": "4\n"}}}
+	t0 := time.Now()
+	r := e.do("POST", "/v1/evaluate", map[string]any{"domain": "code", "task": task, "response": "```python\nimport time\ntime.sleep(4)\nprint(4)\n```"})
+	if took := time.Since(t0); r.code != 504 || !strings.Contains(string(r.body), "evaluate_timeout") || took > 3*time.Second {
+		t.Fatalf("after %v: %d %s", took, r.code, r.body)
 	}
 }

@@ -136,6 +136,8 @@ type envOpts struct {
 	backendsTOML string
 	// tasks are more JSONL task rows whose answers the simulator knows.
 	tasks string
+	// serverTOML adds keys to the [server] table.
+	serverTOML string
 }
 
 const testTasks = `{"id":"t-add","question":"What is 17 + 25?","answer":"42"}
@@ -167,6 +169,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	cfg := fmt.Sprintf(`%s[server]
 listen = "127.0.0.1:0"
 shutdown_timeout = "5s"
+%s
 [pipeline]
 run_workers = 64
 [backends]
@@ -182,7 +185,7 @@ path = %q
 %s
 [plugins.math.config]
 max_turns = 6
-%s`, static, o.backendsTOML, e.plugin, sha, o.pluginTOML, o.extraTOML)
+%s`, static, o.serverTOML, o.backendsTOML, e.plugin, sha, o.pluginTOML, o.extraTOML)
 	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
