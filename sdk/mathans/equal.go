@@ -2,6 +2,7 @@ package mathans
 
 import (
 	"math"
+	"math/big"
 	"math/rand"
 	"sort"
 	"strings"
@@ -166,12 +167,17 @@ func equalLists(a, b []string, ordered bool, depth int, budget *int) bool {
 	return true
 }
 
+// close compares values that have no exact form (pi, roots, functions,
+// expressions at sample points): a relative tolerance for float rounding,
+// an absolute one only for float noise around zero (sin(pi)). Infinities
+// and overflows are never equal to anything: an answer that overflows a
+// float is not known to match.
 func close(a, b float64) bool {
-	if math.IsInf(a, 0) || math.IsInf(b, 0) {
-		return a == b
+	if math.IsInf(a, 0) || math.IsInf(b, 0) || math.IsNaN(a) || math.IsNaN(b) {
+		return false
 	}
 	d := math.Abs(a - b)
-	return d <= 1e-9 || d <= 1e-6*math.Max(math.Abs(a), math.Abs(b))
+	return d <= 1e-12 || d <= 1e-9*math.Max(math.Abs(a), math.Abs(b))
 }
 
 func equalScaled(pct, other string, scale float64) bool {
@@ -180,11 +186,20 @@ func equalScaled(pct, other string, scale float64) bool {
 	if err1 != nil || err2 != nil || len(Vars(ea)) > 0 || len(Vars(eb)) > 0 {
 		return false
 	}
+	if xa, ok := Exact(ea); ok {
+		if xb, ok := Exact(eb); ok {
+			s := new(big.Rat).SetFloat64(scale)
+			if scale == 0.01 {
+				s = big.NewRat(1, 100)
+			}
+			return xa.Mul(xa, s).Cmp(xb) == 0
+		}
+	}
 	return close(ea.Eval(nil)*scale, eb.Eval(nil))
 }
 
-// equalValue compares two scalar answers as expressions: numbers exactly up
-// to tolerance, expressions with variables at fixed pseudo-random points.
+// equalValue compares two scalar answers as expressions: numbers as
+// equalNumbers does, expressions with variables at fixed pseudo-random points.
 func equalValue(a, b string) bool {
 	ea, err := ParseExpr(a)
 	if err != nil {
@@ -196,8 +211,7 @@ func equalValue(a, b string) bool {
 	}
 	va, vb := Vars(ea), Vars(eb)
 	if len(va) == 0 && len(vb) == 0 {
-		x, y := ea.Eval(nil), eb.Eval(nil)
-		return !math.IsNaN(x) && !math.IsNaN(y) && close(x, y)
+		return equalNumbers(ea, eb)
 	}
 	names := make([]string, 0, len(va)+len(vb))
 	for v := range va {
@@ -227,4 +241,76 @@ func equalValue(a, b string) bool {
 		checked++
 	}
 	return checked >= 3
+}
+
+// roundRat rounds r to k decimal places, halves away from zero.
+func roundRat(r *big.Rat, k int) *big.Rat {
+	scale := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(k)), nil)
+	x := new(big.Rat).Mul(r, new(big.Rat).SetInt(scale))
+	num, den := new(big.Int).Set(x.Num()), x.Denom()
+	neg := num.Sign() < 0
+	num.Abs(num)
+	q, m := new(big.Int).QuoRem(num, den, new(big.Int))
+	if new(big.Int).Mul(m, big.NewInt(2)).Cmp(den) >= 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	if neg {
+		q.Neg(q)
+	}
+	return new(big.Rat).SetFrac(q, scale)
+}
+
+// equalNumbers compares two answers without variables as Math-Verify
+// does. Written numbers with finite decimal expansions compare exactly:
+// no tolerance between distinct integers or decimals (1000001 is not
+// 1000000, 6.626e-34 is not 0), whatever their size (2^{2025} is not
+// 3^{2025}). Where one side has no finite decimal form (1/3, sqrt 2, pi)
+// both are rounded to six decimal places (0.333333 stands for 1/3,
+// 0.33333 does not). Infinities and overflows are equal to nothing.
+func equalNumbers(ea, eb Expr) bool {
+	xa, okA := Exact(ea)
+	xb, okB := Exact(eb)
+	if okA && okB {
+		if xa.Cmp(xb) == 0 {
+			return true
+		}
+		if terminating(xa) && terminating(xb) {
+			return false
+		}
+		return roundRat(xa, 6).Cmp(roundRat(xb, 6)) == 0
+	}
+	x, y := ea.Eval(nil), eb.Eval(nil)
+	if math.IsInf(x, 0) || math.IsInf(y, 0) || math.IsNaN(x) || math.IsNaN(y) {
+		return false
+	}
+	if !okA {
+		xa = new(big.Rat).SetFloat64(x)
+	}
+	if !okB {
+		xb = new(big.Rat).SetFloat64(y)
+	}
+	if roundRat(xa, 6).Cmp(roundRat(xb, 6)) == 0 {
+		return true
+	}
+	// Past about 1e9 a float has fewer than six decimals to round: there
+	// only the float's own precision is asked for.
+	return math.Max(math.Abs(x), math.Abs(y)) >= 1e9 && math.Abs(x-y) <= 1e-14*math.Max(math.Abs(x), math.Abs(y))
+}
+
+// terminating reports whether r has a finite decimal expansion (its
+// denominator has no prime factor but 2 and 5).
+func terminating(r *big.Rat) bool {
+	d := new(big.Int).Set(r.Denom())
+	for _, p := range []int64{2, 5} {
+		bp := big.NewInt(p)
+		m := new(big.Int)
+		for {
+			q, rem := new(big.Int).QuoRem(d, bp, m)
+			if rem.Sign() != 0 {
+				break
+			}
+			d = q
+		}
+	}
+	return d.Cmp(big.NewInt(1)) == 0
 }

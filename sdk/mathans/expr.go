@@ -14,7 +14,8 @@ type Expr interface {
 }
 
 type (
-	num    float64
+	num    float64 // a constant with no exact value (pi, e, infinity)
+	lit    string  // a number as written: exact (a decimal or scientific literal)
 	varRef string
 	unary  struct {
 		op byte
@@ -33,6 +34,10 @@ type (
 )
 
 func (n num) Eval(map[string]float64) float64 { return float64(n) }
+func (l lit) Eval(map[string]float64) float64 {
+	v, _ := strconv.ParseFloat(string(l), 64)
+	return v
+}
 func (v varRef) Eval(vars map[string]float64) float64 {
 	if x, ok := vars[string(v)]; ok {
 		return x
@@ -391,14 +396,13 @@ func (p *parser) arg() (Expr, error) {
 	case tNum:
 		// \frac12: one digit per argument
 		if len(t.s) > 1 && !strings.Contains(t.s, ".") {
-			v, _ := strconv.ParseFloat(t.s[:1], 64)
 			rest := t.s[1:]
 			rv, _ := strconv.ParseFloat(rest, 64)
 			p.pos--
 			p.toks[p.pos] = token{kind: tNum, s: rest, v: rv}
-			return num(v), nil
+			return lit(t.s[:1]), nil
 		}
-		return num(t.v), nil
+		return lit(t.s), nil
 	case tIdent:
 		return varRef(t.s), nil
 	}
@@ -413,7 +417,7 @@ func (p *parser) primary() (Expr, error) {
 	t := p.next()
 	switch t.kind {
 	case tNum:
-		return num(t.v), nil
+		return lit(t.s), nil
 	case tIdent:
 		if t.s == "e" {
 			return num(math.E), nil

@@ -2,6 +2,7 @@ package mathans
 
 import (
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -224,6 +225,32 @@ func TestEquivalent(t *testing.T) {
 		{"+5", "5", true},
 		{"2/3", `\frac{4}{6}`, true},
 		{"2/3", `\frac{3}{2}`, false},
+		// Verdicts of Math-Verify 0.9.0 (PyPI math-verify), verify(parse(gold),
+		// parse(pred)) on each pair: the false positives issue 14 found, and
+		// the rounding rule for decimals against non-terminating values.
+		{"1000001", "1000000", false},
+		{"123456900", "123456789", false},
+		{"99999999999", "100000000000", false},
+		{"0", `6.626 \times 10^{-34}`, false},
+		{"2^{2025}", "3^{2025}", false},
+		{"10^{400}", `\infty`, false},
+		{"32, 349", "32349", false},
+		{"1.0000001", "1", false},
+		{"0.0000001", "0", false},
+		{"12345.6789", "12345.68", false},
+		{`\frac{1}{3}`, "0.333333", true},
+		{`\frac{1}{3}`, "0.33333", false},
+		{"0.3333332", `\frac{1}{3}`, true},
+		{`\frac{2}{3}`, "0.666667", true},
+		{`\frac{2}{3}`, "0.666666", false},
+		{"0.6666666", `\frac{2}{3}`, true},
+		{`\sqrt{2}`, "1.414214", true},
+		{`\sqrt{2}`, "1.41421", false},
+		{"1.4142135", `\sqrt{2}`, true},
+		{"3.141593", `\pi`, true},
+		{"3.141592", `\pi`, false},
+		{"3.14159", `\pi`, false},
+		{"2.5", `\frac{5}{2}`, true},
 	}
 	for _, tt := range tests {
 		if tt.pred == `\sin^2 x + \cos^2 x` {
@@ -257,13 +284,19 @@ func FuzzExtract(f *testing.F) {
 }
 
 func FuzzParseExpr(f *testing.F) {
-	for _, s := range []string{`\frac{1}{2}`, `2x+1`, `\sqrt[3]{8}`, `(x+1)^2`, `1.5e3`, `\sin^2 x`, `x_{12}`, `|x|`, `5!`} {
+	for _, s := range []string{`\frac{1}{2}`, `2x+1`, `\sqrt[3]{8}`, `(x+1)^2`, `1.5e3`, `\sin^2 x`, `x_{12}`, `|x|`, `5!`, `9^{9^{9}}`, `1000!`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		e, err := ParseExpr(s)
 		if err == nil {
 			_ = e.Eval(map[string]float64{"x": 1})
+			// Exact evaluation stays within its budget whatever the input.
+			t0 := time.Now()
+			_, _ = Exact(e)
+			if d := time.Since(t0); d > time.Second {
+				t.Fatalf("Exact(%q) took %v", s, d)
+			}
 		}
 		_ = Equivalent(s, "1")
 	})

@@ -61,8 +61,9 @@ func Normalize(s string) string {
 		s = head
 	}
 	s = strings.TrimSuffix(strings.TrimSpace(s), ".")
-	if thousandsRe.MatchString(strings.ReplaceAll(s, " ", "")) {
-		s = strings.ReplaceAll(strings.ReplaceAll(s, " ", ""), ",", "")
+	// "12,345" is one number; "32, 349" (a space after the comma) is two.
+	if thousandsRe.MatchString(s) {
+		s = strings.ReplaceAll(s, ",", "")
 	}
 	// "x = 5" -> "5" when the left side is one variable.
 	if i := strings.IndexByte(s, '='); i > 0 && strings.Count(s, "=") == 1 {
