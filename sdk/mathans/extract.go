@@ -17,39 +17,68 @@ const (
 
 // LastBoxed returns the content of the last \boxed{...} or \fbox{...} in s,
 // with nested braces balanced. "\boxed 5" (no braces) takes the next token.
+// One pass matches every brace, so the cost is linear in len(s) however
+// many unbalanced boxes a response holds.
 func LastBoxed(s string) (string, bool) {
-	best := -1
-	bestLen := 0
-	for _, cmd := range []string{`\boxed`, `\fbox`} {
-		if i := strings.LastIndex(s, cmd); i > best {
-			best, bestLen = i, len(cmd)
+	closeOf := matchBraces(s)
+	type box struct{ at, n int }
+	var boxes []box
+	for i := 0; i < len(s); {
+		j := strings.IndexByte(s[i:], '\\')
+		if j < 0 {
+			break
 		}
+		i += j
+		switch {
+		case strings.HasPrefix(s[i:], `\boxed`):
+			boxes = append(boxes, box{i, len(`\boxed`)})
+		case strings.HasPrefix(s[i:], `\fbox`):
+			boxes = append(boxes, box{i, len(`\fbox`)})
+		}
+		i++
 	}
-	// A later boxed of the other kind may hide behind an unbalanced one; scan
-	// from the right for the last complete box.
-	for best >= 0 {
-		rest := s[best+bestLen:]
-		if content, ok := braced(rest); ok {
-			return content, true
+	for k := len(boxes) - 1; k >= 0; k-- {
+		j := boxes[k].at + boxes[k].n
+		for j < len(s) && s[j] == ' ' {
+			j++
 		}
-		if len(rest) > 0 && rest[0] == ' ' {
-			tok := strings.TrimSpace(rest)
-			if end := strings.IndexAny(tok, " $\n"); end >= 0 {
-				tok = tok[:end]
+		switch {
+		case j < len(s) && s[j] == '{':
+			if c, ok := closeOf[j]; ok {
+				return s[j+1 : c], true
+			}
+		case j > boxes[k].at+boxes[k].n && j < len(s):
+			tok := s[j:]
+			if e := strings.IndexAny(tok, " $\n"); e >= 0 {
+				tok = tok[:e]
 			}
 			if tok != "" {
 				return tok, true
 			}
 		}
-		prev := -1
-		for _, cmd := range []string{`\boxed`, `\fbox`} {
-			if i := strings.LastIndex(s[:best], cmd); i > prev {
-				prev, bestLen = i, len(cmd)
-			}
-		}
-		best = prev
 	}
 	return "", false
+}
+
+// matchBraces maps the position of every '{' that is closed to the
+// position of its '}' (escaped braces, \{ and \}, do not count).
+func matchBraces(s string) map[int]int {
+	out := map[int]int{}
+	var open []int
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '{':
+			open = append(open, i)
+		case '}':
+			if n := len(open); n > 0 {
+				out[open[n-1]] = i
+				open = open[:n-1]
+			}
+		}
+	}
+	return out
 }
 
 // braced returns the content of the brace group that s starts with

@@ -6,7 +6,6 @@ import (
 )
 
 var (
-	textCmdRe   = regexp.MustCompile(`\\(?:text|textbf|textit|mbox|mathrm|mathbf|operatorname)\s*\{([^{}]*)\}`)
 	thousandsRe = regexp.MustCompile(`^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$`)
 	spaceRe     = regexp.MustCompile(`\s+`)
 	unitWordRe  = regexp.MustCompile(`(?i)\s*(?:` + strings.Join(unitWords, "|") + `)\.?\s*(?:\^\{?[23]\}?|²|³)?\s*$`)
@@ -38,13 +37,7 @@ func Normalize(s string) string {
 	for _, d := range []string{`^{\circ}`, `^\circ`, `\circ`, `°`, `\degree`} {
 		s = strings.ReplaceAll(s, d, "")
 	}
-	for {
-		n := textCmdRe.ReplaceAllString(s, " $1 ")
-		if n == s {
-			break
-		}
-		s = n
-	}
+	s = unwrapText(s)
 	s = strings.ReplaceAll(s, `\%`, "%")
 	s = strings.TrimSpace(spaceRe.ReplaceAllString(s, " "))
 	// Drop trailing units only after something numeric-looking, so a bare
@@ -98,4 +91,70 @@ func isSimpleVar(s string) bool {
 		return true
 	}
 	return false
+}
+
+var textCmds = []string{`\textbf`, `\textit`, `\text`, `\mbox`, `\mathrm`, `\mathbf`, `\operatorname`}
+
+// unwrapText replaces \text{X} (and \mathrm, \textbf, ...) by " X ", nested
+// or not, in one pass: linear in len(s), however deep the nesting.
+func unwrapText(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	var groups []bool // per open brace: does it belong to a text command
+	for i := 0; i < len(s); {
+		if s[i] == '\\' {
+			if j := textCmdAt(s, i); j > 0 {
+				b.WriteByte(' ')
+				groups = append(groups, true)
+				i = j + 1
+				continue
+			}
+			end := min(i+2, len(s))
+			b.WriteString(s[i:end])
+			i = end
+			continue
+		}
+		switch s[i] {
+		case '{':
+			groups = append(groups, false)
+			b.WriteByte('{')
+		case '}':
+			if n := len(groups); n > 0 {
+				text := groups[n-1]
+				groups = groups[:n-1]
+				if text {
+					b.WriteByte(' ')
+					break
+				}
+			}
+			b.WriteByte('}')
+		default:
+			b.WriteByte(s[i])
+		}
+		i++
+	}
+	return b.String()
+}
+
+// textCmdAt returns the index of the '{' opening a text command's group
+// at s[i:], or 0.
+func textCmdAt(s string, i int) int {
+	for _, c := range textCmds {
+		if strings.HasPrefix(s[i:], c) {
+			j := i + len(c)
+			if j < len(s) && (s[j] >= 'a' && s[j] <= 'z' || s[j] >= 'A' && s[j] <= 'Z') {
+				continue // a longer command (\textstyle)
+			}
+			for j < len(s) && (s[j] == ' ' || s[j] == '\t') {
+				j++
+			}
+			if j < len(s) && s[j] == '{' {
+				return j
+			}
+		}
+	}
+	return 0
 }
