@@ -81,30 +81,6 @@ func matchBraces(s string) map[int]int {
 	return out
 }
 
-// braced returns the content of the brace group that s starts with
-// (after optional spaces), or false when it is not balanced.
-func braced(s string) (string, bool) {
-	s = strings.TrimLeft(s, " ")
-	if !strings.HasPrefix(s, "{") {
-		return "", false
-	}
-	depth := 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++ // skip escaped char such as \{ or \}
-		case '{':
-			depth++
-		case '}':
-			depth--
-			if depth == 0 {
-				return s[1:i], true
-			}
-		}
-	}
-	return "", false
-}
-
 var answerIsRe = regexp.MustCompile(`(?i)answer\s*(?:is|:)[:\s]*`)
 
 // Extract returns the final answer in a model's response: the last boxed
