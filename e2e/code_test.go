@@ -62,20 +62,7 @@ func TestStatefulPluginCrash(t *testing.T) {
 	task["domain"] = "code"
 	var sub api.SubmitResponse
 	e.do("POST", "/v1/rollouts", map[string]any{"task": task, "n": 6}).json(t, &sub)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var l struct {
-			Rollouts []map[string]any `json:"rollouts"`
-		}
-		e.do("GET", "/v1/rollouts?status=running&stage=run", nil).json(t, &l)
-		if len(l.Rollouts) >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("rollouts never reached the run stage: %v", l)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	e.waitRunning(t, 3)
 	var d struct {
 		Domains []pluginhost.Status `json:"domains"`
 	}

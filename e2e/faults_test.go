@@ -26,6 +26,25 @@ func (e *env) domain(t *testing.T) pluginhost.Status {
 	return d.Domains[0]
 }
 
+// waitRunning waits until at least n rollouts are in the run stage.
+func (e *env) waitRunning(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var l struct {
+			Rollouts []map[string]any `json:"rollouts"`
+		}
+		e.do("GET", "/v1/rollouts?status=running&stage=run", nil).json(t, &l)
+		if len(l.Rollouts) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rollouts never reached the run stage: %v", l)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func (e *env) wait(t *testing.T, id string) *trajectory.Result {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
@@ -47,20 +66,7 @@ func TestPluginCrash(t *testing.T) {
 	e.addBackend()
 	var sub api.SubmitResponse
 	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}, "n": 6}).json(t, &sub)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var l struct {
-			Rollouts []map[string]any `json:"rollouts"`
-		}
-		e.do("GET", "/v1/rollouts?status=running&stage=run", nil).json(t, &l)
-		if len(l.Rollouts) >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("rollouts never reached the run stage: %v", l)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	e.waitRunning(t, 3)
 	before := e.domain(t)
 	if before.PID == 0 {
 		t.Fatal("no plugin pid")
@@ -79,7 +85,7 @@ func TestPluginCrash(t *testing.T) {
 		t.Fatalf("host unhealthy after plugin crash: %d", r.code)
 	}
 	after := e.domain(t)
-	deadline = time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !after.Healthy && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 		after = e.domain(t)

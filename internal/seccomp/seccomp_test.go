@@ -56,14 +56,15 @@ func TestProgram(t *testing.T) {
 		t.Fatal(err)
 	}
 	withNS, _ := Program([]string{AllowNamespaces, AllowPtrace})
-	cases := []struct {
+	type tc struct {
 		name string
 		p    []unix.SockFilter
 		arch uint32
 		nr   uint32
 		arg0 uint64
 		want uint32
-	}{
+	}
+	cases := []tc{
 		{"read allowed", def, auditArch, unix.SYS_READ, 0, retAllow},
 		{"ptrace denied", def, auditArch, unix.SYS_PTRACE, 0, retEPERM},
 		{"ptrace allowed back", withNS, auditArch, unix.SYS_PTRACE, 0, retAllow},
@@ -80,14 +81,7 @@ func TestProgram(t *testing.T) {
 		{"another ABI is killed", def, 0x40000003, unix.SYS_READ, 0, retKill},
 	}
 	if x32Bit != 0 {
-		cases = append(cases, struct {
-			name string
-			p    []unix.SockFilter
-			arch uint32
-			nr   uint32
-			arg0 uint64
-			want uint32
-		}{"x32 numbers are killed", def, auditArch, x32Bit | unix.SYS_PTRACE, 0, retKill})
+		cases = append(cases, tc{"x32 numbers are killed", def, auditArch, x32Bit | unix.SYS_PTRACE, 0, retKill})
 	}
 	for _, c := range cases {
 		if got := run(t, c.p, c.arch, c.nr, c.arg0); got != c.want {
