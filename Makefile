@@ -11,7 +11,7 @@ SIM_ADDR ?= 127.0.0.1:8100
 HOST_ADDR ?= 127.0.0.1:8006
 PLUGINS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: all build plugins proto deps-proto test test-short bench soak run lint fuzz deps image models golden swe-fixtures clean
+.PHONY: all build plugins proto deps-proto mathverify test test-short bench soak run lint fuzz deps image models golden swe-fixtures clean
 IMAGE_DIR := $(shell [ "$$(id -u)" = 0 ] && echo /var/cache/prorl/images || echo $$HOME/.cache/prorl/images)
 NPM_DIR := $(HOME)/.cache/prorl/npm
 MODELS_DIR := $(HOME)/.cache/prorl/models
@@ -68,9 +68,13 @@ golden: models
 	cp scripts/golden/gen.mjs $(NPM_DIR)/gen.mjs
 	cd $(NPM_DIR) && node gen.mjs $(MODELS_DIR) $(CURDIR)/core/tokenizer/testdata
 
-test: deps build image models swe-fixtures
+# Math-Verify (PyPI, pinned) in a venv: the reference the math reward is tested against.
+mathverify:
+	@bash scripts/mathverify/install.sh >/dev/null
+
+test: deps build image models swe-fixtures mathverify
 	$(GO) vet ./...
-	PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 $(GO) test -count=1 -timeout 20m ./...
+	PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 PRORL_REQUIRE_MATHVERIFY=1 $(GO) test -count=1 -timeout 20m ./...
 
 test-short: build
 	$(GO) test -short ./...

@@ -1,0 +1,36 @@
+"""Math-Verify's verdict on each (pred, gold) pair.
+
+Reads JSON lines {"pred": str, "gold": str} on stdin and writes one JSON
+line {"equal": bool} per pair, in order: verify(parse(gold), parse(pred)),
+both parsed as Math-Verify parses a LaTeX answer ($...$ wrapped).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from math_verify import parse, verify
+
+
+def verdict(pred: str, gold: str) -> bool:
+    g = parse("$" + gold + "$")
+    p = parse("$" + pred + "$")
+    return bool(verify(g, p))
+
+
+def main() -> None:
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        case = json.loads(line)
+        try:
+            eq = verdict(case["pred"], case["gold"])
+        except Exception:  # a pair Math-Verify cannot parse is not equal
+            eq = False
+        sys.stdout.write(json.dumps({"equal": eq}) + "\n")
+
+
+if __name__ == "__main__":
+    main()
