@@ -1,8 +1,10 @@
 """Math-Verify's verdict on each (pred, gold) pair.
 
-Reads JSON lines {"pred": str, "gold": str} on stdin and writes one JSON
-line {"equal": bool} per pair, in order: verify(parse(gold), parse(pred)),
-both parsed as Math-Verify parses a LaTeX answer ($...$ wrapped).
+Reads JSON lines {"pred": str, "gold": str, "response": bool} on stdin and
+writes one JSON line {"equal": bool} per pair, in order:
+verify(parse(gold), parse(pred)). The gold is parsed as a LaTeX answer
+($...$ wrapped); the prediction too, unless "response" is set, when it is
+a whole model response that Math-Verify extracts the answer from.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ import sys
 from math_verify import parse, verify
 
 
-def verdict(pred: str, gold: str) -> bool:
+def verdict(pred: str, gold: str, response: bool) -> bool:
     g = parse("$" + gold + "$")
-    p = parse("$" + pred + "$")
+    p = parse(pred if response else "$" + pred + "$")
     return bool(verify(g, p))
 
 
@@ -26,7 +28,7 @@ def main() -> None:
             continue
         case = json.loads(line)
         try:
-            eq = verdict(case["pred"], case["gold"])
+            eq = verdict(case["pred"], case["gold"], bool(case.get("response")))
         except Exception:  # a pair Math-Verify cannot parse is not equal
             eq = False
         sys.stdout.write(json.dumps({"equal": eq}) + "\n")

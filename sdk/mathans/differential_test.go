@@ -23,13 +23,15 @@ import (
 type pair struct {
 	Pred string `json:"pred"`
 	Gold string `json:"gold"`
+	// Response: Pred is a whole model response to extract the answer from.
+	Response bool `json:"response,omitempty"`
 }
 
 // numericCorpus is deterministic: the same pairs on every run.
 func numericCorpus() []pair {
 	rng := rand.New(rand.NewSource(14))
 	var ps []pair
-	add := func(pred, gold string) { ps = append(ps, pair{pred, gold}) }
+	add := func(pred, gold string) { ps = append(ps, pair{Pred: pred, Gold: gold}) }
 	for i := 0; i < 150; i++ {
 		n := rng.Int63n(1_000_000_000_000) - 500_000_000_000
 		add(fmt.Sprint(n), fmt.Sprint(n))
@@ -119,6 +121,35 @@ func mathVerify(t *testing.T, ps []pair) []bool {
 	return vs
 }
 
+// responseCorpus puts answers in whole responses, in the forms models write.
+func responseCorpus() []pair {
+	var ps []pair
+	answers := []struct{ right, wrong, gold string }{
+		{"42", "41", "42"}, {`\frac{1}{2}`, `\frac{1}{3}`, "0.5"}, {"9", "8", "9"}, {`3\sqrt{2}`, `2\sqrt{3}`, `\sqrt{18}`},
+		{"-7", "7", "-7"}, {"2.5", "2.55", `\frac{5}{2}`}, {"1000", "1001", "1000"},
+	}
+	forms := []string{
+		"The computation gives the result. Therefore the answer is $\\boxed{%s}$.",
+		"So we get \\boxed{%s}",
+		"Final answer: $%s$",
+		"Thus, the answer is $%s$.",
+		"We find $x = %s$.",
+		"The answer is %s.",
+		"Answer $ %s $",
+		"After simplifying, \\[ %s \\]",
+		"Therefore the value is \\(%s\\).",
+		"First $a = 3$ and $b = 4$, so the result is $%s$.",
+		"%s",
+	}
+	for _, a := range answers {
+		for _, f := range forms {
+			ps = append(ps, pair{Pred: fmt.Sprintf(f, a.right), Gold: a.gold, Response: true},
+				pair{Pred: fmt.Sprintf(f, a.wrong), Gold: a.gold, Response: true})
+		}
+	}
+	return ps
+}
+
 func TestAgainstMathVerify(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs Math-Verify")
@@ -151,4 +182,51 @@ func TestAgainstMathVerify(t *testing.T) {
 	for _, s := range falseNeg {
 		t.Errorf("Math-Verify says equal, we do not: %s", s)
 	}
+}
+
+// TestResponsesAgainstMathVerify: extraction from whole responses, then
+// the verdict, against Math-Verify's parse and verify.
+func TestResponsesAgainstMathVerify(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Math-Verify")
+	}
+	ps := responseCorpus()
+	ref := mathVerify(t, ps)
+	known := disagreements(t)
+	agree, listed := 0, 0
+	for i, p := range ps {
+		a, _ := Extract(p.Pred)
+		ours := Equivalent(a, p.Gold)
+		switch {
+		case ours == ref[i]:
+			agree++
+		case known[p.Pred+"\t"+p.Gold]:
+			listed++
+		default:
+			t.Errorf("ours %v, Math-Verify %v: %q (extracted %q) vs %q", ours, ref[i], p.Pred, a, p.Gold)
+		}
+	}
+	t.Logf("response corpus: %d pairs, agreement %d (%.2f%%), %d listed disagreements (testdata/mathverify_disagreements.tsv)",
+		len(ps), agree, 100*float64(agree)/float64(len(ps)), listed)
+}
+
+// disagreements reads the committed list of pairs where we differ from
+// Math-Verify on purpose, with the reason.
+func disagreements(t *testing.T) map[string]bool {
+	b, err := os.ReadFile(filepath.Join("testdata", "mathverify_disagreements.tsv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Split(line, "\t")
+		if len(f) != 3 || f[2] == "" {
+			t.Fatalf("disagreement without a reason: %q", line)
+		}
+		out[f[0]+"\t"+f[1]] = true
+	}
+	return out
 }

@@ -12,7 +12,11 @@ import (
 const (
 	MethodBoxed    = "boxed"
 	MethodAnswerIs = "answer_is"
-	MethodNone     = "none"
+	// MethodMathSpan is the last $...$, \(...\) or \[...\] of a response
+	// without a box or "answer is"; MethodLastNumber its last number.
+	MethodMathSpan   = "math_span"
+	MethodLastNumber = "last_number"
+	MethodNone       = "none"
 )
 
 // LastBoxed returns the content of the last \boxed{...} or \fbox{...} in s,
@@ -109,5 +113,47 @@ func Extract(s string) (answer, method string) {
 			return a, MethodAnswerIs
 		}
 	}
+	// Then, as Math-Verify: the last math span, else a last number.
+	if m, ok := lastMathSpan(s); ok {
+		return m, MethodMathSpan
+	}
+	// A response whose last line is an expression by itself (\frac{1}{2}).
+	last := strings.TrimSpace(s[strings.LastIndexByte(strings.TrimSpace(s), '\n')+1:])
+	if last != "" && len(last) <= 200 && strings.ContainsAny(last, `0123456789\`) {
+		if _, err := ParseExpr(Normalize(last)); err == nil {
+			return last, MethodLastNumber
+		}
+	}
+	if n := lastNumberRe.FindAllString(s, -1); len(n) > 0 {
+		return n[len(n)-1], MethodLastNumber
+	}
 	return "", MethodNone
+}
+
+var lastNumberRe = regexp.MustCompile(`-?\d+(?:\.\d+)?`)
+
+// lastMathSpan returns the content of the last $...$, $$...$$, \(...\) or
+// \[...\] in s. One scan from the end, so its cost is linear.
+func lastMathSpan(s string) (string, bool) {
+	type span struct{ open, close string }
+	best, content := -1, ""
+	for _, sp := range []span{{`\(`, `\)`}, {`\[`, `\]`}} {
+		end := strings.LastIndex(s, sp.close)
+		if end < 0 {
+			continue
+		}
+		start := strings.LastIndex(s[:end], sp.open)
+		if start >= 0 && end > best {
+			best, content = end, s[start+len(sp.open):end]
+		}
+	}
+	// Dollars: the last closing $ and the $ before it (a $$ pair counts once).
+	if end := strings.LastIndexByte(s, '$'); end > best {
+		inner := strings.TrimRight(s[:end], "$")
+		if start := strings.LastIndexByte(inner, '$'); start >= 0 {
+			best, content = end, strings.TrimLeft(inner[start+1:], "$")
+		}
+	}
+	content = strings.TrimSpace(content)
+	return content, best >= 0 && content != ""
 }
