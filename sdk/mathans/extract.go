@@ -124,13 +124,38 @@ func Extract(s string) (answer, method string) {
 			return last, MethodLastNumber
 		}
 	}
-	if n := lastNumberRe.FindAllString(s, -1); len(n) > 0 {
-		return n[len(n)-1], MethodLastNumber
+	if n := lastNumber(s); n != "" {
+		return n, MethodLastNumber
 	}
 	return "", MethodNone
 }
 
-var lastNumberRe = regexp.MustCompile(`-?\d+(?:\.\d+)?`)
+// lastNumber is the last -?\d+(\.\d+)? in s, found scanning from the end.
+func lastNumber(s string) string {
+	isDigit := func(c byte) bool { return c >= '0' && c <= '9' }
+	end := len(s)
+	for end > 0 && !isDigit(s[end-1]) {
+		end--
+	}
+	if end == 0 {
+		return ""
+	}
+	start := end
+	for start > 0 && isDigit(s[start-1]) {
+		start--
+	}
+	// A fractional part: digits '.' digits.
+	if start >= 2 && s[start-1] == '.' && isDigit(s[start-2]) {
+		start--
+		for start > 0 && isDigit(s[start-1]) {
+			start--
+		}
+	}
+	if start > 0 && s[start-1] == '-' {
+		start--
+	}
+	return s[start:end]
+}
 
 // lastMathSpan returns the content of the last $...$, $$...$$, \(...\) or
 // \[...\] in s. One scan from the end, so its cost is linear.

@@ -314,6 +314,10 @@ func TestAdversarialCost(t *testing.T) {
 		"\\frac nested 3000 deep":  strings.Repeat(`\frac{1}{`, 3000) + "2" + strings.Repeat("}", 3000),
 		"( x 100k":                 strings.Repeat("(", 100000),
 		"a 1 MB number":            strings.Repeat("9", 1<<20),
+		"512k numbers":             strings.Repeat("1 ", 1<<19),
+		"1M dollars":               strings.Repeat("$", 1<<20),
+		"512k \\(":                 strings.Repeat(`\(`, 1<<19),
+		"a 1 MB line":              strings.Repeat("x", 1<<20),
 	} {
 		t0 := time.Now()
 		a, _ := Extract(s)
