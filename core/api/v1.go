@@ -649,11 +649,13 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.Cfg.Server.EvaluateTimeout.Duration)
 	defer cancel()
 	res, err := s.Pipeline.Evaluate(ctx, plug.Name, req.Task, *req.Response)
+	// Past the deadline whatever came back is the deadline's doing (the
+	// domain may report its cut-off sandbox call as its own failure).
+	if ctx.Err() == context.DeadlineExceeded {
+		writeError(w, errf(http.StatusGatewayTimeout, "timeout", "", "the %s domain did not score within server.evaluate_timeout (%v)", plug.Name, s.Cfg.Server.EvaluateTimeout.Duration))
+		return
+	}
 	if err != nil {
-		if ctx.Err() == context.DeadlineExceeded {
-			writeError(w, errf(http.StatusGatewayTimeout, "timeout", "", "the %s domain did not score within server.evaluate_timeout (%v)", plug.Name, s.Cfg.Server.EvaluateTimeout.Duration))
-			return
-		}
 		writeError(w, errf(http.StatusBadGateway, "plugin_error", "", "%v", err))
 		return
 	}
