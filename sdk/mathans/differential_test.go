@@ -230,3 +230,104 @@ func disagreements(t *testing.T) map[string]bool {
 	}
 	return out
 }
+
+// categoryCorpus: one or two pairs per kind of answer Math-Verify compares
+// (equations either way round and scaled, tuples and assignments, sets and
+// \\pm, intervals and inequalities, relations, percentages, matrices,
+// wrappers, mixed numbers, logarithms, expressions), right and wrong.
+func categoryCorpus() []pair {
+	return []pair{
+		{Pred: `x=2`, Gold: `2`},
+		{Pred: `2=x`, Gold: `x=2`},
+		{Pred: `(p,q)=(3,2)`, Gold: `(3,2)`},
+		{Pred: `\pm 2021`, Gold: `\{-2021, 2021\}`},
+		{Pred: `-2021, 2021`, Gold: `\pm 2021`},
+		{Pred: `(-793, 10)`, Gold: `-793 < a < 10`},
+		{Pred: `x \leq 5`, Gold: `5 \geq x`},
+		{Pred: `x \in [1,2]`, Gold: `[1,2]`},
+		{Pred: `[1,2]`, Gold: `(1,2)`},
+		{Pred: `(1,2)`, Gold: `(1,2]`},
+		{Pred: `50\%`, Gold: `50`},
+		{Pred: `50\%`, Gold: `0.5`},
+		{Pred: `50 percent`, Gold: `50\%`},
+		{Pred: `\begin{pmatrix}1&2\\3&4\end{pmatrix}`, Gold: `\begin{bmatrix}1&2\\3&4\end{bmatrix}`},
+		{Pred: `\begin{pmatrix}1&2\\3&4\end{pmatrix}`, Gold: `\begin{bmatrix}1&2\\3&5\end{bmatrix}`},
+		{Pred: `\mathcal{B}`, Gold: `B`},
+		{Pred: `10\textnormal{ miles}`, Gold: `10`},
+		{Pred: `\cfrac{1}{2}`, Gold: `0.5`},
+		{Pred: `3\frac{1}{2}`, Gold: `3.5`},
+		{Pred: `\{1,2,3\}`, Gold: `\{3,2,1\}`},
+		{Pred: `\{1,2\}`, Gold: `\{1,2,3\}`},
+		{Pred: `2x+2`, Gold: `2(x+1)`},
+		{Pred: `x^2-1`, Gold: `(x-1)(x+1)`},
+		{Pred: `x^2-1`, Gold: `(x-1)(x+2)`},
+		{Pred: `\sin^2 x + \cos^2 x`, Gold: `1`},
+		{Pred: `e^{i\pi}`, Gold: `-1`},
+		{Pred: `\ln e`, Gold: `1`},
+		{Pred: `\log_2 8`, Gold: `3`},
+		{Pred: `2x+3y=6`, Gold: `-2x-3y=-6`},
+		{Pred: `2x+3y=6`, Gold: `4x+6y=12`},
+		{Pred: `x+y=1`, Gold: `x+y=2`},
+		{Pred: `\approx 3.14`, Gold: `3.14`},
+		{Pred: `1,2`, Gold: `2,1`},
+		{Pred: `6 and 8`, Gold: `6, 8`},
+		{Pred: `y=2x`, Gold: `2x`},
+		{Pred: `\frac{\sqrt{3}}{2}`, Gold: `\sin 60^\circ`},
+		{Pred: `\infty`, Gold: `\infty`},
+		{Pred: `-\infty`, Gold: `\infty`},
+		{Pred: `(1,2)`, Gold: `(2,1)`},
+		{Pred: `\{(1,2)\}`, Gold: `(1,2)`},
+		{Pred: `5`, Gold: `\boxed{5}`},
+		{Pred: `x>3`, Gold: `(3,\infty)`},
+		{Pred: `x \geq 3`, Gold: `[3, \infty)`},
+		{Pred: `x>3`, Gold: `[3,\infty)`},
+		{Pred: `a=1, b=2`, Gold: `(1,2)`},
+		{Pred: `1/2`, Gold: `\dfrac{1}{2}`},
+		{Pred: `0.5`, Gold: `\frac12`},
+		{Pred: `3128 1/2`, Gold: `3128.5`},
+		{Pred: `x=3`, Gold: `2`},
+		{Pred: `3=x`, Gold: `x=2`},
+		{Pred: `(p,q)=(2,3)`, Gold: `(3,2)`},
+		{Pred: `\pm 2020`, Gold: `\{-2021, 2021\}`},
+		{Pred: `(-793, 11)`, Gold: `-793 < a < 10`},
+		{Pred: `[-793, 10)`, Gold: `-793 < a < 10`},
+		{Pred: `x \leq 6`, Gold: `5 \geq x`},
+		{Pred: `x \geq 5`, Gold: `5 \geq x`},
+		{Pred: `x \in [1,3]`, Gold: `[1,2]`},
+		{Pred: `40 percent`, Gold: `50\%`},
+		{Pred: `\cfrac{1}{3}`, Gold: `0.5`},
+		{Pred: `3\frac{1}{3}`, Gold: `3.5`},
+		{Pred: `\log_2 16`, Gold: `3`},
+		{Pred: `2x+3y=7`, Gold: `-2x-3y=-6`},
+		{Pred: `2x+3y=6`, Gold: `4x+6y=13`},
+		{Pred: `a=2, b=1`, Gold: `(1,2)`},
+		{Pred: `6 and 9`, Gold: `6, 8`},
+		{Pred: `\approx 3.15`, Gold: `3.14`},
+		{Pred: `6`, Gold: `\boxed{5}`},
+		{Pred: `\begin{pmatrix}1&2\\3&4\end{pmatrix}`, Gold: `\begin{bmatrix}1&2\\4&3\end{bmatrix}`},
+		{Pred: `10\textnormal{ miles}`, Gold: `11`},
+	}
+}
+
+// TestCategoriesAgainstMathVerify runs the category corpus through both.
+func TestCategoriesAgainstMathVerify(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Math-Verify")
+	}
+	ps := categoryCorpus()
+	ref := mathVerify(t, ps)
+	known := disagreements(t)
+	agree, listed := 0, 0
+	for i, p := range ps {
+		ours := Equivalent(p.Pred, p.Gold)
+		switch {
+		case ours == ref[i]:
+			agree++
+		case known[p.Pred+"\t"+p.Gold]:
+			listed++
+		default:
+			t.Errorf("ours %v, Math-Verify %v: %q vs %q (normalized %q vs %q)", ours, ref[i], p.Pred, p.Gold, Normalize(p.Pred), Normalize(p.Gold))
+		}
+	}
+	t.Logf("category corpus: %d pairs, agreement %d, %d listed disagreements", len(ps), agree, listed)
+}

@@ -53,12 +53,22 @@ func equalNorm(a, b string, depth int, budget *int) bool {
 		}
 		return false
 	}
+	if ea, ok := equation(a); ok {
+		if eb, ok := equation(b); ok {
+			return equalEquations(ea, eb)
+		}
+	}
 	if ua, ok := splitUnion(a); ok {
 		ub, ok := splitUnion(b)
 		return ok && equalLists(ua, ub, true, depth, budget)
 	}
 	la, ka := structure(a)
 	lb, kb := structure(b)
+	// A set and a bare list of answers ("-2, 2" and "\{-2, 2\}") are both
+	// unordered collections.
+	if ka == kindList && kb == kindSet || ka == kindSet && kb == kindList {
+		ka, kb = kindSet, kindSet
+	}
 	if ka != kb {
 		return false
 	}
@@ -320,4 +330,65 @@ func terminating(r *big.Rat) bool {
 		}
 	}
 	return d.Cmp(big.NewInt(1)) == 0
+}
+
+// equation parses "L = R" (one "=", nothing else relational) as L - R.
+func equation(s string) (Expr, bool) {
+	if strings.Count(s, "=") != 1 || strings.ContainsAny(s, "<>,") || strings.Contains(s, `\leq`) || strings.Contains(s, `\geq`) {
+		return nil, false
+	}
+	l, r, _ := strings.Cut(s, "=")
+	el, err := ParseExpr(strings.TrimSpace(l))
+	if err != nil {
+		return nil, false
+	}
+	er, err := ParseExpr(strings.TrimSpace(r))
+	if err != nil {
+		return nil, false
+	}
+	return binary{'-', el, er}, true
+}
+
+// equalEquations: two equations are the same when one's L - R is a nonzero
+// constant multiple of the other's (2x+3y=6 and -4x-6y=-12), checked at
+// fixed pseudo-random points.
+func equalEquations(fa, fb Expr) bool {
+	names := map[string]bool{}
+	for v := range Vars(fa) {
+		names[v] = true
+	}
+	for v := range Vars(fb) {
+		names[v] = true
+	}
+	if len(names) == 0 {
+		return false
+	}
+	keys := make([]string, 0, len(names))
+	for v := range names {
+		keys = append(keys, v)
+	}
+	sort.Strings(keys)
+	rng := rand.New(rand.NewSource(20240607))
+	ratio, checked := 0.0, 0
+	for try := 0; try < 40 && checked < 6; try++ {
+		vars := make(map[string]float64, len(keys))
+		for _, n := range keys {
+			vars[n] = 0.3 + rng.Float64()*2.7
+		}
+		x, y := fa.Eval(vars), fb.Eval(vars)
+		if math.IsNaN(x) || math.IsNaN(y) || math.IsInf(x, 0) || math.IsInf(y, 0) || math.Abs(y) < 1e-9 {
+			continue
+		}
+		k := x / y
+		if checked == 0 {
+			if math.Abs(k) < 1e-12 {
+				return false
+			}
+			ratio = k
+		} else if !close(k, ratio) {
+			return false
+		}
+		checked++
+	}
+	return checked >= 3
 }

@@ -509,6 +509,16 @@ func (p *parser) primary() (Expr, error) {
 			return varRef(t.s), nil
 		default:
 			if funcs[t.s] {
+				// \log_2 8, \log_{b} x: a logarithm to a base.
+				var base Expr
+				if t.s == "log" && p.isOp("_") {
+					p.next()
+					b, err := p.arg()
+					if err != nil {
+						return nil, err
+					}
+					base = b
+				}
 				// \sin^2 x
 				var pow Expr
 				if p.isOp("^") {
@@ -524,6 +534,9 @@ func (p *parser) primary() (Expr, error) {
 					return nil, err
 				}
 				var e Expr = call{t.s, x}
+				if base != nil {
+					e = binary{'/', call{"ln", x}, call{"ln", base}}
+				}
 				if pow != nil {
 					e = binary{'^', e, pow}
 				}

@@ -31,8 +31,20 @@ func Normalize(s string) string {
 	}
 	s = strings.ReplaceAll(s, `\$`, "")
 	s = strings.ReplaceAll(s, "$", "")
+	// A reference may come boxed itself.
+	if b, ok := LastBoxed(s); ok && strings.HasPrefix(s, `\boxed`) && strings.HasSuffix(s, "}") && len(b) == len(s)-len(`\boxed{}`) {
+		s = strings.TrimSpace(b)
+	}
 	s = strings.ReplaceAll(s, `\dfrac`, `\frac`)
 	s = strings.ReplaceAll(s, `\tfrac`, `\frac`)
+	s = strings.ReplaceAll(s, `\cfrac`, `\frac`)
+	// Matrices in any environment are the same matrix.
+	for _, env := range []string{"pmatrix", "vmatrix", "Bmatrix", "Vmatrix", "smallmatrix", "matrix"} {
+		s = strings.ReplaceAll(s, `\begin{`+env+`}`, `\begin{bmatrix}`)
+		s = strings.ReplaceAll(s, `\end{`+env+`}`, `\end{bmatrix}`)
+	}
+	s = strings.TrimPrefix(s, `\approx`)
+	s = strings.TrimPrefix(strings.TrimSpace(s), `\sim`)
 	s = strings.ReplaceAll(s, `{,}`, ",")
 	for _, d := range []string{`^{\circ}`, `^\circ`, `\circ`, `°`, `\degree`} {
 		s = strings.ReplaceAll(s, d, "")
@@ -40,6 +52,15 @@ func Normalize(s string) string {
 	s = unwrapText(s)
 	s = strings.ReplaceAll(s, `\%`, "%")
 	s = strings.TrimSpace(spaceRe.ReplaceAllString(s, " "))
+	for _, w := range []string{" percent", " per cent"} {
+		if strings.HasSuffix(s, w) {
+			s = strings.TrimSuffix(s, w) + "%"
+		}
+	}
+	// "6 and 8" is the list "6, 8".
+	s = strings.ReplaceAll(s, " and ", ", ")
+	// Relations read left to right: "5 \geq x" is "x \leq 5".
+	s = canonicalRelation(s)
 	// Drop trailing units only after something numeric-looking, so a bare
 	// "m" (a variable) survives.
 	for i := 0; i < 3; i++ {
@@ -58,14 +79,134 @@ func Normalize(s string) string {
 	if thousandsRe.MatchString(s) {
 		s = strings.ReplaceAll(s, ",", "")
 	}
-	// "x = 5" -> "5" when the left side is one variable.
-	if i := strings.IndexByte(s, '='); i > 0 && strings.Count(s, "=") == 1 {
-		lhs := strings.TrimSpace(s[:i])
-		if isSimpleVar(lhs) {
-			s = strings.TrimSpace(s[i+1:])
+	// "x = 5" -> "5" when one side is one variable (or a tuple of them:
+	// "(p,q)=(3,2)"); "x \in [1,2]" -> "[1,2]".
+	if i := strings.IndexByte(s, '='); i > 0 && strings.Count(s, "=") == 1 && !strings.ContainsAny(s, "<>") && !strings.Contains(s, `\leq`) && !strings.Contains(s, `\geq`) {
+		lhs, rhs := strings.TrimSpace(s[:i]), strings.TrimSpace(s[i+1:])
+		switch {
+		case isSimpleVar(lhs) || isVarTuple(lhs):
+			s = rhs
+		case isSimpleVar(rhs) || isVarTuple(rhs):
+			s = lhs
 		}
 	}
+	if lhs, rhs, ok := strings.Cut(s, `\in `); ok && isSimpleVar(strings.TrimSpace(lhs)) {
+		s = strings.TrimSpace(rhs)
+	}
+	// "a=1, b=2" is the tuple (1, 2).
+	if t, ok := assignments(s); ok {
+		s = t
+	}
+	// "-793 < a < 10" is the interval (-793, 10).
+	if iv, ok := chainToInterval(s); ok {
+		s = iv
+	}
+	// A mixed number.
+	if m := mixedRe.FindStringSubmatch(s); m != nil {
+		sign, whole := "", m[1]
+		if strings.HasPrefix(whole, "-") {
+			sign, whole = "-", whole[1:]
+		}
+		s = sign + "(" + whole + "+" + m[2] + "/" + m[3] + ")"
+	}
+	// "\pm 2" is the pair "-2, 2".
+	if rest, ok := strings.CutPrefix(s, `\pm`); ok && strings.TrimSpace(rest) != "" && !strings.ContainsAny(rest, ",") {
+		rest = strings.TrimSpace(rest)
+		s = "-" + rest + ", " + rest
+	}
 	return strings.TrimSpace(s)
+}
+
+// "3\frac{1}{2}" is 3.5, as Math-Verify reads it ("3128 1/2" it does not).
+var mixedRe = regexp.MustCompile(`^(-?\d+)\s*\\frac\{(\d+)\}\{(\d+)\}$`)
+
+// chainToInterval reads "A < x < B" (< or \leq at either end) as an interval.
+func chainToInterval(s string) (string, bool) {
+	type op struct {
+		tok    string
+		closed bool
+	}
+	ops := []op{{`\leq`, true}, {`\le `, true}, {"<=", true}, {"≤", true}, {"<", false}}
+	find := func(s string) (int, op) {
+		for _, o := range ops {
+			if i := strings.Index(s, o.tok); i >= 0 {
+				return i, o
+			}
+		}
+		return -1, op{}
+	}
+	i, o1 := find(s)
+	if i < 0 {
+		return "", false
+	}
+	a, rest := strings.TrimSpace(s[:i]), s[i+len(o1.tok):]
+	j, o2 := find(rest)
+	if j < 0 {
+		return "", false
+	}
+	v, b := strings.TrimSpace(rest[:j]), strings.TrimSpace(rest[j+len(o2.tok):])
+	if a == "" || b == "" || !isSimpleVar(v) {
+		return "", false
+	}
+	l, r := "(", ")"
+	if o1.closed {
+		l = "["
+	}
+	if o2.closed {
+		r = "]"
+	}
+	return l + a + ", " + b + r, true
+}
+
+// assignments reads "a=1, b=2" (two or more, each a single variable) as
+// the tuple of their values in order.
+func assignments(s string) (string, bool) {
+	parts := splitTop(s)
+	if len(parts) < 2 {
+		return "", false
+	}
+	vals := make([]string, len(parts))
+	for i, p := range parts {
+		l, r, ok := strings.Cut(p, "=")
+		if !ok || strings.Contains(r, "=") || !isSimpleVar(strings.TrimSpace(l)) || strings.TrimSpace(r) == "" {
+			return "", false
+		}
+		vals[i] = strings.TrimSpace(r)
+	}
+	return "(" + strings.Join(vals, ", ") + ")", true
+}
+
+// isVarTuple reports "(p,q)" and the like: a tuple of single variables.
+func isVarTuple(s string) bool {
+	if len(s) < 5 || s[0] != '(' || s[len(s)-1] != ')' {
+		return false
+	}
+	for _, v := range strings.Split(s[1:len(s)-1], ",") {
+		if !isSimpleVar(strings.TrimSpace(v)) {
+			return false
+		}
+	}
+	return true
+}
+
+// canonicalRelation turns "A \geq B" into "B \leq A" (and > into <), so a
+// relation written from either side reads the same.
+func canonicalRelation(s string) string {
+	for _, r := range [][2]string{{`\geq`, `\leq`}, {`\ge `, `\leq `}, {">=", `\leq`}, {">", "<"}} {
+		if strings.Count(s, r[0]) != 1 || strings.ContainsAny(s, "<=") && r[0] == ">" {
+			continue
+		}
+		if r[0] == ">" && (strings.Contains(s, ">=") || strings.Contains(s, `\geq`)) {
+			continue
+		}
+		a, b, _ := strings.Cut(s, r[0])
+		a, b = strings.TrimSpace(a), strings.TrimSpace(b)
+		if a == "" || b == "" || strings.ContainsAny(a+b, "<>") || strings.Contains(a+b, `\leq`) || strings.Contains(a+b, `\geq`) {
+			return s
+		}
+		return b + " " + strings.TrimSpace(r[1]) + " " + a
+	}
+	return s
 }
 
 func endsNumeric(s string) bool {
@@ -93,7 +234,7 @@ func isSimpleVar(s string) bool {
 	return false
 }
 
-var textCmds = []string{`\textbf`, `\textit`, `\text`, `\mbox`, `\mathrm`, `\mathbf`, `\operatorname`}
+var textCmds = []string{`\textbf`, `\textit`, `\textnormal`, `\textrm`, `\text`, `\mbox`, `\mathrm`, `\mathbf`, `\mathit`, `\operatorname`}
 
 // unwrapText replaces \text{X} (and \mathrm, \textbf, ...) by " X ", nested
 // or not, in one pass: linear in len(s), however deep the nesting.
