@@ -1,0 +1,123 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prorl/prorl/sdk/mathans"
+)
+
+// BenchmarkIssue14Figures: the math grader's throughput through
+// /v1/evaluate with the host and its plugin on one core, and the worst
+// time of any adversarial response up to 1 MB, in-process and through the
+// API.
+func BenchmarkIssue14Figures(b *testing.B) {
+	dir := binDir(b)
+	if _, err := exec.LookPath("taskset"); err != nil {
+		b.Skip("taskset not installed")
+	}
+	af := filepath.Join(b.TempDir(), "host.addr")
+	cmd := exec.Command("taskset", "-c", "0", filepath.Join(dir, "prorl-host"), "serve", "--config", hostConfig(b, dir), "--addr-file", af)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	var host string
+	for i := 0; i < 3000 && host == ""; i++ {
+		if a, err := os.ReadFile(af); err == nil && len(a) > 0 {
+			host = "http://" + string(a)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if host == "" {
+		b.Fatal("host did not start")
+	}
+	post := func(task map[string]any, response string) (float64, time.Duration) {
+		body, _ := json.Marshal(map[string]any{"domain": "math", "task": task, "response": response})
+		t0 := time.Now()
+		resp, err := http.Post(host+"/v1/evaluate", "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		d := time.Since(t0)
+		if resp.StatusCode != 200 {
+			b.Fatalf("evaluate: %d %s", resp.StatusCode, data)
+		}
+		var out struct{ Reward float64 }
+		_ = json.Unmarshal(data, &out)
+		return out.Reward, d
+	}
+	// A mix a trainer sends: right and wrong, boxed and not, exact and symbolic.
+	cases := []struct {
+		answer, response string
+	}{
+		{"42", `Adding, we get \boxed{42}.`}, {"42", `So the answer is $41$.`}, {`\frac{5}{6}`, `\boxed{\frac{10}{12}}`},
+		{`3\sqrt{2}`, `We find $x = \sqrt{18}$.`}, {"(1,2)", `\boxed{(2,1)}`}, {`x^2-1`, `\boxed{(x-1)(x+1)}`},
+		{"0.5", "The answer is 50%."}, {`\pi`, `\boxed{3.141593}`},
+	}
+	for i := 0; i < 50; i++ { // warm up
+		c := cases[i%len(cases)]
+		post(map[string]any{"question": "q", "answer": c.answer}, c.response)
+	}
+	var n atomic.Int64
+	deadline := time.Now().Add(5 * time.Second)
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; time.Now().Before(deadline); i++ {
+				c := cases[i%len(cases)]
+				post(map[string]any{"question": "q", "answer": c.answer}, c.response)
+				n.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	rate := float64(n.Load()) / 5
+	// The worst adversarial responses: in-process, and through the API.
+	shapes := map[string]string{
+		`\text{ nested 5000 deep`: strings.Repeat(`\text{`, 5000) + "1" + strings.Repeat("}", 5000),
+		`\boxed{ x 40k`:           strings.Repeat(`\boxed{`, 40000),
+		`\boxed{1} x 40k`:         strings.Repeat(`\boxed{1}`, 40000),
+		`\frac nested 3000 deep`:  strings.Repeat(`\frac{1}{`, 3000) + "2" + strings.Repeat("}", 3000),
+		"( x 100k":                strings.Repeat("(", 100000),
+		"a 1 MB number":           strings.Repeat("9", 1<<20),
+		"512k numbers":            strings.Repeat("1 ", 1<<19),
+		"1M dollars":              strings.Repeat("$", 1<<20),
+		"a 1 MB line":             strings.Repeat("x", 1<<20),
+	}
+	var worstIn, worstAPI time.Duration
+	worstInName, worstAPIName := "", ""
+	for name, s := range shapes {
+		t0 := time.Now()
+		a, _ := mathans.Extract(s)
+		_ = mathans.Equivalent(a, "1")
+		if d := time.Since(t0); d > worstIn {
+			worstIn, worstInName = d, name
+		}
+		if _, d := post(map[string]any{"question": "q", "answer": "1"}, s); d > worstAPI {
+			worstAPI, worstAPIName = d, name
+		}
+	}
+	printTable("prorl issue 14 figures: math grader", []row{
+		{"evaluations/s through /v1/evaluate, host + plugin on one core", fmt.Sprintf("%.0f/s", rate), "", true},
+		{"worst evaluation of an adversarial response <= 1 MB, in-process", fmt.Sprintf("%.1f ms (%s)", ms(worstIn), worstInName), "<= 100 ms", worstIn <= 100*time.Millisecond},
+		{"  the same through /v1/evaluate (HTTP, 1 MB body)", fmt.Sprintf("%.1f ms (%s)", ms(worstAPI), worstAPIName), "", true},
+	})
+}
