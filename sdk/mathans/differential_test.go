@@ -150,64 +150,54 @@ func responseCorpus() []pair {
 	return ps
 }
 
-func TestAgainstMathVerify(t *testing.T) {
+func TestAgainstMathVerify(t *testing.T) { compareWithMathVerify(t, "numeric", numericCorpus()) }
+
+// compareWithMathVerify runs a corpus through our Extract (for whole
+// responses) and Equivalent and through Math-Verify, and fails on every
+// pair where the verdicts differ, unless it is listed, with its reason, in
+// testdata/mathverify_disagreements.tsv.
+func compareWithMathVerify(t *testing.T, name string, ps []pair) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs Math-Verify")
 	}
-	ps := numericCorpus()
 	ref := mathVerify(t, ps)
-	agree, weEqual, theyEqual := 0, 0, 0
-	var falsePos, falseNeg []string
+	known := disagreements(t)
+	agree, listed, weEqual, theyEqual, falsePos, falseNeg := 0, 0, 0, 0, 0, 0
 	for i, p := range ps {
-		ours := Equivalent(p.Pred, p.Gold)
-		if ours == ref[i] {
-			agree++
-		} else if ours {
-			falsePos = append(falsePos, fmt.Sprintf("%q vs %q", p.Pred, p.Gold))
-		} else {
-			falseNeg = append(falseNeg, fmt.Sprintf("%q vs %q", p.Pred, p.Gold))
+		pred := p.Pred
+		if p.Response {
+			pred, _ = Extract(p.Pred)
 		}
+		ours := Equivalent(pred, p.Gold)
 		if ours {
 			weEqual++
 		}
 		if ref[i] {
 			theyEqual++
 		}
-	}
-	t.Logf("numeric corpus: %d pairs, agreement %d (%.2f%%); equal: ours %d, Math-Verify %d; we say equal where it does not: %d; the reverse: %d",
-		len(ps), agree, 100*float64(agree)/float64(len(ps)), weEqual, theyEqual, len(falsePos), len(falseNeg))
-	for _, s := range falsePos {
-		t.Errorf("we say equal, Math-Verify does not: %s", s)
-	}
-	for _, s := range falseNeg {
-		t.Errorf("Math-Verify says equal, we do not: %s", s)
-	}
-}
-
-// TestResponsesAgainstMathVerify: extraction from whole responses, then
-// the verdict, against Math-Verify's parse and verify.
-func TestResponsesAgainstMathVerify(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs Math-Verify")
-	}
-	ps := responseCorpus()
-	ref := mathVerify(t, ps)
-	known := disagreements(t)
-	agree, listed := 0, 0
-	for i, p := range ps {
-		a, _ := Extract(p.Pred)
-		ours := Equivalent(a, p.Gold)
 		switch {
 		case ours == ref[i]:
 			agree++
 		case known[p.Pred+"\t"+p.Gold]:
 			listed++
 		default:
-			t.Errorf("ours %v, Math-Verify %v: %q (extracted %q) vs %q", ours, ref[i], p.Pred, a, p.Gold)
+			if ours {
+				falsePos++
+			} else {
+				falseNeg++
+			}
+			t.Errorf("ours %v, Math-Verify %v: %q (answer %q, normalized %q) vs %q (normalized %q)", ours, ref[i], p.Pred, pred, Normalize(pred), p.Gold, Normalize(p.Gold))
 		}
 	}
-	t.Logf("response corpus: %d pairs, agreement %d (%.2f%%), %d listed disagreements (testdata/mathverify_disagreements.tsv)",
-		len(ps), agree, 100*float64(agree)/float64(len(ps)), listed)
+	t.Logf("%s corpus: %d pairs, agreement %d (%.2f%%), %d listed disagreements; equal: ours %d, Math-Verify %d; unlisted: we say equal where it does not %d, the reverse %d",
+		name, len(ps), agree, 100*float64(agree)/float64(len(ps)), listed, weEqual, theyEqual, falsePos, falseNeg)
+}
+
+// TestResponsesAgainstMathVerify: extraction from whole responses, then
+// the verdict, against Math-Verify's parse and verify.
+func TestResponsesAgainstMathVerify(t *testing.T) {
+	compareWithMathVerify(t, "response", responseCorpus())
 }
 
 // disagreements reads the committed list of pairs where we differ from
@@ -311,23 +301,5 @@ func categoryCorpus() []pair {
 
 // TestCategoriesAgainstMathVerify runs the category corpus through both.
 func TestCategoriesAgainstMathVerify(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs Math-Verify")
-	}
-	ps := categoryCorpus()
-	ref := mathVerify(t, ps)
-	known := disagreements(t)
-	agree, listed := 0, 0
-	for i, p := range ps {
-		ours := Equivalent(p.Pred, p.Gold)
-		switch {
-		case ours == ref[i]:
-			agree++
-		case known[p.Pred+"\t"+p.Gold]:
-			listed++
-		default:
-			t.Errorf("ours %v, Math-Verify %v: %q vs %q (normalized %q vs %q)", ours, ref[i], p.Pred, p.Gold, Normalize(p.Pred), Normalize(p.Gold))
-		}
-	}
-	t.Logf("category corpus: %d pairs, agreement %d, %d listed disagreements", len(ps), agree, listed)
+	compareWithMathVerify(t, "category", categoryCorpus())
 }
