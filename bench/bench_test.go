@@ -47,8 +47,15 @@ type proc struct {
 
 func spawn(b *testing.B, dir, name string, args ...string) *proc {
 	b.Helper()
+	return spawnArgv(b, name, append([]string{filepath.Join(dir, name)}, args...))
+}
+
+// spawnArgv starts argv (a wrapper such as taskset may come first), adds
+// --addr-file, and waits for the address the process writes there.
+func spawnArgv(b *testing.B, name string, argv []string) *proc {
+	b.Helper()
 	af := filepath.Join(b.TempDir(), name+".addr")
-	cmd := exec.Command(filepath.Join(dir, name), append(args, "--addr-file", af)...)
+	cmd := exec.Command(argv[0], append(argv[1:], "--addr-file", af)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var errb bytes.Buffer
 	cmd.Stderr = &errb

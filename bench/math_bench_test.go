@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,23 +26,8 @@ func BenchmarkIssue14Figures(b *testing.B) {
 	if _, err := exec.LookPath("taskset"); err != nil {
 		b.Skip("taskset not installed")
 	}
-	af := filepath.Join(b.TempDir(), "host.addr")
-	cmd := exec.Command("taskset", "-c", "0", filepath.Join(dir, "prorl-host"), "serve", "--config", hostConfig(b, dir), "--addr-file", af)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
-	var host string
-	for i := 0; i < 3000 && host == ""; i++ {
-		if a, err := os.ReadFile(af); err == nil && len(a) > 0 {
-			host = "http://" + string(a)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if host == "" {
-		b.Fatal("host did not start")
-	}
+	// Host and plugin (which inherits the affinity) on core 0.
+	host := spawnArgv(b, "prorl-host", []string{"taskset", "-c", "0", filepath.Join(dir, "prorl-host"), "serve", "--config", hostConfig(b, dir)}).addr
 	post := func(task map[string]any, response string) (float64, time.Duration) {
 		body, _ := json.Marshal(map[string]any{"domain": "math", "task": task, "response": response})
 		t0 := time.Now()
