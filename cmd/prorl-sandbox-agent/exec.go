@@ -92,14 +92,6 @@ func killAllChildren() {
 	}
 }
 
-// start starts a command made by command.
-func start(cmd *exec.Cmd) error {
-	if len(cmd.Args) > 1 && cmd.Args[1] == "init" {
-		return startInit(cmd)
-	}
-	return cmd.Start()
-}
-
 // command prepares argv under init in namespaces of its own, or, where
 // they cannot be made and the host allows it, under rlimit-exec alone.
 func (a *agent) command(argv []string, workdir string, extra map[string]string) (*exec.Cmd, error) {

@@ -42,7 +42,7 @@ const (
 )
 
 // nsAttr starts init in the namespaces of a mode. "pid" makes a user
-// namespace too; its maps are written by startInit once init has exec'd
+// namespace too; its maps are written by start once init has exec'd
 // (the agent is not dumpable, and neither is a child until it execs, so
 // the kernel would refuse the agent the child's map files before).
 func nsAttr(mode string) *syscall.SysProcAttr {
@@ -64,11 +64,12 @@ func (a *agent) initCmd(mode string, args []string, env []string) *exec.Cmd {
 	return cmd
 }
 
-// startInit starts init; in "pid" mode it then maps the agent's uid and
-// gid in init's user namespace (so commands run as the same user) and
-// lets init go on by closing the pipe init waits on as fd 3.
-func startInit(cmd *exec.Cmd) error {
-	if cmd.SysProcAttr.Cloneflags&syscall.CLONE_NEWUSER == 0 {
+// start starts a command made by agent.command. For init in "pid" mode
+// it then maps the agent's uid and gid in init's user namespace (so
+// commands run as the same user) and lets init go on by closing the pipe
+// init waits on as fd 3.
+func start(cmd *exec.Cmd) error {
+	if cmd.SysProcAttr == nil || cmd.SysProcAttr.Cloneflags&syscall.CLONE_NEWUSER == 0 {
 		return cmd.Start()
 	}
 	r, w, err := os.Pipe()
@@ -122,7 +123,7 @@ func (a *agent) isolation() (string, error) {
 			cmd := a.initCmd(mode, []string{"--probe"}, nil)
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
-			err := startInit(cmd)
+			err := start(cmd)
 			if err == nil {
 				err = cmd.Wait()
 			}

@@ -189,13 +189,15 @@ func (g *cgroup) start(cmd *exec.Cmd) error {
 
 // procs lists the processes in the group.
 func (g *cgroup) procs() []int {
-	dir := g.v2
-	if dir == "" {
-		dir = g.pids
+	for _, d := range []string{g.v2, g.pids, g.mem} {
+		if d != "" {
+			return procsIn(d)
+		}
 	}
-	if dir == "" {
-		dir = g.mem
-	}
+	return nil
+}
+
+func procsIn(dir string) []int {
 	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	var out []int
 	for _, f := range strings.Fields(string(b)) {
@@ -211,8 +213,17 @@ func (g *cgroup) remove() {
 	if g == nil {
 		return
 	}
+	for _, d := range []string{g.v2, g.pids, g.mem} {
+		if d != "" {
+			emptyAndRemove(d)
+		}
+	}
+}
+
+// emptyAndRemove kills the processes in one group directory and removes it.
+func emptyAndRemove(dir string) {
 	for try := 0; try < 100; try++ {
-		ps := g.procs()
+		ps := procsIn(dir)
 		if len(ps) == 0 {
 			break
 		}
@@ -221,11 +232,7 @@ func (g *cgroup) remove() {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	for _, d := range []string{g.v2, g.mem, g.pids} {
-		if d != "" {
-			_ = os.Remove(d)
-		}
-	}
+	_ = os.Remove(dir)
 }
 
 // close removes the host's parent groups (empty by then).
@@ -256,16 +263,7 @@ func (c *cgroups) reap(instance string) {
 		}
 		for _, e := range ents {
 			if e.IsDir() {
-				g := &cgroup{}
-				switch parent {
-				case c.v2:
-					g.v2 = filepath.Join(dead, e.Name())
-				case c.mem:
-					g.mem = filepath.Join(dead, e.Name())
-				default:
-					g.pids = filepath.Join(dead, e.Name())
-				}
-				g.remove()
+				emptyAndRemove(filepath.Join(dead, e.Name()))
 			}
 		}
 		_ = os.Remove(dead)
