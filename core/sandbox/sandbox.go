@@ -391,18 +391,26 @@ func (s *Sandbox) accumulator(res *ExecResult) func(sandboxproto.Reply) (o, e []
 		limit = 1 << 20
 	}
 	keep := func(dst *[]byte, p []byte) []byte {
-		room := limit - len(*dst)
-		if len(p) > room {
-			s.count.OutputDropped.Add(uint64(len(p) - max(room, 0)))
-			res.Truncated = true
-			p = p[:max(room, 0)]
-		}
-		*dst = append(*dst, p...)
-		return p
+		kept, over := s.keep(dst, p, limit)
+		res.Truncated = res.Truncated || over
+		return kept
 	}
 	return func(c sandboxproto.Reply) ([]byte, []byte) {
 		return keep(&res.Stdout, c.Stdout), keep(&res.Stderr, c.Stderr)
 	}
+}
+
+// keep appends p to dst up to limit bytes in all; what is over is dropped
+// and counted. It returns the part kept and whether anything was dropped.
+func (s *Sandbox) keep(dst *[]byte, p []byte, limit int) ([]byte, bool) {
+	room := max(limit-len(*dst), 0)
+	over := len(p) > room
+	if over {
+		s.count.OutputDropped.Add(uint64(len(p) - room))
+		p = p[:room]
+	}
+	*dst = append(*dst, p...)
+	return p, over
 }
 
 // Session runs a command in the sandbox's persistent bash session.
@@ -433,13 +441,8 @@ func (s *Sandbox) ReadFile(ctx context.Context, path string, max uint64) ([]byte
 	var data []byte
 	over := false
 	add := func(c sandboxproto.Reply) {
-		room := int(max) - len(data)
-		if len(c.Data) > room {
-			over = true
-			s.count.OutputDropped.Add(uint64(len(c.Data) - room))
-			c.Data = c.Data[:room]
-		}
-		data = append(data, c.Data...)
+		_, o := s.keep(&data, c.Data, int(max))
+		over = over || o
 	}
 	r, err := s.call(ctx, sandboxproto.Request{Op: sandboxproto.OpRead, Path: path, MaxBytes: max}, add)
 	add(r)

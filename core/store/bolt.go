@@ -49,8 +49,6 @@ type Bolt struct {
 	fault     error
 	unwritten []*trajectory.Result
 	healing   bool
-	// FaultEnded is when the last fault cleared (all held results durable).
-	FaultEnded time.Time
 }
 
 // maxUnwritten bounds the results held in memory during a fault: new
@@ -293,7 +291,7 @@ func (b *Bolt) heal() {
 		}
 		b.unwritten = b.unwritten[len(rs):]
 		if len(b.unwritten) == 0 {
-			b.fault, b.healing, b.FaultEnded = nil, false, time.Now()
+			b.fault, b.healing = nil, false
 			b.faultMu.Unlock()
 			return
 		}
