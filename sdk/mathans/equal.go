@@ -46,10 +46,10 @@ func equalNorm(a, b string, depth int, budget *int) bool {
 			return true
 		}
 		if aPct && !bPct {
-			return equalScaled(pa, pb, 0.01)
+			return equalPercent(pa, pb)
 		}
 		if bPct && !aPct {
-			return equalScaled(pb, pa, 0.01)
+			return equalPercent(pb, pa)
 		}
 		return false
 	}
@@ -197,7 +197,8 @@ func close(a, b float64) bool {
 	return d <= 1e-12 || d <= 1e-9*math.Max(math.Abs(a), math.Abs(b))
 }
 
-func equalScaled(pct, other string, scale float64) bool {
+// equalPercent reports whether pct percent is other ("50" and "0.5").
+func equalPercent(pct, other string) bool {
 	ea, err1 := ParseExpr(pct)
 	eb, err2 := ParseExpr(other)
 	if err1 != nil || err2 != nil || len(Vars(ea)) > 0 || len(Vars(eb)) > 0 {
@@ -205,14 +206,10 @@ func equalScaled(pct, other string, scale float64) bool {
 	}
 	if xa, ok := Exact(ea); ok {
 		if xb, ok := Exact(eb); ok {
-			s := new(big.Rat).SetFloat64(scale)
-			if scale == 0.01 {
-				s = big.NewRat(1, 100)
-			}
-			return xa.Mul(xa, s).Cmp(xb) == 0
+			return xa.Mul(xa, big.NewRat(1, 100)).Cmp(xb) == 0
 		}
 	}
-	return close(ea.Eval(nil)*scale, eb.Eval(nil))
+	return close(ea.Eval(nil)/100, eb.Eval(nil))
 }
 
 // equalValue compares two scalar answers as expressions: numbers as
