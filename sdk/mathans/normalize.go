@@ -32,8 +32,10 @@ func Normalize(s string) string {
 	s = strings.ReplaceAll(s, `\$`, "")
 	s = strings.ReplaceAll(s, "$", "")
 	// A reference may come boxed itself.
-	if b, ok := LastBoxed(s); ok && strings.HasPrefix(s, `\boxed`) && strings.HasSuffix(s, "}") && len(b) == len(s)-len(`\boxed{}`) {
-		s = strings.TrimSpace(b)
+	if strings.HasPrefix(s, `\boxed{`) && strings.HasSuffix(s, "}") {
+		if b, ok := LastBoxed(s); ok && len(b) == len(s)-len(`\boxed{}`) {
+			s = strings.TrimSpace(b)
+		}
 	}
 	s = strings.ReplaceAll(s, `\dfrac`, `\frac`)
 	s = strings.ReplaceAll(s, `\tfrac`, `\frac`)
