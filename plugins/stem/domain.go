@@ -24,7 +24,9 @@ type Config struct {
 	// Python offers the python tool (a sandbox, started only if the model calls it).
 	Python *bool  `json:"python"`
 	Image  string `json:"image"`
-	// RelTol is the default relative tolerance of numeric answers.
+	// RelTol is a relative tolerance for every numeric answer whose task
+	// sets none; zero (the default) means answers must be exact, or within
+	// the reference's significant figures.
 	RelTol float64 `json:"rel_tol"`
 	// SigFigs also accepts numeric answers within half a unit in the last
 	// significant figure of the reference, by default.
@@ -42,7 +44,7 @@ type Domain struct {
 
 // New returns the domain with default configuration.
 func New() *Domain {
-	return &Domain{cfg: Config{SystemPrompt: defaultSystemPrompt, MaxTurns: 8, RelTol: 0.01},
+	return &Domain{cfg: Config{SystemPrompt: defaultSystemPrompt, MaxTurns: 8},
 		tools: []sdk.Tool{tools.Think(), tools.Python(), tools.Finish()}}
 }
 
@@ -55,7 +57,7 @@ func (d *Domain) Info() sdk.Info {
 		Tools:       d.tools,
 		ConfigSchema: json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{` +
 			`"system_prompt":{"type":"string"},"max_turns":{"type":"integer","minimum":1},"python":{"type":"boolean"},"image":{"type":"string"},` +
-			`"rel_tol":{"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1},"sig_figs":{"type":"boolean"}}}`),
+			`"rel_tol":{"type":"number","minimum":0,"exclusiveMaximum":1},"sig_figs":{"type":"boolean"}}}`),
 	}
 }
 
@@ -67,8 +69,8 @@ func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Host) e
 	if cfg.MaxTurns < 1 {
 		return sdk.Errorf(sdk.CodeInvalidTask, "stem config: max_turns must be at least 1")
 	}
-	if cfg.RelTol <= 0 || cfg.RelTol >= 1 {
-		return sdk.Errorf(sdk.CodeInvalidTask, "stem config: rel_tol must be in (0, 1)")
+	if cfg.RelTol < 0 || cfg.RelTol >= 1 {
+		return sdk.Errorf(sdk.CodeInvalidTask, "stem config: rel_tol must be in [0, 1)")
 	}
 	d.cfg = cfg
 	return nil

@@ -38,6 +38,27 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestNumericExactByDefault: with the deployment's defaults (no rel_tol),
+// an integer reference is exact and a measured one holds to its
+// significant figures; the near misses a float tolerance let through are
+// wrong.
+func TestNumericExactByDefault(t *testing.T) {
+	sdktest.Conformance(t, sdktest.Suite{
+		Domain: New(),
+		Config: json.RawMessage(`{}`),
+		Cases: []sdktest.Case{
+			{Name: "integer", Task: json.RawMessage(`{"question":"How many?","answer":"1000000","kind":"numeric"}`),
+				Right: `\boxed{1000000}`, Wrong: `\boxed{1000001}`},
+			{Name: "big integer", Task: json.RawMessage(`{"question":"How many?","answer":"100000000000","kind":"numeric"}`),
+				Right: `\boxed{10^{11}}`, Wrong: `\boxed{99999999999}`},
+			{Name: "tiny", Task: json.RawMessage(`{"question":"Planck?","answer":"6.626 \\times 10^{-34}","unit":"J s","kind":"numeric"}`),
+				Right: `\boxed{6.6262 \times 10^{-34} J s}`, Wrong: `\boxed{0}`},
+			{Name: "task tolerance", Task: json.RawMessage(`{"question":"About?","answer":"100","rel_tol":0.05,"kind":"numeric"}`),
+				Right: `\boxed{104}`, Wrong: `\boxed{106}`},
+		},
+	})
+}
+
 func TestShuffleIsConsistent(t *testing.T) {
 	d := New()
 	task := json.RawMessage(`{"id":"q1","question":"Pick the metal.","options":["wood","glass","iron","stone","paper"],"answer":"C","shuffle":true,"shuffle_seed":11}`)

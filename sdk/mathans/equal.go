@@ -389,3 +389,17 @@ func equalEquations(fa, fb Expr) bool {
 	}
 	return checked >= 3
 }
+
+// EqualNumbers compares two written numbers (no variables) by the rules of
+// equalNumbers; false when either is not one.
+func EqualNumbers(a, b string) bool {
+	ea, err := ParseExpr(a)
+	if err != nil || len(Vars(ea)) > 0 {
+		return false
+	}
+	eb, err := ParseExpr(b)
+	if err != nil || len(Vars(eb)) > 0 {
+		return false
+	}
+	return equalNumbers(ea, eb)
+}

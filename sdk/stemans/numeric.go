@@ -155,6 +155,12 @@ type Quantity struct {
 	Dim     [7]int8
 	SigFigs int // of the number as written (0 when not a plain decimal)
 	HasUnit bool
+	offset  float64
+	Number  string // the number as written, for an exact comparison
+	// Limited: written with a decimal point or an exponent, so it stands
+	// for a measured value known to SigFigs figures; an integer ("1000000")
+	// is exact.
+	Limited bool
 }
 
 var (
@@ -189,7 +195,8 @@ func ParseQuantity(s string) (Quantity, error) {
 	if err != nil {
 		return Quantity{}, err
 	}
-	return Quantity{Value: v*u.scale + u.offset, Written: v, Scale: u.scale, Dim: u.dim, SigFigs: sigFigs(num), HasUnit: strings.TrimSpace(unitStr) != ""}, nil
+	return Quantity{Value: v*u.scale + u.offset, Written: v, Scale: u.scale, Dim: u.dim, SigFigs: sigFigs(num), HasUnit: strings.TrimSpace(unitStr) != "",
+		Number: num, Limited: limitedPrecision(num), offset: u.offset}, nil
 }
 
 // splitNumber cuts "3.2 \times 10^{5} kJ/mol" into the number and the unit.
@@ -230,11 +237,12 @@ func splitNumber(s string) (num, unitStr string) {
 // ("0.00320" has 3, "3.2e5" 2, "1200" 2); 0 when it is not one.
 func sigFigs(num string) int {
 	m := strings.TrimSpace(num)
-	if i := strings.IndexAny(m, "eE"); i >= 0 {
-		m = m[:i]
-	} else if i := strings.Index(m, `\times`); i >= 0 {
+	// \times first: it has an "e" of its own.
+	if i := strings.Index(m, `\times`); i >= 0 {
 		m = m[:i]
 	} else if i := strings.Index(m, `\cdot`); i >= 0 {
+		m = m[:i]
+	} else if i := strings.IndexAny(m, "eE"); i >= 0 {
 		m = m[:i]
 	}
 	m = strings.TrimLeft(strings.TrimSpace(m), "+-")
@@ -251,16 +259,21 @@ func sigFigs(num string) int {
 
 // NumericOptions set how close an answer must be.
 type NumericOptions struct {
-	// RelTol is the relative tolerance (default 1e-2).
+	// RelTol is a relative tolerance the task or deployment sets; zero
+	// means none: the values must be equal.
 	RelTol float64
 	// SigFigs accepts answers within half a unit in the last significant
-	// figure of the reference as written, when that is looser than RelTol.
+	// figure of the reference when the reference is written with limited
+	// precision (a decimal point or an exponent: "3.2", "1.2e3", "1000.").
 	SigFigs bool
 }
 
 // NumericEqual compares an answer with a reference: both parsed with
 // units, converted to SI, dimensions equal (an answer without a unit is
-// read in the reference's unit), values within tolerance.
+// read in the reference's unit). With no tolerance that applies, the
+// numbers compare by the math domain's exactness rules: distinct integers
+// or terminating decimals are never equal (1000001 is not 1000000, 0 is
+// not 6.626e-34), whatever a float would round them to.
 func NumericEqual(answer, reference string, o NumericOptions) (bool, error) {
 	ref, err := ParseQuantity(reference)
 	if err != nil {
@@ -270,28 +283,34 @@ func NumericEqual(answer, reference string, o NumericOptions) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	sameUnit := got.Scale == ref.Scale && got.offset == ref.offset
 	if !got.HasUnit && ref.HasUnit {
 		// A bare number is read in the reference's unit.
-		u, _ := parseUnit(referenceUnit(reference))
-		got.Value, got.Dim = got.Value*u.scale+u.offset, u.dim
+		got.Value, got.Dim, sameUnit = got.Written*ref.Scale+ref.offset, ref.Dim, true
 	}
 	if got.Dim != ref.Dim {
 		return false, nil
 	}
-	tol := o.RelTol
-	if tol <= 0 {
-		tol = 1e-2
-	}
-	allowed := tol * math.Abs(ref.Value)
-	if o.SigFigs && ref.SigFigs > 0 && ref.Written != 0 {
+	allowed := o.RelTol * math.Abs(ref.Value)
+	if o.SigFigs && ref.Limited && ref.SigFigs > 0 && ref.Written != 0 {
 		// Half a unit in the last significant place of the reference as written.
 		mag := math.Floor(math.Log10(math.Abs(ref.Written)))
 		allowed = math.Max(allowed, 0.5*math.Pow(10, mag-float64(ref.SigFigs-1))*math.Abs(ref.Scale)*(1+1e-9))
 	}
-	if ref.Value == 0 {
-		allowed = math.Max(allowed, 1e-12)
+	if allowed > 0 {
+		return math.Abs(got.Value-ref.Value) <= allowed, nil
 	}
-	return math.Abs(got.Value-ref.Value) <= allowed, nil
+	if sameUnit {
+		return mathans.EqualNumbers(got.Number, ref.Number), nil
+	}
+	// Different units: the conversion factors are floats, so equal values
+	// agree to a float's precision, not exactly.
+	return math.Abs(got.Value-ref.Value) <= 1e-12*math.Max(math.Abs(got.Value), math.Abs(ref.Value)), nil
+}
+
+// limitedPrecision: a decimal point or an exponent in the number as written.
+func limitedPrecision(num string) bool {
+	return strings.ContainsAny(num, ".eE") || strings.Contains(num, `\times`) || strings.Contains(num, `\cdot`)
 }
 
 func referenceUnit(s string) string {
