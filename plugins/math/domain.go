@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/prorl/prorl/sdk"
@@ -128,16 +130,30 @@ func (d *Domain) Prepare(_ context.Context, req sdk.PrepareRequest) (*sdk.Episod
 	return tools.AnswerEpisode(t.ID, d.cfg.SystemPrompt, t.Question, d.cfg.MaxTurns, d.cfg.python(), d.cfg.Image), nil
 }
 
-func (d *Domain) Evaluate(_ context.Context, req sdk.EvaluateRequest) (*sdk.Score, error) {
+func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Score, error) {
 	t, err := ParseTask(req.Task)
 	if err != nil {
 		return nil, err
 	}
 	ans, method := mathans.Extract(req.Response())
-	correct := method != mathans.MethodNone && mathans.Equivalent(ans, t.Answer)
+	correct, budgetOut := false, false
+	if method != mathans.MethodNone {
+		correct, err = mathans.EquivalentContext(ctx, ans, t.Answer)
+		switch {
+		case errors.Is(err, mathans.ErrBudget):
+			// Undecidable within the budget: not equal, and said so.
+			budgetOut = true
+		case err != nil:
+			// The eval deadline or the caller ended: stop, score nothing.
+			return nil, fmt.Errorf("math: evaluate: %w", err)
+		}
+	}
 	sc := &sdk.Score{
 		Metrics: map[string]float64{"format_ok": b2f(method != mathans.MethodNone), "correct": b2f(correct)},
 		Info:    map[string]any{"extracted_answer": ans, "extraction": method, "ground_truth": t.Answer},
+	}
+	if budgetOut {
+		sc.Info["grader_budget_exceeded"] = true
 	}
 	if correct {
 		sc.Reward, sc.Resolved = 1, true

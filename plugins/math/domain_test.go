@@ -1,9 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/prorl/prorl/sdk"
 	"github.com/prorl/prorl/sdk/sdktest"
 )
 
@@ -47,5 +52,27 @@ func TestParseTask(t *testing.T) {
 		if err == nil && (got.Question != tt.q || got.Answer != tt.a) {
 			t.Errorf("%s: got %+v", tt.in, got)
 		}
+	}
+}
+
+// TestEvaluateStops: an answer the grader cannot decide within its work
+// budget scores 0 and says so; a cancelled evaluation returns the
+// context's error instead of a score.
+func TestEvaluateStops(t *testing.T) {
+	n := 1800
+	a, b := make([]string, n), make([]string, n)
+	for i := range n {
+		a[i], b[n-1-i] = fmt.Sprint(i+1), fmt.Sprintf("%d.0", i+1)
+	}
+	task, _ := json.Marshal(map[string]string{"question": "q", "answer": strings.Join(b, ", ")})
+	req := sdk.EvaluateRequest{Task: task, FinalResponse: `\boxed{` + strings.Join(a, ", ") + `}`}
+	sc, err := New().Evaluate(context.Background(), req)
+	if err != nil || sc.Reward != 0 || sc.Info["grader_budget_exceeded"] != true {
+		t.Fatalf("budget: %+v, %v", sc, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if sc, err := New().Evaluate(ctx, req); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %+v, %v; want context.Canceled", sc, err)
 	}
 }

@@ -1,6 +1,8 @@
 package mathans
 
 import (
+	"context"
+	"errors"
 	"math"
 	"math/big"
 	"math/rand"
@@ -11,27 +13,86 @@ import (
 // Equivalent reports whether a predicted answer equals the reference:
 // the same after normalisation, the same number, the same expression at
 // random points, or the same tuple, interval or set element by element.
+// An answer the grader cannot decide within its work budget is not equal.
 func Equivalent(pred, gold string) bool {
+	eq, _ := EquivalentContext(context.Background(), pred, gold)
+	return eq
+}
+
+// ErrBudget: the comparison needed more work than one evaluation may spend.
+var ErrBudget = errors.New("mathans: comparison over its work budget")
+
+// EquivalentContext is Equivalent that stops when ctx ends (returning
+// ctx's error) and reports ErrBudget when the comparison ran out of work
+// budget; the verdict is then false.
+func EquivalentContext(ctx context.Context, pred, gold string) (bool, error) {
+	return equivalent(ctx, pred, gold, workBudget)
+}
+
+func equivalent(ctx context.Context, pred, gold string, budget int) (bool, error) {
 	// No answer is this long; a response that is costs nothing to refuse.
 	if len(pred) > maxAnswer || len(gold) > maxAnswer {
-		return false
+		return false, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
 	}
 	a, b := Normalize(pred), Normalize(gold)
 	if a == "" || b == "" {
-		return false
+		return false, nil
 	}
-	budget := 2000 // comparisons; nested unordered lists could otherwise explode
-	return equalNorm(a, b, 0, &budget)
+	m := &meter{ctx: ctx, left: budget}
+	eq := equalNorm(a, b, 0, m)
+	if m.err != nil {
+		return false, m.err
+	}
+	return eq, nil
 }
 
 // maxAnswer caps the length of an answer Equivalent looks at.
 const maxAnswer = 16 << 10
 
+// workBudget bounds one comparison's work, counted deterministically (bytes
+// compared and parsed, expression nodes evaluated) so that a verdict never
+// depends on the machine's load. It allows any answer of ordinary size (a
+// set of any size against a permutation spelt the same way, 100 elements
+// spelt differently) and stops crafted ones (thousands of elements
+// compared pairwise) after about 25 ms of one core.
+const workBudget = 2 << 20
+
+// compareCost is the fixed cost of one element comparison in work units
+// (about 10 ns each on a 2020s core: a comparison of two short numbers,
+// parses included, takes about 3 µs).
+const compareCost = 256
+
+// meter counts the work of one comparison and watches its context.
+type meter struct {
+	ctx  context.Context
+	left int
+	err  error
+}
+
+// spend charges n units; false once the budget is gone or ctx has ended.
+func (m *meter) spend(n int) bool {
+	if m.err != nil {
+		return false
+	}
+	m.left -= n
+	if m.left < 0 {
+		m.err = ErrBudget
+		return false
+	}
+	if err := m.ctx.Err(); err != nil {
+		m.err = err
+		return false
+	}
+	return true
+}
+
 func squash(s string) string { return strings.ToLower(strings.ReplaceAll(s, " ", "")) }
 
-func equalNorm(a, b string, depth int, budget *int) bool {
-	*budget--
-	if depth > 8 || *budget < 0 {
+func equalNorm(a, b string, depth int, m *meter) bool {
+	if depth > 8 || !m.spend(len(a)+len(b)+compareCost) {
 		return false
 	}
 	if squash(a) == squash(b) {
@@ -42,7 +103,7 @@ func equalNorm(a, b string, depth int, budget *int) bool {
 	pb, bPct := strings.CutSuffix(b, "%")
 	if aPct || bPct {
 		pa, pb = strings.TrimSpace(pa), strings.TrimSpace(pb)
-		if equalValue(pa, pb) {
+		if equalValue(pa, pb, m) {
 			return true
 		}
 		if aPct && !bPct {
@@ -55,12 +116,12 @@ func equalNorm(a, b string, depth int, budget *int) bool {
 	}
 	if ea, ok := equation(a); ok {
 		if eb, ok := equation(b); ok {
-			return equalEquations(ea, eb)
+			return equalEquations(ea, eb, m)
 		}
 	}
 	if ua, ok := splitUnion(a); ok {
 		ub, ok := splitUnion(b)
-		return ok && equalLists(ua, ub, true, depth, budget)
+		return ok && equalLists(ua, ub, true, depth, m)
 	}
 	la, ka := structure(a)
 	lb, kb := structure(b)
@@ -74,11 +135,11 @@ func equalNorm(a, b string, depth int, budget *int) bool {
 	}
 	switch ka {
 	case kindSet, kindList:
-		return equalLists(la, lb, false, depth, budget)
+		return equalLists(la, lb, false, depth, m)
 	case kindTuple:
-		return bracketsMatch(a, b) && equalLists(la, lb, true, depth, budget)
+		return bracketsMatch(a, b) && equalLists(la, lb, true, depth, m)
 	}
-	return equalValue(a, b)
+	return equalValue(a, b, m)
 }
 
 const (
@@ -156,28 +217,48 @@ func splitTop(s string) []string {
 	return append(out, strings.TrimSpace(s[start:]))
 }
 
-func equalLists(a, b []string, ordered bool, depth int, budget *int) bool {
+func equalLists(a, b []string, ordered bool, depth int, m *meter) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	if ordered {
 		for i := range a {
-			if !equalNorm(a[i], b[i], depth+1, budget) {
+			if !equalNorm(a[i], b[i], depth+1, m) {
 				return false
 			}
 		}
 		return true
 	}
+	// The same elements spelt the same way in another order: n log n, where
+	// the pairwise search below is quadratic.
+	if sameMultiset(a, b) {
+		return m.spend(len(a) * compareCost)
+	}
 	used := make([]bool, len(b))
 	for _, x := range a {
 		found := false
 		for j, y := range b {
-			if !used[j] && equalNorm(x, y, depth+1, budget) {
+			if !used[j] && equalNorm(x, y, depth+1, m) {
 				used[j], found = true, true
 				break
 			}
 		}
 		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func sameMultiset(a, b []string) bool {
+	sa, sb := make([]string, len(a)), make([]string, len(b))
+	for i := range a {
+		sa[i], sb[i] = squash(a[i]), squash(b[i])
+	}
+	sort.Strings(sa)
+	sort.Strings(sb)
+	for i := range sa {
+		if sa[i] != sb[i] {
 			return false
 		}
 	}
@@ -214,7 +295,7 @@ func equalPercent(pct, other string) bool {
 
 // equalValue compares two scalar answers as expressions: numbers as
 // equalNumbers does, expressions with variables at fixed pseudo-random points.
-func equalValue(a, b string) bool {
+func equalValue(a, b string, m *meter) bool {
 	ea, err := ParseExpr(a)
 	if err != nil {
 		return false
@@ -241,6 +322,9 @@ func equalValue(a, b string) bool {
 	rng := rand.New(rand.NewSource(20240607))
 	checked := 0
 	for try := 0; try < 40 && checked < 6; try++ {
+		if !m.spend(len(a) + len(b)) {
+			return false
+		}
 		vars := make(map[string]float64, len(names))
 		for _, n := range names {
 			vars[n] = 0.3 + rng.Float64()*2.7
@@ -349,7 +433,7 @@ func equation(s string) (Expr, bool) {
 // equalEquations: two equations are the same when one's L - R is a nonzero
 // constant multiple of the other's (2x+3y=6 and -4x-6y=-12), checked at
 // fixed pseudo-random points.
-func equalEquations(fa, fb Expr) bool {
+func equalEquations(fa, fb Expr, m *meter) bool {
 	names := map[string]bool{}
 	for v := range Vars(fa) {
 		names[v] = true
@@ -368,6 +452,9 @@ func equalEquations(fa, fb Expr) bool {
 	rng := rand.New(rand.NewSource(20240607))
 	ratio, checked := 0.0, 0
 	for try := 0; try < 40 && checked < 6; try++ {
+		if !m.spend(256) {
+			return false
+		}
 		vars := make(map[string]float64, len(keys))
 		for _, n := range keys {
 			vars[n] = 0.3 + rng.Float64()*2.7

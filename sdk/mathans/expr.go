@@ -381,6 +381,22 @@ func (p *parser) postfix() (Expr, error) {
 	return x, nil
 }
 
+// startsFactor: the next token is a number, a letter or a Greek letter,
+// which juxtaposed multiply.
+func (p *parser) startsFactor() bool {
+	t := p.peek()
+	switch t.kind {
+	case tNum, tIdent:
+		return true
+	case tCmd:
+		switch t.s {
+		case "alpha", "beta", "gamma", "theta", "phi", "lambda", "mu", "sigma", "omega", "tau", "rho", "pi":
+			return true
+		}
+	}
+	return false
+}
+
 // arg parses a LaTeX argument: a brace group, or a single digit/letter (\frac12).
 func (p *parser) arg() (Expr, error) {
 	if p.isOp("{") {
@@ -529,9 +545,20 @@ func (p *parser) primary() (Expr, error) {
 					}
 					pow = e
 				}
+				parens := p.isOp("(")
 				x, err := p.power()
 				if err != nil {
 					return nil, err
+				}
+				// Without parentheses the argument is the whole product of
+				// numbers and letters that follows: \sin 2x is sin(2x), and
+				// \sin x \cos x stops at the next function.
+				for !parens && p.startsFactor() {
+					y, err := p.power()
+					if err != nil {
+						return nil, err
+					}
+					x = binary{'*', x, y}
 				}
 				var e Expr = call{t.s, x}
 				if base != nil {

@@ -21,47 +21,59 @@ const (
 
 // LastBoxed returns the content of the last \boxed{...} or \fbox{...} in s,
 // with nested braces balanced. "\boxed 5" (no braces) takes the next token.
-// One pass matches every brace, so the cost is linear in len(s) however
-// many unbalanced boxes a response holds.
 func LastBoxed(s string) (string, bool) {
+	bs := Boxed(s)
+	if len(bs) == 0 {
+		return "", false
+	}
+	return bs[len(bs)-1], true
+}
+
+// Boxed returns the contents of every outermost \boxed{...} or \fbox{...}
+// in s, in order. One pass matches every brace, so the cost is linear in
+// len(s) however many unbalanced boxes a response holds.
+func Boxed(s string) []string {
 	closeOf := matchBraces(s)
-	type box struct{ at, n int }
-	var boxes []box
+	var out []string
+	end := -1 // the end of the last box taken: boxes inside it are its content
 	for i := 0; i < len(s); {
 		j := strings.IndexByte(s[i:], '\\')
 		if j < 0 {
 			break
 		}
 		i += j
+		n := 0
 		switch {
 		case strings.HasPrefix(s[i:], `\boxed`):
-			boxes = append(boxes, box{i, len(`\boxed`)})
+			n = len(`\boxed`)
 		case strings.HasPrefix(s[i:], `\fbox`):
-			boxes = append(boxes, box{i, len(`\fbox`)})
+			n = len(`\fbox`)
 		}
-		i++
-	}
-	for k := len(boxes) - 1; k >= 0; k-- {
-		j := boxes[k].at + boxes[k].n
+		if n == 0 || i < end {
+			i++
+			continue
+		}
+		j = i + n
 		for j < len(s) && s[j] == ' ' {
 			j++
 		}
 		switch {
 		case j < len(s) && s[j] == '{':
 			if c, ok := closeOf[j]; ok {
-				return s[j+1 : c], true
+				out, end = append(out, s[j+1:c]), c
 			}
-		case j > boxes[k].at+boxes[k].n && j < len(s):
+		case j > i+n && j < len(s):
 			tok := s[j:]
 			if e := strings.IndexAny(tok, " $\n"); e >= 0 {
 				tok = tok[:e]
 			}
 			if tok != "" {
-				return tok, true
+				out, end = append(out, tok), j+len(tok)
 			}
 		}
+		i++
 	}
-	return "", false
+	return out
 }
 
 // matchBraces maps the position of every '{' that is closed to the
@@ -87,11 +99,13 @@ func matchBraces(s string) map[int]int {
 
 var answerIsRe = regexp.MustCompile(`(?i)answer\s*(?:is|:)[:\s]*`)
 
-// Extract returns the final answer in a model's response: the last boxed
-// expression, else the text after the last "the answer is".
+// Extract returns the final answer in a model's response, in this order:
+// the boxed answers (several distinct boxes are one multi-answer, "6, 8",
+// as Math-Verify reads them); the text after the last "the answer is";
+// the last math span; a last line that is an expression; the last number.
 func Extract(s string) (answer, method string) {
-	if b, ok := LastBoxed(s); ok {
-		return strings.TrimSpace(b), MethodBoxed
+	if bs := Boxed(s); len(bs) > 0 {
+		return joinDistinct(bs), MethodBoxed
 	}
 	ms := answerIsRe.FindAllStringIndex(s, -1)
 	if len(ms) > 0 {
@@ -128,6 +142,20 @@ func Extract(s string) (answer, method string) {
 		return n, MethodLastNumber
 	}
 	return "", MethodNone
+}
+
+// joinDistinct joins answers, each once, in order of first appearance.
+func joinDistinct(bs []string) string {
+	seen := make(map[string]bool, len(bs))
+	var out []string
+	for _, b := range bs {
+		b = strings.TrimSpace(b)
+		if k := squash(b); b != "" && !seen[k] {
+			seen[k] = true
+			out = append(out, b)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // lastNumber is the last -?\d+(\.\d+)? in s, found scanning from the end.

@@ -1,6 +1,11 @@
 package mathans
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,12 +18,14 @@ func TestExtract(t *testing.T) {
 	}{
 		{`So the answer is \boxed{42}.`, "42", MethodBoxed},
 		{`\boxed{\frac{1}{2}}`, `\frac{1}{2}`, MethodBoxed},
-		{`first \boxed{1} then \boxed{2}`, "2", MethodBoxed},
+		{`first \boxed{1} then \boxed{2}`, "1, 2", MethodBoxed}, // several boxes: one multi-answer, as Math-Verify
+		{`\boxed{2} so \boxed{2}`, "2", MethodBoxed},
+		{`\boxed{\boxed{7}}`, `\boxed{7}`, MethodBoxed},
 		{`\boxed{\{1,2\}}`, `\{1,2\}`, MethodBoxed},
 		{`nested \boxed{\sqrt{\frac{a}{b}}} end`, `\sqrt{\frac{a}{b}}`, MethodBoxed},
 		{`\fbox{7}`, "7", MethodBoxed},
-		{`\boxed{3} and later \fbox{4}`, "4", MethodBoxed},
-		{`\fbox{3} and later \boxed{5}`, "5", MethodBoxed},
+		{`\boxed{3} and later \fbox{4}`, "3, 4", MethodBoxed},
+		{`\fbox{3} and later \boxed{5}`, "3, 5", MethodBoxed},
 		{`$\boxed 5$`, "5", MethodBoxed},
 		{`\boxed{ 12 }`, "12", MethodBoxed},
 		{`\boxed{a} \boxed{unclosed`, "a", MethodBoxed},
@@ -274,7 +281,13 @@ func FuzzExtract(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		t0 := time.Now()
 		a, m := Extract(s)
+		_ = Equivalent(a, "1")
+		// Generous for a loaded machine; the bench measures the real figure.
+		if d := time.Since(t0); d > time.Second {
+			t.Fatalf("Extract and Equivalent of %d bytes took %v", len(s), d)
+		}
 		if m == MethodNone && a != "" {
 			t.Fatalf("method none with answer %q", a)
 		}
@@ -303,6 +316,24 @@ func FuzzParseExpr(f *testing.F) {
 	})
 }
 
+// FuzzEquivalent: any pair is decided, or given up on, within the budget,
+// and the verdict is the same both ways round for numbers.
+func FuzzEquivalent(f *testing.F) {
+	for _, p := range [][2]string{{`x=2`, `2`}, {`\{1,2\}`, `2, 1`}, {`(1,2]`, `1 < x \leq 2`}, {`50\%`, `0.5`}, {`\begin{pmatrix}1&2\end{pmatrix}`, `(1,2)`}} {
+		f.Add(p[0], p[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		t0 := time.Now()
+		_, err := EquivalentContext(context.Background(), a, b)
+		if d := time.Since(t0); d > time.Second {
+			t.Fatalf("%q vs %q took %v", a, b, d)
+		}
+		if err != nil && !errors.Is(err, ErrBudget) {
+			t.Fatalf("%q vs %q: %v", a, b, err)
+		}
+	})
+}
+
 // TestAdversarialCost: responses built to make the grader quadratic stay
 // cheap (they took 11 to 15 s before). The bound is generous for a loaded
 // CI machine; the times are logged.
@@ -328,5 +359,59 @@ func TestAdversarialCost(t *testing.T) {
 		if d > 2*time.Second {
 			t.Errorf("%s took %v", name, d)
 		}
+	}
+}
+
+// crafted: two unordered lists whose pairwise comparison is quadratic
+// (every element matches only the last candidate left, spelt otherwise).
+func crafted(n int) (string, string) {
+	a, b := make([]string, n), make([]string, n)
+	for i := range n {
+		a[i], b[n-1-i] = fmt.Sprint(i+1), fmt.Sprintf("%d.0", i+1)
+	}
+	return strings.Join(a, ", "), strings.Join(b, ", ")
+}
+
+// TestWorkBudget: a comparison that would take seconds stops at its work
+// budget with ErrBudget and "not equal"; answers of ordinary size are
+// decided.
+func TestWorkBudget(t *testing.T) {
+	a, b := crafted(1800)
+	eq, err := EquivalentContext(context.Background(), a, b)
+	if eq || !errors.Is(err, ErrBudget) {
+		t.Fatalf("crafted lists: %v, %v; want false, ErrBudget", eq, err)
+	}
+	for _, n := range []int{10, 100} {
+		a, b := crafted(n)
+		if eq, err := EquivalentContext(context.Background(), a, b); !eq || err != nil {
+			t.Errorf("%d elements: %v, %v", n, eq, err)
+		}
+	}
+	// The same elements in another order, spelt the same, at any size.
+	a, _ = crafted(2000)
+	parts := strings.Split(a, ", ")
+	slices.Reverse(parts)
+	if eq, err := EquivalentContext(context.Background(), a, strings.Join(parts, ", ")); !eq || err != nil {
+		t.Errorf("2000 elements reversed: %v, %v", eq, err)
+	}
+}
+
+// TestCancellation: when the context ends, a comparison stops within
+// 50 ms (here one that would run for seconds: no work budget).
+func TestCancellation(t *testing.T) {
+	a, b := crafted(1800)
+	ctx, cancel := context.WithCancel(context.Background())
+	var cancelled time.Time
+	timer := time.AfterFunc(20*time.Millisecond, func() { cancelled = time.Now(); cancel() })
+	defer timer.Stop()
+	eq, err := equivalent(ctx, a, b, math.MaxInt)
+	stopped := time.Now()
+	if eq || !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, %v; want false, context.Canceled", eq, err)
+	}
+	if lag := stopped.Sub(cancelled); lag > 50*time.Millisecond {
+		t.Errorf("stopped %v after cancellation", lag)
+	} else {
+		t.Logf("stopped %v after cancellation", lag)
 	}
 }

@@ -129,13 +129,15 @@ func chainToInterval(s string) (string, bool) {
 		closed bool
 	}
 	ops := []op{{`\leq`, true}, {`\le `, true}, {"<=", true}, {"≤", true}, {"<", false}}
+	// The first relation in s, whichever it is ("a < x \leq b").
 	find := func(s string) (int, op) {
+		at, found := -1, op{}
 		for _, o := range ops {
-			if i := strings.Index(s, o.tok); i >= 0 {
-				return i, o
+			if i := strings.Index(s, o.tok); i >= 0 && (at < 0 || i < at) {
+				at, found = i, o
 			}
 		}
-		return -1, op{}
+		return at, found
 	}
 	i, o1 := find(s)
 	if i < 0 {

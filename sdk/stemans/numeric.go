@@ -313,11 +313,6 @@ func limitedPrecision(num string) bool {
 	return strings.ContainsAny(num, ".eE") || strings.Contains(num, `\times`) || strings.Contains(num, `\cdot`)
 }
 
-func referenceUnit(s string) string {
-	_, u := splitNumber(normalizeQuantity(strings.Trim(strings.TrimSpace(s), "$")))
-	return u
-}
-
 // normalizeQuantity spells multiplication, powers and degrees one way.
 var quantityReplacer = strings.NewReplacer("−", "-", "×", `\times `, "·", `\cdot `, "**", "^", "⁻", "-",
 	`^{\circ}`, "°", `^\circ`, "°", `\circ`, "°", `\degree`, "°")
