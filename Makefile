@@ -11,7 +11,7 @@ SIM_ADDR ?= 127.0.0.1:8100
 HOST_ADDR ?= 127.0.0.1:8006
 PLUGINS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: all build plugins proto deps-proto mathverify test test-short bench soak run lint fuzz deps image models golden swe-fixtures clean
+.PHONY: all build plugins proto deps-proto mathverify swebench swe-specs swe-logs test test-short bench soak run lint fuzz deps image models golden swe-fixtures clean
 IMAGE_DIR := $(shell [ "$$(id -u)" = 0 ] && echo /var/cache/prorl/images || echo $$HOME/.cache/prorl/images)
 NPM_DIR := $(HOME)/.cache/prorl/npm
 MODELS_DIR := $(HOME)/.cache/prorl/models
@@ -72,9 +72,20 @@ golden: models
 mathverify:
 	@bash scripts/mathverify/install.sh >/dev/null
 
-test: deps build image models swe-fixtures mathverify
+# SWE-bench's harness (swebench 4.1.0, pinned), the SWE domain's reference.
+swebench:
+	@bash scripts/swebench/install.sh >/dev/null
+
+# Regenerate the harness's spec table and the real runners' logs.
+swe-specs: swebench
+	"$$(bash scripts/swebench/install.sh)" scripts/swebench/make_specs.py > plugins/swe/specs.json
+
+swe-logs:
+	bash scripts/swebench/make_logs.sh
+
+test: deps build image models swe-fixtures mathverify swebench
 	$(GO) vet ./...
-	PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 PRORL_REQUIRE_MATHVERIFY=1 $(GO) test -count=1 -timeout 20m ./...
+	PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 PRORL_REQUIRE_MATHVERIFY=1 PRORL_REQUIRE_SWEBENCH=1 $(GO) test -count=1 -timeout 20m ./...
 
 test-short: build
 	$(GO) test -short ./...

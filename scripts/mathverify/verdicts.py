@@ -29,7 +29,7 @@ def main() -> None:
         case = json.loads(line)
         try:
             eq = verdict(case["pred"], case["gold"], bool(case.get("response")))
-        except Exception:  # a pair Math-Verify cannot parse is not equal
+        except Exception:  # noqa: BLE001 - a pair Math-Verify cannot parse is not equal
             eq = False
         sys.stdout.write(json.dumps({"equal": eq}) + "\n")
 

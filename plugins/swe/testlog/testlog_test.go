@@ -64,3 +64,15 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// FuzzHarnessParsers: every harness parser reads any log without panicking
+// (where the harness itself raises, on a bare "FAIL:", ours skips the line).
+func FuzzHarnessParsers(f *testing.F) {
+	f.Add("PASSED a::b\nFAILED c - d\ntest_x (m.C) ... ok\nFAIL:\n____ a.py:test_b ____\ntest_c ok\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, p := range Parsers {
+			_ = p(s)
+			_ = p(StripANSI(s))
+		}
+	})
+}
