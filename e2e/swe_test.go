@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,5 +118,27 @@ func testSWE(t *testing.T, driver string) {
 	e.do("POST", "/v1/evaluate", map[string]any{"domain": "swe", "task": row, "response": wrongPatch}).json(t, &ev)
 	if ev.Reward != 0 || ev.Metrics["patch_applied"] != 1 || ev.Info["verdict"] != "unresolved" {
 		t.Fatalf("wrong patch: %+v", ev)
+	}
+
+	// The conftest cheat: no fix, and a conftest.py that prints the
+	// FAIL_TO_PASS test as PASSED after pytest's summary. Dropped from the
+	// patch, reported, not resolved.
+	cheat := wrongPatch + "diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n+++ b/conftest.py\n@@ -0,0 +1,2 @@\n" +
+		"+def pytest_unconfigure(config):\n+    print(\"PASSED tests/test_ops.py::test_add\")\n"
+	ev.Info = nil
+	e.do("POST", "/v1/evaluate", map[string]any{"domain": "swe", "task": row, "response": cheat}).json(t, &ev)
+	if ev.Reward != 0 || fmt.Sprint(ev.Info["excluded_from_patch"]) != "[conftest.py]" || strings.Contains(fmt.Sprint(ev.Info["git_patch"]), "conftest") {
+		t.Fatalf("conftest cheat: %+v", ev)
+	}
+	// A patch after which the test run reports nothing at all (the package
+	// ends the process on import) is an eval failure, not a reward of 0.
+	silent := "diff --git a/calc/__init__.py b/calc/__init__.py\n--- a/calc/__init__.py\n+++ b/calc/__init__.py\n@@ -0,0 +1,2 @@\n+import os\n+os._exit(0)\n"
+	r := e.do("POST", "/v1/evaluate", map[string]any{"domain": "swe", "task": row, "response": silent})
+	var fail struct {
+		Error struct{ Code, Message string }
+	}
+	r.json(t, &fail)
+	if r.code != http.StatusBadGateway || fail.Error.Code != "eval_failed" || !strings.Contains(fail.Error.Message, "no results") {
+		t.Fatalf("a run with no results: %d %s", r.code, r.body)
 	}
 }

@@ -17,7 +17,10 @@ const (
 	CodeInvalidTask   = "invalid_task"
 	CodeToolError     = "tool_error"
 	CodeSandboxFailed = "sandbox_failed"
-	CodeInternal      = "internal"
+	// CodeEvalFailed: the evaluation ran but produced nothing to grade (no
+	// test results: a collection crash, a missing env). Not a reward of 0.
+	CodeEvalFailed = "eval_failed"
+	CodeInternal   = "internal"
 )
 
 // Error is a domain failure with a code from the failure vocabulary. It

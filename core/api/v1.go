@@ -665,8 +665,12 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 		// An internal fault of the domain (a panic, nothing returned) is
 		// no field's doing: it names none.
 		fieldName := "task"
-		if d.Code == "internal" {
+		switch d.Code {
+		case "internal":
 			code, fieldName = http.StatusInternalServerError, ""
+		case "eval_failed":
+			// The domain's evaluation produced nothing to grade.
+			code, fieldName = http.StatusBadGateway, ""
 		}
 		if d.Field != "" {
 			fieldName = "task." + d.Field

@@ -605,7 +605,7 @@ func (p *Pipeline) Evaluate(ctx context.Context, domain string, task json.RawMes
 func diagErr(d *pb.Diagnostic) error {
 	reason := trajectory.ReasonInternal
 	switch d.Code {
-	case sdk.CodeInvalidTask, sdk.CodeToolError, sdk.CodeSandboxFailed:
+	case sdk.CodeInvalidTask, sdk.CodeToolError, sdk.CodeSandboxFailed, sdk.CodeEvalFailed:
 		reason = d.Code
 	}
 	msg := d.Message

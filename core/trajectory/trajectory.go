@@ -42,6 +42,7 @@ const (
 	ReasonToolError          = "tool_error"
 	ReasonInvalidTask        = "invalid_task"
 	ReasonInternal           = "internal"
+	ReasonEvalFailed         = "eval_failed"
 	// ReasonInterrupted: the host stopped (crashed) before the rollout ended
 	// and the deployment reports such rollouts rather than re-running them.
 	ReasonInterrupted = "interrupted"
@@ -49,7 +50,7 @@ const (
 
 // Reasons lists the vocabulary, for metrics and validation.
 var Reasons = []string{ReasonBackendUnavailable, ReasonPluginCrashed, ReasonSandboxFailed, ReasonContextOverflow,
-	ReasonMaxTurns, ReasonTimeout, ReasonCancelled, ReasonToolError, ReasonInvalidTask, ReasonInternal, ReasonInterrupted}
+	ReasonMaxTurns, ReasonTimeout, ReasonCancelled, ReasonToolError, ReasonInvalidTask, ReasonInternal, ReasonInterrupted, ReasonEvalFailed}
 
 // Sampling are the generation parameters of a request.
 type Sampling struct {

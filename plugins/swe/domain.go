@@ -191,21 +191,70 @@ while IFS=$'\t' read -r a b f; do [ "$a" = "-" ] && excludes+=(":(exclude)$f"); 
 git diff --cached --no-color "$BASE" -- . "${excludes[@]}"
 `
 
-// evalScript applies the agent's patch and the test patch to a fresh copy
-// and runs the tests; the log goes to /work/test.log.
+// evalScript prepares a fresh copy of the repository, applies the agent's
+// patch the way SWE-bench's harness does (git apply, then git apply
+// --reject, then patch --fuzz=5, the first that succeeds) and runs
+// /work/eval.sh, the harness's eval script for the instance; the log
+// (stdout and stderr, as the harness captures them) goes to /work/test.log.
 const evalScript = `set -uo pipefail
 cp -a /testbed "$REPO" && cd "$REPO" || exit 90
 [ -z "$BASE" ] || git checkout -q -f "$BASE" || exit 90
-if git apply -v /work/agent.patch > /work/apply.log 2>&1; then echo "applied: git apply"
-elif patch --batch --fuzz=5 -p1 -i /work/agent.patch >> /work/apply.log 2>&1; then echo "applied: patch --fuzz=5"
+if git apply --verbose /work/agent.patch > /work/apply.log 2>&1; then echo "applied: git apply --verbose"
+elif git apply --verbose --reject /work/agent.patch >> /work/apply.log 2>&1; then echo "applied: git apply --verbose --reject"
+elif patch --batch --fuzz=5 -p1 -i /work/agent.patch >> /work/apply.log 2>&1; then echo "applied: patch --batch --fuzz=5 -p1 -i"
 else echo "apply failed"; exit 91; fi
-if [ -s /work/test.patch ]; then git apply -v /work/test.patch >> /work/apply.log 2>&1 || { echo "test patch failed"; exit 92; }; fi
-bash -c "$TEST_CMD" > /work/test.log 2>&1
+bash /work/eval.sh > /work/test.log 2>&1
 echo "tests exited $?"
 `
 
+// rowEvalScript is the eval script of a row that names its own test
+// command: the harness's steps (the env activated when the image has one,
+// test files reset to base_commit, the test patch applied, the command run
+// between the output markers), with the row's command.
+func rowEvalScript(t *Task, dir string) string {
+	reset := "git checkout " + t.BaseCommit + " " + strings.Join(modifiedFiles(t.TestPatch), " ")
+	lines := []string{"#!/bin/bash", "set -uxo pipefail",
+		"if [ -f /opt/miniconda3/bin/activate ]; then source /opt/miniconda3/bin/activate && conda activate " + envName + "; fi",
+		"cd " + dir}
+	if t.TestPatch != "" {
+		if t.BaseCommit != "" {
+			lines = append(lines, reset)
+		}
+		lines = append(lines, "git apply -v - <<'"+heredoc+"'\n"+t.TestPatch+"\n"+heredoc)
+	}
+	lines = append(lines, ": '"+specs.StartMarker+"'", t.TestCmd, ": '"+specs.EndMarker+"'")
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// evalPlan is what Evaluate runs and how it reads the log.
+func evalPlan(t *Task) (script string, parse testlog.Parser, err error) {
+	switch {
+	case t.EvalScriptText != "":
+		return t.EvalScriptText, parserFor(t.Repo), nil
+	case t.TestCmd != "":
+		return rowEvalScript(t, RepoPath), parserFor(t.Repo), nil
+	}
+	script, err = EvalScript(t.Repo, t.Version, t.BaseCommit, t.TestPatch, RepoPath)
+	return script, parserFor(t.Repo), err
+}
+
+// parserFor is the harness's parser for a repository it knows, else one
+// that reads pytest, unittest and Django logs with full ids. Colour is
+// stripped first either way.
+func parserFor(repo string) testlog.Parser {
+	p := testlog.Parse
+	if r, ok := specs.Repos[repo]; ok {
+		p = testlog.Parsers[r.Parser]
+	}
+	return func(log string) map[string]testlog.Status { return p(testlog.StripANSI(log)) }
+}
+
 func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Score, error) {
 	t, err := ParseTask(req.Task)
+	if err != nil {
+		return nil, err
+	}
+	script, parse, err := evalPlan(t)
 	if err != nil {
 		return nil, err
 	}
@@ -227,6 +276,10 @@ func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Sc
 	} else if r := req.Response(); strings.Contains(r, "diff --git ") {
 		patch = r[strings.Index(r, "diff --git "):] // /v1/evaluate: the response is the patch
 	}
+	patch, excluded := withoutTestInfrastructure(patch)
+	if len(excluded) > 0 {
+		sc.Info["excluded_from_patch"] = excluded
+	}
 	sc.Info["git_patch"] = patch
 	if strings.TrimSpace(patch) == "" {
 		sc.Info["verdict"] = "empty_patch" // unresolved without running anything
@@ -242,13 +295,11 @@ func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Sc
 	if err := h.WriteFile(ctx, sb, "/work/agent.patch", []byte(patch), 0o644); err != nil {
 		return nil, sdk.Errorf(sdk.CodeSandboxFailed, "write the patch: %v", err)
 	}
-	if err := h.WriteFile(ctx, sb, "/work/test.patch", []byte(t.TestPatch), 0o644); err != nil {
-		return nil, sdk.Errorf(sdk.CodeSandboxFailed, "write the test patch: %v", err)
+	if err := h.WriteFile(ctx, sb, "/work/eval.sh", []byte(script), 0o644); err != nil {
+		return nil, sdk.Errorf(sdk.CodeSandboxFailed, "write the eval script: %v", err)
 	}
-	env := gitEnv(t)
-	env["TEST_CMD"] = t.TestCmd
 	start := time.Now()
-	res, err := h.Exec(ctx, sb, sdk.ExecRequest{Argv: []string{"bash", "-c", evalScript}, Env: env, Timeout: uint32(d.evalTimeout.Milliseconds())})
+	res, err := h.Exec(ctx, sb, sdk.ExecRequest{Argv: []string{"bash", "-c", evalScript}, Env: gitEnv(t), Timeout: uint32(d.evalTimeout.Milliseconds())})
 	if err != nil {
 		return nil, sdk.Errorf(sdk.CodeSandboxFailed, "run the tests: %v", err)
 	}
@@ -257,8 +308,7 @@ func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Sc
 	sc.Info["eval"] = out
 	switch {
 	case res.TimedOut:
-		sc.Info["verdict"] = "eval_timeout"
-		return sc, nil
+		return nil, sdk.Errorf(sdk.CodeEvalFailed, "the tests did not finish within eval_timeout (%v)", d.evalTimeout)
 	case res.ExitCode == 91:
 		sc.Info["verdict"] = "patch_failed"
 		if log, err := h.ReadFile(ctx, sb, "/work/apply.log"); err == nil {
@@ -273,7 +323,13 @@ func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Sc
 	if err != nil {
 		return nil, sdk.Errorf(sdk.CodeSandboxFailed, "read the test log: %v", err)
 	}
-	statuses := testlog.Parse(string(log))
+	statuses, ok := testOutput(string(log), parse)
+	switch {
+	case !ok:
+		return nil, sdk.Errorf(sdk.CodeEvalFailed, "the eval script never reached the tests (no %q/%q markers in its log): %s", specs.StartMarker, specs.EndMarker, tail(string(log), 1500))
+	case len(statuses) == 0:
+		return nil, sdk.Errorf(sdk.CodeEvalFailed, "the test run reported no results (a collection error, a missing env or runner): %s", tail(string(log), 1500))
+	}
 	resolved, f2p, p2p := testlog.Grade(statuses, t.FailToPass, t.PassToPass)
 	if len(t.Expected) > 0 {
 		resolved = true

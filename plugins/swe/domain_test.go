@@ -84,14 +84,23 @@ func mustJSON(v any) json.RawMessage {
 }
 
 func TestParseTask(t *testing.T) {
-	good := `{"instance_id":"a__b-1","repo":"a/b","base_commit":"0123456789abcdef0123456789abcdef01234567","problem_statement":"p","FAIL_TO_PASS":"[\"t.py::test_x\"]","PASS_TO_PASS":[],"test_patch":"diff --git a/t.py b/t.py\n"}`
-	task, err := ParseTask(json.RawMessage(good))
-	if err != nil || task.TestCmd != "python3 -m pytest -rA -p no:cacheprovider t.py" || len(task.FailToPass) != 1 {
+	// A repository SWE-bench's harness does not know needs the row's own command.
+	unknown := `{"instance_id":"a__b-1","repo":"a/b","base_commit":"0123456789abcdef0123456789abcdef01234567","problem_statement":"p","FAIL_TO_PASS":"[\"t.py::test_x\"]","PASS_TO_PASS":[],"test_patch":"diff --git a/t.py b/t.py\n"}`
+	if _, err := ParseTask(json.RawMessage(unknown)); err == nil || !strings.Contains(err.Error(), `"a/b"`) {
+		t.Fatalf("unknown repository: %v", err)
+	}
+	own := strings.Replace(unknown, `"PASS_TO_PASS":[]`, `"PASS_TO_PASS":[],"test_cmd":"pytest -rA t.py"`, 1)
+	if task, err := ParseTask(json.RawMessage(own)); err != nil || task.TestCmd != "pytest -rA t.py" || len(task.FailToPass) != 1 {
 		t.Fatalf("%+v %v", task, err)
 	}
-	django := `{"instance_id":"django__django-1","repo":"django/django","base_commit":"abcdef1","problem_statement":"p","FAIL_TO_PASS":["test_a (utils_tests.test_text.T)"]}`
-	if task, err := ParseTask(json.RawMessage(django)); err != nil || task.TestCmd != "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 utils_tests.test_text" {
-		t.Fatalf("%+v %v", task, err)
+	django := `{"instance_id":"django__django-1","repo":"django/django","version":"3.0","base_commit":"abcdef1","problem_statement":"p","FAIL_TO_PASS":["test_a (utils_tests.test_text.T)"],"test_patch":"diff --git a/tests/utils_tests/test_text.py b/tests/utils_tests/test_text.py\n--- a/tests/utils_tests/test_text.py\n+++ b/tests/utils_tests/test_text.py\n"}`
+	task, err := ParseTask(json.RawMessage(django))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, _, err := evalPlan(task)
+	if err != nil || !strings.Contains(script, "\n./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 utils_tests.test_text\n") || !strings.Contains(script, "conda activate testbed") {
+		t.Fatalf("%v\n%s", err, script)
 	}
 	r2e := `{"instance_id":"r2e-1","docker_image":"namanjain12/orange3_final:abc","problem_statement":"p","expected_output_json":"{\"test_a\": \"PASSED\"}"}`
 	if task, err := ParseTask(json.RawMessage(r2e)); err != nil || task.TestCmd != "bash run_tests.sh" || task.Expected["test_a"] != "PASSED" {
@@ -113,8 +122,27 @@ func FuzzParseTask(f *testing.F) {
 	f.Add(`{"instance_id":"r","docker_image":"x/y:z","problem_statement":"p","expected_output_json":{"a":"passed"}}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		task, err := ParseTask(json.RawMessage(s))
-		if err == nil && (task.InstanceID == "" || task.TestCmd == "" || (len(task.Expected) == 0 && len(task.FailToPass) == 0)) {
+		if err == nil && (task.InstanceID == "" || (len(task.Expected) == 0 && len(task.FailToPass) == 0)) {
 			t.Fatalf("accepted %q as %+v", s, task)
 		}
 	})
+}
+
+// TestTestInfrastructureExcluded: the agent's conftest.py, pytest.ini,
+// .pth and runner changes are dropped from its patch; the rest stays.
+func TestTestInfrastructureExcluded(t *testing.T) {
+	block := func(p string) string {
+		return "diff --git a/" + p + " b/" + p + "\nnew file mode 100644\n--- /dev/null\n+++ b/" + p + "\n@@ -0,0 +1 @@\n+x\n"
+	}
+	patch := block("calc/ops.py") + block("conftest.py") + block("tests/conftest.py") + block("calc/x.pth") + block("tests/runtests.py") + block("pytest.ini") + block("calc/util.py")
+	got, dropped := withoutTestInfrastructure(patch)
+	if got != block("calc/ops.py")+block("calc/util.py") {
+		t.Fatalf("kept:\n%s", got)
+	}
+	if strings.Join(dropped, ",") != "conftest.py,tests/conftest.py,calc/x.pth,tests/runtests.py,pytest.ini" {
+		t.Fatalf("dropped %v", dropped)
+	}
+	if got, dropped := withoutTestInfrastructure(block("a.py")); got != block("a.py") || dropped != nil {
+		t.Fatal("a clean patch changed")
+	}
 }

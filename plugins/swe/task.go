@@ -13,16 +13,19 @@ import (
 
 // Task is a SWE-bench / SWE-Gym instance or an R2E-Gym row.
 type Task struct {
-	InstanceID  string
-	Repo        string
-	BaseCommit  string
-	Problem     string
-	FailToPass  []string
-	PassToPass  []string
-	TestPatch   string
-	Version     string
-	TestCmd     string
-	DockerImage string
+	InstanceID string
+	Repo       string
+	BaseCommit string
+	Problem    string
+	FailToPass []string
+	PassToPass []string
+	TestPatch  string
+	Version    string
+	TestCmd    string
+	// EvalScriptText is the row's own eval script (SWE-bench 5 task
+	// repositories ship one per instance); it replaces the harness's.
+	EvalScriptText string
+	DockerImage    string
 	// Expected (R2E-Gym): every listed test must end with its status.
 	Expected map[string]testlog.Status
 }
@@ -37,6 +40,7 @@ type rawTask struct {
 	TestPatch    string          `json:"test_patch"`
 	Version      json.RawMessage `json:"version"`
 	TestCmd      string          `json:"test_cmd"`
+	EvalScript   string          `json:"eval_script"`
 	DockerImage  string          `json:"docker_image"`
 	ExpectedJSON json.RawMessage `json:"expected_output_json"`
 }
@@ -50,7 +54,7 @@ func ParseTask(raw json.RawMessage) (*Task, error) {
 		return nil, sdk.InvalidTask("task", "not a JSON object of the expected shape: %v", err)
 	}
 	t := &Task{InstanceID: r.InstanceID, Repo: r.Repo, BaseCommit: r.BaseCommit, Problem: r.Problem, TestPatch: r.TestPatch,
-		Version: taskrow.Scalar(r.Version), TestCmd: r.TestCmd, DockerImage: r.DockerImage}
+		Version: taskrow.Scalar(r.Version), TestCmd: r.TestCmd, EvalScriptText: r.EvalScript, DockerImage: r.DockerImage}
 	if t.InstanceID == "" {
 		return nil, sdk.InvalidTask("instance_id", "required")
 	}
@@ -85,8 +89,12 @@ func ParseTask(raw json.RawMessage) (*Task, error) {
 	case len(t.FailToPass) == 0:
 		return nil, sdk.InvalidTask("FAIL_TO_PASS", "required: the tests the fix must make pass")
 	}
-	if t.TestCmd == "" {
-		t.TestCmd = defaultTestCmd(t)
+	if t.TestCmd == "" && t.EvalScriptText == "" {
+		// SWE-bench and SWE-Gym rows: the harness's spec for the repository
+		// and version says how to test; without one the row must say.
+		if _, err := EvalScript(t.Repo, t.Version, t.BaseCommit, t.TestPatch, RepoPath); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }
@@ -143,35 +151,4 @@ func testFiles(patch string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// defaultTestCmd runs the instance's tests: Django's runner for Django,
-// else pytest on the files the test patch touches (or the test ids).
-func defaultTestCmd(t *Task) string {
-	if t.Repo == "django/django" {
-		labels := map[string]bool{}
-		for _, id := range append(append([]string{}, t.FailToPass...), t.PassToPass...) {
-			// "test_x (app.tests.Class)" -> app.tests
-			if i := strings.Index(id, "("); i >= 0 {
-				cls := strings.TrimSuffix(id[i+1:], ")")
-				if j := strings.LastIndex(cls, "."); j > 0 {
-					labels[cls[:j]] = true
-				}
-			}
-		}
-		var l []string
-		for k := range labels {
-			l = append(l, k)
-		}
-		sort.Strings(l)
-		return "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 " + strings.Join(l, " ")
-	}
-	files := testFiles(t.TestPatch)
-	if len(files) == 0 {
-		for _, id := range append(append([]string{}, t.FailToPass...), t.PassToPass...) {
-			f, _, _ := strings.Cut(id, "::")
-			files = append(files, f)
-		}
-	}
-	return "python3 -m pytest -rA -p no:cacheprovider " + strings.Join(files, " ")
 }

@@ -167,8 +167,10 @@ def main():
             row = {"instance_id": inst["id"], "repo": inst["repo"], "base_commit": base, "problem_statement": inst["problem"],
                    "FAIL_TO_PASS": json.dumps(inst["f2p"]), "PASS_TO_PASS": json.dumps(inst["p2p"]), "test_patch": test_patch,
                    "version": "0.1", "fix_commit": fixed, "solution": solution}
-            if "test_cmd" in inst:
-                row["test_cmd"] = inst["test_cmd"]
+            # Not SWE-bench repositories: the harness has no spec for them,
+            # so the row names its test command, as SWE-Gym-style rows may.
+            files = sorted({line.split(" b/")[-1] for line in test_patch.splitlines() if line.startswith("diff --git ")})
+            row["test_cmd"] = inst.get("test_cmd", "python3 -m pytest -rA -p no:cacheprovider " + " ".join(files))
             rows.append(row)
             target = os.path.join(image_dir, "swe-" + inst["id"])
             if current:

@@ -1,0 +1,226 @@
+package main
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/prorl/prorl/plugins/swe/testlog"
+	"github.com/prorl/prorl/sdk"
+)
+
+// specs.json is SWE-bench's harness tables (swebench 4.1.0): per repository
+// its log parser, per version its test command, eval commands and install
+// step. `make swe-specs` regenerates it from the installed harness.
+//
+//go:embed specs.json
+var specsJSON []byte
+
+type harnessSpecs struct {
+	StartMarker string   `json:"start_marker"`
+	EndMarker   string   `json:"end_marker"`
+	NonTestExts []string `json:"non_test_exts"`
+	Repos       map[string]struct {
+		Parser   string                 `json:"parser"`
+		Versions map[string]versionSpec `json:"versions"`
+	} `json:"repos"`
+}
+
+type versionSpec struct {
+	TestCmd      string   `json:"test_cmd"`
+	EvalCommands []string `json:"eval_commands"`
+	Install      string   `json:"install"`
+}
+
+var specs = func() harnessSpecs {
+	var s harnessSpecs
+	if err := json.Unmarshal(specsJSON, &s); err != nil {
+		panic(fmt.Sprintf("specs.json: %v", err))
+	}
+	return s
+}()
+
+// harnessSpec is the spec of a repository at a version, and its parser.
+func harnessSpec(repo, version string) (versionSpec, testlog.Parser, bool) {
+	r, ok := specs.Repos[repo]
+	if !ok {
+		return versionSpec{}, nil, false
+	}
+	v, ok := r.Versions[version]
+	if !ok {
+		return versionSpec{}, nil, false
+	}
+	return v, testlog.Parsers[r.Parser], true
+}
+
+// knownVersions lists a repository's versions for an error message.
+func knownVersions(repo string) string {
+	r, ok := specs.Repos[repo]
+	if !ok {
+		return ""
+	}
+	vs := make([]string, 0, len(r.Versions))
+	for v := range r.Versions {
+		vs = append(vs, v)
+	}
+	sortVersions(vs)
+	return strings.Join(vs, ", ")
+}
+
+// Names fixed by the harness: the env, and where the repository is.
+const (
+	envName       = "testbed"
+	repoDirectory = "/testbed"
+	heredoc       = "EOF_114329324912"
+)
+
+// sortVersions orders "0.12" after "0.9", as numbers part by part.
+func sortVersions(vs []string) {
+	sort.Slice(vs, func(i, j int) bool {
+		a, b := strings.Split(vs[i], "."), strings.Split(vs[j], ".")
+		for k := 0; k < len(a) && k < len(b); k++ {
+			x, errX := strconv.Atoi(a[k])
+			y, errY := strconv.Atoi(b[k])
+			if errX == nil && errY == nil && x != y {
+				return x < y
+			}
+			if a[k] != b[k] {
+				return a[k] < b[k]
+			}
+		}
+		return len(a) < len(b)
+	})
+}
+
+// modifiedFiles is the harness's get_modified_files (unidiff's PatchSet):
+// the source path, without "a/", of every file the patch changes that
+// existed before it (new files come from /dev/null).
+func modifiedFiles(patch string) []string {
+	var out []string
+	for _, block := range splitFiles(patch) {
+		src := ""
+		for _, line := range strings.Split(block, "\n") {
+			if rest, ok := strings.CutPrefix(line, "--- "); ok {
+				src, _, _ = strings.Cut(rest, "\t")
+				break
+			}
+			if rest, ok := strings.CutPrefix(line, "Binary files "); ok {
+				src, _, _ = strings.Cut(rest, " and ")
+				break
+			}
+		}
+		if src != "/dev/null" && strings.HasPrefix(src, "a/") {
+			out = append(out, src[2:])
+		}
+	}
+	return out
+}
+
+// splitFiles cuts a git patch at each "diff --git" header.
+func splitFiles(patch string) []string {
+	var out []string
+	for _, part := range strings.Split(patch, "\ndiff --git ") {
+		if strings.HasPrefix(part, "diff --git ") || len(out) > 0 {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+var directiveRe = regexp.MustCompile(`diff --git a/.* b/(.*)`)
+
+// testDirectives is the harness's get_test_directives: the files the test
+// patch touches, but data files; for Django, module labels.
+func testDirectives(repo, testPatch string) []string {
+	var out []string
+	for _, m := range directiveRe.FindAllStringSubmatch(testPatch, -1) {
+		d := m[1]
+		skip := false
+		for _, ext := range specs.NonTestExts {
+			if strings.HasSuffix(d, ext) {
+				skip = true
+				break
+			}
+		}
+		if skip {
+			continue
+		}
+		if repo == "django/django" {
+			d = strings.TrimSuffix(d, ".py")
+			d = strings.TrimPrefix(d, "tests/")
+			d = strings.ReplaceAll(d, "/", ".")
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// EvalScript is the eval script SWE-bench's harness writes for an instance
+// (make_test_spec(...).eval_script): activate the env, re-install where the
+// spec says, reset the test files to base_commit, apply the test patch,
+// run the spec's test command on the test directives between the output
+// markers, and reset the test files again.
+//
+// dir is where the repository is: the harness's /testbed.
+func EvalScript(repo, version, baseCommit, testPatch, dir string) (string, error) {
+	spec, _, ok := harnessSpec(repo, version)
+	if !ok {
+		if vs := knownVersions(repo); vs != "" {
+			return "", sdk.InvalidTask("version", "SWE-bench's harness has no spec for %s version %q (it knows %s); give the row its own test_cmd or eval_script", repo, version, vs)
+		}
+		return "", sdk.InvalidTask("repo", "SWE-bench's harness has no spec for repository %q; give the row its own test_cmd or eval_script", repo)
+	}
+	reset := "git checkout " + baseCommit + " " + strings.Join(modifiedFiles(testPatch), " ")
+	lines := []string{
+		"#!/bin/bash",
+		"set -uxo pipefail",
+		"source /opt/miniconda3/bin/activate",
+		"conda activate " + envName,
+		"cd " + dir,
+	}
+	lines = append(lines, spec.EvalCommands...)
+	lines = append(lines,
+		"git config --global --add safe.directory "+dir,
+		"cd "+dir,
+		"git status",
+		"git show",
+		"git -c core.fileMode=false diff "+baseCommit,
+		"source /opt/miniconda3/bin/activate",
+		"conda activate "+envName,
+	)
+	if spec.Install != "" {
+		lines = append(lines, spec.Install)
+	}
+	lines = append(lines,
+		reset,
+		"git apply -v - <<'"+heredoc+"'\n"+testPatch+"\n"+heredoc,
+		": '"+specs.StartMarker+"'",
+		strings.Join(append([]string{spec.TestCmd}, testDirectives(repo, testPatch)...), " "),
+		": '"+specs.EndMarker+"'",
+		reset,
+	)
+	return strings.Join(lines, "\n") + "\n", nil
+}
+
+// testOutput is the part of an eval log the harness parses: between the
+// markers, or the whole log when that part has no results.
+func testOutput(log string, parse testlog.Parser) (map[string]testlog.Status, bool) {
+	start := strings.Index(log, specs.StartMarker)
+	if start < 0 {
+		return nil, false
+	}
+	rest := log[start+len(specs.StartMarker):]
+	end := strings.Index(rest, specs.EndMarker)
+	if end < 0 {
+		return nil, false
+	}
+	st := parse(rest[:end])
+	if len(st) == 0 {
+		st = parse(log)
+	}
+	return st, true
+}
