@@ -1,15 +1,14 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/prorl/prorl/sdk/sdktest"
 )
 
 // testPatches are test patches in the shapes datasets carry: a changed
@@ -40,13 +39,7 @@ func TestEvalScriptsAgainstHarness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the swebench harness")
 	}
-	py, err := exec.Command("bash", "../../scripts/swebench/install.sh").Output()
-	if err != nil {
-		if os.Getenv("PRORL_REQUIRE_SWEBENCH") != "" {
-			t.Fatalf("install swebench: %v", err)
-		}
-		t.Skipf("swebench not installable here: %v", err)
-	}
+	py := sdktest.ReferencePython(t, "../../scripts/swebench/install.sh", "PRORL_REQUIRE_SWEBENCH")
 	var rows []evalRow
 	repos := make([]string, 0, len(specs.Repos))
 	for r := range specs.Repos {
@@ -61,23 +54,14 @@ func TestEvalScriptsAgainstHarness(t *testing.T) {
 			}
 		}
 	}
-	var in bytes.Buffer
-	for _, r := range rows {
-		b, _ := json.Marshal(r)
-		in.Write(append(b, '\n'))
-	}
-	cmd := exec.Command(strings.TrimSpace(string(py)), "../../scripts/swebench/eval_scripts.py")
-	cmd.Stdin, cmd.Stderr = &in, os.Stderr
-	out, err := cmd.Output()
+	lines, err := sdktest.RunJSONLines(py, "../../scripts/swebench/eval_scripts.py", rows, runtime.NumCPU())
 	if err != nil {
 		t.Fatalf("harness: %v", err)
 	}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	i, same := 0, 0
-	for sc.Scan() {
+	same := 0
+	for i, l := range lines {
 		var ref struct{ Script string }
-		if err := json.Unmarshal(sc.Bytes(), &ref); err != nil {
+		if err := json.Unmarshal(l, &ref); err != nil {
 			t.Fatal(err)
 		}
 		r := rows[i]
@@ -90,10 +74,6 @@ func TestEvalScriptsAgainstHarness(t *testing.T) {
 		default:
 			same++
 		}
-		i++
-	}
-	if i != len(rows) {
-		t.Fatalf("%d scripts for %d rows", i, len(rows))
 	}
 	t.Logf("%d of %d eval scripts (%d repositories, every version, %d test patch shapes) identical to the harness's", same, len(rows), len(repos), len(testPatches))
 }

@@ -1,20 +1,18 @@
 package mathans
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/prorl/prorl/sdk/sdktest"
 )
 
 // The differential test: our verdicts against Math-Verify's (PyPI
@@ -91,66 +89,21 @@ func (bigPow) of(b, e int) string {
 
 func mathVerify(t *testing.T, ps []pair) []bool {
 	t.Helper()
-	py, err := exec.Command("bash", "../../scripts/mathverify/install.sh").Output()
-	if err != nil {
-		if os.Getenv("PRORL_REQUIRE_MATHVERIFY") != "" {
-			t.Fatalf("install Math-Verify: %v", err)
-		}
-		t.Skipf("Math-Verify not installable here: %v", err)
-	}
+	py := sdktest.ReferencePython(t, "../../scripts/mathverify/install.sh", "PRORL_REQUIRE_MATHVERIFY")
 	// Math-Verify takes about 4 ms a pair: one process per core.
-	chunks := runtime.NumCPU()
-	size := (len(ps) + chunks - 1) / chunks
-	results := make([][]bool, chunks)
-	errs := make([]error, chunks)
-	var wg sync.WaitGroup
-	for c := range chunks {
-		lo, hi := min(c*size, len(ps)), min((c+1)*size, len(ps))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[c], errs[c] = runMathVerify(strings.TrimSpace(string(py)), ps[lo:hi])
-		}()
+	lines, err := sdktest.RunJSONLines(py, filepath.Join("..", "..", "scripts", "mathverify", "verdicts.py"), ps, runtime.NumCPU())
+	if err != nil {
+		t.Fatalf("Math-Verify: %v", err)
 	}
-	wg.Wait()
-	var vs []bool
-	for c := range chunks {
-		if errs[c] != nil {
-			t.Fatalf("Math-Verify: %v", errs[c])
+	vs := make([]bool, len(lines))
+	for i, l := range lines {
+		var v struct{ Equal bool }
+		if err := json.Unmarshal(l, &v); err != nil {
+			t.Fatal(err)
 		}
-		vs = append(vs, results[c]...)
-	}
-	if len(vs) != len(ps) {
-		t.Fatalf("Math-Verify gave %d verdicts for %d pairs", len(vs), len(ps))
+		vs[i] = v.Equal
 	}
 	return vs
-}
-
-func runMathVerify(py string, ps []pair) ([]bool, error) {
-	var in bytes.Buffer
-	for _, p := range ps {
-		b, _ := json.Marshal(p)
-		in.Write(append(b, '\n'))
-	}
-	cmd := exec.Command(py, filepath.Join("..", "..", "scripts", "mathverify", "verdicts.py"))
-	cmd.Stdin = &in
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, err
-	}
-	var vs []bool
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		var v struct{ Equal bool }
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-			return nil, err
-		}
-		vs = append(vs, v.Equal)
-	}
-	if len(vs) != len(ps) {
-		return nil, fmt.Errorf("%d verdicts for %d pairs", len(vs), len(ps))
-	}
-	return vs, nil
 }
 
 // responseCorpus puts answers in whole responses, in the forms models write.

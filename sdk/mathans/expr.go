@@ -381,6 +381,10 @@ func (p *parser) postfix() (Expr, error) {
 	return x, nil
 }
 
+// greek are the Greek letters read as variables.
+var greek = map[string]bool{"alpha": true, "beta": true, "gamma": true, "theta": true, "phi": true, "lambda": true,
+	"mu": true, "sigma": true, "omega": true, "tau": true, "rho": true}
+
 // startsFactor: the next token is a number, a letter or a Greek letter,
 // which juxtaposed multiply.
 func (p *parser) startsFactor() bool {
@@ -389,10 +393,7 @@ func (p *parser) startsFactor() bool {
 	case tNum, tIdent:
 		return true
 	case tCmd:
-		switch t.s {
-		case "alpha", "beta", "gamma", "theta", "phi", "lambda", "mu", "sigma", "omega", "tau", "rho", "pi":
-			return true
-		}
+		return greek[t.s] || t.s == "pi"
 	}
 	return false
 }
@@ -521,9 +522,10 @@ func (p *parser) primary() (Expr, error) {
 				return nil, err
 			}
 			return call{"sqrt", x}, nil
-		case "alpha", "beta", "gamma", "theta", "phi", "lambda", "mu", "sigma", "omega", "tau", "rho":
-			return varRef(t.s), nil
 		default:
+			if greek[t.s] {
+				return varRef(t.s), nil
+			}
 			if funcs[t.s] {
 				// \log_2 8, \log_{b} x: a logarithm to a base.
 				var base Expr

@@ -1,17 +1,17 @@
 package testlog
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/prorl/prorl/sdk/sdktest"
 )
 
 // The differential test: on real logs of real runners (testdata/logs,
@@ -28,34 +28,18 @@ type harnessCase struct {
 // harness runs the harness's parsers on the cases.
 func harness(t *testing.T, cases []harnessCase) []map[string]Status {
 	t.Helper()
-	py, err := exec.Command("bash", "../../../scripts/swebench/install.sh").Output()
-	if err != nil {
-		if os.Getenv("PRORL_REQUIRE_SWEBENCH") != "" {
-			t.Fatalf("install swebench: %v", err)
-		}
-		t.Skipf("swebench not installable here: %v", err)
-	}
-	var in bytes.Buffer
-	for _, c := range cases {
-		b, _ := json.Marshal(c)
-		in.Write(append(b, '\n'))
-	}
-	cmd := exec.Command(strings.TrimSpace(string(py)), "../../../scripts/swebench/parse_logs.py")
-	cmd.Stdin = &in
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
+	py := sdktest.ReferencePython(t, "../../../scripts/swebench/install.sh", "PRORL_REQUIRE_SWEBENCH")
+	lines, err := sdktest.RunJSONLines(py, "../../../scripts/swebench/parse_logs.py", cases, runtime.NumCPU())
 	if err != nil {
 		t.Fatalf("harness parsers: %v", err)
 	}
 	var res []map[string]Status
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
+	for _, l := range lines {
 		var r struct {
 			Statuses map[string]Status
 			Error    string
 		}
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+		if err := json.Unmarshal(l, &r); err != nil {
 			t.Fatal(err)
 		}
 		if r.Error != "" {

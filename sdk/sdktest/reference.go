@@ -1,0 +1,88 @@
+package sdktest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// ReferencePython runs the install script of a reference implementation a
+// domain is tested against (a registry package in a pinned venv); the
+// script prints the venv's python. Where it cannot install, the test is
+// skipped, or fails when the environment variable require is set (make
+// test sets it, so CI never skips).
+func ReferencePython(t testing.TB, installScript, require string) string {
+	t.Helper()
+	py, err := exec.Command("bash", installScript).Output()
+	if err != nil {
+		if os.Getenv(require) != "" {
+			t.Fatalf("install the reference (%s): %v", installScript, err)
+		}
+		t.Skipf("the reference is not installable here (%s): %v", installScript, err)
+	}
+	return strings.TrimSpace(string(py))
+}
+
+// RunJSONLines feeds a reference script one JSON line per input and
+// returns its output, one JSON line per input, in order. procs processes
+// share the inputs (references in Python are slow; one per core).
+func RunJSONLines[T any](python, script string, in []T, procs int) ([]json.RawMessage, error) {
+	procs = max(1, min(procs, len(in)))
+	size := (len(in) + procs - 1) / procs
+	results := make([][]json.RawMessage, procs)
+	errs := make([]error, procs)
+	var wg sync.WaitGroup
+	for c := range procs {
+		lo, hi := min(c*size, len(in)), min((c+1)*size, len(in))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[c], errs[c] = runJSONLines(python, script, in[lo:hi])
+		}()
+	}
+	wg.Wait()
+	var out []json.RawMessage
+	for c := range procs {
+		if errs[c] != nil {
+			return nil, errs[c]
+		}
+		out = append(out, results[c]...)
+	}
+	return out, nil
+}
+
+func runJSONLines[T any](python, script string, in []T) ([]json.RawMessage, error) {
+	var stdin, stderr bytes.Buffer
+	for _, v := range in {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		stdin.Write(append(b, '\n'))
+	}
+	cmd := exec.Command(python, script)
+	cmd.Stdin, cmd.Stderr = &stdin, &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w\n%s", script, err, stderr.Bytes())
+	}
+	var out []json.RawMessage
+	sc := bufio.NewScanner(bytes.NewReader(stdout))
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		out = append(out, json.RawMessage(bytes.Clone(sc.Bytes())))
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) != len(in) {
+		return nil, fmt.Errorf("%s: %d output lines for %d inputs", script, len(out), len(in))
+	}
+	return out, nil
+}
