@@ -146,3 +146,16 @@ func TestTestInfrastructureExcluded(t *testing.T) {
 		t.Fatal("a clean patch changed")
 	}
 }
+
+// TestFileDiffs: a patch with a preamble (git format-patch's mail header)
+// keeps its first file.
+func TestFileDiffs(t *testing.T) {
+	p := "From abc\nSubject: x\n\ndiff --git a/t.py b/t.py\n--- a/t.py\n+++ b/t.py\n@@ -1 +1 @@\n-a\n+b\ndiff --git a/u.py b/u.py\n--- a/u.py\n+++ b/u.py\n"
+	head, blocks := fileDiffs(p)
+	if head+strings.Join(blocks, "\n") != p || len(blocks) != 2 {
+		t.Fatalf("%q %q", head, blocks)
+	}
+	if got := strings.Join(modifiedFiles(p), ","); got != "t.py,u.py" {
+		t.Fatal(got)
+	}
+}

@@ -44,27 +44,24 @@ var specs = func() harnessSpecs {
 	return s
 }()
 
-// harnessSpec is the spec of a repository at a version, and its parser.
-func harnessSpec(repo, version string) (versionSpec, testlog.Parser, bool) {
+// specFor is the harness's spec of a repository at a version; an
+// invalid_task naming them (and the versions it knows) when it has none.
+func specFor(repo, version string) (versionSpec, error) {
 	r, ok := specs.Repos[repo]
 	if !ok {
-		return versionSpec{}, nil, false
+		return versionSpec{}, sdk.InvalidTask("repo", "SWE-bench's harness has no spec for repository %q; give the row its own test_cmd or eval_script", repo)
 	}
 	v, ok := r.Versions[version]
 	if !ok {
-		return versionSpec{}, nil, false
+		return versionSpec{}, sdk.InvalidTask("version", "SWE-bench's harness has no spec for %s version %q (it knows %s); give the row its own test_cmd or eval_script", repo, version, knownVersions(r.Versions))
 	}
-	return v, testlog.Parsers[r.Parser], true
+	return v, nil
 }
 
 // knownVersions lists a repository's versions for an error message.
-func knownVersions(repo string) string {
-	r, ok := specs.Repos[repo]
-	if !ok {
-		return ""
-	}
-	vs := make([]string, 0, len(r.Versions))
-	for v := range r.Versions {
+func knownVersions(versions map[string]versionSpec) string {
+	vs := make([]string, 0, len(versions))
+	for v := range versions {
 		vs = append(vs, v)
 	}
 	sortVersions(vs)
@@ -101,7 +98,8 @@ func sortVersions(vs []string) {
 // existed before it (new files come from /dev/null).
 func modifiedFiles(patch string) []string {
 	var out []string
-	for _, block := range splitFiles(patch) {
+	_, blocks := fileDiffs(patch)
+	for _, block := range blocks {
 		src := ""
 		for _, line := range strings.Split(block, "\n") {
 			if rest, ok := strings.CutPrefix(line, "--- "); ok {
@@ -120,15 +118,25 @@ func modifiedFiles(patch string) []string {
 	return out
 }
 
-// splitFiles cuts a git patch at each "diff --git" header.
-func splitFiles(patch string) []string {
-	var out []string
-	for _, part := range strings.Split(patch, "\ndiff --git ") {
-		if strings.HasPrefix(part, "diff --git ") || len(out) > 0 {
-			out = append(out, part)
+// fileDiffs cuts a git patch into what precedes its first file and one
+// block per file, each starting "diff --git "; head + the blocks joined by
+// "\n" is the patch again.
+func fileDiffs(patch string) (head string, blocks []string) {
+	at := 0
+	if !strings.HasPrefix(patch, "diff --git ") {
+		i := strings.Index(patch, "\ndiff --git ")
+		if i < 0 {
+			return patch, nil
 		}
+		at = i + 1
 	}
-	return out
+	for i, b := range strings.Split(patch[at:], "\ndiff --git ") {
+		if i > 0 {
+			b = "diff --git " + b
+		}
+		blocks = append(blocks, b)
+	}
+	return patch[:at], blocks
 }
 
 var directiveRe = regexp.MustCompile(`diff --git a/.* b/(.*)`)
@@ -167,12 +175,9 @@ func testDirectives(repo, testPatch string) []string {
 //
 // dir is where the repository is: the harness's /testbed.
 func EvalScript(repo, version, baseCommit, testPatch, dir string) (string, error) {
-	spec, _, ok := harnessSpec(repo, version)
-	if !ok {
-		if vs := knownVersions(repo); vs != "" {
-			return "", sdk.InvalidTask("version", "SWE-bench's harness has no spec for %s version %q (it knows %s); give the row its own test_cmd or eval_script", repo, version, vs)
-		}
-		return "", sdk.InvalidTask("repo", "SWE-bench's harness has no spec for repository %q; give the row its own test_cmd or eval_script", repo)
+	spec, err := specFor(repo, version)
+	if err != nil {
+		return "", err
 	}
 	reset := "git checkout " + baseCommit + " " + strings.Join(modifiedFiles(testPatch), " ")
 	lines := []string{

@@ -33,17 +33,10 @@ func isTestInfrastructure(p string) bool {
 // withoutTestInfrastructure drops the file diffs of a git patch that touch
 // test infrastructure; it returns the rest and the paths dropped.
 func withoutTestInfrastructure(patch string) (string, []string) {
-	if !strings.Contains(patch, "diff --git ") {
-		return patch, nil
-	}
-	head, rest, _ := strings.Cut(patch, "diff --git ")
-	blocks := strings.Split("diff --git "+rest, "\ndiff --git ")
+	head, blocks := fileDiffs(patch)
 	var keep []string
 	var dropped []string
-	for i, b := range blocks {
-		if i > 0 {
-			b = "diff --git " + b
-		}
+	for _, b := range blocks {
 		first, _, _ := strings.Cut(b, "\n")
 		paths := blockPaths(first)
 		infra := false

@@ -92,7 +92,7 @@ func ParseTask(raw json.RawMessage) (*Task, error) {
 	if t.TestCmd == "" && t.EvalScriptText == "" {
 		// SWE-bench and SWE-Gym rows: the harness's spec for the repository
 		// and version says how to test; without one the row must say.
-		if _, err := EvalScript(t.Repo, t.Version, t.BaseCommit, t.TestPatch, RepoPath); err != nil {
+		if _, err := specFor(t.Repo, t.Version); err != nil {
 			return nil, err
 		}
 	}
