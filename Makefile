@@ -48,9 +48,12 @@ deps:
 	@$(GO) mod download
 	@bash scripts/install-apptainer.sh >/dev/null
 
-# The default sandbox image (Debian minbase + python3, pytest, git, patch), built once and cached.
+# The default sandbox image (Debian minbase + python3, pytest, git, patch), and
+# the code image (that + g++, gcc, OpenJDK 17, Node.js, numpy), built once and
+# cached; rebuilt when their package lists change.
 image: build
 	$(BIN)/prorl-host sandbox build-image --name default
+	$(BIN)/prorl-host sandbox build-image --name code --sif no
 
 # The SWE fixtures: six small repositories with real bugs, as per-instance
 # images (the default image hard-linked, plus /testbed). Cached; seconds.

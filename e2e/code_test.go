@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,7 +24,7 @@ func TestCodeDomain(t *testing.T) {
 	tasks := exampleTasks(t, "code")
 	plugin := filepath.Join(binDir, "plugins/prorl-code")
 	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "0.5"}, tasks: tasks,
-		extraTOML: "[plugins.code]\nenabled = true\npath = \"" + plugin + "\"\n[sandbox]\nagent = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"})
+		extraTOML: "[plugins.code]\nenabled = true\npath = \"" + plugin + "\"\n" + codeImageTOML(t)})
 	e.startHost()
 	e.addBackend()
 	_, right, wrong := runExamples(t, e, "code", tasks, 4, 3)
@@ -108,5 +110,153 @@ func TestEvaluateTimeout(t *testing.T) {
 	r := e.do("POST", "/v1/evaluate", map[string]any{"domain": "code", "task": task, "response": "```python\nimport time\ntime.sleep(4)\nprint(4)\n```"})
 	if took := time.Since(t0); r.code != 504 || !strings.Contains(string(r.body), "evaluate_timeout") || took > 3*time.Second {
 		t.Fatalf("after %v: %d %s", took, r.code, r.body)
+	}
+}
+
+// codeImageTOML picks the sandbox image the code domain judges in: the
+// code image (`make image`: the toolchains) when it is built, else the host
+// root (bwrap only).
+func codeImageTOML(t *testing.T) string {
+	imageDir := "/var/cache/prorl/images"
+	if os.Geteuid() != 0 {
+		home, _ := os.UserHomeDir()
+		imageDir = filepath.Join(home, ".cache", "prorl", "images")
+	}
+	if _, err := os.Stat(filepath.Join(imageDir, "code", "rootfs")); err != nil {
+		if os.Getenv("PRORL_REQUIRE_IMAGE") == "1" {
+			t.Fatalf("code image missing (make image): %v", err)
+		}
+		t.Logf("code image missing (make image): judging in the host root")
+		return "[sandbox]\nagent = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"
+	}
+	return "[plugins.code.config]\nimage = \"code\"\n[sandbox]\nimage_dir = \"" + imageDir + "\"\nagent = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"
+}
+
+type shapeRow struct {
+	Name    string          `json:"name"`
+	Task    json.RawMessage `json:"task"`
+	Answers []struct {
+		Name     string  `json:"name"`
+		Response string  `json:"response"`
+		Verdict  string  `json:"verdict"`
+		Reward   float64 `json:"reward"`
+	} `json:"answers"`
+	Sim *struct {
+		Question string `json:"question"`
+		Solution string `json:"solution"`
+	} `json:"sim"`
+}
+
+// TestCodeShapes runs the real-shape table (examples/code/shapes.jsonl:
+// rows in each dataset's published shape, answers in five languages,
+// cheats) through /v1/evaluate in real sandboxes of the code image, then
+// plays the rows through rollouts against the simulator: every verdict is
+// the reference harness's, every reward the simulator's decision.
+func TestCodeShapes(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "examples", "code", "shapes.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []shapeRow
+	var answers strings.Builder
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r shapeRow
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, r)
+		if r.Sim != nil {
+			j, _ := json.Marshal(map[string]string{"question": r.Sim.Question, "solution": r.Sim.Solution})
+			answers.Write(append(j, '\n'))
+		}
+	}
+	plugin := filepath.Join(binDir, "plugins/prorl-code")
+	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "0.5"}, tasks: answers.String(),
+		extraTOML: "[plugins.code]\nenabled = true\npath = \"" + plugin + "\"\n" + codeImageTOML(t)})
+	e.startHost()
+	e.addBackend()
+
+	type job struct {
+		row, answer int
+	}
+	jobs := make(chan job)
+	var mu sync.Mutex
+	judged := 0
+	var wg sync.WaitGroup
+	for w := 0; w < 3; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				r, a := rows[j.row], rows[j.row].Answers[j.answer]
+				var task map[string]any
+				_ = json.Unmarshal(r.Task, &task)
+				res := e.do("POST", "/v1/evaluate", map[string]any{"domain": "code", "task": task, "response": a.Response})
+				var ev struct {
+					Reward float64        `json:"reward"`
+					Info   map[string]any `json:"info"`
+				}
+				if res.code != 200 || json.Unmarshal(res.body, &ev) != nil {
+					t.Errorf("%s / %s: %d %s", r.Name, a.Name, res.code, res.body)
+					continue
+				}
+				if ev.Reward != a.Reward || ev.Info["verdict"] != a.Verdict {
+					t.Errorf("%s / %s: reward %v verdict %v, want %v %s; info %v", r.Name, a.Name, ev.Reward, ev.Info["verdict"], a.Reward, a.Verdict, ev.Info)
+				}
+				mu.Lock()
+				judged++
+				mu.Unlock()
+			}
+		}()
+	}
+	for i, r := range rows {
+		for k := range r.Answers {
+			jobs <- job{i, k}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	t.Logf("%d answers to %d rows judged in sandboxes", judged, len(rows))
+
+	// Rollouts: each row the simulator can play, twice.
+	var reqs []any
+	for _, r := range rows {
+		if r.Sim == nil {
+			continue
+		}
+		var task map[string]any
+		_ = json.Unmarshal(r.Task, &task)
+		task["domain"] = "code"
+		reqs = append(reqs, map[string]any{"task": task, "n": 2, "sampling": map[string]any{"seed": 5}})
+	}
+	var batch struct {
+		Groups []api.SubmitResponse `json:"groups"`
+	}
+	res := e.do("POST", "/v1/rollouts:batch", map[string]any{"requests": reqs})
+	if res.code != 202 {
+		t.Fatalf("submit: %d %s", res.code, res.body)
+	}
+	res.json(t, &batch)
+	right, wrong := 0, 0
+	for _, g := range batch.Groups {
+		for _, id := range g.RolloutIDs {
+			out := e.wait(t, id)
+			if out.Status != trajectory.StatusCompleted {
+				t.Fatalf("%s: %s %+v", id, out.Status, out.Failure)
+			}
+			correct := checkTokens(t, out, e.simEntries())
+			if (out.Reward == 1) != correct {
+				t.Errorf("%s (%s): reward %v but the simulator answered correct=%v: %s", id, out.TaskID, out.Reward, correct, out.Info)
+			}
+			if correct {
+				right++
+			} else {
+				wrong++
+			}
+		}
+	}
+	t.Logf("rollouts: %d right, %d wrong, every reward as the simulator decided", right, wrong)
+	if right == 0 || wrong == 0 {
+		t.Fatalf("want both right and wrong rollouts, got %d and %d", right, wrong)
 	}
 }

@@ -44,13 +44,24 @@ func buildImage(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	dir := fs.String("dir", def.Sandbox.ImageDir, "image directory")
 	name := fs.String("name", "default", "image name")
 	suite := fs.String("suite", "bookworm", "Debian suite")
-	include := fs.String("include", strings.Join(sandbox.DefaultPackages, ","), "packages")
+	include := fs.String("include", "", "packages (default: the default image's; for --name code, the code image's toolchains too)")
 	force := fs.Bool("force", false, "rebuild even if the image exists")
 	sif := fs.String("sif", "auto", "also pack a SIF for the apptainer driver: yes, no, or auto (when apptainer is installed)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
+	if *include == "" {
+		*include = strings.Join(sandbox.DefaultPackages, ",")
+		if *name == "code" {
+			*include = strings.Join(sandbox.CodePackages, ",")
+		}
+	}
 	root, err := sandbox.RootDir(*dir, *name)
+	if err == nil && !*force && !sandbox.SamePackages(*dir, *name, strings.Split(*include, ",")) {
+		// Built with other packages: rebuilt, so adding a toolchain takes effect.
+		fmt.Fprintf(stdout, "image %q was built with other packages: rebuilding\n", *name)
+		*force = true
+	}
 	if err == nil && !*force {
 		fmt.Fprintf(stdout, "image %q exists at %s (use --force to rebuild)\n", *name, root)
 	} else {

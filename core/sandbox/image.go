@@ -8,12 +8,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
 
 // DefaultPackages are in the default image: what agents and tests need.
 var DefaultPackages = []string{"python3", "python3-pytest", "git", "patch", "coreutils", "procps", "util-linux", "ca-certificates"}
+
+// CodePackages are in the code image: the default image and the toolchains
+// the code domain judges with (C, C++, Java, JavaScript) and numpy for
+// HumanEval+ checks.
+var CodePackages = append(append([]string{}, DefaultPackages...), "g++", "gcc", "openjdk-17-jdk-headless", "nodejs", "python3-numpy")
 
 // ImageInfo is written beside an image's root.
 type ImageInfo struct {
@@ -22,6 +28,20 @@ type ImageInfo struct {
 	Packages []string  `json:"packages"`
 	Built    time.Time `json:"built"`
 	Builder  string    `json:"builder"`
+}
+
+// SamePackages says whether the image was built with these packages (its
+// image.json lists them); an image without one counts as the same.
+func SamePackages(dir, name string, packages []string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, name, "image.json"))
+	if err != nil {
+		return true
+	}
+	var info ImageInfo
+	if json.Unmarshal(b, &info) != nil {
+		return true
+	}
+	return slices.Equal(info.Packages, packages)
 }
 
 // BuildImage makes dir/name/rootfs from Debian packages with mmdebstrap

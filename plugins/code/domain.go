@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/prorl/prorl/sdk"
@@ -14,18 +16,25 @@ import (
 
 const version = "0.1.0"
 
-const defaultSystemPrompt = `You are an expert competitive programmer. Solve the problem in Python 3. ` +
+const defaultSystemPrompt = `You are an expert competitive programmer. Solve the problem in Python 3 ` +
+	`(or, for problems that read standard input, in C++, Java, C or JavaScript if the problem allows). ` +
 	`You may use the python and bash tools to test your code and the str_replace_editor tool to edit files. ` +
-	"When you are done, call the finish tool with your complete solution in a single ```python code block."
+	"When you are done, call the finish tool with your complete solution in a single fenced code block labelled with its language (```python, ```cpp, ```java, ```c or ```javascript)."
 
 // Config is the [plugins.code.config] table.
 type Config struct {
 	SystemPrompt string `json:"system_prompt"`
 	MaxTurns     int    `json:"max_turns"`
 	Image        string `json:"image"`
-	// TimeLimit (seconds) and MemoryMB bound each test unless the task sets its own.
+	// TimeLimit (seconds) and MemoryMB bound each test unless the task sets
+	// its own. A row's own time limit is multiplied by TimeScale (rows carry
+	// limits set for C++ on a judge's machine).
 	TimeLimit float64 `json:"time_limit"`
+	TimeScale float64 `json:"time_scale"`
 	MemoryMB  int     `json:"memory_mb"`
+	// Languages an answer may be written in (stdin/stdout tasks; function
+	// and check tasks are Python).
+	Languages []string `json:"languages"`
 	// Workers is how many tests run at once in the evaluation sandbox.
 	Workers int `json:"workers"`
 }
@@ -38,7 +47,8 @@ type Domain struct {
 
 // New returns the domain with default configuration.
 func New() *Domain {
-	return &Domain{cfg: Config{SystemPrompt: defaultSystemPrompt, MaxTurns: 12, TimeLimit: 2, MemoryMB: 256, Workers: 2},
+	return &Domain{cfg: Config{SystemPrompt: defaultSystemPrompt, MaxTurns: 12, TimeLimit: 6, TimeScale: 2, MemoryMB: 256, Workers: 2,
+		Languages: []string{"python", "cpp", "c", "java", "javascript"}},
 		tools: []sdk.Tool{tools.Python(), tools.Bash(), tools.StrReplaceEditor(), tools.Think(), tools.Finish()}}
 }
 
@@ -53,7 +63,8 @@ func (d *Domain) Info() sdk.Info {
 		Capabilities: []string{sdk.CapEvalSandbox},
 		ConfigSchema: json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{` +
 			`"system_prompt":{"type":"string"},"max_turns":{"type":"integer","minimum":1},"image":{"type":"string"},` +
-			`"time_limit":{"type":"number","exclusiveMinimum":0},"memory_mb":{"type":"integer","minimum":16},"workers":{"type":"integer","minimum":1}}}`),
+			`"time_limit":{"type":"number","exclusiveMinimum":0},"time_scale":{"type":"number","exclusiveMinimum":0},"memory_mb":{"type":"integer","minimum":16},` +
+			`"workers":{"type":"integer","minimum":1},"languages":{"type":"array","items":{"enum":["python","cpp","c","java","javascript"]}}}}`),
 	}
 }
 
@@ -67,10 +78,17 @@ func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Host) e
 		return sdk.Errorf(sdk.CodeInvalidTask, "code config: max_turns must be at least 1")
 	case cfg.TimeLimit <= 0 || cfg.TimeLimit > 60:
 		return sdk.Errorf(sdk.CodeInvalidTask, "code config: time_limit must be in (0, 60]")
+	case cfg.TimeScale <= 0 || cfg.TimeScale > 20:
+		return sdk.Errorf(sdk.CodeInvalidTask, "code config: time_scale must be in (0, 20]")
 	case cfg.MemoryMB < 16:
 		return sdk.Errorf(sdk.CodeInvalidTask, "code config: memory_mb must be at least 16")
 	case cfg.Workers < 1 || cfg.Workers > 64:
 		return sdk.Errorf(sdk.CodeInvalidTask, "code config: workers must be 1 to 64")
+	}
+	for _, l := range cfg.Languages {
+		if _, ok := languageOf(l); !ok {
+			return sdk.Errorf(sdk.CodeInvalidTask, "code config: languages: %q is not one of python, cpp, c, java, javascript", l)
+		}
 	}
 	d.cfg = cfg
 	return nil
@@ -79,7 +97,7 @@ func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Host) e
 func (d *Domain) limits(t *Task) limits {
 	l := limits{time: d.cfg.TimeLimit, memMB: d.cfg.MemoryMB, workers: d.cfg.Workers}
 	if t.TimeLimit > 0 {
-		l.time = t.TimeLimit
+		l.time = min(t.TimeLimit*d.cfg.TimeScale, 60)
 	}
 	if t.MemoryMB > 0 {
 		l.memMB = t.MemoryMB
@@ -90,10 +108,16 @@ func (d *Domain) limits(t *Task) limits {
 func userMessage(t *Task) string {
 	var b strings.Builder
 	b.WriteString(strings.TrimSpace(t.Prompt))
+	if s := strings.TrimSpace(t.Starter); s != "" {
+		b.WriteString("\n\nStarter code:\n```python\n" + s + "\n```")
+	}
 	b.WriteString("\n\n")
 	switch {
 	case t.Mode == ModeStdio:
 		b.WriteString("Your program reads the input from standard input and writes the answer to standard output.")
+		if t.Language != "" {
+			fmt.Fprintf(&b, " Write it in %s.", languageNames[t.Language])
+		}
 	case t.FnName != "":
 		fmt.Fprintf(&b, "Implement `%s` in Python.", t.FnName)
 	default:
@@ -115,29 +139,64 @@ func (d *Domain) Prepare(_ context.Context, req sdk.PrepareRequest) (*sdk.Episod
 		TaskID:   t.ID,
 		Messages: []sdk.Message{{Role: "system", Content: d.cfg.SystemPrompt}, {Role: "user", Content: userMessage(t)}},
 		Sandbox:  &sdk.SandboxSpec{Image: d.cfg.Image},
-		// The tests run in a sandbox of their own, with room for every worker.
-		EvalSandbox: &sdk.SandboxSpec{Image: d.cfg.Image, MaxProcesses: uint32(64 + 4*lim.workers),
-			MemoryBytes: uint64(lim.memMB*lim.workers+512) << 20},
+		// The tests run in a sandbox of their own, with room for every worker
+		// (a JVM's threads and its memory beyond the heap included) and a compiler.
+		EvalSandbox: &sdk.SandboxSpec{Image: d.cfg.Image, MaxProcesses: uint32(64 + 32*lim.workers),
+			MemoryBytes: uint64((lim.memMB+256)*lim.workers+1024) << 20},
 		Limits: sdk.Limits{MaxTurns: d.cfg.MaxTurns},
 	}, nil
 }
 
-var codeBlockRe = regexp.MustCompile("(?s)```([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```")
+var codeBlockRe = regexp.MustCompile("(?s)```([A-Za-z0-9_+#-]*)[ \t]*\n(.*?)```")
 
-// lastPythonBlock is the last ```python (or ```py, or unlabelled) block.
-func lastPythonBlock(s string) (string, bool) {
+// languageOf maps a fence label or a task's language to ours.
+func languageOf(label string) (string, bool) {
+	switch strings.ToLower(strings.TrimSpace(label)) {
+	case "python", "python3", "py", "py3":
+		return "python", true
+	case "cpp", "c++", "cc", "cxx", "c++17", "c++20", "cpp17", "cpp20":
+		return "cpp", true
+	case "c":
+		return "c", true
+	case "java":
+		return "java", true
+	case "javascript", "js", "node", "nodejs":
+		return "javascript", true
+	}
+	return "", false
+}
+
+var languageNames = map[string]string{"python": "Python 3", "cpp": "C++", "c": "C", "java": "Java", "javascript": "JavaScript"}
+
+// lastCodeBlock is the answer: the last fenced block labelled with a
+// language we run, else the last unlabelled block (in the task's language,
+// or Python).
+func lastCodeBlock(s, taskLang string) (answer, bool) {
 	blocks := codeBlockRe.FindAllStringSubmatch(s, -1)
 	for i := len(blocks) - 1; i >= 0; i-- {
-		if lang := strings.ToLower(blocks[i][1]); lang == "python" || lang == "python3" || lang == "py" {
-			return blocks[i][2], true
+		if lang, ok := languageOf(blocks[i][1]); ok {
+			return answer{lang: lang, code: blocks[i][2]}, true
 		}
 	}
 	for i := len(blocks) - 1; i >= 0; i-- {
 		if blocks[i][1] == "" {
-			return blocks[i][2], true
+			return answer{lang: firstNonEmpty(taskLang, "python"), code: blocks[i][2]}, true
 		}
 	}
-	return "", false
+	return answer{}, false
+}
+
+// answerLanguage says why an answer's language cannot be judged, or "".
+func (d *Domain) answerLanguage(t *Task, lang string) string {
+	switch {
+	case t.Mode != ModeStdio && lang != "python":
+		return fmt.Sprintf("this task's tests call Python functions; a %s answer cannot be judged", languageNames[lang])
+	case t.Language != "" && lang != t.Language:
+		return fmt.Sprintf("this task asks for %s, not %s", languageNames[t.Language], languageNames[lang])
+	case !slices.Contains(d.cfg.Languages, lang):
+		return fmt.Sprintf("%s is not enabled (config languages)", languageNames[lang])
+	}
+	return ""
 }
 
 func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Score, error) {
@@ -146,39 +205,52 @@ func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Sc
 		return nil, err
 	}
 	sc := &sdk.Score{Metrics: map[string]float64{"tests_total": float64(len(t.Tests)), "tests_passed": 0, "pass_rate": 0, "format_ok": 0},
-		Info: map[string]any{"mode": t.Mode}}
-	solution, source := "", ""
+		Info: map[string]any{"mode": t.Mode, "compare": t.Compare, "source": t.Source}}
+	var ans answer
+	source := ""
 	if t.AnswerFile != "" && req.SandboxID != "" {
-		if b, err := req.Host.ReadFile(ctx, req.SandboxID, t.AnswerFile); err == nil {
-			solution, source = string(b), "file"
+		if b, err := req.Host.ReadFile(ctx, req.SandboxID, t.AnswerFile); err == nil && strings.TrimSpace(string(b)) != "" {
+			lang := firstNonEmpty(t.Language, "python")
+			if l, ok := languageOf(strings.TrimPrefix(path.Ext(t.AnswerFile), ".")); ok {
+				lang = l
+			}
+			ans, source = answer{lang: lang, code: string(b)}, "file"
 		}
 	}
-	if solution == "" {
-		if code, ok := lastPythonBlock(req.Response()); ok {
-			solution, source = code, "code_block"
+	if source == "" {
+		if a, ok := lastCodeBlock(req.Response(), t.Language); ok {
+			ans, source = a, "code_block"
 		}
 	}
-	if strings.TrimSpace(solution) == "" {
+	if strings.TrimSpace(ans.code) == "" {
 		sc.Info["verdict"] = "no_code"
 		return sc, nil
 	}
 	sc.Metrics["format_ok"] = 1
 	sc.Info["solution_source"] = source
+	sc.Info["language"] = ans.lang
+	if why := d.answerLanguage(t, ans.lang); why != "" {
+		sc.Info["verdict"] = VerdictCE
+		sc.Info["compile_error"] = why
+		return sc, nil
+	}
 	if req.EvalSandboxID == "" {
 		return nil, sdk.Errorf(sdk.CodeSandboxFailed, "no evaluation sandbox: the host did not start the one Prepare asked for")
 	}
-	verdicts, runs, err := judge(ctx, req.Host, req.EvalSandboxID, t, solution, d.limits(t))
+	lim := d.limits(t)
+	sc.Info["time_limit"] = lim.time
+	j, err := judge(ctx, req.Host, req.EvalSandboxID, t, ans, lim)
 	if err != nil {
 		var de *sdk.Error
 		if errors.As(err, &de) {
-			return nil, err // the task's fault (a bad expected literal)
+			return nil, err // the task's fault (a checker that does not compile)
 		}
 		return nil, sdk.Errorf(sdk.CodeSandboxFailed, "judge: %v", err)
 	}
 	passed := 0
 	counts := map[string]int{}
 	first := -1
-	for i, v := range verdicts {
+	for i, v := range j.verdicts {
 		counts[v]++
 		if v == VerdictAC {
 			passed++
@@ -187,16 +259,35 @@ func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Sc
 		}
 	}
 	sc.Metrics["tests_passed"] = float64(passed)
-	sc.Metrics["pass_rate"] = float64(passed) / float64(len(verdicts))
-	sc.Info["verdicts"] = verdicts
+	sc.Metrics["pass_rate"] = float64(passed) / float64(len(j.verdicts))
+	sc.Info["verdicts"] = j.verdicts
 	sc.Info["verdict_counts"] = counts
+	if j.compileError != "" {
+		sc.Info["compile_error"] = tail(j.compileError, 2000)
+	}
+	if t.Checker != nil {
+		sc.Info["checker"] = t.Checker.Language
+		sc.Metrics["checker_failures"] = float64(j.checkerFailures)
+	}
 	if first >= 0 {
-		ff := map[string]any{"index": first, "verdict": verdicts[first]}
-		if runs != nil && runs[first] != nil && runs[first].Stderr != "" {
-			ff["stderr"] = tail(runs[first].Stderr, 500)
+		ff := map[string]any{"index": first, "verdict": j.verdicts[first]}
+		if t.Tests[first].Name != "" {
+			ff["test"] = t.Tests[first].Name
+		}
+		if j.runs != nil && j.runs[first] != nil {
+			r := j.runs[first]
+			if r.Check != nil && r.Check.Error != "" {
+				ff["error"] = tail(r.Check.Error, 500)
+				if len(r.Check.Failed) > 0 {
+					ff["failed"] = r.Check.Failed
+				}
+			}
+			if r.Stderr != "" {
+				ff["stderr"] = tail(r.Stderr, 500)
+			}
 		}
 		sc.Info["first_failing"] = ff
-		sc.Info["verdict"] = verdicts[first]
+		sc.Info["verdict"] = j.verdicts[first]
 	} else {
 		sc.Info["verdict"] = VerdictAC
 		sc.Reward, sc.Resolved = 1, true

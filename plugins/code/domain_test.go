@@ -38,7 +38,12 @@ func TestConformance(t *testing.T) {
 			json.RawMessage(`{"tests":[{"input":"1","output":"1"}]}`),
 			json.RawMessage(`{"question":"q","tests":[{"input":"1"}]}`),
 			json.RawMessage(`{"question":"q","reward_model":{"ground_truth":"{\"inputs\":[\"1\"],\"outputs\":[]}"}}`),
-			json.RawMessage(`{"question":"q","test_list":["assert f(1) > 0"]}`),
+			json.RawMessage(`{"question":"q","test_list":[]}`),
+			json.RawMessage(`{"question":"q","compare":"fuzzy","tests":[{"input":"1","output":"1"}]}`),
+			json.RawMessage(`{"question":"q","language":"cobol","tests":[{"input":"1","output":"1"}]}`),
+			json.RawMessage(`{"question":"q","language":"cpp","fn_name":"f","tests":[{"args":[1],"expected":1}]}`),
+			json.RawMessage(`{"question":"q","time_limit":"2 fortnights","tests":[{"input":"1","output":"1"}]}`),
+			json.RawMessage(`{"question":"q","tests":"   "}`),
 			json.RawMessage(`{"question":"q","fn_name":"a b","tests":[{"args":[1],"expected":1}]}`),
 			json.RawMessage(`{"question":"q","time_limit":0,"tests":[{"input":"1","output":"1"}]}`),
 		},
@@ -76,8 +81,12 @@ func evaluate(t *testing.T, h *sdktest.Harness, task, resp string) judged {
 }
 
 func start(t *testing.T) *sdktest.Harness {
+	return startWith(t, `{"time_limit": 1, "memory_mb": 128, "workers": 2}`)
+}
+
+func startWith(t *testing.T, cfg string) *sdktest.Harness {
 	h := sdktest.StartWithHost(t, New(), sdktest.NewFakeHost(t))
-	if r, err := h.Configure(context.Background(), json.RawMessage(`{"time_limit": 1, "memory_mb": 128, "workers": 2}`)); err != nil || len(r.Diagnostics) > 0 {
+	if r, err := h.Configure(context.Background(), json.RawMessage(cfg)); err != nil || len(r.Diagnostics) > 0 {
 		t.Fatalf("configure: %v %v", err, r.GetDiagnostics())
 	}
 	return h
@@ -134,17 +143,21 @@ func TestNoCode(t *testing.T) {
 	}
 }
 
-func TestLastPythonBlock(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"```python\na\n```\ntext\n```python\nb\n```", "b\n"},
-		{"```py\nc\n```", "c\n"},
-		{"```\nd\n```", "d\n"},
-		{"```bash\nls\n```\n```python\ne\n```\n```bash\npwd\n```", "e\n"},
-		{"no code", ""},
+func TestLastCodeBlock(t *testing.T) {
+	for _, c := range []struct{ in, lang, want string }{
+		{"```python\na\n```\ntext\n```python\nb\n```", "python", "b\n"},
+		{"```py\nc\n```", "python", "c\n"},
+		{"```\nd\n```", "python", "d\n"},
+		{"```bash\nls\n```\n```python\ne\n```\n```bash\npwd\n```", "python", "e\n"},
+		{"```python\nx\n```\n```cpp\nint main(){}\n```", "cpp", "int main(){}\n"},
+		{"```C++\ny\n```", "cpp", "y\n"},
+		{"```java\nclass Main{}\n```", "java", "class Main{}\n"},
+		{"```js\nconsole.log(1)\n```", "javascript", "console.log(1)\n"},
+		{"no code", "", ""},
 	} {
-		got, _ := lastPythonBlock(c.in)
-		if got != c.want {
-			t.Errorf("%q: got %q", c.in, got)
+		got, _ := lastCodeBlock(c.in, "")
+		if got.code != c.want || got.lang != c.lang {
+			t.Errorf("%q: got %+v", c.in, got)
 		}
 	}
 }
@@ -155,7 +168,7 @@ func FuzzParseTask(f *testing.F) {
 	f.Add(`{"prompt":"p","reward_model":{"ground_truth":"[{\"input\":\"1\",\"output\":\"2\",\"testtype\":\"functional\",\"metadata\":{\"func_name\":\"f\"}}]"}}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		task, err := ParseTask(json.RawMessage(s))
-		if err == nil && (len(task.Tests) == 0 || (task.Mode != ModeStdio && task.Mode != ModeFunction)) {
+		if err == nil && (len(task.Tests) == 0 || (task.Mode != ModeStdio && task.Mode != ModeFunction && task.Mode != ModeCheck)) {
 			t.Fatalf("accepted %q as %+v", s, task)
 		}
 	})

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 
 	"github.com/prorl/prorl/sdk"
@@ -29,23 +28,31 @@ const (
 )
 
 type runResult struct {
-	Time      float64 `json:"time"`
-	TimedOut  bool    `json:"timed_out"`
-	Stdout    string  `json:"stdout"`
-	Truncated bool    `json:"stdout_truncated"`
-	Stderr    string  `json:"stderr"`
-	Exit      *int    `json:"exit"`
-	Signal    *int    `json:"signal"`
+	Time      float64      `json:"time"`
+	TimedOut  bool         `json:"timed_out"`
+	Stdout    string       `json:"stdout"`
+	Truncated bool         `json:"stdout_truncated"`
+	Stderr    string       `json:"stderr"`
+	Exit      *int         `json:"exit"`
+	Signal    *int         `json:"signal"`
+	Check     *checkResult `json:"check"`
+}
+
+// checkResult is what the checker process made of a check test.
+type checkResult struct {
+	Passed bool     `json:"passed"`
+	Kind   string   `json:"kind"` // assert, remote, memory, error, load, syntax, dead
+	Error  string   `json:"error"`
+	Failed []string `json:"failed"`
 }
 
 type judgeOutput struct {
 	CompileError string       `json:"compile_error"`
 	Results      []*runResult `json:"results"`
-	Literals     []struct {
-		OK    bool            `json:"ok"`
-		Value json.RawMessage `json:"value"`
-		Error string          `json:"error"`
-	} `json:"literals"`
+	Checks       []struct {
+		Exit    int    `json:"exit"`
+		Message string `json:"message"`
+	} `json:"checks"`
 }
 
 // limits of one judge run.
@@ -55,31 +62,65 @@ type limits struct {
 	workers int
 }
 
-// judge runs the solution on every test in the sandbox and returns one
-// verdict per test. Expected values never enter the sandbox.
-func judge(ctx context.Context, h sdk.Host, sandboxID string, t *Task, solution string, lim limits) ([]string, []*runResult, error) {
-	expected := make([]json.RawMessage, len(t.Tests))
-	if t.Mode == ModeFunction {
-		if err := literalExpectations(ctx, h, sandboxID, t, expected); err != nil {
-			return nil, nil, err
-		}
-	}
+// answer is the solution to judge.
+type answer struct {
+	lang, code string
+}
+
+// judgement is what the judge made of an answer.
+type judgement struct {
+	verdicts        []string
+	runs            []*runResult
+	compileError    string
+	checkerFailures int
+}
+
+// judge runs the solution on every test in the sandbox. Expected stdio
+// outputs and function results never enter the sandbox; check tests carry
+// theirs into a checker process the solution cannot reach.
+func judge(ctx context.Context, h sdk.Host, sandboxID string, t *Task, ans answer, lim limits) (*judgement, error) {
+	j := &judgement{verdicts: make([]string, len(t.Tests))}
+	spec := map[string]any{"mode": t.Mode, "language": ans.lang, "solution": ans.code, "time_limit": lim.time,
+		"memory_mb": lim.memMB, "workers": lim.workers, "max_output": maxOutput}
 	tests := make([]map[string]string, len(t.Tests))
 	for i, c := range t.Tests {
-		if t.Mode == ModeStdio {
+		switch t.Mode {
+		case ModeStdio:
 			tests[i] = map[string]string{"input": c.Input}
-		} else {
-			tests[i] = map[string]string{"call": c.Call}
+		case ModeFunction:
+			tests[i] = map[string]string{"fn": c.Fn, "args": string(c.Args)}
+		default:
+			if c.Pytest != "" {
+				tests[i] = map[string]string{"pytest": c.Pytest}
+			} else {
+				tests[i] = map[string]string{"check": c.Check, "then": c.Then, "candidate": c.Candidate}
+			}
 		}
 	}
-	spec, _ := json.Marshal(map[string]any{"mode": t.Mode, "solution": solution, "tests": tests,
-		"time_limit": lim.time, "memory_mb": lim.memMB, "workers": lim.workers, "max_output": maxOutput})
+	spec["tests"] = tests
+	if ans.lang == "python" {
+		switch t.Mode {
+		case ModeCheck:
+			spec["prelude"] = "from typing import *\n"
+			spec["setup"] = t.Setup
+			spec["runner"] = string(judgeSource)
+			if t.PromptCode != "" {
+				spec["solution"] = joinPrompt(t.PromptCode, ans.code)
+			}
+		default:
+			spec["prelude"] = pythonPrelude
+		}
+	}
+	body, _ := json.Marshal(spec)
 	var out judgeOutput
-	verdicts := make([]string, len(t.Tests))
-	if err := runJudge(ctx, h, sandboxID, spec, len(t.Tests), lim, &out); err != nil {
+	budget := lim.time*math.Ceil(float64(len(t.Tests))/float64(max(lim.workers, 1)))*1.5 + 10
+	if ans.lang != "python" {
+		budget += 60 // compilation
+	}
+	if err := runJudge(ctx, h, sandboxID, body, budget, &out); err != nil {
 		var k *judgeKilled
 		if !errors.As(err, &k) {
-			return nil, nil, err
+			return nil, err
 		}
 		// The code under test killed or stalled its driver: that is the
 		// solution failing, scored as such, never an infrastructure failure.
@@ -87,31 +128,98 @@ func judge(ctx context.Context, h sdk.Host, sandboxID string, t *Task, solution 
 		if k.timedOut {
 			v = VerdictTLE
 		}
-		for i := range verdicts {
-			verdicts[i] = v
+		for i := range j.verdicts {
+			j.verdicts[i] = v
 		}
-		return verdicts, nil, nil
+		return j, nil
 	}
 	if out.CompileError != "" {
-		for i := range verdicts {
-			verdicts[i] = VerdictCE
+		j.compileError = out.CompileError
+		for i := range j.verdicts {
+			j.verdicts[i] = VerdictCE
 		}
-		return verdicts, nil, nil
+		return j, nil
 	}
 	if len(out.Results) != len(t.Tests) {
-		return nil, nil, fmt.Errorf("judge returned %d results for %d tests", len(out.Results), len(t.Tests))
+		return nil, fmt.Errorf("judge returned %d results for %d tests", len(out.Results), len(t.Tests))
 	}
+	j.runs = out.Results
+	var toCheck []int
 	for i, r := range out.Results {
-		verdicts[i] = verdict(t, i, r, expected[i])
+		j.verdicts[i] = verdict(t, i, r)
+		if t.Checker != nil && j.verdicts[i] == verdictCompare {
+			toCheck = append(toCheck, i)
+		}
 	}
-	return verdicts, out.Results, nil
+	if len(toCheck) > 0 {
+		if err := special(ctx, h, sandboxID, t, toCheck, j); err != nil {
+			return nil, err
+		}
+	}
+	return j, nil
 }
+
+// verdictCompare marks a clean run whose output a checker judges.
+const verdictCompare = "compare"
+
+// special runs the task's checker on the outputs of clean runs, in a second
+// command: by then no process of the solution is left in the sandbox, so
+// the expected outputs can go in.
+func special(ctx context.Context, h sdk.Host, sandboxID string, t *Task, idx []int, j *judgement) error {
+	cases := make([]map[string]string, len(idx))
+	for k, i := range idx {
+		cases[k] = map[string]string{"input": t.Tests[i].Input, "output": j.runs[i].Stdout, "answer": t.Tests[i].Expected}
+	}
+	body, _ := json.Marshal(map[string]any{"mode": "checker", "language": t.Checker.Language, "source": t.Checker.Source,
+		"cases": cases, "time_limit": 10})
+	var out judgeOutput
+	if err := runJudge(ctx, h, sandboxID, body, float64(len(idx))*10+70, &out); err != nil {
+		return fmt.Errorf("checker: %w", err)
+	}
+	if out.CompileError != "" {
+		return sdk.InvalidTask("checker", "does not compile: %.500s", out.CompileError)
+	}
+	if len(out.Checks) != len(idx) {
+		return fmt.Errorf("checker returned %d results for %d outputs", len(out.Checks), len(idx))
+	}
+	for k, i := range idx {
+		switch c := out.Checks[k]; c.Exit {
+		case 0:
+			j.verdicts[i] = VerdictAC
+		case 1, 2:
+			j.verdicts[i] = VerdictWA
+		default:
+			// The checker failed (testlib's exit 3, a crash, a timeout): not
+			// an accepted answer, and counted so it shows.
+			j.verdicts[i] = VerdictWA
+			j.checkerFailures++
+		}
+	}
+	return nil
+}
+
+// joinPrompt puts a HumanEval answer after the prompt it completes: a
+// body continues the prompt's last function; a whole program follows it
+// (a later def replaces the prompt's).
+func joinPrompt(prompt, code string) string {
+	if strings.HasPrefix(code, " ") || strings.HasPrefix(code, "\t") {
+		return prompt + code
+	}
+	return prompt + "\n" + code
+}
+
+// pythonPrelude is LiveCodeBench's import header (TACO's is alike): the
+// names a solution may use without importing them.
+const pythonPrelude = "from string import *\nfrom re import *\nfrom datetime import *\nfrom collections import *\nfrom heapq import *\n" +
+	"from bisect import *\nfrom copy import *\nfrom math import *\nfrom random import *\nfrom statistics import *\n" +
+	"from itertools import *\nfrom functools import *\nfrom operator import *\nfrom io import *\nfrom sys import *\n" +
+	"from json import *\nfrom builtins import *\nfrom typing import *\nimport string\nimport re\nimport datetime\n" +
+	"import collections\nimport heapq\nimport bisect\nimport copy\nimport math\nimport random\nimport statistics\n" +
+	"import itertools\nimport functools\nimport operator\nimport io\nimport sys\nimport json\nsys.setrecursionlimit(50000)\n"
 
 const maxOutput = 1 << 16
 
-func runJudge(ctx context.Context, h sdk.Host, sandboxID string, spec []byte, n int, lim limits, out *judgeOutput) error {
-	// Wall time: every test at its limit, spread over the workers, plus start-up.
-	budget := lim.time*math.Ceil(float64(n)/float64(max(lim.workers, 1)))*1.5 + 10
+func runJudge(ctx context.Context, h sdk.Host, sandboxID string, spec []byte, budget float64, out *judgeOutput) error {
 	// The judge travels on the command line and the spec (solution and
 	// inputs) on stdin: nothing is left in the sandbox's files.
 	res, err := h.Exec(ctx, sandboxID, sdk.ExecRequest{Argv: []string{"python3", "-I", "-c", string(judgeSource)}, Stdin: spec,
@@ -145,52 +253,17 @@ func (k *judgeKilled) Error() string {
 	return fmt.Sprintf("judge killed (exit %d)", k.code)
 }
 
-// literalExpectations evaluates assert-style expected literals in the
-// sandbox before the solution is written there.
-func literalExpectations(ctx context.Context, h sdk.Host, sandboxID string, t *Task, expected []json.RawMessage) error {
-	var lits []string
-	for _, c := range t.Tests {
-		if c.ExpectedLiteral != "" {
-			lits = append(lits, c.ExpectedLiteral)
-		}
-	}
-	if len(lits) > 0 {
-		spec, _ := json.Marshal(map[string]any{"mode": "literals", "literals": lits})
-		var out judgeOutput
-		if err := runJudge(ctx, h, sandboxID, spec, 1, limits{time: 5, workers: 1}, &out); err != nil {
-			return err
-		}
-		if len(out.Literals) != len(lits) {
-			return fmt.Errorf("judge evaluated %d of %d literals", len(out.Literals), len(lits))
-		}
-		k := 0
-		for i, c := range t.Tests {
-			if c.ExpectedLiteral == "" {
-				continue
-			}
-			l := out.Literals[k]
-			k++
-			if !l.OK {
-				return sdk.InvalidTask("tests", "expected value %q of test %d is not a Python literal: %s", c.ExpectedLiteral, i, l.Error)
-			}
-			expected[i] = l.Value
-		}
-	}
-	for i, c := range t.Tests {
-		if expected[i] == nil {
-			expected[i] = c.ExpectedJSON
-		}
-	}
-	return nil
-}
-
-func verdict(t *Task, i int, r *runResult, expectedJSON json.RawMessage) string {
-	switch {
-	case r == nil:
+func verdict(t *Task, i int, r *runResult) string {
+	if r == nil {
 		return VerdictRE
+	}
+	if t.Mode == ModeCheck {
+		return checkVerdict(r)
+	}
+	switch {
 	case r.TimedOut || (r.Signal != nil && *r.Signal == 24): // SIGXCPU: the CPU limit
 		return VerdictTLE
-	case strings.Contains(r.Stderr, "MemoryError") || (r.Exit != nil && *r.Exit == 3 && strings.Contains(r.Stderr, "MemoryError")):
+	case memoryExhausted(r.Stderr):
 		return VerdictMLE
 	case r.Signal != nil || r.Exit == nil || *r.Exit != 0:
 		return VerdictRE
@@ -198,7 +271,10 @@ func verdict(t *Task, i int, r *runResult, expectedJSON json.RawMessage) string 
 		return VerdictOLE
 	}
 	if t.Mode == ModeStdio {
-		if outputsMatch(r.Stdout, t.Tests[i].Expected, t.FloatTol) {
+		if t.Checker != nil {
+			return verdictCompare
+		}
+		if outputsMatch(r.Stdout, t.Tests[i].Expected, t.Compare, t.FloatTol) {
 			return VerdictAC
 		}
 		return VerdictWA
@@ -207,10 +283,45 @@ func verdict(t *Task, i int, r *runResult, expectedJSON json.RawMessage) string 
 	if !ok {
 		return VerdictRE // returned without a result: exited early
 	}
-	if jsonEqual(got, expectedJSON, t.FloatTol) || (t.Tests[i].ReturnInList && jsonEqual(json.RawMessage("["+string(got)+"]"), expectedJSON, t.FloatTol)) {
+	want := t.Tests[i].ExpectedJSON
+	if jsonEqual(got, want, t.FloatTol) || (t.Tests[i].ReturnInList && jsonEqual(json.RawMessage("["+string(got)+"]"), want, t.FloatTol)) {
 		return VerdictAC
 	}
 	return VerdictWA
+}
+
+func checkVerdict(r *runResult) string {
+	c := r.Check
+	switch {
+	case c != nil && c.Passed:
+		return VerdictAC
+	case r.TimedOut || (r.Signal != nil && *r.Signal == 24):
+		return VerdictTLE
+	case c == nil:
+		return VerdictRE
+	}
+	switch c.Kind {
+	case "assert":
+		return VerdictWA
+	case "syntax":
+		return VerdictCE
+	case "memory":
+		return VerdictMLE
+	case "dead":
+		if memoryExhausted(r.Stderr) || (r.Exit != nil && *r.Exit == 3) {
+			return VerdictMLE
+		}
+	}
+	return VerdictRE
+}
+
+func memoryExhausted(stderr string) bool {
+	for _, s := range []string{"MemoryError", "std::bad_alloc", "java.lang.OutOfMemoryError", "JavaScript heap out of memory"} {
+		if strings.Contains(stderr, s) {
+			return true
+		}
+	}
+	return false
 }
 
 const resultMark = "\x00prorl-result\x00"
@@ -226,52 +337,6 @@ func resultOf(stdout string) (json.RawMessage, bool) {
 		return nil, false
 	}
 	return json.RawMessage(line), true
-}
-
-// outputsMatch applies the usual judge rules: line endings and trailing
-// whitespace (of lines and of the whole output) do not matter; with a
-// float tolerance, numeric tokens compare within it.
-func outputsMatch(got, want string, tol float64) bool {
-	g, w := normLines(got), normLines(want)
-	if len(g) != len(w) {
-		return false
-	}
-	for i := range g {
-		if g[i] == w[i] {
-			continue
-		}
-		if tol <= 0 {
-			return false
-		}
-		gt, wt := strings.Fields(g[i]), strings.Fields(w[i])
-		if len(gt) != len(wt) {
-			return false
-		}
-		for k := range gt {
-			if gt[k] != wt[k] && !floatsClose(gt[k], wt[k], tol) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-func normLines(s string) []string {
-	s = strings.ReplaceAll(s, "\r\n", "\n")
-	lines := strings.Split(strings.TrimRight(s, " \t\n\r"), "\n")
-	for i, l := range lines {
-		lines[i] = strings.TrimRight(l, " \t\r")
-	}
-	return lines
-}
-
-func floatsClose(a, b string, tol float64) bool {
-	x, err1 := strconv.ParseFloat(a, 64)
-	y, err2 := strconv.ParseFloat(b, 64)
-	if err1 != nil || err2 != nil || math.IsNaN(x) || math.IsNaN(y) {
-		return false
-	}
-	return math.Abs(x-y) <= tol*math.Max(1, math.Abs(y))
 }
 
 // jsonEqual compares JSON values; numbers within tol when it is set, and
