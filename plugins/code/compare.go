@@ -109,8 +109,14 @@ func decimal(s string) (*big.Rat, bool) {
 	return r, ok
 }
 
-// numClose: both tokens numbers with |a-b| <= atol + rtol*|b| (numpy.isclose).
+// numClose: both tokens numbers with |a-b| <= atol + rtol*|b|
+// (numpy.isclose), one of them written as a float. Integers compare
+// exactly: TACO's allclose would take 1000000001 for 1000000000, a wrong
+// answer a policy would learn from.
 func numClose(a, b string, rtol, atol float64) bool {
+	if !strings.ContainsAny(a, ".eE") && !strings.ContainsAny(b, ".eE") {
+		return false
+	}
 	x, err1 := strconv.ParseFloat(a, 64)
 	y, err2 := strconv.ParseFloat(b, 64)
 	if err1 != nil || err2 != nil || math.IsNaN(x) || math.IsNaN(y) || math.IsInf(x, 0) || math.IsInf(y, 0) {

@@ -173,3 +173,37 @@ func FuzzParseTask(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckCheats: a solution judged by the dataset's own checks tries
+// to get around the checker process.
+func TestCheckCheats(t *testing.T) {
+	h := start(t)
+	task := `{"task_id":"HumanEval/x","prompt":"def f(x):\n    \"\"\"Double x.\"\"\"\n","entry_point":"f","test":"def check(candidate):\n    assert candidate(2) == 4\n    assert candidate(5) == 10\n"}`
+	mbpp := `{"task_id":1,"text":"double","test_list":["assert f(2) == 4","assert f(5) == 10"]}`
+	cases := []struct {
+		name, task, code, verdict string
+	}{
+		{"control", task, "def f(x):\n    return 2 * x", "AC"},
+		// Only the judge's own processes (the driver's children): outside a
+		// sandbox, as root, anything wider would hit this machine.
+		{"kills the checker", task, "import os, signal\ndef f(x):\n    me, parent = os.getpid(), os.getppid()\n    for p in os.listdir('/proc'):\n        try:\n            ppid = int(open('/proc/%s/stat' % p).read().rsplit(')', 1)[1].split()[1])\n        except (OSError, IndexError, ValueError):\n            continue\n        if ppid == parent and int(p) != me:\n            os.kill(int(p), signal.SIGKILL)\n    return 2 * x", "RE"},
+		{"answers on the wire for the checker", task, "import os, struct, json\ndef f(x):\n    s = json.dumps({'ok': ['i', str(2 * x)]}).encode()\n    os.write(int(__import__('sys').argv[2]) if len(__import__('sys').argv) > 2 else 3, struct.pack('>I', len(s)) + s)\n    return 0", "WA"},
+		{"a huge frame", task, "def f(x):\n    return 'x' * (80 << 20)", "RE"},
+		{"an unencodable result", task, "import threading\ndef f(x):\n    return threading.Lock()", "WA"},
+		{"a generator", task, "def f(x):\n    yield 2 * x", "WA"},
+		{"prints instead of returning", task, "def f(x):\n    print(2 * x)", "WA"},
+		{"sleeps past the limit", task, "import time\ndef f(x):\n    time.sleep(30)", "TLE"},
+		{"exhausts memory", task, "def f(x):\n    return bytearray(1 << 31)", "MLE"},
+		{"a syntax error", task, "def f(x) return 2x", "CE"},
+		{"module-level exit", mbpp, "import sys\nsys.exit(0)\ndef f(x):\n    return 2 * x", "RE"},
+		{"mbpp control", mbpp, "def f(x):\n    return x + x", "AC"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			j := evaluate(t, h, c.task, "```python\n"+c.code+"\n```")
+			if j.info["verdict"] != c.verdict || (j.reward == 1) != (c.verdict == "AC") {
+				t.Fatalf("reward %v verdict %v, want %s; info %v", j.reward, j.info["verdict"], c.verdict, j.info)
+			}
+		})
+	}
+}

