@@ -81,10 +81,8 @@ func FuzzOutputsMatch(f *testing.F) {
 	f.Add("1 2", "1  2\n", "tokens")
 	f.Add("1e400", "1e400", "float")
 	f.Fuzz(func(t *testing.T, got, want, mode string) {
-		if outputsMatch(got, want, mode, 0) != outputsMatch(got, want, mode, 0) {
-			t.Fatal("not deterministic")
-		}
-		if mode != "exact" && !outputsMatch(want, want, mode, 0) && (mode == "tokens" || mode == "lines" || mode == "float") {
+		_ = outputsMatch(got, want, mode, 0.5) // no panic on any input
+		if (mode == "tokens" || mode == "lines" || mode == "float" || mode == "exact") && !outputsMatch(want, want, mode, 0) {
 			t.Fatalf("%s: %q does not match itself", mode, want)
 		}
 	})

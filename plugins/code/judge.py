@@ -49,7 +49,7 @@ def no_dump():
     try:
         import ctypes
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
-    except Exception:  # noqa: BLE001 - best effort where ctypes is missing
+    except Exception:  # noqa: BLE001, S110 - best effort where ctypes is missing
         pass
 
 
@@ -71,7 +71,7 @@ class Channel:
         head = self._exact(4)
         n = struct.unpack(">I", head)[0]
         if n > MAX_FRAME:
-            raise Dead("frame of %d bytes" % n)
+            raise Dead(f"frame of {n} bytes")
         return json.loads(self._exact(n))
 
     def _exact(self, n):
@@ -135,7 +135,7 @@ def encode(v, objref, depth=0):
         out = []
         for x in v:
             if len(out) >= ITER_LIMIT:
-                raise Unencodable("iterator longer than %d" % ITER_LIMIT)
+                raise Unencodable(f"iterator longer than {ITER_LIMIT}")
             out.append(encode(x, objref, d))
         return ["it", out]
     return objref(v, d)
@@ -184,7 +184,7 @@ def decode(t, local):
         return iter([decode(x, local) for x in t[1]])
     if tag in ("r", "o"):
         return local(t, decode)
-    raise ValueError("unknown tag %r" % (tag,))
+    raise ValueError(f"unknown tag {tag!r}")
 
 
 def user_classes(ns, module):
@@ -217,11 +217,11 @@ def runner_main(fd):
     before = {}
     try:
         if spec.get("prelude"):
-            exec(compile(spec["prelude"], "prelude.py", "exec"), ns)
+            exec(compile(spec["prelude"], "prelude.py", "exec"), ns)  # noqa: S102 - running the code is the point
             before = {k: id(v) for k, v in ns.items()}
-        exec(compile(spec["solution"], "solution.py", "exec"), ns)
+        exec(compile(spec["solution"], "solution.py", "exec"), ns)  # noqa: S102 - running the code is the point
     except BaseException as e:  # noqa: BLE001 - the solution failed to load
-        ch.send({"load_error": "%s: %s" % (type(e).__name__, str(e)[:1000]), "syntax": isinstance(e, SyntaxError)})
+        ch.send({"load_error": f"{type(e).__name__}: {str(e)[:1000]}", "syntax": isinstance(e, SyntaxError)})
         return
     handles = {}
     classes = user_classes(ns, "solution")
@@ -242,7 +242,7 @@ def runner_main(fd):
             return handles[t[1]]
         cls = classes.get(t[1])
         if cls is None:
-            raise TypeError("the solution has no class %s to receive an object" % t[1])
+            raise TypeError(f"the solution has no class {t[1]} to receive an object")
         obj = cls.__new__(cls)
         obj.__dict__.update({k: dec(x, local) for k, x in t[2].items()})
         return obj
@@ -258,7 +258,7 @@ def runner_main(fd):
             continue
         try:
             names[k] = ["value", encode(v, refuse)]
-        except Exception:  # noqa: BLE001 - not plain data: left out
+        except Exception:  # noqa: BLE001, S110 - not plain data: left out
             pass
     ch.send({"names": names, "solution_class": "class Solution" in spec["solution"]})
     real_out, real_err = sys.stdout, sys.stderr
@@ -283,7 +283,7 @@ def runner_main(fd):
                 if op == "getattr":
                     v = getattr(obj, req["name"])
                 elif op == "len":
-                    v = int(len(obj))
+                    v = len(obj)
                 elif op == "bool":
                     v = bool(obj)
                 elif op == "iter":
@@ -297,7 +297,7 @@ def runner_main(fd):
                 elif op == "repr":
                     v = repr(obj)
                 else:
-                    raise ValueError("unknown op %r" % op)
+                    raise ValueError(f"unknown op {op!r}")
             resp = {"ok": encode(v, objref)}
         except BaseException as e:  # noqa: BLE001 - reported to the checker
             resp = {"exc": [type(e).__name__, str(e)[:2000]]}
@@ -336,7 +336,7 @@ class Remote:
             typ = getattr(builtins, name, None)
             if not (isinstance(typ, type) and issubclass(typ, Exception)) or name in ("StopIteration", "StopAsyncIteration"):
                 typ = RemoteError
-                msg = "%s: %s" % (name, msg)
+                msg = f"{name}: {msg}"
             e = typ(msg)
             e._prorl_remote = name
             raise e
@@ -361,7 +361,7 @@ class Remote:
         o = encode_object(v, d, self.classes, self.objref)
         if o is not None:
             return o
-        raise Unencodable("cannot pass a %s to the solution" % type(v).__name__)
+        raise Unencodable(f"cannot pass a {type(v).__name__} to the solution")
 
     def encode(self, v):
         return encode(v, self.objref)
@@ -377,7 +377,7 @@ class Ref:
     asked for attributes, iterated and passed back; it never compares equal
     to anything but itself, so an object cannot vouch for its own answer."""
 
-    __slots__ = ("_r", "_h")
+    __slots__ = ("_h", "_r")
 
     def __init__(self, r, h):
         object.__setattr__(self, "_r", r)
@@ -440,8 +440,8 @@ def checker_main(test, setup, sock, result_fd):
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 1)
     os.dup2(null, 2)
-    sys.stdout = open(1, "w", closefd=False)
-    sys.stderr = open(2, "w", closefd=False)
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - the process's own stdout
+    sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
     r = Remote(Channel(sock))
     result = {"passed": False}
     try:
@@ -457,16 +457,16 @@ def checker_main(test, setup, sock, result_fd):
             setattr(mod, name, v)
         sys.modules["solution"] = mod
         if setup:
-            exec(compile(setup, "setup.py", "exec"), ns)
+            exec(compile(setup, "setup.py", "exec"), ns)  # noqa: S102 - running the code is the point
         r.classes = user_classes(ns, "__check__")
         if "pytest" in test:
             failed = run_pytest(test["pytest"], r)
             if failed:
-                result.update(kind=failed[0][1], error="; ".join("%s: %s" % (n, e) for n, _, e in failed)[:2000],
+                result.update(kind=failed[0][1], error="; ".join(f"{n}: {e}" for n, _, e in failed)[:2000],
                               failed=[n for n, _, _ in failed])
                 return
         else:
-            exec(compile(test["check"], "check.py", "exec"), ns)
+            exec(compile(test["check"], "check.py", "exec"), ns)  # noqa: S102 - running the code is the point
             r.classes = user_classes(ns, "__check__")
             if test.get("then"):
                 if test.get("candidate"):
@@ -475,12 +475,12 @@ def checker_main(test, setup, sock, result_fd):
                         ns["candidate"] = getattr(ns["Solution"](), target)
                     else:
                         ns["candidate"] = ns[target]
-                exec(compile(test["then"], "check.py", "exec"), ns)
+                exec(compile(test["then"], "check.py", "exec"), ns)  # noqa: S102 - running the code is the point
         result = {"passed": True}
     except Dead as e:
         result.update(kind="dead", error=str(e))
     except BaseException as e:  # noqa: BLE001 - a failed check
-        result.update(kind=classify(e), error="%s: %s" % (type(e).__name__, str(e)[:1000]))
+        result.update(kind=classify(e), error=f"{type(e).__name__}: {str(e)[:1000]}")
     finally:
         sys.stdout.flush()
         os.write(result_fd, _dumps(result).encode())
@@ -506,7 +506,7 @@ def run_pytest(src, r):
     mod = types.ModuleType("test_solution")
     mod.__dict__["__builtins__"] = builtins
     sys.modules["test_solution"] = mod
-    exec(compile(src, "test_solution.py", "exec"), mod.__dict__)
+    exec(compile(src, "test_solution.py", "exec"), mod.__dict__)  # noqa: S102 - running the code is the point
     r.classes = user_classes(mod.__dict__, "test_solution")
     fixtures = {}
     for k, v in mod.__dict__.items():
@@ -520,13 +520,13 @@ def run_pytest(src, r):
         elif k.startswith("Test") and isinstance(v, type) and "__init__" not in v.__dict__:
             for mk, mv in v.__dict__.items():
                 if mk.startswith("test") and inspect.isfunction(mv):
-                    items.append(("%s::%s" % (k, mk), mv, v))
+                    items.append((f"{k}::{mk}", mv, v))
     if not items:
         raise AssertionError("no tests collected")
     failed = []
     for name, fn, cls in items:
         for params in expand(fn):
-            label = name if not params else "%s[%s]" % (name, "-".join(map(str, params.values())))
+            label = name if not params else "{}[{}]".format(name, "-".join(map(str, params.values())))
             try:
                 call_test(fn, cls, params, fixtures)
             except Dead:
@@ -534,7 +534,7 @@ def run_pytest(src, r):
             except BaseException as e:  # noqa: BLE001 - a failing test
                 if type(e).__name__ == "Skipped":
                     continue
-                failed.append((label, classify(e), "%s: %s" % (type(e).__name__, str(e)[:300])))
+                failed.append((label, classify(e), f"{type(e).__name__}: {str(e)[:300]}"))
     return failed
 
 
@@ -599,7 +599,7 @@ def call_test(fn, cls, params, fixtures):
                 v = next(gen)
                 cleanups.append(lambda g=gen: next(g, None))
         else:
-            raise LookupError("fixture %r not found" % name)
+            raise LookupError(f"fixture {name!r} not found")
         cache[name] = v
         return v
 
@@ -658,11 +658,11 @@ def build(lang, spec, work, mem):
         try:
             code = compile(spec.get("prelude", "") + "\n" + src, "solution.py", "exec")
         except (SyntaxError, ValueError) as e:
-            return None, "%s: %s" % (type(e).__name__, e)
+            return None, f"{type(e).__name__}: {e}"
         if spec.get("prelude") and spec["mode"] != "check":
             # The prelude's modules imported once here: every forked test
             # finds them loaded instead of importing them again.
-            exec(compile(spec["prelude"], "prelude.py", "exec"), {})
+            exec(compile(spec["prelude"], "prelude.py", "exec"), {})  # noqa: S102 - running the code is the point
         return {"code": code}, None
     limit_mb = mem >> 20
     if lang in ("cpp", "c"):
@@ -680,26 +680,26 @@ def build(lang, spec, work, mem):
         with open(os.path.join(work, name + ".java"), "w") as f:
             f.write(src)
         err = compile_step(["javac", "-J-Xmx512m", "-J-XX:+UseSerialGC", "-encoding", "UTF-8", "-d", work, name + ".java"], work)
-        argv = ["java", "-Xmx%dm" % limit_mb, "-Xss64m", "-XX:+UseSerialGC", "-cp", work, name]
+        argv = ["java", f"-Xmx{limit_mb}m", "-Xss64m", "-XX:+UseSerialGC", "-cp", work, name]
         return ({"argv": argv, "vm": True}, None) if err is None else (None, err)
     if lang == "javascript":
         path = os.path.join(work, "main.js")
         with open(path, "w") as f:
             f.write(src)
         err = compile_step(["node", "--check", path], work)
-        argv = ["node", "--max-old-space-size=%d" % limit_mb, "--stack-size=65500", path]
+        argv = ["node", f"--max-old-space-size={limit_mb}", "--stack-size=65500", path]
         return ({"argv": argv, "vm": True}, None) if err is None else (None, err)
-    return None, "unsupported language %r" % lang
+    return None, f"unsupported language {lang!r}"
 
 
 def compile_step(argv, work):
     try:
         p = subprocess.run(argv, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, timeout=60)
+                           stderr=subprocess.STDOUT, timeout=60, check=False)
     except subprocess.TimeoutExpired:
         return "compilation took longer than 60 s"
     except OSError as e:
-        return "compiler not available: %s" % e
+        return f"compiler not available: {e}"
     if p.returncode != 0:
         return p.stdout.decode("utf-8", "replace")
     return None
@@ -712,7 +712,8 @@ def limits(limit, mem, vm):
         # Address space: the limit on top of what is already mapped. Virtual
         # machines (JVM, V8) reserve far more than they use: their own heap
         # flags and the sandbox's memory bound hold them instead.
-        base = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+        with open("/proc/self/statm") as f:
+            base = int(f.read().split()[0]) * resource.getpagesize()
         resource.setrlimit(resource.RLIMIT_AS, (base + mem, base + mem))
         stack = min(mem, 1 << 30)
         try:
@@ -750,7 +751,7 @@ def start(i, test, spec, prog, limit, mem):
         except SystemExit as e:
             try:
                 sys.stdout.flush()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001, S110
                 pass
             os._exit(e.code if isinstance(e.code, int) else (0 if e.code is None else 1))
         except MemoryError:
@@ -762,7 +763,7 @@ def start(i, test, spec, prog, limit, mem):
                 sys.stderr.write(traceback.format_exc()[-2000:])
                 sys.stderr.flush()
             except BaseException:  # noqa: BLE001
-                os.write(2, ("%s\n" % type(e).__name__).encode())
+                os.write(2, (f"{type(e).__name__}\n").encode())
             os._exit(1)
     os.close(out_w)
     os.close(err_w)
@@ -796,7 +797,7 @@ def start_check(test, spec, limit, mem):
     # it inherits only its socket.
     proc = subprocess.Popen([sys.executable, "-I", "-c", spec["runner"], "runner", str(b.fileno())], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(b.fileno(),),
-                            preexec_fn=lambda: limits(limit, mem, False), close_fds=True)
+                            preexec_fn=lambda: limits(limit, mem, False), close_fds=True)  # noqa: PLW1509 - one thread
     b.close()
     Channel(a).send({"solution": spec["solution"], "prelude": spec.get("prelude", ""), "max_output": spec.get("max_output", 1 << 16)})
     cpid = os.fork()
@@ -815,10 +816,10 @@ def start_check(test, spec, limit, mem):
 
 def run_python(test, mode, code):
     if mode == "stdio":
-        exec(code, {"__name__": "__main__", "__builtins__": __builtins__})
+        exec(code, {"__name__": "__main__", "__builtins__": __builtins__})  # noqa: S102 - running the code is the point
         return
     ns = {"__name__": "solution", "__builtins__": __builtins__}
-    exec(code, ns)
+    exec(code, ns)  # noqa: S102 - running the code is the point
     fn = test["fn"]
     if "." in fn:
         cls, method = fn.split(".", 1)
@@ -951,19 +952,19 @@ def run_checker_mode(spec):
             return
         argv = [exe]
     else:
-        print(_dumps({"compile_error": "unsupported checker language %r" % lang}))
+        print(_dumps({"compile_error": f"unsupported checker language {lang!r}"}))
         return
     out = []
     for n, case in enumerate(spec["cases"]):
         files = []
         for kind in ("input", "output", "answer"):
-            p = os.path.join(work, "%d.%s" % (n, kind))
+            p = os.path.join(work, f"{n}.{kind}")
             with open(p, "w") as f:
                 f.write(case[kind])
             files.append(p)
         try:
-            p = subprocess.run(argv + files, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, timeout=float(spec.get("time_limit", 10)))
+            p = subprocess.run(argv + files, cwd=work, stdin=subprocess.DEVNULL, capture_output=True, check=False,
+                               timeout=float(spec.get("time_limit", 10)))
             out.append({"exit": p.returncode, "message": (p.stderr or p.stdout)[-500:].decode("utf-8", "replace")})
         except subprocess.TimeoutExpired:
             out.append({"exit": -1, "message": "checker timed out"})
