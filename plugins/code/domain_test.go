@@ -39,6 +39,12 @@ func TestConformance(t *testing.T) {
 			json.RawMessage(`{"question":"q","tests":[{"input":"1"}]}`),
 			json.RawMessage(`{"question":"q","reward_model":{"ground_truth":"{\"inputs\":[\"1\"],\"outputs\":[]}"}}`),
 			json.RawMessage(`{"question":"q","test_list":[]}`),
+			json.RawMessage(`{"question":"q","test_list":["f(1) == 2"]}`),
+			json.RawMessage(`{"data_source":"primeintellect","prompt":"p","reward_model":{"ground_truth":"[{'input': '1', 'output': '2'}]"}}`),
+			json.RawMessage(`{"task_id":"HumanEval/1","prompt":"def f():
+","entry_point":"f","test":"def check(candidate):
+    candidate()
+"}`),
 			json.RawMessage(`{"question":"q","compare":"fuzzy","tests":[{"input":"1","output":"1"}]}`),
 			json.RawMessage(`{"question":"q","language":"cobol","tests":[{"input":"1","output":"1"}]}`),
 			json.RawMessage(`{"question":"q","language":"cpp","fn_name":"f","tests":[{"args":[1],"expected":1}]}`),
@@ -166,10 +172,20 @@ func FuzzParseTask(f *testing.F) {
 	f.Add(sumTask)
 	f.Add(`{"text":"t","test_list":["assert f((1, 2), 'a==b') == [3]"]}`)
 	f.Add(`{"prompt":"p","reward_model":{"ground_truth":"[{\"input\":\"1\",\"output\":\"2\",\"testtype\":\"functional\",\"metadata\":{\"func_name\":\"f\"}}]"}}`)
+	f.Add(`{"question_content":"q","public_test_cases":"[{\"input\":\"1\",\"output\":\"1\",\"testtype\":\"stdin\"}]","private_test_cases":"eJxrYJkawAABPT7R1UqZeQWlJUpWCkomMXmGCkYKxgpAhpKOglJ+aQlUxkjP1AAGIHIlqcUlJZUFqSDZ4pKUzDyl2tgpegAQ8Bh4","metadata":"{}"}`)
+	f.Add(`{"question":"q","tests":{"functional":"def check(candidate):\n    assert candidate(1) == 2\ncheck(f)"}}`)
+	f.Add(`{"name":"x","description":"d","public_tests":{"input":["1"],"output":["1"]},"time_limit":{"seconds":1,"nanos":5}}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		task, err := ParseTask(json.RawMessage(s))
 		if err == nil && (len(task.Tests) == 0 || (task.Mode != ModeStdio && task.Mode != ModeFunction && task.Mode != ModeCheck)) {
 			t.Fatalf("accepted %q as %+v", s, task)
+		}
+		if err == nil && task.Mode == ModeCheck {
+			for _, c := range task.Tests {
+				if !strings.Contains(c.Check+c.Pytest, "assert") {
+					t.Fatalf("a check that asserts nothing: %q", s)
+				}
+			}
 		}
 	})
 }

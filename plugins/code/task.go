@@ -348,6 +348,9 @@ func (t *Task) tests(r *rawTask) error {
 	switch {
 	case r.Test != "" && r.EntryPoint != "":
 		// HumanEval(+): a check(candidate) function, one test, as the harness runs it.
+		if !assertRe.MatchString(r.Test) {
+			return sdk.InvalidTask("test", "no assert: nothing in it could fail")
+		}
 		t.Mode = ModeCheck
 		t.FnName = r.EntryPoint
 		t.Tests = []Test{{Check: r.Test, Then: "check(candidate)", Candidate: r.EntryPoint, Name: "check"}}
@@ -355,11 +358,15 @@ func (t *Task) tests(r *rawTask) error {
 	case len(r.TestList) > 0:
 		t.Mode = ModeCheck
 		t.Setup = strings.Join(append(append([]string{}, r.TestImports...), r.TestSetup), "\n")
-		for i, s := range r.TestList {
-			t.Tests = append(t.Tests, Test{Check: s, Name: fmt.Sprintf("test_list[%d]", i)})
-		}
-		for i, s := range r.ChallengeList {
-			t.Tests = append(t.Tests, Test{Check: s, Name: fmt.Sprintf("challenge_test_list[%d]", i)})
+		for i, s := range append(append([]string{}, r.TestList...), r.ChallengeList...) {
+			name := fmt.Sprintf("test_list[%d]", i)
+			if i >= len(r.TestList) {
+				name = fmt.Sprintf("challenge_test_list[%d]", i-len(r.TestList))
+			}
+			if !assertRe.MatchString(s) {
+				return sdk.InvalidTask(name, "no assert: nothing in it could fail (%.60q)", s)
+			}
+			t.Tests = append(t.Tests, Test{Check: s, Name: name})
 		}
 		return nil
 	case r.Test != "":
@@ -487,6 +494,11 @@ func (t *Task) codeTests(src, field, fn string) error {
 	if strings.TrimSpace(src) == "" {
 		return sdk.InvalidTask(field, "empty test code")
 	}
+	if !assertRe.MatchString(src) {
+		// Code that asserts nothing passes any answer: a misread row (a
+		// Python literal, prose) must not become a free reward.
+		return sdk.InvalidTask(field, "test code with no assert: nothing in it could fail (%.60q)", src)
+	}
 	if err := t.setMode(ModeCheck, field); err != nil {
 		return err
 	}
@@ -503,6 +515,7 @@ func (t *Task) codeTests(src, field, fn string) error {
 }
 
 var (
+	assertRe    = regexp.MustCompile(`\bassert`)
 	pytestRe    = regexp.MustCompile(`(?m)^(\s*)def test\w*\s*\(|^class Test\w*`)
 	checkDefRe  = regexp.MustCompile(`(?m)^def check\s*\(`)
 	checkCallRe = regexp.MustCompile(`(?m)^check\s*\(`)
@@ -528,6 +541,9 @@ func (t *Task) listTests(raw json.RawMessage, field, fn string) error {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		var s string
 		if json.Unmarshal(item, &s) == nil {
+			if !assertRe.MatchString(s) {
+				return sdk.InvalidTask(f, "no assert: nothing in it could fail (%.60q)", s)
+			}
 			if err := t.setMode(ModeCheck, f); err != nil {
 				return err
 			}
