@@ -497,6 +497,9 @@ func (t *Task) codeTests(src, field, fn string) error {
 	if !assertRe.MatchString(src) {
 		// Code that asserts nothing passes any answer: a misread row (a
 		// Python literal, prose) must not become a free reward.
+		if t := strings.TrimSpace(src); strings.HasPrefix(t, "[") || strings.HasPrefix(t, "{") {
+			return sdk.InvalidTask(field, "neither JSON nor test code (a Python literal? give json.dumps(ast.literal_eval(...))): %.60q", src)
+		}
 		return sdk.InvalidTask(field, "test code with no assert: nothing in it could fail (%.60q)", src)
 	}
 	if err := t.setMode(ModeCheck, field); err != nil {

@@ -345,6 +345,15 @@ def rows() -> list[dict[str, Any]]:
         ans("misses negatives", py("def max_product(nums):\n    a = sorted(nums)\n    return a[-1] * a[-2]"), "WA"),
     ])
 
+    # --- rLLM's KodCode rows: the pytest file as the ground truth.
+    add("rllm kodcode", {
+        "data_source": "kodcode", "prompt": [{"role": "user", "content": "Write is_even(n)."}], "ability": "code",
+        "reward_model": {"style": "rule", "ground_truth": "from solution import is_even\n\ndef test_even():\n    assert is_even(4)\n\ndef test_odd():\n    assert not is_even(7)\n"},
+    }, [
+        ans("correct", py("def is_even(n):\n    return n % 2 == 0"), "AC"),
+        ans("always true", py("def is_even(n):\n    return True"), "WA"),
+    ])
+
     # --- rLLM's LeetCode rows: {"functional": code that calls check itself}.
     add("rllm leetcode", {
         "data_source": "leetcode", "prompt": [{"role": "user", "content": "Two Sum: return indices of two numbers adding to target."}],
