@@ -272,6 +272,15 @@ func testProRLCompat(t *testing.T, e *env) {
 	if r := e.do("POST", "/add_llm_server", map[string]string{"address": e.sim}); r.code != 200 || !strings.Contains(string(r.body), "already registered") {
 		t.Fatalf("/add_llm_server duplicate: %d %s", r.code, r.body)
 	}
+	// NeMo Gym registers the OpenAI base URL, with /v1: the same server.
+	for _, addr := range []string{e.sim + "/v1", e.sim + "/v1/"} {
+		if r := e.do("POST", "/add_llm_server", map[string]string{"address": addr}); r.code != 200 || !strings.Contains(string(r.body), "already registered") {
+			t.Fatalf("/add_llm_server %s: %d %s", addr, r.code, r.body)
+		}
+	}
+	if r := e.do("POST", "/add_llm_server", map[string]string{"address": e.sim + "/v2"}); r.code != 422 || !strings.Contains(string(r.body), "address") {
+		t.Fatalf("/add_llm_server with another path: %d %s", r.code, r.body)
+	}
 	var st map[string]any
 	e.do("GET", "/status", nil).json(t, &st)
 	for _, k := range []string{"status", "pending_jobs", "init_queue", "run_queue", "eval_queue", "active_init", "active_run", "active_eval", "total"} {
@@ -293,6 +302,9 @@ func testProRLCompat(t *testing.T, e *env) {
 		if _, ok := raw[k]; !ok {
 			t.Errorf("/process result lacks %q", k)
 		}
+	}
+	if string(raw["git_patch"]) != "null" {
+		t.Errorf("git_patch of a math job: %s, want null as ProRL gives", raw["git_patch"])
 	}
 	var pr api.ProRLResult
 	r.json(t, &pr)

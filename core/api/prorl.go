@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strings"
 
 	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/trajectory"
@@ -87,7 +88,7 @@ type ProRLResult struct {
 	InstanceID    any                `json:"instance_id"`
 	TrajectoryID  any                `json:"trajectory_id"`
 	Score         float64            `json:"score"`
-	GitPatch      string             `json:"git_patch"`
+	GitPatch      *string            `json:"git_patch"` // null unless the domain made a patch, as ProRL
 	Success       bool               `json:"success"`
 	Finish        bool               `json:"finish"`
 	Messages      []ProRLMessage     `json:"messages"`
@@ -277,7 +278,7 @@ func ToProRL(res *trajectory.Result) ProRLResult {
 		out.Tools = []trajectory.Tool{}
 	}
 	var info struct {
-		GitPatch string `json:"git_patch"`
+		GitPatch *string `json:"git_patch"`
 	}
 	_ = json.Unmarshal(res.Info, &info)
 	out.GitPatch = info.GitPatch
@@ -286,7 +287,10 @@ func ToProRL(res *trajectory.Result) ProRLResult {
 		if res.Status == trajectory.StatusTimeout {
 			ce = "timeout"
 		}
-		msg := fmt.Sprintf("%s: %s", f.Reason, f.Message)
+		msg := f.Message
+		if !strings.HasPrefix(msg, f.Reason+":") {
+			msg = f.Reason + ": " + msg
+		}
 		out.CriticalError, out.Error, out.Filter = &ce, &msg, true
 	}
 	t := res.Timing

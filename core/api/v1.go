@@ -501,8 +501,10 @@ type BackendRequest struct {
 
 func (s *Server) addBackendReq(ctx context.Context, req BackendRequest, field string) (backend.Status, int, *Error) {
 	u, err := url.Parse(req.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-		return backend.Status{}, 0, invalid(field+"url", "must be an http(s) base URL like http://host:port, got %q", req.URL)
+	// An OpenAI-style base URL (…/v1) names the same server: NeMo Gym and
+	// ProRL's own scripts register http://host:port/v1.
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/" && u.Path != "/v1" && u.Path != "/v1/") || u.RawQuery != "" {
+		return backend.Status{}, 0, invalid(field+"url", "must be an http(s) base URL like http://host:port (or http://host:port/v1), got %q", req.URL)
 	}
 	base := u.Scheme + "://" + u.Host
 	if req.Protocol == "" {
