@@ -34,7 +34,10 @@ func TestToProRLGolden(t *testing.T) {
 	out.InstanceID, out.TrajectoryID = "i-1", 0
 	failed := *res
 	failed.Status, failed.Failure = trajectory.StatusFailed, &trajectory.Failure{Stage: "run", Reason: "plugin_crashed", Message: "math: process restarted"}
-	got, _ := json.MarshalIndent(map[string]any{"completed": out, "failed": ToProRL(&failed)}, "", "  ")
+	// Out of iterations after a tool turn: the trailing tool message goes.
+	cut := *res
+	cut.Status, cut.EndReason, cut.Messages = trajectory.StatusTruncated, "max_turns", res.Messages[:4]
+	got, _ := json.MarshalIndent(map[string]any{"completed": out, "failed": ToProRL(&failed), "max_iterations": ToProRL(&cut)}, "", "  ")
 	got = append(got, '\n')
 	p := filepath.Join("testdata", "prorl_result.golden.json")
 	if *update {

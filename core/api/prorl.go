@@ -312,6 +312,16 @@ func ToProRL(res *trajectory.Result) ProRLResult {
 		}
 		out.Messages = append(out.Messages, pm)
 	}
+	// ProRL ends a trajectory on the assistant: observations after the last
+	// assistant turn (a tool reply when max_iterations ran out) are dropped,
+	// as its tests assert. Their tokens are prompt, never trained on.
+	last := len(out.Messages) - 1
+	for last >= 0 && out.Messages[last].Role != "assistant" {
+		last--
+	}
+	if last >= 0 {
+		out.Messages = out.Messages[:last+1]
+	}
 	return out
 }
 
