@@ -348,17 +348,33 @@ func testProRLCompat(t *testing.T, e *env) {
 	if !found {
 		t.Fatal("the /process trajectory is not what the simulator saw")
 	}
-	if r := e.do("POST", "/cancel", map[string]string{"job_id": "nope"}); r.code != 404 {
-		t.Errorf("/cancel unknown job: %d", r.code)
+	// ProRL acknowledges a cancel of a job it does not know.
+	if r := e.do("POST", "/cancel", map[string]string{"job_id": "nope"}); r.code != 200 || !strings.Contains(string(r.body), "Cancel requested for job nope") {
+		t.Errorf("/cancel unknown job: %d %s", r.code, r.body)
 	}
 	if r := e.do("POST", "/process", map[string]any{"instance": map[string]any{"data_source": "nosuch"}, "sampling_params": map[string]any{}}); r.code != 400 {
 		t.Errorf("unknown data_source: %d %s", r.code, r.body)
+	}
+	// A row without data_source is a SWE-bench row to ProRL: here the SWE
+	// domain is not enabled, so it is ProRL's unknown data_source.
+	if r := e.do("POST", "/process", map[string]any{"instance": map[string]any{"instance_id": "x"}, "sampling_params": map[string]any{}}); r.code != 400 || !strings.Contains(string(r.body), "swebench") {
+		t.Errorf("row without data_source: %d %s", r.code, r.body)
 	}
 	if r := e.do("POST", "/stop", nil); r.code != 200 {
 		t.Fatalf("/stop: %d", r.code)
 	}
 	if r := e.do("POST", "/process", map[string]any{"instance": map[string]any{"data_source": "deepscaler"}}); r.code != 503 || !strings.Contains(string(r.body), "Server is not running") {
 		t.Errorf("/process when stopped: %d %s", r.code, r.body)
+	}
+	// While stopped, ProRL answers 503 to all but /start.
+	for _, c := range []struct{ method, path string }{{"GET", "/status"}, {"POST", "/stop"}, {"POST", "/cancel"}} {
+		var body any
+		if c.path == "/cancel" {
+			body = map[string]string{"job_id": "x"}
+		}
+		if r := e.do(c.method, c.path, body); r.code != 503 || !strings.Contains(string(r.body), "Server is not running") {
+			t.Errorf("%s while stopped: %d %s", c.path, r.code, r.body)
+		}
 	}
 	if r := e.do("POST", "/start", nil); r.code != 200 {
 		t.Fatalf("/start: %d", r.code)

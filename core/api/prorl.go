@@ -29,7 +29,7 @@ func (s *Server) prorlStart(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) prorlStop(w http.ResponseWriter, _ *http.Request) {
 	if !s.compatRunning.CompareAndSwap(true, false) {
-		detail(w, http.StatusBadRequest, "Server is not running")
+		detail(w, http.StatusServiceUnavailable, "Server is not running")
 		return
 	}
 	// Pending /process jobs fail, as in the ProRL server.
@@ -44,11 +44,13 @@ func (s *Server) prorlStop(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) prorlStatus(w http.ResponseWriter, _ *http.Request) {
-	st := s.Pipeline.Stats()
-	status := "stopped"
-	if s.compatRunning.Load() {
-		status = "running"
+	if !s.compatRunning.Load() {
+		// ProRL answers 503 to everything but /start while stopped.
+		detail(w, http.StatusServiceUnavailable, "Server is not running")
+		return
 	}
+	st := s.Pipeline.Stats()
+	status := "running"
 	s.jobsMu.Lock()
 	pending := len(s.jobs)
 	s.jobsMu.Unlock()
@@ -205,6 +207,9 @@ func (s *Server) prorlProcess(w http.ResponseWriter, r *http.Request) {
 		writeError(w, invalid("instance", "required: a JSON object with data_source"))
 		return
 	}
+	if inst.DataSource == "" {
+		inst.DataSource = "swebench" // ProRL's default for a row without one
+	}
 	plug, ok := s.Plugins.ByDataSource(inst.DataSource)
 	if !ok {
 		detail(w, http.StatusBadRequest, fmt.Sprintf("Unknown data_source: %q", inst.DataSource))
@@ -329,16 +334,21 @@ func (s *Server) prorlCancel(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		JobID string `json:"job_id"`
 	}
+	if !s.compatRunning.Load() {
+		detail(w, http.StatusServiceUnavailable, "Server is not running")
+		return
+	}
 	if e := decode(w, r, 1<<16, &req); e != nil {
 		writeError(w, e)
 		return
 	}
+	// An unknown or finished job is acknowledged too, as ProRL does: the
+	// request is recorded, there is just nothing left to stop.
 	s.jobsMu.Lock()
 	id, ok := s.jobs[req.JobID]
 	s.jobsMu.Unlock()
-	if !ok || !s.Pipeline.Cancel(id, "cancelled by /cancel") {
-		detail(w, http.StatusNotFound, fmt.Sprintf("Job %s not found", req.JobID))
-		return
+	if ok {
+		s.Pipeline.Cancel(id, "cancelled by /cancel")
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "Cancel requested for job " + req.JobID})
 }
