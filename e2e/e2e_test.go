@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prorl/prorl/core/api"
 	"github.com/prorl/prorl/core/trajectory"
@@ -388,4 +389,41 @@ func testProRLCompat(t *testing.T, e *env) {
 	if r := e.do("POST", "/add_llm_server", map[string]string{"address": e.sim}); r.code != 200 {
 		t.Fatalf("/add_llm_server: %d", r.code)
 	}
+}
+
+// TestProRLTimeout: a /process job that reaches the rollout timeout is a
+// 200 with critical_error "timeout", timing.timeout_triggered and the
+// partial messages, as ProRL answers, not a 504 that drops them.
+func TestProRLTimeout(t *testing.T) {
+	e := newEnv(t, envOpts{simArgs: []string{"--think-turns", "30", "--token-latency", "20ms"}, pipelineTOML: `rollout_timeout = "2s"`,
+		backendsTOML: "", staticBackend: true})
+	e.startHost()
+	if r := e.do("POST", "/start", nil); r.code != 200 {
+		t.Fatalf("/start: %d %s", r.code, r.body)
+	}
+	t0 := time.Now()
+	r := e.do("POST", "/process", map[string]any{
+		"instance":        map[string]any{"data_source": "deepscaler", "instance_id": "slow", "trajectory_id": 0, "prompt": []any{map[string]string{"role": "user", "content": "What is 17 + 25?"}}, "reward_model": map[string]any{"ground_truth": "42"}},
+		"sampling_params": map[string]any{"max_iterations": 40, "max_output_tokens": 256, "max_model_len": 16384},
+	})
+	took := time.Since(t0)
+	if r.code != 200 {
+		t.Fatalf("/process at the timeout: %d %s", r.code, r.body)
+	}
+	var pr api.ProRLResult
+	r.json(t, &pr)
+	if pr.CriticalError == nil || *pr.CriticalError != "timeout" || !pr.Timing.TimeoutTriggered || pr.Success || pr.EndProperly {
+		t.Fatalf("timed-out job: critical_error %v timing %+v success %v", pr.CriticalError, pr.Timing, pr.Success)
+	}
+	roles := []string{}
+	for _, m := range pr.Messages {
+		roles = append(roles, m.Role)
+	}
+	if len(pr.Messages) < 3 || roles[len(roles)-1] != "assistant" {
+		t.Fatalf("partial messages lost: %v", roles)
+	}
+	if took > 10*time.Second {
+		t.Fatalf("answered after %v", took)
+	}
+	t.Logf("timed out after %v with %d messages", took.Round(time.Millisecond), len(pr.Messages))
 }

@@ -136,8 +136,9 @@ type envOpts struct {
 	backendsTOML string
 	// tasks are more JSONL task rows whose answers the simulator knows.
 	tasks string
-	// serverTOML adds keys to the [server] table.
-	serverTOML string
+	// serverTOML adds keys to the [server] table; pipelineTOML to [pipeline].
+	serverTOML   string
+	pipelineTOML string
 }
 
 const testTasks = `{"id":"t-add","question":"What is 17 + 25?","answer":"42"}
@@ -172,6 +173,7 @@ shutdown_timeout = "5s"
 %s
 [pipeline]
 run_workers = 64
+%s
 [backends]
 health_interval = "500ms"
 wait_for_backend = "10s"
@@ -185,7 +187,7 @@ path = %q
 %s
 [plugins.math.config]
 max_turns = 6
-%s`, static, o.serverTOML, o.backendsTOML, e.plugin, sha, o.pluginTOML, o.extraTOML)
+%s`, static, o.serverTOML, o.pipelineTOML, o.backendsTOML, e.plugin, sha, o.pluginTOML, o.extraTOML)
 	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

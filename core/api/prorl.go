@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/trajectory"
@@ -248,8 +249,16 @@ func (s *Server) prorlProcess(w http.ResponseWriter, r *http.Request) {
 		delete(s.jobs, job)
 		s.jobsMu.Unlock()
 	}()
+	// The rollout ends by its own timeout with a partial trajectory; like
+	// ProRL, 504 only when even that has not come after 2×timeout + 10 s.
+	limit := time.NewTimer(2*ro.Req.Timeout + 10*time.Second)
+	defer limit.Stop()
 	select {
 	case <-ro.Done():
+	case <-limit.C:
+		s.Pipeline.Cancel(ro.ID, "no result within 2x rollout timeout + 10s")
+		detail(w, http.StatusGatewayTimeout, fmt.Sprintf("Job %s timed out", job))
+		return
 	case <-r.Context().Done():
 		// The client gave up: nothing will read this result.
 		s.Pipeline.Cancel(ro.ID, "client disconnected")
@@ -262,10 +271,6 @@ func (s *Server) prorlProcess(w http.ResponseWriter, r *http.Request) {
 	}
 	// /process hands the result over: nothing else will fetch it.
 	s.Store.Ack([]string{ro.ID})
-	if res.Status == trajectory.StatusTimeout {
-		detail(w, http.StatusGatewayTimeout, fmt.Sprintf("Job %s timed out", job))
-		return
-	}
 	out := ToProRL(res)
 	out.InstanceID, out.TrajectoryID = inst.InstanceID, inst.TrajectoryID
 	writeJSON(w, http.StatusOK, out)
