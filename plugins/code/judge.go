@@ -105,7 +105,7 @@ func judge(ctx context.Context, h sdk.Host, sandboxID string, t *Task, ans answe
 			spec["setup"] = t.Setup
 			spec["runner"] = string(judgeSource)
 			if t.PromptCode != "" {
-				spec["solution"] = joinPrompt(t.PromptCode, ans.code)
+				spec["prompt"] = t.PromptCode
 			}
 		default:
 			spec["prelude"] = pythonPrelude
@@ -196,16 +196,6 @@ func special(ctx context.Context, h sdk.Host, sandboxID string, t *Task, idx []i
 		}
 	}
 	return nil
-}
-
-// joinPrompt puts a HumanEval answer after the prompt it completes: a
-// body continues the prompt's last function; a whole program follows it
-// (a later def replaces the prompt's).
-func joinPrompt(prompt, code string) string {
-	if strings.HasPrefix(code, " ") || strings.HasPrefix(code, "\t") {
-		return prompt + code
-	}
-	return prompt + "\n" + code
 }
 
 // pythonPrelude is LiveCodeBench's import header (TACO's is alike): the

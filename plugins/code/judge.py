@@ -622,12 +622,27 @@ def call_test(fn, cls, params, fixtures):
 
 # ---- the driver --------------------------------------------------------------
 
+def join_prompt(prompt, code):
+    """A HumanEval answer after the prompt it completes: a body continues the
+    prompt's last function, a whole program follows it (a later def replaces
+    the prompt's). A prompt that does not compile with the answer (prose)
+    is left out."""
+    joined = prompt + code if code.startswith((" ", "\t")) else prompt + "\n" + code
+    try:
+        compile(joined, "solution.py", "exec")
+        return joined
+    except (SyntaxError, ValueError):
+        return code
+
+
 def main():
     no_dump()
     spec = json.loads(sys.stdin.buffer.read())
     sys.stdin.close()
     if spec["mode"] == "checker":
         return run_checker_mode(spec)
+    if spec.get("prompt"):
+        spec["solution"] = join_prompt(spec["prompt"], spec["solution"])
     work = tempfile.mkdtemp(prefix="prorl-judge-")
     lang = spec.get("language", "python")
     limit = float(spec.get("time_limit", 2))

@@ -353,7 +353,12 @@ func (t *Task) tests(r *rawTask) error {
 		}
 		t.Mode = ModeCheck
 		t.FnName = r.EntryPoint
-		t.Tests = []Test{{Check: r.Test, Then: "check(candidate)", Candidate: r.EntryPoint, Name: "check"}}
+		tc := Test{Check: r.Test, Name: "test"}
+		if checkDefRe.MatchString(r.Test) && !checkCallRe.MatchString(r.Test) {
+			// HumanEval: check(candidate) is defined, the harness calls it.
+			tc.Then, tc.Candidate = "check(candidate)", r.EntryPoint
+		} // MBPP+ (evalplus): the test calls the function by name itself.
+		t.Tests = []Test{tc}
 		return nil
 	case len(r.TestList) > 0:
 		t.Mode = ModeCheck

@@ -191,6 +191,20 @@ def rows() -> list[dict[str, Any]]:
         ans("wrong", py("def square_perimeter(a):\n    return a * a"), "WA"),
     ])
 
+    # --- MBPP+ (evalplus/mbppplus): the test calls the function by name
+    # over inputs/results, with evalplus's assertion helper.
+    add("mbpp+", {
+        "task_id": "Mbpp/2", "prompt": '"""\nWrite a function to find the shared elements from the given two lists.\nassert set(similar_elements((3, 4, 5, 6),(5, 7, 4, 10))) == set((4, 5))\n"""\n',
+        "code": "def similar_elements(test_tup1, test_tup2):\n  return tuple(set(test_tup1) & set(test_tup2))",
+        "source_file": "Benchmark Questions Verification V2.ipynb", "test_imports": [],
+        "test_list": ["assert set(similar_elements((3, 4, 5, 6),(5, 7, 4, 10))) == set((4, 5))"],
+        "test": "import math\n\ndef assertion(out, exp, atol):\n    if isinstance(out, float) or isinstance(exp, float):\n        assert math.isclose(out, exp, abs_tol=atol or 1e-6)\n    else:\n        assert out == exp, f\"out: {out}, exp: {exp}\"\n\ninputs = [[(3, 4, 5, 6), (5, 7, 4, 10)], [(1, 2, 3, 4), (5, 4, 3, 7)]]\nresults = [(4, 5), (3, 4)]\nfor i, (inp, exp) in enumerate(zip(inputs, results)):\n    assertion(set(similar_elements(*inp)), set(exp), 0)\n",
+        "entry_point": "similar_elements",
+    }, [
+        ans("the dataset's code", py("def similar_elements(test_tup1, test_tup2):\n  return tuple(set(test_tup1) & set(test_tup2))"), "AC"),
+        ans("wrong", py("def similar_elements(a, b):\n  return tuple(set(a) | set(b))"), "WA"),
+    ], note="evalplus's real test strings import numpy for their assertion; this one uses math (numpy is in the code image, not on every host)")
+
     # --- APPS: codeparrot/apps, stdin and call-based.
     add("apps stdin", {
         "problem_id": 4001, "question": "Read n and then n integers; print their sum.",
