@@ -427,3 +427,33 @@ func TestProRLTimeout(t *testing.T) {
 	}
 	t.Logf("timed out after %v with %d messages", took.Round(time.Millisecond), len(pr.Messages))
 }
+
+// TestProRLStopMidJob: /stop while a /process job runs answers that job
+// with ProRL's 500 "Server is stopping; job cancelled", never a success
+// holding only [system, user].
+func TestProRLStopMidJob(t *testing.T) {
+	e := newEnv(t, envOpts{simArgs: []string{"--think-turns", "30", "--token-latency", "20ms"}, staticBackend: true})
+	e.startHost()
+	if r := e.do("POST", "/start", nil); r.code != 200 {
+		t.Fatalf("/start: %d %s", r.code, r.body)
+	}
+	done := make(chan resp, 1)
+	go func() {
+		done <- e.do("POST", "/process", map[string]any{
+			"instance":        map[string]any{"data_source": "deepscaler", "instance_id": "s", "trajectory_id": 0, "prompt": []any{map[string]string{"role": "user", "content": "What is 17 + 25?"}}, "reward_model": map[string]any{"ground_truth": "42"}},
+			"sampling_params": map[string]any{"max_iterations": 40, "max_output_tokens": 256, "max_model_len": 16384},
+		})
+	}()
+	e.waitRunning(t, 1)
+	if r := e.do("POST", "/stop", nil); r.code != 200 {
+		t.Fatalf("/stop: %d %s", r.code, r.body)
+	}
+	select {
+	case r := <-done:
+		if r.code != 500 || !strings.Contains(string(r.body), "Server is stopping; job cancelled") {
+			t.Fatalf("/process stopped mid-job: %d %s", r.code, r.body)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("/process did not answer after /stop")
+	}
+}

@@ -40,9 +40,13 @@ func (s *Server) prorlStop(w http.ResponseWriter, _ *http.Request) {
 		ids[id] = true
 	}
 	s.jobsMu.Unlock()
-	s.Pipeline.CancelWhere(func(r *pipeline.Rollout) bool { return ids[r.ID] }, "server stopped")
+	s.Pipeline.CancelWhere(func(r *pipeline.Rollout) bool { return ids[r.ID] }, stopMessage)
 	writeJSON(w, http.StatusOK, map[string]string{"status": "Server stopped successfully"})
 }
+
+// stopMessage cancels the jobs /stop interrupts; their /process answers
+// ProRL's 500.
+const stopMessage = "server stopped"
 
 func (s *Server) prorlStatus(w http.ResponseWriter, _ *http.Request) {
 	if !s.compatRunning.Load() {
@@ -271,6 +275,11 @@ func (s *Server) prorlProcess(w http.ResponseWriter, r *http.Request) {
 	}
 	// /process hands the result over: nothing else will fetch it.
 	s.Store.Ack([]string{ro.ID})
+	if res.Status == trajectory.StatusCancelled && res.Failure != nil && res.Failure.Message == stopMessage {
+		// Never a success with an empty response a trainer would train on.
+		detail(w, http.StatusInternalServerError, "Server is stopping; job cancelled")
+		return
+	}
 	out := ToProRL(res)
 	out.InstanceID, out.TrajectoryID = inst.InstanceID, inst.TrajectoryID
 	writeJSON(w, http.StatusOK, out)
