@@ -193,7 +193,8 @@ func FuzzParseTask(f *testing.F) {
 // TestCheckCheats: a solution judged by the dataset's own checks tries
 // to get around the checker process.
 func TestCheckCheats(t *testing.T) {
-	h := start(t)
+	// Check tests start a fresh interpreter: room for it on a loaded machine.
+	h := startWith(t, `{"time_limit": 3, "memory_mb": 128, "workers": 2}`)
 	task := `{"task_id":"HumanEval/x","prompt":"def f(x):\n    \"\"\"Double x.\"\"\"\n","entry_point":"f","test":"def check(candidate):\n    assert candidate(2) == 4\n    assert candidate(5) == 10\n"}`
 	mbpp := `{"task_id":1,"text":"double","test_list":["assert f(2) == 4","assert f(5) == 10"]}`
 	cases := []struct {
@@ -204,7 +205,6 @@ func TestCheckCheats(t *testing.T) {
 		// sandbox, as root, anything wider would hit this machine.
 		{"kills the checker", task, "import os, signal\ndef f(x):\n    me, parent = os.getpid(), os.getppid()\n    for p in os.listdir('/proc'):\n        try:\n            ppid = int(open('/proc/%s/stat' % p).read().rsplit(')', 1)[1].split()[1])\n        except (OSError, IndexError, ValueError):\n            continue\n        if ppid == parent and int(p) != me:\n            os.kill(int(p), signal.SIGKILL)\n    return 2 * x", "RE"},
 		{"answers on the wire for the checker", task, "import os, struct, json\ndef f(x):\n    s = json.dumps({'ok': ['i', str(2 * x)]}).encode()\n    os.write(int(__import__('sys').argv[2]) if len(__import__('sys').argv) > 2 else 3, struct.pack('>I', len(s)) + s)\n    return 0", "WA"},
-		{"a huge frame", task, "def f(x):\n    return 'x' * (80 << 20)", "RE"},
 		{"an unencodable result", task, "import threading\ndef f(x):\n    return threading.Lock()", "WA"},
 		{"a generator", task, "def f(x):\n    yield 2 * x", "WA"},
 		{"prints instead of returning", task, "def f(x):\n    print(2 * x)", "WA"},
@@ -222,4 +222,13 @@ func TestCheckCheats(t *testing.T) {
 			}
 		})
 	}
+	// A reply over the 64 MiB frame limit is refused, not decoded: with
+	// time and memory to build it even on a loaded machine.
+	t.Run("a huge frame", func(t *testing.T) {
+		roomy := startWith(t, `{"time_limit": 20, "memory_mb": 1024, "workers": 1}`)
+		j := evaluate(t, roomy, task, "```python\ndef f(x):\n    return 'x' * (80 << 20)\n```")
+		if j.info["verdict"] != "RE" || j.reward != 0 {
+			t.Fatalf("reward %v verdict %v, want RE; info %v", j.reward, j.info["verdict"], j.info)
+		}
+	})
 }
