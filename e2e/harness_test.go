@@ -260,6 +260,13 @@ func readEntries(t *testing.T, path string) []simEntry {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A line without its newline is still being written (a long one goes
+	// out in several writes): it belongs to a request still in flight.
+	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+		b = b[:i+1]
+	} else {
+		b = nil
+	}
 	var out []simEntry
 	for _, line := range bytes.Split(b, []byte("\n")) {
 		if len(bytes.TrimSpace(line)) == 0 {
