@@ -117,6 +117,9 @@ func judge(ctx context.Context, h sdk.Host, sandboxID string, t *Task, ans answe
 	if ans.lang != "python" {
 		budget += 60 // compilation
 	}
+	if t.Mode == ModeCheck {
+		budget += 30 // fresh interpreters for the solution, not counted in a test's time
+	}
 	if err := runJudge(ctx, h, sandboxID, body, budget, &out); err != nil {
 		var k *judgeKilled
 		if !errors.As(err, &k) {

@@ -210,6 +210,8 @@ def refuse(v, d):
 def runner_main(fd):
     sock = socket.socket(fileno=fd)
     ch = Channel(sock)
+    # Up: the test's clock starts now, not before the interpreter did.
+    ch.send({"started": True})
     spec = ch.recv()
     mod = types.ModuleType("solution")
     ns = mod.__dict__
@@ -445,6 +447,9 @@ def checker_main(test, setup, sock, result_fd):
     r = Remote(Channel(sock))
     result = {"passed": False}
     try:
+        if r.ch.recv().get("started") is not True:
+            raise Dead("the solution process did not start")
+        os.write(result_fd, READY)
         hello = r.ch.recv()
         if "load_error" in hello:
             result.update(kind="syntax" if hello.get("syntax") else "load", error=hello["load_error"])
@@ -485,6 +490,13 @@ def checker_main(test, setup, sock, result_fd):
         sys.stdout.flush()
         os.write(result_fd, _dumps(result).encode())
         os._exit(0)
+
+
+# The checker's first byte to the driver: the solution's interpreter is up.
+READY = b"R"
+# How long a solution's fresh interpreter may take to start (a loaded
+# machine); the test's own time limit counts from then.
+STARTUP_LIMIT = 60.0
 
 
 def classify(e):
@@ -826,7 +838,7 @@ def start_check(test, spec, limit, mem):
     os.close(res_w)
     out, err = proc.stdout.fileno(), proc.stderr.fileno()
     return {"pid": cpid, "proc": proc, "fds": {out: [], err: [], res_r: []}, "out": out, "err": err, "res": res_r,
-            "t0": time.monotonic()}
+            "t0": time.monotonic(), "ready": False}
 
 
 def run_python(test, mode, code):
@@ -880,7 +892,8 @@ def reap(running, results, limit, cap):
         wpid, status = os.waitpid(st["pid"], os.WNOHANG)
         timed_out = False
         if wpid == 0:
-            if now - st["t0"] <= limit:
+            allowed = limit if st.get("ready", True) else STARTUP_LIMIT
+            if now - st["t0"] <= allowed:
                 continue
             os.kill(st["pid"], signal.SIGKILL)
             os.waitpid(st["pid"], 0)
@@ -932,6 +945,12 @@ def drain_one(st, fd, cap):
     """Read once from fd; False at its end (it is then closed)."""
     data = st.setdefault("fds_data", {fd: [] for fd in st["fds"]})
     chunk = os.read(fd, 65536)
+    if chunk and fd == st.get("res") and not st.get("ready", True):
+        # The checker says the solution's interpreter is up: the clock starts.
+        st["ready"], st["t0"] = True, time.monotonic()
+        chunk = chunk[len(READY):]
+        if not chunk:
+            return True
     if chunk:
         buf = data[fd]
         if fd == st.get("res") or sum(len(c) for c in buf) <= cap + 65536:
