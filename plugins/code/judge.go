@@ -103,7 +103,6 @@ func judge(ctx context.Context, h sdk.Host, sandboxID string, t *Task, ans answe
 		case ModeCheck:
 			spec["prelude"] = "from typing import *\n"
 			spec["setup"] = t.Setup
-			spec["runner"] = string(judgeSource)
 			if t.PromptCode != "" {
 				spec["prompt"] = t.PromptCode
 			}
@@ -254,7 +253,7 @@ func verdict(t *Task, i int, r *runResult) string {
 		return checkVerdict(r)
 	}
 	switch {
-	case r.TimedOut || (r.Signal != nil && *r.Signal == 24): // SIGXCPU: the CPU limit
+	case overTime(r):
 		return VerdictTLE
 	case memoryExhausted(r.Stderr):
 		return VerdictMLE
@@ -288,7 +287,7 @@ func checkVerdict(r *runResult) string {
 	switch {
 	case c != nil && c.Passed:
 		return VerdictAC
-	case r.TimedOut || (r.Signal != nil && *r.Signal == 24):
+	case overTime(r):
 		return VerdictTLE
 	case c == nil:
 		return VerdictRE
@@ -306,6 +305,11 @@ func checkVerdict(r *runResult) string {
 		}
 	}
 	return VerdictRE
+}
+
+// overTime: past the wall clock, or killed by SIGXCPU at the CPU limit.
+func overTime(r *runResult) bool {
+	return r.TimedOut || (r.Signal != nil && *r.Signal == 24)
 }
 
 func memoryExhausted(stderr string) bool {

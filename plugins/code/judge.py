@@ -795,7 +795,8 @@ def start(i, test, spec, prog, limit, mem):
     os.close(out_w)
     os.close(err_w)
     feed(in_r, in_w, test.get("input", "").encode())
-    return {"pid": pid, "fds": {out_r: [], err_r: []}, "out": out_r, "err": err_r, "t0": time.monotonic()}
+    return {"pid": pid, "open": {out_r, err_r}, "data": {out_r: [], err_r: []}, "out": out_r, "err": err_r,
+            "t0": time.monotonic()}
 
 
 def feed(in_r, in_w, data):
@@ -817,12 +818,19 @@ def feed(in_r, in_w, data):
     os.close(in_w)
 
 
+def own_source():
+    """This program's text, which it was started with: python3 -I -c <source>."""
+    with open("/proc/self/cmdline", "rb") as f:
+        args = f.read().split(b"\0")
+    return args[args.index(b"-c") + 1].decode()
+
+
 def start_check(test, spec, limit, mem):
     a, b = socket.socketpair()
     res_r, res_w = os.pipe()
     # The solution: a fresh interpreter, started before the checker exists;
     # it inherits only its socket.
-    proc = subprocess.Popen([sys.executable, "-I", "-c", spec["runner"], "runner", str(b.fileno())], stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen([sys.executable, "-I", "-c", own_source(), "runner", str(b.fileno())], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(b.fileno(),),
                             preexec_fn=lambda: limits(limit, mem, False), close_fds=True)  # noqa: PLW1509 - one thread
     b.close()
@@ -837,8 +845,8 @@ def start_check(test, spec, limit, mem):
     a.close()
     os.close(res_w)
     out, err = proc.stdout.fileno(), proc.stderr.fileno()
-    return {"pid": cpid, "proc": proc, "fds": {out: [], err: [], res_r: []}, "out": out, "err": err, "res": res_r,
-            "t0": time.monotonic(), "ready": False}
+    return {"pid": cpid, "proc": proc, "open": {out, err, res_r}, "data": {out: [], err: [], res_r: []},
+            "out": out, "err": err, "res": res_r, "t0": time.monotonic(), "ready": False}
 
 
 def run_python(test, mode, code):
@@ -880,7 +888,7 @@ def write_all(fd, data):
 def reap(running, results, limit, cap):
     fds = {}
     for i, st in running.items():
-        for fd in st["fds"]:
+        for fd in st["open"]:
             fds[fd] = i
     if fds:
         ready, _, _ = select.select(list(fds), [], [], 0.05)
@@ -907,20 +915,20 @@ def reap(running, results, limit, cap):
                 p.wait()
             else:
                 sol_status = p.returncode
-        for fd in list(st["fds"]):
+        for fd in list(st["open"]):
             while True:
                 r, _, _ = select.select([fd], [], [], 0)
                 if not r or not drain_one(st, fd, cap):
                     break
-        for fd in list(st["fds"]):
+        for fd in st["open"]:
             os.close(fd)
-        out = b"".join(st["fds_data"][st["out"]]) if "fds_data" in st else b""
-        err = b"".join(st["fds_data"][st["err"]]) if "fds_data" in st else b""
+        out = b"".join(st["data"][st["out"]])
+        err = b"".join(st["data"][st["err"]])
         res = {"time": round(now - st["t0"], 4), "timed_out": timed_out,
                "stdout": out[:cap].decode("utf-8", "replace"), "stdout_truncated": len(out) > cap,
                "stderr": err[-2000:].decode("utf-8", "replace")}
         if "proc" in st:
-            raw = b"".join(st["fds_data"][st["res"]]) if "fds_data" in st else b""
+            raw = b"".join(st["data"][st["res"]])
             try:
                 res["check"] = json.loads(raw) if raw else {"passed": False, "kind": "error", "error": "the checker ended without a result"}
             except ValueError:
@@ -943,7 +951,6 @@ def reap(running, results, limit, cap):
 
 def drain_one(st, fd, cap):
     """Read once from fd; False at its end (it is then closed)."""
-    data = st.setdefault("fds_data", {fd: [] for fd in st["fds"]})
     chunk = os.read(fd, 65536)
     if chunk and fd == st.get("res") and not st.get("ready", True):
         # The checker says the solution's interpreter is up: the clock starts.
@@ -952,12 +959,12 @@ def drain_one(st, fd, cap):
         if not chunk:
             return True
     if chunk:
-        buf = data[fd]
+        buf = st["data"][fd]
         if fd == st.get("res") or sum(len(c) for c in buf) <= cap + 65536:
             buf.append(chunk)
         return True
     os.close(fd)
-    del st["fds"][fd]
+    st["open"].discard(fd)
     return False
 
 

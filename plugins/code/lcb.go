@@ -14,13 +14,11 @@ import (
 // lcbPrivate reads LiveCodeBench's private_test_cases: JSON text, or (in
 // its releases) base64 of zlib of a pickled str holding that JSON.
 func lcbPrivate(raw json.RawMessage) (json.RawMessage, error) {
+	if b, ok := jsonText(raw); ok {
+		return b, nil // a list, or JSON text of one
+	}
 	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return raw, nil // already a list
-	}
-	if b := bytes.TrimSpace([]byte(s)); json.Valid(b) {
-		return b, nil
-	}
+	_ = json.Unmarshal(raw, &s) // jsonText found a string
 	z, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
 		return nil, fmt.Errorf("neither JSON nor base64: %w", err)

@@ -256,49 +256,49 @@ func (t *Task) limits(r *rawTask) error {
 
 var unitRe = regexp.MustCompile(`^\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*$`)
 
+// Units of time limits (in seconds) and memory limits (in MB).
+var (
+	secondUnits = map[string]float64{"": 1, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+		"ms": 1e-3, "millisecond": 1e-3, "milliseconds": 1e-3}
+	megabyteUnits = map[string]float64{"": 1, "mb": 1, "mib": 1, "megabyte": 1, "megabytes": 1, "m": 1,
+		"gb": 1024, "gib": 1024, "gigabyte": 1024, "gigabytes": 1024, "g": 1024,
+		"kb": 1.0 / 1024, "kib": 1.0 / 1024, "kilobytes": 1.0 / 1024, "k": 1.0 / 1024}
+)
+
+// quantity reads a number with an optional unit ("2", "2 seconds",
+// "256 megabytes") in the units of the table.
+func quantity(raw json.RawMessage, units map[string]float64, example string) (float64, error) {
+	m := unitRe.FindStringSubmatch(taskrow.Scalar(raw))
+	if m == nil {
+		return 0, fmt.Errorf("want a number with an optional unit, e.g. %s: %s", example, raw)
+	}
+	f, ok := units[strings.ToLower(m[2])]
+	if !ok {
+		return 0, fmt.Errorf("unknown unit %q", m[2])
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v * f, nil
+}
+
 // seconds reads a time limit: a number of seconds, "2 seconds", "1.5 s",
 // "1000 ms", or code_contests' {"seconds": 2, "nanos": 0}.
 func seconds(raw json.RawMessage) (float64, error) {
-	var obj struct {
-		Seconds *float64 `json:"seconds"`
-		Nanos   float64  `json:"nanos"`
-	}
 	if bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")) {
+		var obj struct {
+			Seconds *float64 `json:"seconds"`
+			Nanos   float64  `json:"nanos"`
+		}
 		if err := json.Unmarshal(raw, &obj); err != nil || obj.Seconds == nil {
 			return 0, fmt.Errorf("want {\"seconds\": N, \"nanos\": N}: %s", raw)
 		}
 		return *obj.Seconds + obj.Nanos/1e9, nil
 	}
-	m := unitRe.FindStringSubmatch(taskrow.Scalar(raw))
-	if m == nil {
-		return 0, fmt.Errorf("want seconds, e.g. 2 or \"2 seconds\": %s", raw)
-	}
-	v, _ := strconv.ParseFloat(m[1], 64)
-	switch strings.ToLower(m[2]) {
-	case "", "s", "sec", "secs", "second", "seconds":
-		return v, nil
-	case "ms", "millisecond", "milliseconds":
-		return v / 1000, nil
-	}
-	return 0, fmt.Errorf("unknown unit %q", m[2])
+	return quantity(raw, secondUnits, `2 or "2 seconds"`)
 }
 
 // megabytes reads a memory limit: a number of MB, "256 megabytes", "512 MB".
 func megabytes(raw json.RawMessage) (float64, error) {
-	m := unitRe.FindStringSubmatch(taskrow.Scalar(raw))
-	if m == nil {
-		return 0, fmt.Errorf("want megabytes, e.g. 256 or \"256 megabytes\": %s", raw)
-	}
-	v, _ := strconv.ParseFloat(m[1], 64)
-	switch strings.ToLower(m[2]) {
-	case "", "mb", "mib", "megabyte", "megabytes", "m":
-		return v, nil
-	case "gb", "gib", "gigabyte", "gigabytes", "g":
-		return v * 1024, nil
-	case "kb", "kib", "kilobytes", "k":
-		return v / 1024, nil
-	}
-	return 0, fmt.Errorf("unknown unit %q", m[2])
+	return quantity(raw, megabyteUnits, `256 or "256 megabytes"`)
 }
 
 // sourceOf is the dataset family: the row's data_source, or its shape.
