@@ -133,39 +133,18 @@ func codeImageTOML(t *testing.T) string {
 	return "[plugins.code.config]\nimage = \"code\"\n[sandbox]\nimage_dir = \"" + imageDir + "\"\nagent = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"
 }
 
-type shapeRow struct {
-	Name    string          `json:"name"`
-	Task    json.RawMessage `json:"task"`
-	Answers []struct {
-		Name     string  `json:"name"`
-		Response string  `json:"response"`
-		Verdict  string  `json:"verdict"`
-		Reward   float64 `json:"reward"`
-	} `json:"answers"`
-	Sim *struct {
-		Question string `json:"question"`
-		Solution string `json:"solution"`
-	} `json:"sim"`
-}
-
 // TestCodeShapes runs the real-shape table (examples/code/shapes.jsonl:
 // rows in each dataset's published shape, answers in five languages,
 // cheats) through /v1/evaluate in real sandboxes of the code image, then
 // plays the rows through rollouts against the simulator: every verdict is
 // the reference harness's, every reward the simulator's decision.
 func TestCodeShapes(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "examples", "code", "shapes.jsonl"))
+	rows, err := datasets.CodeShapes(filepath.Join("..", "examples", "code", "shapes.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rows []shapeRow
 	var answers strings.Builder
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var r shapeRow
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			t.Fatal(err)
-		}
-		rows = append(rows, r)
+	for _, r := range rows {
 		if r.Sim != nil {
 			j, _ := json.Marshal(map[string]string{"question": r.Sim.Question, "solution": r.Sim.Solution})
 			answers.Write(append(j, '\n'))
@@ -220,46 +199,15 @@ func TestCodeShapes(t *testing.T) {
 	t.Logf("%d answers to %d rows judged in sandboxes", judged, len(rows))
 
 	// Rollouts: each row the simulator can play, twice.
-	var reqs []any
+	var playable []string
 	for _, r := range rows {
-		if r.Sim == nil {
-			continue
-		}
-		var task map[string]any
-		_ = json.Unmarshal(r.Task, &task)
-		task["domain"] = "code"
-		reqs = append(reqs, map[string]any{"task": task, "n": 2, "sampling": map[string]any{"seed": 5}})
-	}
-	var batch struct {
-		Groups []api.SubmitResponse `json:"groups"`
-	}
-	res := e.do("POST", "/v1/rollouts:batch", map[string]any{"requests": reqs})
-	if res.code != 202 {
-		t.Fatalf("submit: %d %s", res.code, res.body)
-	}
-	res.json(t, &batch)
-	right, wrong := 0, 0
-	for _, g := range batch.Groups {
-		for _, id := range g.RolloutIDs {
-			out := e.wait(t, id)
-			if out.Status != trajectory.StatusCompleted {
-				t.Fatalf("%s: %s %+v", id, out.Status, out.Failure)
-			}
-			correct := checkTokens(t, out, e.simEntries())
-			if (out.Reward == 1) != correct {
-				t.Errorf("%s (%s): reward %v but the simulator answered correct=%v: %s", id, out.TaskID, out.Reward, correct, out.Info)
-			}
-			if correct {
-				right++
-			} else {
-				wrong++
-			}
+		if r.Sim != nil {
+			playable = append(playable, string(r.Task))
 		}
 	}
+	// runExamples holds every reward to the simulator's decision and wants both outcomes.
+	_, right, wrong := runExamples(t, e, "code", strings.Join(playable, "\n"), 2, 5)
 	t.Logf("rollouts: %d right, %d wrong, every reward as the simulator decided", right, wrong)
-	if right == 0 || wrong == 0 {
-		t.Fatalf("want both right and wrong rollouts, got %d and %d", right, wrong)
-	}
 }
 
 // TestHumanEvalInSandboxes: all 164 HumanEval rows from OpenAI's

@@ -391,21 +391,27 @@ func testProRLCompat(t *testing.T, e *env) {
 	}
 }
 
+// slowJob is a /process job the simulator (slowSim) keeps thinking on for
+// seconds.
+var (
+	slowSim = []string{"--think-turns", "30", "--token-latency", "20ms"}
+	slowJob = map[string]any{
+		"instance":        map[string]any{"data_source": "deepscaler", "instance_id": "slow", "trajectory_id": 0, "prompt": []any{map[string]string{"role": "user", "content": "What is 17 + 25?"}}, "reward_model": map[string]any{"ground_truth": "42"}},
+		"sampling_params": map[string]any{"max_iterations": 40, "max_output_tokens": 256, "max_model_len": 16384},
+	}
+)
+
 // TestProRLTimeout: a /process job that reaches the rollout timeout is a
 // 200 with critical_error "timeout", timing.timeout_triggered and the
 // partial messages, as ProRL answers, not a 504 that drops them.
 func TestProRLTimeout(t *testing.T) {
-	e := newEnv(t, envOpts{simArgs: []string{"--think-turns", "30", "--token-latency", "20ms"}, pipelineTOML: `rollout_timeout = "2s"`,
-		backendsTOML: "", staticBackend: true})
+	e := newEnv(t, envOpts{simArgs: slowSim, pipelineTOML: `rollout_timeout = "2s"`, staticBackend: true})
 	e.startHost()
 	if r := e.do("POST", "/start", nil); r.code != 200 {
 		t.Fatalf("/start: %d %s", r.code, r.body)
 	}
 	t0 := time.Now()
-	r := e.do("POST", "/process", map[string]any{
-		"instance":        map[string]any{"data_source": "deepscaler", "instance_id": "slow", "trajectory_id": 0, "prompt": []any{map[string]string{"role": "user", "content": "What is 17 + 25?"}}, "reward_model": map[string]any{"ground_truth": "42"}},
-		"sampling_params": map[string]any{"max_iterations": 40, "max_output_tokens": 256, "max_model_len": 16384},
-	})
+	r := e.do("POST", "/process", slowJob)
 	took := time.Since(t0)
 	if r.code != 200 {
 		t.Fatalf("/process at the timeout: %d %s", r.code, r.body)
@@ -432,17 +438,14 @@ func TestProRLTimeout(t *testing.T) {
 // with ProRL's 500 "Server is stopping; job cancelled", never a success
 // holding only [system, user].
 func TestProRLStopMidJob(t *testing.T) {
-	e := newEnv(t, envOpts{simArgs: []string{"--think-turns", "30", "--token-latency", "20ms"}, staticBackend: true})
+	e := newEnv(t, envOpts{simArgs: slowSim, staticBackend: true})
 	e.startHost()
 	if r := e.do("POST", "/start", nil); r.code != 200 {
 		t.Fatalf("/start: %d %s", r.code, r.body)
 	}
 	done := make(chan resp, 1)
 	go func() {
-		done <- e.do("POST", "/process", map[string]any{
-			"instance":        map[string]any{"data_source": "deepscaler", "instance_id": "s", "trajectory_id": 0, "prompt": []any{map[string]string{"role": "user", "content": "What is 17 + 25?"}}, "reward_model": map[string]any{"ground_truth": "42"}},
-			"sampling_params": map[string]any{"max_iterations": 40, "max_output_tokens": 256, "max_model_len": 16384},
-		})
+		done <- e.do("POST", "/process", slowJob)
 	}()
 	e.waitRunning(t, 1)
 	if r := e.do("POST", "/stop", nil); r.code != 200 {

@@ -44,23 +44,30 @@ func (s *Server) prorlStop(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "Server stopped successfully"})
 }
 
+// requireRunning answers ProRL's 503 while the compatible server is
+// stopped: everything but /start and the LLM-server calls.
+func (s *Server) requireRunning(w http.ResponseWriter) bool {
+	if !s.compatRunning.Load() {
+		detail(w, http.StatusServiceUnavailable, "Server is not running")
+		return false
+	}
+	return true
+}
+
 // stopMessage cancels the jobs /stop interrupts; their /process answers
 // ProRL's 500.
 const stopMessage = "server stopped"
 
 func (s *Server) prorlStatus(w http.ResponseWriter, _ *http.Request) {
-	if !s.compatRunning.Load() {
-		// ProRL answers 503 to everything but /start while stopped.
-		detail(w, http.StatusServiceUnavailable, "Server is not running")
+	if !s.requireRunning(w) {
 		return
 	}
 	st := s.Pipeline.Stats()
-	status := "running"
 	s.jobsMu.Lock()
 	pending := len(s.jobs)
 	s.jobsMu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{
-		"status": status, "pending_jobs": pending,
+		"status": "running", "pending_jobs": pending,
 		"init_queue": st.InitQueue, "run_queue": st.RunQueue, "eval_queue": st.EvalQueue,
 		"active_init": st.ActiveInit, "active_run": st.ActiveRun, "active_eval": st.ActiveEval, "total": st.Total,
 	})
@@ -190,8 +197,7 @@ func samplingFromProRL(sp map[string]any) (trajectory.Sampling, int, *Error) {
 }
 
 func (s *Server) prorlProcess(w http.ResponseWriter, r *http.Request) {
-	if !s.compatRunning.Load() {
-		detail(w, http.StatusServiceUnavailable, "Server is not running")
+	if !s.requireRunning(w) {
 		return
 	}
 	var req processRequest
@@ -348,8 +354,7 @@ func (s *Server) prorlCancel(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		JobID string `json:"job_id"`
 	}
-	if !s.compatRunning.Load() {
-		detail(w, http.StatusServiceUnavailable, "Server is not running")
+	if !s.requireRunning(w) {
 		return
 	}
 	if e := decode(w, r, 1<<16, &req); e != nil {

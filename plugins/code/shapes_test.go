@@ -1,45 +1,18 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/prorl/prorl/internal/datasets"
 )
 
-// shapeRow is a row of examples/code/shapes.jsonl (scripts/code/shapes.py):
-// a task in a dataset's published shape and answers with the verdict its
-// reference harness gives them.
-type shapeRow struct {
-	Name    string          `json:"name"`
-	Task    json.RawMessage `json:"task"`
-	Answers []struct {
-		Name     string  `json:"name"`
-		Response string  `json:"response"`
-		Verdict  string  `json:"verdict"`
-		Reward   float64 `json:"reward"`
-		// SandboxOnly holds only inside a sandbox (no capabilities).
-		SandboxOnly bool `json:"sandbox_only"`
-	} `json:"answers"`
-}
-
-func readShapes(t *testing.T) []shapeRow {
+func readShapes(t *testing.T) []datasets.CodeShape {
 	t.Helper()
-	f, err := os.Open("../../examples/code/shapes.jsonl")
+	rows, err := datasets.CodeShapes("../../examples/code/shapes.jsonl")
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer f.Close()
-	var rows []shapeRow
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
-		var r shapeRow
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		rows = append(rows, r)
 	}
 	return rows
 }
