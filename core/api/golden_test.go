@@ -37,7 +37,12 @@ func TestToProRLGolden(t *testing.T) {
 	// Out of iterations after a tool turn: the trailing tool message goes.
 	cut := *res
 	cut.Status, cut.EndReason, cut.Messages = trajectory.StatusTruncated, "max_turns", res.Messages[:4]
-	got, _ := json.MarshalIndent(map[string]any{"completed": out, "failed": ToProRL(&failed), "max_iterations": ToProRL(&cut)}, "", "  ")
+	// The first prompt already overflows the context: no assistant turn,
+	// so no success (ProRL: a run error), though truncated rollouts are.
+	overflow := *res
+	overflow.Status, overflow.EndReason, overflow.Messages = trajectory.StatusTruncated, "context_overflow", res.Messages[:2]
+	overflow.Failure = &trajectory.Failure{Stage: "run", Reason: "context_overflow", Message: "the prompt has 9000 tokens, max_total_tokens is 8192"}
+	got, _ := json.MarshalIndent(map[string]any{"completed": out, "failed": ToProRL(&failed), "max_iterations": ToProRL(&cut), "first_call_overflow": ToProRL(&overflow)}, "", "  ")
 	got = append(got, '\n')
 	p := filepath.Join("testdata", "prorl_result.golden.json")
 	if *update {

@@ -66,8 +66,11 @@ func (s *Server) prorlStatus(w http.ResponseWriter, _ *http.Request) {
 	s.jobsMu.Lock()
 	pending := len(s.jobs)
 	s.jobsMu.Unlock()
+	// ProRL's process server reports running, jobs and the jobs inside each
+	// stage; its thread server the queue fields: both are here.
 	writeJSON(w, http.StatusOK, map[string]any{
 		"status": "running", "pending_jobs": pending,
+		"running": true, "jobs": pending, "init": st.ActiveInit, "run": st.ActiveRun, "eval": st.ActiveEval,
 		"init_queue": st.InitQueue, "run_queue": st.RunQueue, "eval_queue": st.EvalQueue,
 		"active_init": st.ActiveInit, "active_run": st.ActiveRun, "active_eval": st.ActiveEval, "total": st.Total,
 	})
@@ -281,9 +284,19 @@ func (s *Server) prorlProcess(w http.ResponseWriter, r *http.Request) {
 	}
 	// /process hands the result over: nothing else will fetch it.
 	s.Store.Ack([]string{ro.ID})
-	if res.Status == trajectory.StatusCancelled && res.Failure != nil && res.Failure.Message == stopMessage {
-		// Never a success with an empty response a trainer would train on.
-		detail(w, http.StatusInternalServerError, "Server is stopping; job cancelled")
+	if res.Status == trajectory.StatusCancelled {
+		// Never a success with an empty response a trainer would train on:
+		// ProRL answers a stopped job 500 and a cancelled one 200 with only
+		// {"error"} (no messages, so NeMo RL retries it).
+		if res.Failure != nil && res.Failure.Message == stopMessage {
+			detail(w, http.StatusInternalServerError, "Server is stopping; job cancelled")
+			return
+		}
+		why := "cancelled"
+		if res.Failure != nil && res.Failure.Message != "" {
+			why = res.Failure.Message
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"error": fmt.Sprintf("Job %s cancelled: %s", job, why)})
 		return
 	}
 	out := ToProRL(res)
@@ -307,7 +320,14 @@ func ToProRL(res *trajectory.Result) ProRLResult {
 	}
 	_ = json.Unmarshal(res.Info, &info)
 	out.GitPatch = info.GitPatch
-	if f := res.Failure; f != nil && res.Status != trajectory.StatusTruncated {
+	// A truncated rollout is a success, unless it never got an assistant
+	// turn (the first prompt already overflowed the context): ProRL reports
+	// that as a run error, and there is nothing to train on.
+	truncatedEmpty := res.Status == trajectory.StatusTruncated && !hasAssistant(res.Messages)
+	if truncatedEmpty {
+		out.Success = false
+	}
+	if f := res.Failure; f != nil && (res.Status != trajectory.StatusTruncated || truncatedEmpty) {
 		ce := f.Stage
 		if res.Status == trajectory.StatusTimeout {
 			ce = "timeout"
@@ -340,14 +360,22 @@ func ToProRL(res *trajectory.Result) ProRLResult {
 	// ProRL ends a trajectory on the assistant: observations after the last
 	// assistant turn (a tool reply when max_iterations ran out) are dropped,
 	// as its tests assert. Their tokens are prompt, never trained on.
+	// With no assistant turn at all nothing is left, as in ProRL.
 	last := len(out.Messages) - 1
 	for last >= 0 && out.Messages[last].Role != "assistant" {
 		last--
 	}
-	if last >= 0 {
-		out.Messages = out.Messages[:last+1]
-	}
+	out.Messages = out.Messages[:last+1]
 	return out
+}
+
+func hasAssistant(ms []trajectory.Message) bool {
+	for _, m := range ms {
+		if m.Role == "assistant" {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) prorlCancel(w http.ResponseWriter, r *http.Request) {

@@ -43,6 +43,12 @@ type SubmitRequest struct {
 	GroupID        string              `json:"group_id"`
 	IdempotencyKey string              `json:"idempotency_key"`
 	Metadata       json.RawMessage     `json:"metadata"`
+	// Priority (0-100, default 0): queued rollouts of higher priority start
+	// first; started ones are never preempted.
+	Priority *int `json:"priority,omitempty"`
+	// EarlyStopMinUsable cancels the group's unfinished rollouts once this
+	// many finished usable (scored, with trainable tokens).
+	EarlyStopMinUsable *int `json:"early_stop_min_usable,omitempty"`
 }
 
 // BatchRequest is POST /v1/rollouts:batch.
@@ -84,6 +90,7 @@ const (
 	maxTimeout     = 24 * time.Hour
 	maxTurnsLimit  = 1000
 	maxTokensLimit = 1 << 22
+	maxPriority    = 100
 )
 
 func validID(s string) bool {
@@ -137,6 +144,18 @@ func (s *SubmitRequest) validate(prefix string, maxSamples int) *Error {
 	}
 	if len(s.Metadata) > maxMetadata {
 		return invalid(f("metadata"), "at most %d bytes", maxMetadata)
+	}
+	if s.Priority != nil && (*s.Priority < 0 || *s.Priority > maxPriority) {
+		return invalid(f("priority"), "must be between 0 and %d, got %d", maxPriority, *s.Priority)
+	}
+	if e := s.EarlyStopMinUsable; e != nil {
+		n := 1
+		if s.N != nil {
+			n = *s.N
+		}
+		if *e < 1 || *e > n {
+			return invalid(f("early_stop_min_usable"), "must be between 1 and n (%d), got %d", n, *e)
+		}
 	}
 	return nil
 }

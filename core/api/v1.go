@@ -79,6 +79,12 @@ func (s *Server) requests(sr *SubmitRequest, prefix string) ([]pipeline.Request,
 		if sr.Timeout != nil {
 			rq.Timeout = time.Duration(*sr.Timeout)
 		}
+		if sr.Priority != nil {
+			rq.Priority = *sr.Priority
+		}
+		if sr.EarlyStopMinUsable != nil {
+			rq.EarlyStopMin = *sr.EarlyStopMinUsable
+		}
 		// Each sample of a seeded group gets its own seed, so a group is not n copies.
 		if sr.Sampling.Seed != nil {
 			seed := *sr.Sampling.Seed + int64(i)

@@ -55,12 +55,16 @@ type Pipeline struct {
 	runner *agent.Runner
 	policy atomic.Int64
 
-	initQ, runQ, evalQ chan *Rollout
-	initReserved       atomic.Int64 // queued in init, including reservations
-	activeStage        [3]atomic.Int64
+	initQ        *startQueue
+	runQ, evalQ  chan *Rollout
+	initReserved atomic.Int64 // queued in init, including reservations
+	activeStage  [3]atomic.Int64
 
 	mu     sync.Mutex
 	active map[string]*Rollout
+	// early counts, per group submitted with an early stop, its live
+	// rollouts and usable results.
+	early map[string]*earlyStop
 
 	splicers sync.Map // backend id -> *tokenizer.Splicer
 
@@ -78,10 +82,11 @@ func New(d Deps) (*Pipeline, error) {
 	}
 	p := &Pipeline{
 		d:      d,
-		initQ:  make(chan *Rollout, d.Cfg.Pipeline.InitQueue),
+		initQ:  newStartQueue(d.Cfg.Pipeline.InitQueue),
 		runQ:   make(chan *Rollout, d.Cfg.Pipeline.RunQueue),
 		evalQ:  make(chan *Rollout, d.Cfg.Pipeline.EvalQueue),
 		active: map[string]*Rollout{},
+		early:  map[string]*earlyStop{},
 	}
 	p.runner = &agent.Runner{Parser: parser, Policy: p.policy.Load}
 	if tc := d.Cfg.Tokenizer; tc.ModelDir != "" {
@@ -101,9 +106,10 @@ func New(d Deps) (*Pipeline, error) {
 		p.runner.CheckTemplate = tc.Check != "off"
 	}
 	if m := d.Metrics; m != nil {
+		depth := []func() int{p.initQ.len, func() int { return len(p.runQ) }, func() int { return len(p.evalQ) }}
 		for i, name := range []string{trajectory.StageInit, trajectory.StageRun, trajectory.StageEval} {
-			q := []chan *Rollout{p.initQ, p.runQ, p.evalQ}[i]
-			m.Gauge("prorl_queue_depth", "Rollouts waiting for a stage.", map[string]string{"stage": name}, func() float64 { return float64(len(q)) })
+			n := depth[i]
+			m.Gauge("prorl_queue_depth", "Rollouts waiting for a stage.", map[string]string{"stage": name}, func() float64 { return float64(n()) })
 			m.Gauge("prorl_stage_active", "Rollouts inside a stage.", map[string]string{"stage": name}, func() float64 { return float64(p.activeStage[i].Load()) })
 		}
 		m.Gauge("prorl_policy_version", "Current policy version.", nil, func() float64 { return float64(p.policy.Load()) })
@@ -115,25 +121,34 @@ func New(d Deps) (*Pipeline, error) {
 func (p *Pipeline) Start() {
 	p.base, p.stop = context.WithCancel(context.Background())
 	c := p.d.Cfg.Pipeline
-	p.pool(c.InitWorkers, p.initQ, 0, p.initStage, p.runQ)
-	p.pool(c.RunWorkers, p.runQ, 1, p.runStage, p.evalQ)
-	p.pool(c.EvalWorkers, p.evalQ, 2, p.evalStage, nil)
+	p.pool(c.InitWorkers, p.initQ.pop, 0, p.initStage, p.runQ)
+	p.pool(c.RunWorkers, fromChan(p.runQ), 1, p.runStage, p.evalQ)
+	p.pool(c.EvalWorkers, fromChan(p.evalQ), 2, p.evalStage, nil)
+}
+
+func fromChan(c chan *Rollout) func(context.Context) (*Rollout, bool) {
+	return func(ctx context.Context) (*Rollout, bool) {
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case r := <-c:
+			return r, true
+		}
+	}
 }
 
 var stageNames = [3]string{trajectory.StageInit, trajectory.StageRun, trajectory.StageEval}
 
 // pool starts n workers moving rollouts from in through fn to next.
-func (p *Pipeline) pool(n int, in chan *Rollout, idx int, fn func(context.Context, *Rollout) error, next chan *Rollout) {
+func (p *Pipeline) pool(n int, in func(context.Context) (*Rollout, bool), idx int, fn func(context.Context, *Rollout) error, next chan *Rollout) {
 	for i := 0; i < n; i++ {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
 			for {
-				var r *Rollout
-				select {
-				case <-p.base.Done():
+				r, ok := in(p.base)
+				if !ok {
 					return
-				case r = <-in:
 				}
 				if idx == 0 {
 					p.initReserved.Add(-1)
@@ -207,7 +222,7 @@ func (p *Pipeline) classify(ctx context.Context, r *Rollout, stage string, err e
 	var ae *agent.Error
 	switch {
 	case r.cancelled.Load():
-		f.Reason = trajectory.ReasonCancelled
+		f.Reason = r.cancelReason()
 		if m, _ := r.cancelMsg.Load().(string); m != "" {
 			f.Message = m
 		}
@@ -232,15 +247,70 @@ func (p *Pipeline) classify(ctx context.Context, r *Rollout, stage string, err e
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+// earlyStop follows a group submitted with an early stop.
+type earlyStop struct {
+	min, live, usable int
+	fired             bool
+}
+
+// track registers a live rollout; p.mu is held.
+func (p *Pipeline) track(r *Rollout) {
+	p.active[r.ID] = r
+	if r.Req.EarlyStopMin <= 0 {
+		return
+	}
+	e := p.early[r.Req.GroupID]
+	if e == nil {
+		e = &earlyStop{min: r.Req.EarlyStopMin}
+		p.early[r.Req.GroupID] = e
+	}
+	e.live++
+}
+
+// untrack counts a finished rollout of an early-stop group and reports
+// whether the group just reached its usable count (the rest are then
+// cancelled); p.mu is held.
+func (p *Pipeline) untrack(r *Rollout, res *trajectory.Result) (stop bool, usable int) {
+	e := p.early[r.Req.GroupID]
+	if r.Req.EarlyStopMin <= 0 || e == nil {
+		return false, 0
+	}
+	e.live--
+	if Usable(res) {
+		e.usable++
+	}
+	if !e.fired && e.usable >= e.min {
+		e.fired, stop = true, true
+	}
+	if e.live <= 0 {
+		delete(p.early, r.Req.GroupID)
+	}
+	return stop, e.usable
+}
+
+// Usable reports whether a result can be trained on: it was scored and
+// has at least one token under the loss mask (Polar's rule for early stop).
+func Usable(res *trajectory.Result) bool {
+	if res.Status != trajectory.StatusCompleted && res.Status != trajectory.StatusTruncated {
+		return false
+	}
+	for _, m := range res.Tokens.LossMask {
+		if m == 1 {
+			return true
+		}
+	}
+	return false
+}
+
 // Submit creates rollouts and queues them for init; all or none are accepted.
 func (p *Pipeline) Submit(reqs []Request) ([]*Rollout, error) {
 	if p.closing.Load() {
 		return nil, ErrShuttingDown
 	}
 	n := int64(len(reqs))
-	if p.initReserved.Add(n) > int64(cap(p.initQ)) {
+	if p.initReserved.Add(n) > int64(p.initQ.capacity()) {
 		p.initReserved.Add(-n)
-		return nil, fmt.Errorf("%w (%d slots)", ErrQueueFull, cap(p.initQ))
+		return nil, fmt.Errorf("%w (%d slots)", ErrQueueFull, p.initQ.capacity())
 	}
 	now := time.Now()
 	rs := make([]*Rollout, len(reqs))
@@ -264,11 +334,11 @@ func (p *Pipeline) Submit(reqs []Request) ([]*Rollout, error) {
 	}
 	p.mu.Lock()
 	for _, r := range rs {
-		p.active[r.ID] = r
+		p.track(r)
 	}
 	p.mu.Unlock()
 	for _, r := range rs {
-		p.initQ <- r // capacity reserved above: never blocks
+		p.initQ.push(p.base, r) // capacity reserved above: never blocks
 	}
 	if p.d.Metrics != nil {
 		p.d.Metrics.Submitted.Add(float64(n))
@@ -299,7 +369,7 @@ func (p *Pipeline) Recover(onRestart string) (rerun, interrupted int, err error)
 		r := p.newRollout(pd.ID, rq, pd.Attempt, pd.SubmittedAt)
 		if onRestart != "rerun" {
 			p.mu.Lock()
-			p.active[r.ID] = r
+			p.track(r)
 			p.mu.Unlock()
 			p.finalize(r, trajectory.StatusFailed, &trajectory.Failure{Reason: trajectory.ReasonInterrupted,
 				Message: "the host stopped before this rollout finished"})
@@ -311,16 +381,11 @@ func (p *Pipeline) Recover(onRestart string) (rerun, interrupted int, err error)
 			return rerun, interrupted, fmt.Errorf("recover %s: %w", r.ID, err)
 		}
 		p.mu.Lock()
-		p.active[r.ID] = r
+		p.track(r)
 		p.mu.Unlock()
 		p.initReserved.Add(1)
 		// The queue may be smaller than the backlog: feed it as it drains.
-		go func() {
-			select {
-			case p.initQ <- r:
-			case <-p.base.Done():
-			}
-		}()
+		go p.initQ.push(p.base, r)
 		rerun++
 	}
 	return rerun, interrupted, nil
@@ -378,7 +443,7 @@ func (p *Pipeline) cancelRollout(r *Rollout, why string) {
 		cancel() // the worker reports it with its partial trajectory
 		return
 	}
-	p.finalize(r, trajectory.StatusCancelled, &trajectory.Failure{Stage: stage, Reason: trajectory.ReasonCancelled, Message: why})
+	p.finalize(r, trajectory.StatusCancelled, &trajectory.Failure{Stage: stage, Reason: r.cancelReason(), Message: why})
 }
 
 // CancelWhere cancels every live rollout matching f.
@@ -426,7 +491,7 @@ func (p *Pipeline) Stats() Stats {
 	p.mu.Lock()
 	total := len(p.active)
 	p.mu.Unlock()
-	return Stats{InitQueue: len(p.initQ), RunQueue: len(p.runQ), EvalQueue: len(p.evalQ),
+	return Stats{InitQueue: p.initQ.len(), RunQueue: len(p.runQ), EvalQueue: len(p.evalQ),
 		ActiveInit: int(p.activeStage[0].Load()), ActiveRun: int(p.activeStage[1].Load()), ActiveEval: int(p.activeStage[2].Load()), Total: total}
 }
 
@@ -441,8 +506,19 @@ func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Fail
 	}
 	p.mu.Lock()
 	delete(p.active, r.ID)
+	stop, usable := p.untrack(r, res)
 	p.mu.Unlock()
 	close(r.done)
+	if stop {
+		why := fmt.Sprintf("early stop: %d usable results in group %s reached early_stop_min_usable=%d", usable, r.Req.GroupID, r.Req.EarlyStopMin)
+		p.CancelWhere(func(o *Rollout) bool {
+			if o.Req.GroupID != r.Req.GroupID {
+				return false
+			}
+			o.earlyStopped.Store(true)
+			return true
+		}, why)
+	}
 	if m := p.d.Metrics; m != nil {
 		reason := ""
 		if f != nil {

@@ -45,6 +45,14 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfgf func(*config.Config), sim *simllm.Server) *fixture {
 	t.Helper()
+	f := newStopped(t, cfgf, sim)
+	f.p.Start()
+	return f
+}
+
+// newStopped builds a pipeline whose workers have not started yet.
+func newStopped(t *testing.T, cfgf func(*config.Config), sim *simllm.Server) *fixture {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Backends.WaitForBackend.Duration = 200 * time.Millisecond
 	if cfgf != nil {
@@ -72,7 +80,6 @@ func newFixture(t *testing.T, cfgf func(*config.Config), sim *simllm.Server) *fi
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -232,5 +239,78 @@ func TestQueueFull(t *testing.T) {
 	f := newFixture(t, func(c *config.Config) { c.Pipeline.InitQueue = 4; c.Pipeline.InitWorkers = 1 }, sim(0))
 	if _, err := f.p.Submit(make([]Request, 5)); err == nil {
 		t.Fatal("accepted more than the queue holds")
+	}
+}
+
+// Higher dispatch priority starts first, submission order within one
+// priority. One worker per stage keeps the finish order the start order.
+func TestDispatchPriority(t *testing.T) {
+	f := newStopped(t, func(c *config.Config) {
+		c.Pipeline.InitWorkers, c.Pipeline.RunWorkers, c.Pipeline.EvalWorkers = 1, 1, 1
+	}, sim(0))
+	prio := func(p int) func(*Request) { return func(r *Request) { r.Priority = p } }
+	low := f.submit(t, 3, prio(0))
+	high := f.submit(t, 3, prio(90))
+	mid := f.submit(t, 3, prio(50))
+	f.p.Start()
+	var order []string
+	want := append(append(append([]*Rollout{}, high...), mid...), low...)
+	seq := map[uint64]string{}
+	for _, r := range want {
+		seq[f.result(t, r).Seq] = r.ID
+	}
+	for s := uint64(1); s <= uint64(len(want)); s++ {
+		order = append(order, seq[s])
+	}
+	for i, r := range want {
+		if order[i] != r.ID {
+			t.Fatalf("start order %v, want high, mid, low in submission order %v", order, ids(want))
+		}
+	}
+}
+
+func ids(rs []*Rollout) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+// A group with an early stop cancels its unfinished rollouts once enough
+// usable results are in; another group is untouched; each rollout ends once.
+func TestEarlyStop(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Pipeline.RunWorkers = 2 }, sim(5*time.Millisecond))
+	grp := f.submit(t, 8, func(r *Request) { r.GroupID, r.EarlyStopMin = "early", 2 })
+	other := f.submit(t, 2, func(r *Request) { r.GroupID = "other" })
+	usable, stopped := 0, 0
+	for _, r := range grp {
+		res := f.result(t, r)
+		switch {
+		case Usable(res):
+			usable++
+		case res.Status == trajectory.StatusCancelled && res.Failure.Reason == trajectory.ReasonEarlyStopped:
+			stopped++
+		default:
+			t.Fatalf("%s: %s %+v", r.ID, res.Status, res.Failure)
+		}
+	}
+	// Two run workers: at most the two generating and two being scored can
+	// still finish after the second usable result.
+	if usable < 2 || stopped < 2 || usable+stopped != 8 {
+		t.Fatalf("usable %d, early-stopped %d of 8", usable, stopped)
+	}
+	for _, r := range other {
+		if res := f.result(t, r); res.Status != trajectory.StatusCompleted {
+			t.Fatalf("the other group was touched: %s %+v", res.Status, res.Failure)
+		}
+	}
+	if st := f.store.Stats(); st.LastSeq != 10 {
+		t.Fatalf("%d results stored for 10 rollouts", st.LastSeq)
+	}
+	f.p.mu.Lock()
+	defer f.p.mu.Unlock()
+	if len(f.p.early) != 0 {
+		t.Fatalf("early-stop bookkeeping left: %v", f.p.early)
 	}
 }

@@ -28,6 +28,11 @@ type Request struct {
 	Metadata json.RawMessage     `json:"metadata,omitempty"`
 	// MessageSpans asks for each initial message's own token span (ProRL compatibility).
 	MessageSpans bool `json:"message_spans,omitempty"`
+	// Priority orders the start of queued rollouts: higher first (0-100).
+	Priority int `json:"priority,omitempty"`
+	// EarlyStopMin cancels the rest of the group once this many of its
+	// rollouts finished usable (0: off).
+	EarlyStopMin int `json:"early_stop_min,omitempty"`
 }
 
 // NewID returns a random id with a prefix.
@@ -48,6 +53,8 @@ type Rollout struct {
 	finalized atomic.Bool
 	cancelled atomic.Bool
 	cancelMsg atomic.Value // string
+	// earlyStopped marks a cancel by its group's early stop.
+	earlyStopped atomic.Bool
 
 	mu        sync.Mutex
 	stage     string // current or last stage
@@ -109,3 +116,10 @@ func (r *Rollout) summary() Summary {
 
 // Done is closed when the rollout's result is stored.
 func (r *Rollout) Done() <-chan struct{} { return r.done }
+
+func (r *Rollout) cancelReason() string {
+	if r.earlyStopped.Load() {
+		return trajectory.ReasonEarlyStopped
+	}
+	return trajectory.ReasonCancelled
+}

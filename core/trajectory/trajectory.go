@@ -39,10 +39,13 @@ const (
 	ReasonMaxTurns           = "max_turns"
 	ReasonTimeout            = "timeout"
 	ReasonCancelled          = "cancelled"
-	ReasonToolError          = "tool_error"
-	ReasonInvalidTask        = "invalid_task"
-	ReasonInternal           = "internal"
-	ReasonEvalFailed         = "eval_failed"
+	// ReasonEarlyStopped: cancelled because its group already had the
+	// usable results it asked for.
+	ReasonEarlyStopped = "early_stopped"
+	ReasonToolError    = "tool_error"
+	ReasonInvalidTask  = "invalid_task"
+	ReasonInternal     = "internal"
+	ReasonEvalFailed   = "eval_failed"
 	// ReasonInterrupted: the host stopped (crashed) before the rollout ended
 	// and the deployment reports such rollouts rather than re-running them.
 	ReasonInterrupted = "interrupted"
@@ -50,7 +53,7 @@ const (
 
 // Reasons lists the vocabulary, for metrics and validation.
 var Reasons = []string{ReasonBackendUnavailable, ReasonPluginCrashed, ReasonSandboxFailed, ReasonContextOverflow,
-	ReasonMaxTurns, ReasonTimeout, ReasonCancelled, ReasonToolError, ReasonInvalidTask, ReasonInternal, ReasonInterrupted, ReasonEvalFailed}
+	ReasonMaxTurns, ReasonTimeout, ReasonCancelled, ReasonEarlyStopped, ReasonToolError, ReasonInvalidTask, ReasonInternal, ReasonInterrupted, ReasonEvalFailed}
 
 // Sampling are the generation parameters of a request.
 type Sampling struct {

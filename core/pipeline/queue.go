@@ -1,0 +1,90 @@
+package pipeline
+
+import (
+	"container/heap"
+	"context"
+	"sync"
+)
+
+// startQueue holds rollouts waiting for init: the highest dispatch
+// priority starts first, submission order within a priority. Rollouts
+// already in a stage are never preempted; only the start order changes.
+type startQueue struct {
+	mu    sync.Mutex
+	items startHeap
+	seq   uint64
+	// ready holds one token per queued rollout, so workers block on a
+	// channel (and can leave on shutdown) instead of a condition variable.
+	ready chan struct{}
+}
+
+func newStartQueue(capacity int) *startQueue {
+	return &startQueue{ready: make(chan struct{}, capacity)}
+}
+
+// push queues r. It blocks only when more rollouts are queued than the
+// capacity, which Submit's reservation rules out; Recover feeds a backlog
+// through it from a goroutine.
+func (q *startQueue) push(ctx context.Context, r *Rollout) bool {
+	q.mu.Lock()
+	q.seq++
+	heap.Push(&q.items, queued{r: r, prio: r.Req.Priority, seq: q.seq})
+	q.mu.Unlock()
+	var done <-chan struct{}
+	if ctx != nil { // Submit may come before Start
+		done = ctx.Done()
+	}
+	select {
+	case q.ready <- struct{}{}:
+		return true
+	case <-done:
+		return false
+	}
+}
+
+// pop waits for the next rollout to start, or for ctx to end.
+func (q *startQueue) pop(ctx context.Context) (*Rollout, bool) {
+	select {
+	case <-q.ready:
+	case <-ctx.Done():
+		return nil, false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return heap.Pop(&q.items).(queued).r, true
+}
+
+// len is the number of queued rollouts.
+func (q *startQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items)
+}
+
+func (q *startQueue) capacity() int { return cap(q.ready) }
+
+type queued struct {
+	r    *Rollout
+	prio int
+	seq  uint64
+}
+
+type startHeap []queued
+
+func (h startHeap) Len() int { return len(h) }
+func (h startHeap) Less(i, j int) bool {
+	if h[i].prio != h[j].prio {
+		return h[i].prio > h[j].prio
+	}
+	return h[i].seq < h[j].seq
+}
+func (h startHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *startHeap) Push(x any)   { *h = append(*h, x.(queued)) }
+func (h *startHeap) Pop() any {
+	old := *h
+	n := len(old)
+	it := old[n-1]
+	old[n-1] = queued{}
+	*h = old[:n-1]
+	return it
+}
