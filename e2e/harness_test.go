@@ -146,6 +146,14 @@ const testTasks = `{"id":"t-add","question":"What is 17 + 25?","answer":"42"}
 {"data_source":"deepscaler","prompt":[{"role":"user","content":"How many positive divisors does 36 have?"}],"reward_model":{"ground_truth":"9"}}
 `
 
+// runWorkers is the default run pool unless the test's [pipeline] sets one.
+func runWorkers(pipelineTOML string) string {
+	if strings.Contains(pipelineTOML, "run_workers") {
+		return ""
+	}
+	return "run_workers = 64\n"
+}
+
 func newEnv(t *testing.T, o envOpts) *env {
 	t.Helper()
 	e := &env{t: t, dir: t.TempDir(), plugin: filepath.Join(binDir, "plugins/prorl-math")}
@@ -172,8 +180,7 @@ listen = "127.0.0.1:0"
 shutdown_timeout = "5s"
 %s
 [pipeline]
-run_workers = 64
-%s
+%s%s
 [backends]
 health_interval = "500ms"
 wait_for_backend = "10s"
@@ -187,7 +194,7 @@ path = %q
 %s
 [plugins.math.config]
 max_turns = 6
-%s`, static, o.serverTOML, o.pipelineTOML, o.backendsTOML, e.plugin, sha, o.pluginTOML, o.extraTOML)
+%s`, static, o.serverTOML, runWorkers(o.pipelineTOML), o.pipelineTOML, o.backendsTOML, e.plugin, sha, o.pluginTOML, o.extraTOML)
 	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

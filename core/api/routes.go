@@ -1,5 +1,5 @@
-// Package api is the host's HTTP API: the v1 API and the ProRL-compatible
-// endpoints. Every route is in this file.
+// Package api is the host's HTTP API: the v1 API, the ProRL-compatible
+// endpoints and Polar's task API. Every route is in this file.
 package api
 
 import (
@@ -41,11 +41,13 @@ type Server struct {
 	jobsMu        sync.Mutex
 	jobs          map[string]string // ProRL job_id -> rollout id
 	closing       atomic.Bool
+	// Polar's task API.
+	polar *polarTasks
 }
 
 // New returns the API handler with every route.
 func New(d Deps) (*Server, http.Handler) {
-	s := &Server{Deps: d, jobs: map[string]string{}}
+	s := &Server{Deps: d, jobs: map[string]string{}, polar: newPolarTasks()}
 	s.compatRunning.Store(d.Cfg.Compat.StartOnBoot)
 	r := mux.NewRouter()
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -108,6 +110,15 @@ func (s *Server) routes() []route {
 		{"/cancel", http.MethodPost, "prorl_cancel", userLevel, s.prorlCancel},
 		{"/add_llm_server", http.MethodPost, "prorl_add_llm_server", adminLevel, s.prorlAddServer},
 		{"/clear_llm_server", http.MethodPost, "prorl_clear_llm_server", adminLevel, s.prorlClearServers},
+		// Polar's task API (same paths, fields and status codes).
+		{"/rollout/task/submit", http.MethodPost, "polar_submit", userLevel, s.polarSubmit},
+		{"/rollout/task/{task_id:.+}", http.MethodGet, "polar_get_task", userLevel, s.polarGet},
+		{"/rollout/task/{task_id:.+}", http.MethodDelete, "polar_cancel_task", userLevel, s.polarCancel},
+		{"/rollout/status", http.MethodGet, "polar_status", userLevel, s.polarStatus},
+		{"/tasks", http.MethodGet, "polar_tasks", userLevel, s.polarTaskList},
+		{"/tasks/{task_id:.+}/sessions", http.MethodGet, "polar_sessions", userLevel, s.polarSessions},
+		{"/events", http.MethodGet, "polar_events", userLevel, s.polarEvents},
+		{"/health", http.MethodGet, "polar_health", publicLevel, s.polarHealth},
 	}
 }
 

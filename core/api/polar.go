@@ -1,0 +1,1033 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/prorl/prorl/core/pipeline"
+	"github.com/prorl/prorl/core/store"
+	"github.com/prorl/prorl/core/trajectory"
+)
+
+// Polar's task API (ProRL Agent's successor, src/polar/rollout/server.py),
+// with its paths, field names and status codes, mapped onto the pipeline:
+// a task is a group of num_samples rollouts; evaluator.strategy names the
+// domain and evaluator.config is the domain's task row; the instruction
+// is the row's prompt. Errors are FastAPI's: {"detail": "..."} for 404,
+// 409 and 503, {"detail": [{"type", "loc", "msg"}]} for 422.
+
+// polarTaskRequest is POST /rollout/task/submit (Polar's TaskRequest).
+type polarTaskRequest struct {
+	TaskID           string          `json:"task_id"`
+	Instruction      *string         `json:"instruction"`
+	NumSamples       *int            `json:"num_samples"`
+	DispatchPriority *int            `json:"dispatch_priority"`
+	EarlyStop        *int            `json:"early_stop_min_usable_sessions"`
+	TimeoutSeconds   *float64        `json:"timeout_seconds"`
+	MaxSteps         *int            `json:"max_steps"`
+	Runtime          *polarRuntime   `json:"runtime"`
+	Agent            *polarAgent     `json:"agent"`
+	Builder          *polarStrategy  `json:"builder"`
+	Evaluator        *polarEvaluator `json:"evaluator"`
+	CallbackURL      *string         `json:"callback_url"`
+	Metadata         json.RawMessage `json:"metadata"`
+}
+
+// polarRuntime is Polar's RuntimeSpec. The domain, not the trainer,
+// chooses the sandbox here: image, limits and network are the deployment's.
+type polarRuntime struct {
+	Backend               string            `json:"backend"`
+	Image                 string            `json:"image"`
+	Prepare               []json.RawMessage `json:"prepare"`
+	EvalPrepare           []json.RawMessage `json:"eval_prepare"`
+	Env                   map[string]string `json:"env"`
+	Network               *string           `json:"network"`
+	Workdir               *string           `json:"workdir"`
+	DirectExecInitCommand *string           `json:"direct_exec_init_command"`
+	CPUs                  *int              `json:"cpus"`
+	MemoryMB              *int              `json:"memory_mb"`
+	StorageMB             *int              `json:"storage_mb"`
+	GPUs                  int               `json:"gpus"`
+	AllowInternet         *bool             `json:"allow_internet"`
+	InternetVolumes       []string          `json:"internet_volumes"`
+	ImportPath            *string           `json:"import_path"`
+	Kwargs                map[string]any    `json:"kwargs"`
+}
+
+// polarAgent is Polar's AgentSpec.
+type polarAgent struct {
+	Harness    string            `json:"harness"`
+	ImportPath *string           `json:"import_path"`
+	ModelName  string            `json:"model_name"`
+	Settings   map[string]any    `json:"settings"`
+	Env        map[string]string `json:"env"`
+}
+
+type polarStrategy struct {
+	Strategy string         `json:"strategy"`
+	Config   map[string]any `json:"config"`
+}
+
+type polarEvaluator struct {
+	Strategy       string            `json:"strategy"`
+	Config         json.RawMessage   `json:"config"`
+	Env            map[string]string `json:"env"`
+	RefreshRuntime bool              `json:"refresh_runtime"`
+}
+
+// PolarTrace is one trace of a session: here the rollout's one exact
+// token sequence, split at the prompt.
+type PolarTrace struct {
+	PromptIDs        []int                `json:"prompt_ids"`
+	ResponseIDs      []int                `json:"response_ids"`
+	LossMask         []int8               `json:"loss_mask"`
+	PromptMessages   []trajectory.Message `json:"prompt_messages"`
+	ResponseMessages []trajectory.Message `json:"response_messages"`
+	Tools            []trajectory.Tool    `json:"tools"`
+	FinishReason     *string              `json:"finish_reason"`
+	ResponseLogprobs []float64            `json:"response_logprobs"`
+	Reward           *float64             `json:"reward"`
+	Metadata         map[string]any       `json:"metadata"`
+}
+
+// PolarTrajectory is Polar's Trajectory.
+type PolarTrajectory struct {
+	Status   string         `json:"status"`
+	Metadata map[string]any `json:"metadata"`
+	Traces   []PolarTrace   `json:"traces"`
+	Error    *string        `json:"error"`
+}
+
+// PolarTiming holds the fields of Polar's SessionTiming we measure (it
+// forbids others), in milliseconds.
+type PolarTiming struct {
+	RegisterToInitQueueMS float64 `json:"register_to_init_queue_ms"`
+	InitMS                float64 `json:"init_ms"`
+	RunMS                 float64 `json:"run_ms"`
+	PostrunMS             float64 `json:"postrun_ms"`
+	EvalMS                float64 `json:"eval_ms"`
+	E2EMS                 float64 `json:"e2e_ms"`
+}
+
+// PolarSession is Polar's SessionResult.
+type PolarSession struct {
+	SessionID  string          `json:"session_id"`
+	TaskID     string          `json:"task_id"`
+	Status     string          `json:"status"`
+	Trajectory PolarTrajectory `json:"trajectory"`
+	Timing     PolarTiming     `json:"timing"`
+	NodeID     *string         `json:"node_id"`
+	Error      *string         `json:"error"`
+	Metadata   map[string]any  `json:"metadata"`
+}
+
+// PolarTaskStatus is GET /rollout/task/{id} (Polar's TaskStatus), with
+// the group it runs as, for our v1 API.
+type PolarTaskStatus struct {
+	TaskID            string         `json:"task_id"`
+	Status            string         `json:"status"`
+	TotalSessions     int            `json:"total_sessions"`
+	CompletedSessions int            `json:"completed_sessions"`
+	Results           []PolarSession `json:"results"`
+	ResultPaths       []string       `json:"result_paths"`
+	GroupID           string         `json:"group_id,omitempty"`
+}
+
+// polarTask is a task's record.
+type polarTask struct {
+	id, group, harness, model, callback string
+	rollouts                            []string
+	status                              string
+	results                             []PolarSession
+	errored                             int
+	created, updated                    time.Time
+	done                                chan struct{} // closed when every session has its result
+}
+
+// polarTasks holds the task records. Polar keeps them in memory; here a
+// task's group and rollout ids are also in the store, so after a restart
+// GET /rollout/task/{id} rebuilds the task from the durable results.
+type polarTasks struct {
+	mu         sync.Mutex
+	tasks      map[string]*polarTask
+	tombstones map[string]time.Time
+	events     *eventBus
+	node       *string
+}
+
+// Finished tasks kept in memory; older ones are acknowledged in the store.
+const polarKeep = 1000
+
+// A DELETE with register_if_missing keeps a late submit of the id out this long (Polar's TTL).
+const tombstoneTTL = 5 * time.Minute
+
+func newPolarTasks() *polarTasks {
+	pt := &polarTasks{tasks: map[string]*polarTask{}, tombstones: map[string]time.Time{}, events: newEventBus()}
+	if h, err := os.Hostname(); err == nil {
+		pt.node = &h
+	}
+	return pt
+}
+
+// polarDetail is FastAPI's 422 body: a list naming each bad field.
+func polarInvalid(w http.ResponseWriter, field, msg string) {
+	loc := []any{"body"}
+	for _, p := range strings.Split(field, ".") {
+		if p == "" {
+			continue
+		}
+		if n, err := strconv.Atoi(p); err == nil {
+			loc = append(loc, n)
+		} else {
+			loc = append(loc, p)
+		}
+	}
+	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": []map[string]any{{"type": "value_error", "loc": loc, "msg": msg}}})
+}
+
+func (s *Server) polarSubmit(w http.ResponseWriter, r *http.Request) {
+	var tr polarTaskRequest
+	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &tr); e != nil {
+		if e.Status == http.StatusRequestEntityTooLarge || e.Status == http.StatusRequestTimeout {
+			writeError(w, e)
+			return
+		}
+		polarInvalid(w, e.Field, e.Message)
+		return
+	}
+	reqs, task, field, msg := s.polarRequests(&tr)
+	if field != "" || msg != "" {
+		polarInvalid(w, field, msg)
+		return
+	}
+	if plug, ok := s.Plugins.Get(reqs[0].Domain); ok && !plug.Healthy() {
+		// Polar's 503 for runtime assets that are missing: the domain is down.
+		detail(w, http.StatusServiceUnavailable, fmt.Sprintf("domain %q is not available: %s", plug.Name, plug.LastError()))
+		return
+	}
+	pt := s.polar
+	pt.mu.Lock()
+	now := time.Now()
+	for id, until := range pt.tombstones {
+		if now.After(until) {
+			delete(pt.tombstones, id)
+		}
+	}
+	if _, dead := pt.tombstones[tr.TaskID]; dead {
+		pt.mu.Unlock()
+		detail(w, http.StatusConflict, fmt.Sprintf("task %s was cancelled before submission", tr.TaskID))
+		return
+	}
+	if old := pt.tasks[tr.TaskID]; old != nil && (old.status == "running" || old.status == "cancelling") {
+		pt.mu.Unlock()
+		detail(w, http.StatusConflict, fmt.Sprintf("task %s is already running", tr.TaskID))
+		return
+	}
+	// Held across the submit so a concurrent duplicate id waits and then
+	// sees this one running.
+	defer pt.mu.Unlock()
+	rs, e := s.enqueue(reqs)
+	if e != nil {
+		detail(w, e.Status, e.Message)
+		return
+	}
+	task.rollouts = ids(rs)
+	task.created, task.updated = now, now
+	// Durable: the task's group and rollouts, so a restarted host finds them.
+	s.rememberPolarTask(task)
+	pt.tasks[task.id] = task
+	pt.prune(s.Store)
+	pt.events.publish("task.created", map[string]any{"task_id": task.id, "status": "running", "harness": task.harness, "model": task.model, "num_samples": len(rs)})
+	go s.polarWatch(task, rs)
+	writeJSON(w, http.StatusOK, map[string]string{"task_id": task.id, "status": "running"})
+}
+
+// rememberPolarTask records task id -> group in the store's key table;
+// a resubmitted id gets the next slot, and the last slot wins on lookup.
+func (s *Server) rememberPolarTask(t *polarTask) {
+	for k := 1; k < 1<<16; k++ {
+		if _, fresh := s.Store.Remember(polarKey(t.id, k), store.Submission{GroupID: t.group, RolloutIDs: t.rollouts}); fresh {
+			return
+		}
+	}
+}
+
+func polarKey(id string, k int) string { return fmt.Sprintf("polar-task:%d:%s", k, id) }
+
+// polarRequests validates a task and maps it to rollouts; field and msg
+// name what is wrong.
+func (s *Server) polarRequests(tr *polarTaskRequest) (reqs []pipeline.Request, t *polarTask, field, msg string) {
+	bad := func(f, format string, a ...any) ([]pipeline.Request, *polarTask, string, string) {
+		return nil, nil, f, fmt.Sprintf(format, a...)
+	}
+	if tr.TaskID == "" || len(tr.TaskID) > 512 {
+		return bad("task_id", "required: a non-empty string of at most 512 characters")
+	}
+	if tr.Instruction == nil {
+		return bad("instruction", "Field required")
+	}
+	if tr.Agent == nil {
+		return bad("agent", "Field required")
+	}
+	n := 1
+	if tr.NumSamples != nil {
+		n = *tr.NumSamples
+	}
+	if n < 1 || n > s.Cfg.Server.MaxSamples {
+		return bad("num_samples", "must be between 1 and %d, got %d", s.Cfg.Server.MaxSamples, n)
+	}
+	prio := 0
+	if tr.DispatchPriority != nil {
+		prio = *tr.DispatchPriority
+	}
+	if prio < 0 || prio > maxPriority {
+		return bad("dispatch_priority", "must be between 0 and %d, got %d", maxPriority, prio)
+	}
+	early := 0
+	if tr.EarlyStop != nil {
+		early = *tr.EarlyStop
+		if early < 1 {
+			return bad("early_stop_min_usable_sessions", "must be at least 1, got %d", early)
+		}
+		if early > n {
+			return bad("early_stop_min_usable_sessions", "early_stop_min_usable_sessions cannot exceed num_samples")
+		}
+	}
+	timeout := 600.0
+	if tr.TimeoutSeconds != nil {
+		timeout = *tr.TimeoutSeconds
+	}
+	if !(timeout > 0) || timeout > maxTimeout.Seconds() || math.IsInf(timeout, 0) {
+		return bad("timeout_seconds", "must be greater than 0 and at most %v, got %v", maxTimeout.Seconds(), timeout)
+	}
+	turns := 0
+	if tr.MaxSteps != nil {
+		if *tr.MaxSteps < 1 || *tr.MaxSteps > maxTurnsLimit {
+			return bad("max_steps", "must be between 1 and %d", maxTurnsLimit)
+		}
+		turns = *tr.MaxSteps
+	}
+	if rt := tr.Runtime; rt != nil {
+		switch {
+		case rt.Backend != "" && rt.Backend != "docker" && rt.Backend != "apptainer":
+			return bad("runtime.backend", "must be docker or apptainer, got %q", rt.Backend)
+		case strings.TrimSpace(rt.Image) == "":
+			return bad("runtime.image", "runtime image must be non-empty")
+		case len(rt.Prepare) > 0, len(rt.EvalPrepare) > 0:
+			return bad("runtime.prepare", "not supported: the domain prepares its own sandbox; put setup steps in the domain's image or task row")
+		case len(rt.Env) > 0:
+			return bad("runtime.env", "not supported: the domain sets the sandbox environment")
+		case rt.GPUs > 0:
+			return bad("runtime.gpus", "not supported: sandboxes here have no GPUs")
+		case rt.ImportPath != nil, rt.DirectExecInitCommand != nil:
+			return bad("runtime.import_path", "not supported: custom runtimes are not loaded")
+		case len(rt.InternetVolumes) > 0:
+			return bad("runtime.internet_volumes", "not supported: sandboxes here have no network")
+		}
+	}
+	ag := tr.Agent
+	if ag.Harness != "" && ag.Harness != "prorl" {
+		return bad("agent.harness", "harness %q is not supported: this host runs its own agent loop (harness \"prorl\")", ag.Harness)
+	}
+	if ag.ImportPath != nil {
+		return bad("agent.import_path", "not supported: this host runs its own agent loop (harness \"prorl\")")
+	}
+	if len(ag.Env) > 0 {
+		return bad("agent.env", "not supported: the agent loop runs in the host, not in an environment of its own")
+	}
+	sp, st, f, m := polarSampling(ag.Settings)
+	if f != "" {
+		return bad(f, "%s", m)
+	}
+	if st > 0 {
+		turns = st
+	}
+	if b := tr.Builder; b != nil && b.Strategy != "per_request" && b.Strategy != "prefix_merging" {
+		return bad("builder.strategy", "must be per_request or prefix_merging (both give one exact trace per session here), got %q", b.Strategy)
+	}
+	ev := tr.Evaluator
+	if ev == nil || ev.Strategy == "" {
+		return bad("evaluator.strategy", "required: the domain that scores the task (%s) or one of its data_source names", strings.Join(s.Plugins.Names(), ", "))
+	}
+	if len(ev.Env) > 0 {
+		return bad("evaluator.env", "not supported: the domain's evaluator has its own configuration")
+	}
+	plug, ok := s.Plugins.Get(ev.Strategy)
+	if !ok {
+		if plug, ok = s.Plugins.ByDataSource(ev.Strategy); !ok {
+			return bad("evaluator.strategy", "no enabled domain is called or accepts %q; enabled domains: %s", ev.Strategy, strings.Join(s.Plugins.Names(), ", "))
+		}
+	}
+	row := map[string]json.RawMessage{}
+	if c := bytes.TrimSpace(ev.Config); len(c) > 0 && string(c) != "null" {
+		if c[0] != '{' || json.Unmarshal(c, &row) != nil {
+			return bad("evaluator.config", "must be a JSON object: the domain's task row")
+		}
+	}
+	// The instruction is the row's prompt unless the row has its own.
+	has := false
+	for _, k := range []string{"prompt", "question", "problem", "problem_statement"} {
+		if _, ok := row[k]; ok {
+			has = true
+		}
+	}
+	if !has {
+		if *tr.Instruction == "" {
+			return bad("instruction", "empty, and evaluator.config has no prompt of its own")
+		}
+		key := "prompt"
+		if plug.Name == "swe" {
+			key = "problem_statement"
+		}
+		row[key], _ = json.Marshal(*tr.Instruction)
+	}
+	delete(row, "domain")
+	delete(row, "data_source")
+	row["domain"], _ = json.Marshal(plug.Name)
+	task, _ := json.Marshal(row)
+	if len(tr.Metadata) > maxMetadata {
+		return bad("metadata", "at most %d bytes", maxMetadata)
+	}
+	var meta map[string]any
+	if m := bytes.TrimSpace(tr.Metadata); len(m) > 0 && string(m) != "null" {
+		if err := json.Unmarshal(m, &meta); err != nil || meta == nil {
+			return bad("metadata", "must be a JSON object")
+		}
+	}
+	if v, ok := meta["agent_timeout"]; ok && v != nil {
+		if f, isNum := v.(float64); !isNum || !(f > 0) {
+			return bad("metadata", "metadata.agent_timeout must be a positive finite number")
+		}
+	}
+	// Polar's per-sample eval seeds: seed base + sample index.
+	if v, ok := meta["eval_sampling_seed_base"]; ok && v != nil {
+		f, isNum := v.(float64)
+		if !isNum || f != math.Trunc(f) || f < 0 {
+			return bad("metadata.eval_sampling_seed_base", "eval_sampling_seed_base must be an integer")
+		}
+		seed := int64(f)
+		sp.Seed = &seed
+	}
+	metaJSON, _ := json.Marshal(map[string]any{"polar_task_id": tr.TaskID, "task_metadata": meta})
+	gid := pipeline.NewID("g-")
+	reqs = make([]pipeline.Request, n)
+	for i := range reqs {
+		rq := pipeline.Request{GroupID: gid, Index: i, Domain: plug.Name, Task: task, Sampling: sp, MaxTurns: turns,
+			Timeout: time.Duration(timeout * float64(time.Second)), Metadata: metaJSON, Priority: prio, EarlyStopMin: early}
+		if sp.Seed != nil {
+			seed := *sp.Seed + int64(i)
+			rq.Sampling.Seed = &seed
+		}
+		reqs[i] = rq
+	}
+	t = &polarTask{id: tr.TaskID, group: gid, harness: "prorl", model: ag.ModelName, status: "running", done: make(chan struct{})}
+	if tr.CallbackURL != nil && *tr.CallbackURL != "" {
+		u, err := url.Parse(*tr.CallbackURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return bad("callback_url", "must be an http or https URL")
+		}
+		t.callback = *tr.CallbackURL
+	}
+	return reqs, t, "", ""
+}
+
+// polarSampling maps agent.settings to sampling; unknown keys are refused.
+func polarSampling(set map[string]any) (sp trajectory.Sampling, turns int, field, msg string) {
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := set[k]
+		f, isNum := v.(float64)
+		integer := isNum && f == math.Trunc(f)
+		field = "agent.settings." + k
+		switch k {
+		case "temperature", "top_p":
+			if !isNum {
+				return sp, 0, field, "must be a number"
+			}
+			if k == "temperature" {
+				sp.Temperature = &f
+			} else {
+				sp.TopP = &f
+			}
+		case "top_k", "seed", "sampling_seed", "max_tokens", "max_tokens_per_turn", "max_total_tokens", "max_turns", "max_steps":
+			if !integer || f < -1 || f > maxTokensLimit {
+				return sp, 0, field, "must be an integer"
+			}
+			switch k {
+			case "top_k":
+				n := int(f)
+				sp.TopK = &n
+			case "seed", "sampling_seed":
+				n := int64(f)
+				sp.Seed = &n
+			case "max_tokens", "max_tokens_per_turn":
+				sp.MaxTokensPerTurn = int(f)
+			case "max_total_tokens":
+				sp.MaxTotalTokens = int(f)
+			default:
+				if f < 1 || f > maxTurnsLimit {
+					return sp, 0, field, fmt.Sprintf("must be between 1 and %d", maxTurnsLimit)
+				}
+				turns = int(f)
+			}
+		case "stop":
+			arr, ok := v.([]any)
+			if !ok || len(arr) > 16 {
+				return sp, 0, field, "must be a list of at most 16 strings"
+			}
+			for _, a := range arr {
+				str, ok := a.(string)
+				if !ok {
+					return sp, 0, field, "must be a list of strings"
+				}
+				sp.Stop = append(sp.Stop, str)
+			}
+		default:
+			return sp, 0, field, "unknown setting; this host reads temperature, top_p, top_k, seed, sampling_seed, max_tokens, max_total_tokens, max_turns, stop"
+		}
+	}
+	if t := sp.Temperature; t != nil && (*t < 0 || *t > 100) {
+		return sp, 0, "agent.settings.temperature", "must be between 0 and 100"
+	}
+	if p := sp.TopP; p != nil && (*p <= 0 || *p > 1) {
+		return sp, 0, "agent.settings.top_p", "must be in (0, 1]"
+	}
+	if sp.MaxTokensPerTurn < 0 || sp.MaxTotalTokens < 0 {
+		return sp, 0, "agent.settings.max_tokens", "must not be negative"
+	}
+	return sp, turns, "", ""
+}
+
+// polarWatch collects a task's results as its rollouts finish, then marks
+// it completed and calls back.
+func (s *Server) polarWatch(t *polarTask, rs []*pipeline.Rollout) {
+	pt := s.polar
+	type fin struct{ r *pipeline.Rollout }
+	finished := make(chan fin, len(rs))
+	for _, r := range rs {
+		go func(r *pipeline.Rollout) { <-r.Done(); finished <- fin{r} }(r)
+	}
+	for range rs {
+		f := <-finished
+		res, ok := s.Store.Get(f.r.ID)
+		if !ok {
+			continue
+		}
+		sess := toPolarSession(res, t.id, pt.node)
+		pt.mu.Lock()
+		cancelled := t.status == "cancelling" || t.status == "cancelled"
+		if !cancelled || res.Status != trajectory.StatusCancelled {
+			t.results = append(t.results, sess)
+			if sess.Status != "COMPLETED" {
+				t.errored++
+			}
+		}
+		t.updated = time.Now()
+		completed, total := len(t.results), len(t.rollouts)
+		pt.mu.Unlock()
+		pt.events.publish("session.state_changed", map[string]any{"task_id": t.id, "session_id": sess.SessionID, "status": sess.Status})
+		pt.events.publish("task.updated", map[string]any{"task_id": t.id, "completed_sessions": completed, "total_sessions": total})
+	}
+	pt.mu.Lock()
+	callback := ""
+	if t.status == "running" {
+		t.status = "completed"
+		callback = t.callback
+	}
+	t.updated = time.Now()
+	close(t.done)
+	st := pt.statusLocked(t)
+	pt.mu.Unlock()
+	pt.events.publish("task.completed", map[string]any{"task_id": t.id, "status": st.Status, "completed_sessions": st.CompletedSessions})
+	if callback != "" {
+		s.polarCallback(callback, st)
+	}
+}
+
+// polarCallback POSTs the terminal TaskResult {task_id, status, results,
+// result_paths}, retrying a failed delivery (Polar tries once).
+func (s *Server) polarCallback(u string, st PolarTaskStatus) {
+	body, _ := json.Marshal(map[string]any{"task_id": st.TaskID, "status": st.Status, "results": st.Results, "result_paths": st.ResultPaths})
+	client := &http.Client{Timeout: 10 * time.Second}
+	var last error
+	for attempt := 1; attempt <= polarCallbackAttempts; attempt++ {
+		res, err := client.Post(u, "application/json", bytes.NewReader(body))
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode/100 == 2 {
+				return
+			}
+			err = fmt.Errorf("status %d", res.StatusCode)
+		}
+		last = err
+		if attempt < polarCallbackAttempts {
+			time.Sleep(polarCallbackBackoff * time.Duration(1<<(attempt-1)))
+		}
+	}
+	s.Log.Warn("polar callback failed; the trainer must poll GET /rollout/task/{id}", "task", st.TaskID, "url", u, "attempts", polarCallbackAttempts, "error", last)
+}
+
+// Callback delivery: 4 attempts, 0.5 s, 1 s, 2 s apart.
+var (
+	polarCallbackAttempts = 4
+	polarCallbackBackoff  = 500 * time.Millisecond
+)
+
+// toPolarSession converts a result to Polar's SessionResult.
+func toPolarSession(res *trajectory.Result, taskID string, node *string) PolarSession {
+	st := "ERROR"
+	switch res.Status {
+	case trajectory.StatusCompleted, trajectory.StatusTruncated:
+		st = "COMPLETED"
+	case trajectory.StatusTimeout:
+		st = "TIMEOUT"
+	}
+	var errMsg *string
+	if f := res.Failure; f != nil && st != "COMPLETED" {
+		m := f.Reason
+		if f.Message != "" {
+			m += ": " + f.Message
+		}
+		errMsg = &m
+	}
+	meta := map[string]any{}
+	var rm struct {
+		TaskMetadata map[string]any `json:"task_metadata"`
+	}
+	if json.Unmarshal(res.Metadata, &rm) == nil {
+		for k, v := range rm.TaskMetadata {
+			meta[k] = v
+		}
+	}
+	if res.Failure != nil && res.Failure.Reason == trajectory.ReasonEarlyStopped {
+		meta["early_stopped"] = true
+	}
+	tr := PolarTrajectory{Status: st, Error: errMsg, Traces: []PolarTrace{},
+		Metadata: map[string]any{"rollout_id": res.ID, "group_id": res.GroupID, "sample_index": res.SampleIndex, "attempt": res.Attempt,
+			"domain": res.Domain, "policy_version": res.PolicyVersion, "record_count": len(res.Turns), "metrics": res.Metrics}}
+	tk := res.Tokens
+	if pl := tk.PromptLen; pl > 0 && pl < len(tk.IDs) && len(tk.LossMask) == len(tk.IDs) && len(tk.Logprobs) == len(tk.IDs) {
+		first := len(res.Messages)
+		for i, m := range res.Messages {
+			if m.Role == "assistant" {
+				first = i
+				break
+			}
+		}
+		trace := PolarTrace{PromptIDs: tk.IDs[:pl], ResponseIDs: tk.IDs[pl:], LossMask: tk.LossMask[pl:], ResponseLogprobs: tk.Logprobs[pl:],
+			PromptMessages: res.Messages[:first], ResponseMessages: res.Messages[first:], Tools: res.Tools,
+			Metadata: map[string]any{"resolved": res.Resolved, "turns": len(res.Turns)}}
+		if res.Tools == nil {
+			trace.Tools = []trajectory.Tool{}
+		}
+		if res.EndReason != "" {
+			e := res.EndReason
+			trace.FinishReason = &e
+		}
+		if st == "COMPLETED" {
+			r := res.Reward
+			trace.Reward = &r
+		}
+		if len(res.Info) > 0 {
+			trace.Metadata["info"] = res.Info
+		}
+		tr.Traces = append(tr.Traces, trace)
+	}
+	t := res.Timing
+	return PolarSession{SessionID: res.ID, TaskID: taskID, Status: st, Trajectory: tr, NodeID: node, Error: errMsg, Metadata: meta,
+		Timing: PolarTiming{RegisterToInitQueueMS: t.QueuedMS, InitMS: t.InitMS, RunMS: t.RunMS, PostrunMS: t.EvalMS, EvalMS: t.EvalMS, E2EMS: t.TotalMS}}
+}
+
+func (pt *polarTasks) statusLocked(t *polarTask) PolarTaskStatus {
+	return PolarTaskStatus{TaskID: t.id, Status: t.status, TotalSessions: len(t.rollouts), CompletedSessions: len(t.results),
+		Results: append([]PolarSession{}, t.results...), ResultPaths: []string{}, GroupID: t.group}
+}
+
+// prune drops the oldest finished tasks past polarKeep and acknowledges
+// their results in the store; pt.mu is held.
+func (pt *polarTasks) prune(st store.Store) {
+	if len(pt.tasks) <= polarKeep {
+		return
+	}
+	var old []*polarTask
+	for _, t := range pt.tasks {
+		if t.status != "running" && t.status != "cancelling" {
+			old = append(old, t)
+		}
+	}
+	sort.Slice(old, func(i, j int) bool { return old[i].updated.Before(old[j].updated) })
+	for _, t := range old[:min(len(old), len(pt.tasks)-polarKeep)] {
+		delete(pt.tasks, t.id)
+		_, _ = st.Ack(t.rollouts)
+	}
+}
+
+// lookup finds a task, in memory or, after a restart, from the store.
+func (s *Server) polarLookup(id string) *polarTask {
+	pt := s.polar
+	pt.mu.Lock()
+	t := pt.tasks[id]
+	pt.mu.Unlock()
+	if t != nil {
+		return t
+	}
+	var sub store.Submission
+	found := false
+	for k := 1; k < 1<<16; k++ {
+		v, ok := s.Store.Idempotent(polarKey(id, k))
+		if !ok {
+			break
+		}
+		sub, found = v, true
+	}
+	if !found {
+		return nil
+	}
+	t = &polarTask{id: id, group: sub.GroupID, rollouts: sub.RolloutIDs, harness: "prorl", status: "running", done: make(chan struct{})}
+	var live []*pipeline.Rollout
+	for _, rid := range sub.RolloutIDs {
+		if res, ok := s.Store.Get(rid); ok && res.Status.Finished() {
+			sess := toPolarSession(res, id, pt.node)
+			t.results = append(t.results, sess)
+			if sess.Status != "COMPLETED" {
+				t.errored++
+			}
+		} else if r, ok := s.Pipeline.Lookup(rid); ok {
+			live = append(live, r)
+		}
+	}
+	t.created, t.updated = time.Now(), time.Now()
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if cur := pt.tasks[id]; cur != nil {
+		return cur
+	}
+	pt.tasks[id] = t
+	if len(live) == 0 {
+		t.status = "completed"
+		close(t.done)
+	} else {
+		go s.polarWatch(t, live)
+	}
+	return t
+}
+
+func (s *Server) polarGet(w http.ResponseWriter, r *http.Request) {
+	t := s.polarLookup(mux.Vars(r)["task_id"])
+	if t == nil {
+		detail(w, http.StatusNotFound, "Task not found")
+		return
+	}
+	s.polar.mu.Lock()
+	st := s.polar.statusLocked(t)
+	s.polar.mu.Unlock()
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) polarCancel(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["task_id"]
+	reg := false
+	if v := r.URL.Query().Get("register_if_missing"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": []map[string]any{{"type": "bool_parsing", "loc": []any{"query", "register_if_missing"}, "msg": "Input should be a valid boolean"}}})
+			return
+		}
+		reg = b
+	}
+	pt := s.polar
+	t := s.polarLookup(id)
+	if t == nil {
+		if !reg {
+			detail(w, http.StatusNotFound, "Task not found")
+			return
+		}
+		pt.mu.Lock()
+		pt.tombstones[id] = time.Now().Add(tombstoneTTL)
+		pt.mu.Unlock()
+		writeJSON(w, http.StatusOK, PolarTaskStatus{TaskID: id, Status: "cancelled", Results: []PolarSession{}, ResultPaths: []string{}})
+		return
+	}
+	pt.mu.Lock()
+	if t.status != "running" {
+		st := pt.statusLocked(t)
+		pt.mu.Unlock()
+		writeJSON(w, http.StatusOK, st)
+		return
+	}
+	t.status = "cancelling"
+	pt.mu.Unlock()
+	s.Pipeline.CancelWhere(func(ro *pipeline.Rollout) bool { return ro.Req.GroupID == t.group }, "polar task cancelled")
+	select {
+	case <-t.done:
+	case <-r.Context().Done():
+		return
+	case <-time.After(30 * time.Second):
+	}
+	pt.mu.Lock()
+	if t.status != "completed" {
+		t.status = "cancelled"
+	}
+	t.updated = time.Now()
+	st := pt.statusLocked(t)
+	pt.mu.Unlock()
+	pt.events.publish("task.completed", map[string]any{"task_id": id, "status": "cancelled"})
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) polarStatus(w http.ResponseWriter, _ *http.Request) {
+	pt := s.polar
+	pt.mu.Lock()
+	tasks := map[string]string{}
+	pending := 0
+	for id, t := range pt.tasks {
+		tasks[id] = t.status
+		if t.status == "running" || t.status == "cancelling" {
+			pending += len(t.rollouts) - len(t.results)
+		}
+	}
+	pt.mu.Unlock()
+	st := s.Pipeline.Stats()
+	writeJSON(w, http.StatusOK, map[string]any{
+		"tasks":    tasks,
+		"pipeline": map[string]any{"pending_sessions": pending, "init_queue_depth": st.InitQueue, "init_inflight": st.ActiveInit, "ready_depth": st.RunQueue, "run_inflight": st.ActiveRun, "postrun_queue_depth": st.EvalQueue, "postrun_inflight": st.ActiveEval},
+		"nodes":    map[string]any{"total": 1, "healthy": 1, "node_ids": []any{pt.node}},
+	})
+}
+
+func (s *Server) polarHealth(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "nodes": 1})
+}
+
+func (s *Server) polarTaskList(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := 200
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": []map[string]any{{"type": "value_error", "loc": []any{"query", "limit"}, "msg": "must be an integer from 1 to 1000"}}})
+			return
+		}
+		limit = n
+	}
+	var since *float64
+	if v := q.Get("since"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": []map[string]any{{"type": "float_parsing", "loc": []any{"query", "since"}, "msg": "Input should be a valid number"}}})
+			return
+		}
+		since = &f
+	}
+	pt := s.polar
+	pt.mu.Lock()
+	out := []map[string]any{}
+	for _, t := range pt.tasks {
+		up := float64(t.updated.UnixNano()) / 1e9
+		if (q.Get("status") != "" && t.status != q.Get("status")) || (q.Get("harness") != "" && t.harness != q.Get("harness")) || (since != nil && up < *since) {
+			continue
+		}
+		out = append(out, map[string]any{"task_id": t.id, "status": t.status, "harness": t.harness, "model": t.model,
+			"num_samples": len(t.rollouts), "completed_sessions": len(t.results), "errored_sessions": t.errored,
+			"mean_reward": meanReward(t.results), "mean_traces": meanTraces(t.results), "mean_completions": meanCompletions(t.results),
+			"created_at": float64(t.created.UnixNano()) / 1e9, "updated_at": up, "source": "live"})
+	}
+	pt.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i]["updated_at"].(float64) > out[j]["updated_at"].(float64) })
+	writeJSON(w, http.StatusOK, map[string]any{"tasks": out[:min(limit, len(out))]})
+}
+
+func meanReward(rs []PolarSession) *float64 {
+	var sum float64
+	n := 0
+	for _, r := range rs {
+		if tr := r.Trajectory.Traces; len(tr) > 0 && tr[len(tr)-1].Reward != nil {
+			sum += *tr[len(tr)-1].Reward
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	m := sum / float64(n)
+	return &m
+}
+
+func meanTraces(rs []PolarSession) *float64 {
+	if len(rs) == 0 {
+		return nil
+	}
+	n := 0
+	for _, r := range rs {
+		n += len(r.Trajectory.Traces)
+	}
+	m := float64(n) / float64(len(rs))
+	return &m
+}
+
+func meanCompletions(rs []PolarSession) *float64 {
+	if len(rs) == 0 {
+		return nil
+	}
+	n := 0
+	for _, r := range rs {
+		if c, ok := r.Trajectory.Metadata["record_count"].(int); ok {
+			n += c
+		}
+	}
+	m := float64(n) / float64(len(rs))
+	return &m
+}
+
+func (s *Server) polarSessions(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["task_id"]
+	t := s.polarLookup(id)
+	if t == nil {
+		detail(w, http.StatusNotFound, "Task not found")
+		return
+	}
+	pt := s.polar
+	pt.mu.Lock()
+	done := map[string]PolarSession{}
+	for _, sess := range t.results {
+		done[sess.SessionID] = sess
+	}
+	rollouts := append([]string{}, t.rollouts...)
+	pt.mu.Unlock()
+	out := []map[string]any{}
+	for _, rid := range rollouts {
+		if sess, ok := done[rid]; ok {
+			var reward *float64
+			if tr := sess.Trajectory.Traces; len(tr) > 0 {
+				reward = tr[len(tr)-1].Reward
+			}
+			out = append(out, map[string]any{"session_id": rid, "task_id": id, "status": sess.Status, "node_id": sess.NodeID, "reward": reward, "timing": sess.Timing, "error": sess.Error})
+			continue
+		}
+		status := "REGISTERED"
+		if ro, ok := s.Pipeline.Lookup(rid); ok {
+			snap := s.Pipeline.Snapshot(ro)
+			status = polarLiveStatus(string(snap.Status), snap.Stage)
+		}
+		out = append(out, map[string]any{"session_id": rid, "task_id": id, "status": status})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"task_id": id, "sessions": out})
+}
+
+// polarLiveStatus names a live rollout's place in Polar's session states.
+func polarLiveStatus(status, stage string) string {
+	running := status == "running"
+	switch stage {
+	case trajectory.StageInit:
+		if running {
+			return "INITIALIZING"
+		}
+		return "REGISTERED"
+	case trajectory.StageRun:
+		if running {
+			return "RUNNING"
+		}
+		return "READY"
+	case trajectory.StageEval:
+		if running {
+			return "EVALUATING"
+		}
+		return "POST_RUN"
+	}
+	return "REGISTERED"
+}
+
+// polarEvents is GET /events: the task and session events as SSE.
+func (s *Server) polarEvents(w http.ResponseWriter, r *http.Request) {
+	sub := s.polar.events.subscribe()
+	defer s.polar.events.unsubscribe(sub)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	flush := func() {
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	fmt.Fprint(w, ": connected\n\n")
+	flush()
+	keep := time.NewTicker(15 * time.Second)
+	defer keep.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case ev, ok := <-sub.ch:
+			if !ok {
+				return // too slow: dropped, the client reconnects
+			}
+			_, _ = w.Write(ev)
+			flush()
+		case <-keep.C:
+			fmt.Fprint(w, ": heartbeat\n\n")
+			flush()
+		}
+	}
+}
+
+// eventBus fans events out to SSE subscribers. A subscriber that falls
+// 256 events behind is dropped rather than slowing the host.
+type eventBus struct {
+	mu   sync.Mutex
+	seq  uint64
+	subs map[*subscriber]struct{}
+}
+
+type subscriber struct{ ch chan []byte }
+
+func newEventBus() *eventBus { return &eventBus{subs: map[*subscriber]struct{}{}} }
+
+func (b *eventBus) subscribe() *subscriber {
+	s := &subscriber{ch: make(chan []byte, 256)}
+	b.mu.Lock()
+	b.subs[s] = struct{}{}
+	b.mu.Unlock()
+	return s
+}
+
+func (b *eventBus) unsubscribe(s *subscriber) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.subs[s]; ok {
+		delete(b.subs, s)
+		close(s.ch)
+	}
+}
+
+func (b *eventBus) publish(typ string, payload map[string]any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.seq++
+	data, _ := json.Marshal(map[string]any{"type": typ, "payload": payload, "ts": float64(time.Now().UnixNano()) / 1e9})
+	ev := []byte(fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", b.seq, typ, data))
+	for s := range b.subs {
+		select {
+		case s.ch <- ev:
+		default:
+			delete(b.subs, s)
+			close(s.ch)
+		}
+	}
+}
