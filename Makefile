@@ -11,7 +11,7 @@ SIM_ADDR ?= 127.0.0.1:8100
 HOST_ADDR ?= 127.0.0.1:8006
 PLUGINS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: datasets code-shapes all build plugins proto deps-proto mathverify swebench swe-specs swe-logs test test-short bench soak run lint fuzz deps image models golden swe-fixtures clean
+.PHONY: client-test datasets code-shapes all build plugins proto deps-proto mathverify swebench swe-specs swe-logs test test-short bench soak run lint fuzz deps image models golden swe-fixtures clean
 IMAGE_DIR := $(shell [ "$$(id -u)" = 0 ] && echo /var/cache/prorl/images || echo $$HOME/.cache/prorl/images)
 NPM_DIR := $(HOME)/.cache/prorl/npm
 MODELS_DIR := $(HOME)/.cache/prorl/models
@@ -97,6 +97,16 @@ code-shapes:
 test: deps build image models swe-fixtures mathverify swebench datasets
 	$(GO) vet ./...
 	PRORL_REQUIRE_DATASETS=1 PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 PRORL_REQUIRE_MATHVERIFY=1 PRORL_REQUIRE_SWEBENCH=1 $(GO) test -count=1 -timeout 20m ./...
+	$(MAKE) client-test
+
+# The Python client (clients/python): pip-installed from this checkout into a
+# pinned venv, linted (ruff), type-checked (mypy --strict), tested (pytest)
+# against a real host and simulator from bin/.
+client-test: build
+	@py=$$(bash scripts/client/install.sh) && cd clients/python && \
+		"$$py" -m ruff check . && "$$py" -m ruff format --check . && "$$py" -m mypy src tests && \
+		PRORL_BIN=$(BIN) "$$py" -m pytest -q -p no:cacheprovider; s=$$?; \
+		rm -rf .mypy_cache .ruff_cache; find . -name __pycache__ -prune -exec rm -rf {} +; exit $$s
 
 test-short: build
 	$(GO) test -short ./...

@@ -1,0 +1,143 @@
+"""The JSON shapes of the prorl v1 API, as typed dicts (what the host sends, unchanged)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Literal, TypedDict
+
+if sys.version_info >= (3, 11):
+    from typing import NotRequired
+else:  # pragma: no cover
+    from typing_extensions import NotRequired
+
+Status = Literal["queued", "running", "completed", "failed", "cancelled", "timeout", "truncated"]
+FINISHED: frozenset[str] = frozenset({"completed", "failed", "cancelled", "timeout", "truncated"})
+
+
+class Sampling(TypedDict, total=False):
+    temperature: float
+    top_p: float
+    top_k: int
+    max_tokens_per_turn: int
+    max_total_tokens: int
+    seed: int
+    stop: list[str]
+
+
+class SubmitRequest(TypedDict, total=False):
+    """One task as a group of ``n`` rollouts (POST /v1/rollouts)."""
+
+    task: dict[str, Any]
+    sampling: Sampling
+    n: int
+    max_turns: int
+    timeout: str | float
+    group_id: str
+    idempotency_key: str
+    metadata: dict[str, Any]
+    priority: int
+    early_stop_min_usable: int
+
+
+class SubmitResponse(TypedDict):
+    group_id: str
+    rollout_ids: list[str]
+
+
+class Failure(TypedDict):
+    stage: str
+    reason: str
+    message: NotRequired[str]
+
+
+class Tokens(TypedDict):
+    ids: list[int]
+    loss_mask: list[int]
+    logprobs: list[float]
+    prompt_len: int
+
+
+class FunctionCall(TypedDict):
+    name: str
+    arguments: str
+
+
+class ToolCall(TypedDict):
+    id: str
+    type: str
+    function: FunctionCall
+
+
+class Message(TypedDict):
+    role: str
+    content: str
+    reasoning_content: NotRequired[str]
+    tool_calls: NotRequired[list[ToolCall]]
+    tool_call_id: NotRequired[str]
+    name: NotRequired[str]
+    token_span: NotRequired[list[int]]
+
+
+class Turn(TypedDict, total=False):
+    index: int
+    prompt_delta_ids: list[int]
+    response_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str
+    backend: str
+    backends: list[str]
+    policy_version: int
+    tool_calls: int
+    generate_ms: float
+    tools_ms: float
+    overhead_ms: float
+
+
+class Timing(TypedDict):
+    queued: float
+    init: float
+    run: float
+    eval: float
+    total: float
+
+
+class Result(TypedDict):
+    """A rollout's result (GET /v1/rollouts/{id}, /v1/results)."""
+
+    id: str
+    group_id: str
+    sample_index: int
+    attempt: int
+    domain: str
+    status: Status
+    reward: float
+    resolved: bool
+    policy_version: int
+    turns: list[Turn]
+    tokens: Tokens
+    messages: list[Message]
+    tools: list[dict[str, Any]]
+    timing: Timing
+    submitted_at: str
+    task_id: NotRequired[str]
+    stage: NotRequired[str]
+    failure: NotRequired[Failure]
+    metrics: NotRequired[dict[str, float]]
+    info: NotRequired[Any]
+    final_response: NotRequired[str]
+    end_reason: NotRequired[str]
+    metadata: NotRequired[Any]
+    finished_at: NotRequired[str]
+    seq: NotRequired[int]
+
+
+class Evaluation(TypedDict, total=False):
+    reward: float
+    resolved: bool
+    info: Any
+    metrics: dict[str, float]
+
+
+def usable(r: Result) -> bool:
+    """Whether a result can be trained on: scored, with tokens under the loss mask."""
+    return r["status"] in ("completed", "truncated") and any(m == 1 for m in r["tokens"]["loss_mask"])
