@@ -115,6 +115,9 @@ lint:
 	@mkdir -p $(GOBIN_TOOLS)
 	@[ -x $(GOBIN_TOOLS)/staticcheck ] || GOBIN=$(GOBIN_TOOLS) $(GO) install $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
+	@# Nothing built is committed: no executables (ELF) and no Python bytecode.
+	@bad=$$(git ls-files -z | xargs -0 -r sh -c 'for f; do [ -f "$$f" ] && { case "$$f" in *.pyc|*__pycache__*) echo "$$f";; *) [ "$$(head -c4 "$$f" | od -An -c | tr -d " ")" = "177ELF" ] && echo "$$f";; esac; }; done' _); \
+		[ -z "$$bad" ] || { echo "built files are committed:"; echo "$$bad"; exit 1; }
 	$(GO) vet ./...
 	staticcheck ./...
 
