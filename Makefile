@@ -11,7 +11,7 @@ SIM_ADDR ?= 127.0.0.1:8100
 HOST_ADDR ?= 127.0.0.1:8006
 PLUGINS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: client-test datasets code-shapes all build plugins proto deps-proto mathverify swebench swe-specs swe-logs test test-short bench soak run lint fuzz deps image models golden swe-fixtures clean
+.PHONY: no-built-files client-test datasets code-shapes all build plugins proto deps-proto mathverify swebench swe-specs swe-logs test test-short bench soak run lint fuzz deps image models golden swe-fixtures clean
 IMAGE_DIR := $(shell [ "$$(id -u)" = 0 ] && echo /var/cache/prorl/images || echo $$HOME/.cache/prorl/images)
 NPM_DIR := $(HOME)/.cache/prorl/npm
 MODELS_DIR := $(HOME)/.cache/prorl/models
@@ -94,7 +94,7 @@ datasets:
 code-shapes:
 	python3 scripts/code/shapes.py > examples/code/shapes.jsonl
 
-test: deps build image models swe-fixtures mathverify swebench datasets
+test: no-built-files deps build image models swe-fixtures mathverify swebench datasets
 	$(GO) vet ./...
 	PRORL_REQUIRE_DATASETS=1 PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 PRORL_REQUIRE_MATHVERIFY=1 PRORL_REQUIRE_SWEBENCH=1 $(GO) test -count=1 -timeout 20m ./...
 	$(MAKE) client-test
@@ -111,15 +111,17 @@ client-test: build
 test-short: build
 	$(GO) test -short ./...
 
-lint:
+lint: no-built-files
 	@mkdir -p $(GOBIN_TOOLS)
 	@[ -x $(GOBIN_TOOLS)/staticcheck ] || GOBIN=$(GOBIN_TOOLS) $(GO) install $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
-	@# Nothing built is committed: no executables (ELF) and no Python bytecode.
-	@bad=$$(git ls-files -z | xargs -0 -r sh -c 'for f; do [ -f "$$f" ] && { case "$$f" in *.pyc|*__pycache__*) echo "$$f";; *) [ "$$(head -c4 "$$f" | od -An -c | tr -d " ")" = "177ELF" ] && echo "$$f";; esac; }; done' _); \
-		[ -z "$$bad" ] || { echo "built files are committed:"; echo "$$bad"; exit 1; }
 	$(GO) vet ./...
 	staticcheck ./...
+
+# Nothing built is committed: no executables (ELF) and no Python bytecode.
+no-built-files:
+	@bad=$$(git ls-files -z | xargs -0 -r sh -c 'for f; do [ -f "$$f" ] && { case "$$f" in *.pyc|*__pycache__*) echo "$$f";; *) [ "$$(head -c4 "$$f" | od -An -c | tr -d " ")" = "177ELF" ] && echo "$$f";; esac; }; done' _); \
+		[ -z "$$bad" ] || { echo "built files are committed:"; echo "$$bad"; exit 1; }
 
 # Figures the issues ask for, measured against the simulator in this run.
 bench: build
