@@ -223,6 +223,15 @@ func (r resp) json(t *testing.T, v any) {
 
 func (e *env) do(method, path string, body any) resp {
 	e.t.Helper()
+	r, err := e.request(method, path, body)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return r
+}
+
+// request is do without the test: safe from any goroutine.
+func (e *env) request(method, path string, body any) (resp, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -236,16 +245,16 @@ func (e *env) do(method, path string, body any) resp {
 	}
 	req, err := http.NewRequest(method, e.host+path, rd)
 	if err != nil {
-		e.t.Fatal(err)
+		return resp{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		e.t.Fatalf("%s %s: %v", method, path, err)
+		return resp{}, err
 	}
 	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return resp{res.StatusCode, b}
+	b, err := io.ReadAll(res.Body)
+	return resp{res.StatusCode, b}, err
 }
 
 func (e *env) addBackend() {

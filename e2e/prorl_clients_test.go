@@ -1,29 +1,14 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 )
-
-// post is a goroutine-safe POST (e.do fails the test from its goroutine).
-func (e *env) post(path string, body any) (resp, error) {
-	j, _ := json.Marshal(body)
-	res, err := http.Post(e.host+path, "application/json", bytes.NewReader(j))
-	if err != nil {
-		return resp{}, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	return resp{res.StatusCode, b}, err
-}
 
 // nemoRLResult is what NeMo RL's ProRL environment reads of a /process
 // answer (its call pattern and field use, ANCHORS.md).
@@ -89,7 +74,7 @@ func TestProRLClientReplay(t *testing.T) {
 		o := &outs[i]
 		for o.attempts < 3 {
 			o.attempts++
-			r, err := e.post("/process", body)
+			r, err := e.request("POST", "/process", body)
 			if err != nil {
 				o.err = err
 				return

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/prorl/prorl/core/pipeline"
+	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/store"
 	"github.com/prorl/prorl/core/trajectory"
 )
@@ -150,7 +151,6 @@ type polarTask struct {
 	rollouts                            []string
 	status                              string
 	results                             []PolarSession
-	errored                             int
 	created, updated                    time.Time
 	done                                chan struct{} // closed when every session has its result
 }
@@ -180,7 +180,13 @@ func newPolarTasks() *polarTasks {
 	return pt
 }
 
-// polarDetail is FastAPI's 422 body: a list naming each bad field.
+// fastAPIInvalid is FastAPI's 422 body: a list naming each bad field by
+// its location, e.g. ["query", "limit"].
+func fastAPIInvalid(w http.ResponseWriter, typ string, loc []any, msg string) {
+	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": []map[string]any{{"type": typ, "loc": loc, "msg": msg}}})
+}
+
+// polarInvalid is FastAPI's 422 for a field of the request body.
 func polarInvalid(w http.ResponseWriter, field, msg string) {
 	loc := []any{"body"}
 	for _, p := range strings.Split(field, ".") {
@@ -193,7 +199,7 @@ func polarInvalid(w http.ResponseWriter, field, msg string) {
 			loc = append(loc, p)
 		}
 	}
-	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": []map[string]any{{"type": "value_error", "loc": loc, "msg": msg}}})
+	fastAPIInvalid(w, "value_error", loc, msg)
 }
 
 func (s *Server) polarSubmit(w http.ResponseWriter, r *http.Request) {
@@ -206,14 +212,13 @@ func (s *Server) polarSubmit(w http.ResponseWriter, r *http.Request) {
 		polarInvalid(w, e.Field, e.Message)
 		return
 	}
-	reqs, task, field, msg := s.polarRequests(&tr)
-	if field != "" || msg != "" {
-		polarInvalid(w, field, msg)
-		return
-	}
-	if plug, ok := s.Plugins.Get(reqs[0].Domain); ok && !plug.Healthy() {
-		// Polar's 503 for runtime assets that are missing: the domain is down.
-		detail(w, http.StatusServiceUnavailable, fmt.Sprintf("domain %q is not available: %s", plug.Name, plug.LastError()))
+	reqs, task, e := s.polarRequests(&tr)
+	if e != nil {
+		if e.Status == http.StatusUnprocessableEntity {
+			polarInvalid(w, e.Field, e.Message)
+		} else {
+			detail(w, e.Status, e.Message) // Polar's 503: the domain is down
+		}
 		return
 	}
 	pt := s.polar
@@ -265,115 +270,39 @@ func (s *Server) rememberPolarTask(t *polarTask) {
 
 func polarKey(id string, k int) string { return fmt.Sprintf("polar-task:%d:%s", k, id) }
 
-// polarRequests validates a task and maps it to rollouts; field and msg
-// name what is wrong.
-func (s *Server) polarRequests(tr *polarTaskRequest) (reqs []pipeline.Request, t *polarTask, field, msg string) {
-	bad := func(f, format string, a ...any) ([]pipeline.Request, *polarTask, string, string) {
-		return nil, nil, f, fmt.Sprintf(format, a...)
+// polarFields names, in Polar's request, the v1 fields a task maps to, so
+// the v1 checks report Polar's names.
+var polarFields = map[string]string{
+	"n": "num_samples", "max_turns": "max_steps", "timeout": "timeout_seconds", "priority": "dispatch_priority",
+	"early_stop_min_usable": "early_stop_min_usable_sessions", "metadata": "metadata",
+	"task.domain": "evaluator.strategy", "task.data_source": "evaluator.strategy",
+	"sampling.temperature": "agent.settings.temperature", "sampling.top_p": "agent.settings.top_p", "sampling.top_k": "agent.settings.top_k",
+	"sampling.max_tokens_per_turn": "agent.settings.max_tokens", "sampling.max_total_tokens": "agent.settings.max_total_tokens",
+	"sampling.stop": "agent.settings.stop",
+}
+
+// polarRequests maps a task onto a v1 submission, checks it with the v1
+// rules (reported under Polar's field names) and builds its rollouts.
+func (s *Server) polarRequests(tr *polarTaskRequest) ([]pipeline.Request, *polarTask, *Error) {
+	sr, strategy, row, e := polarSubmission(tr)
+	if e == nil {
+		e = sr.validate("", s.Cfg.Server.MaxSamples)
 	}
-	if tr.TaskID == "" || len(tr.TaskID) > 512 {
-		return bad("task_id", "required: a non-empty string of at most 512 characters")
-	}
-	if tr.Instruction == nil {
-		return bad("instruction", "Field required")
-	}
-	if tr.Agent == nil {
-		return bad("agent", "Field required")
-	}
-	n := 1
-	if tr.NumSamples != nil {
-		n = *tr.NumSamples
-	}
-	if n < 1 || n > s.Cfg.Server.MaxSamples {
-		return bad("num_samples", "must be between 1 and %d, got %d", s.Cfg.Server.MaxSamples, n)
-	}
-	prio := 0
-	if tr.DispatchPriority != nil {
-		prio = *tr.DispatchPriority
-	}
-	if prio < 0 || prio > maxPriority {
-		return bad("dispatch_priority", "must be between 0 and %d, got %d", maxPriority, prio)
-	}
-	early := 0
-	if tr.EarlyStop != nil {
-		early = *tr.EarlyStop
-		if early < 1 {
-			return bad("early_stop_min_usable_sessions", "must be at least 1, got %d", early)
+	var plug *pluginhost.Plugin
+	if e == nil {
+		h := taskHeader{Domain: strategy} // unknown: refused with the list of domains
+		if _, ok := s.Plugins.Get(strategy); !ok {
+			if _, ok := s.Plugins.ByDataSource(strategy); ok {
+				h = taskHeader{DataSource: strategy}
+			}
 		}
-		if early > n {
-			return bad("early_stop_min_usable_sessions", "early_stop_min_usable_sessions cannot exceed num_samples")
+		plug, e = s.resolveDomain(h, "task")
+	}
+	if e != nil {
+		if f, ok := polarFields[e.Field]; ok {
+			e.Field = f
 		}
-	}
-	timeout := 600.0
-	if tr.TimeoutSeconds != nil {
-		timeout = *tr.TimeoutSeconds
-	}
-	if !(timeout > 0) || timeout > maxTimeout.Seconds() || math.IsInf(timeout, 0) {
-		return bad("timeout_seconds", "must be greater than 0 and at most %v, got %v", maxTimeout.Seconds(), timeout)
-	}
-	turns := 0
-	if tr.MaxSteps != nil {
-		if *tr.MaxSteps < 1 || *tr.MaxSteps > maxTurnsLimit {
-			return bad("max_steps", "must be between 1 and %d", maxTurnsLimit)
-		}
-		turns = *tr.MaxSteps
-	}
-	if rt := tr.Runtime; rt != nil {
-		switch {
-		case rt.Backend != "" && rt.Backend != "docker" && rt.Backend != "apptainer":
-			return bad("runtime.backend", "must be docker or apptainer, got %q", rt.Backend)
-		case strings.TrimSpace(rt.Image) == "":
-			return bad("runtime.image", "runtime image must be non-empty")
-		case len(rt.Prepare) > 0, len(rt.EvalPrepare) > 0:
-			return bad("runtime.prepare", "not supported: the domain prepares its own sandbox; put setup steps in the domain's image or task row")
-		case len(rt.Env) > 0:
-			return bad("runtime.env", "not supported: the domain sets the sandbox environment")
-		case rt.GPUs > 0:
-			return bad("runtime.gpus", "not supported: sandboxes here have no GPUs")
-		case rt.ImportPath != nil, rt.DirectExecInitCommand != nil:
-			return bad("runtime.import_path", "not supported: custom runtimes are not loaded")
-		case len(rt.InternetVolumes) > 0:
-			return bad("runtime.internet_volumes", "not supported: sandboxes here have no network")
-		}
-	}
-	ag := tr.Agent
-	if ag.Harness != "" && ag.Harness != "prorl" {
-		return bad("agent.harness", "harness %q is not supported: this host runs its own agent loop (harness \"prorl\")", ag.Harness)
-	}
-	if ag.ImportPath != nil {
-		return bad("agent.import_path", "not supported: this host runs its own agent loop (harness \"prorl\")")
-	}
-	if len(ag.Env) > 0 {
-		return bad("agent.env", "not supported: the agent loop runs in the host, not in an environment of its own")
-	}
-	sp, st, f, m := polarSampling(ag.Settings)
-	if f != "" {
-		return bad(f, "%s", m)
-	}
-	if st > 0 {
-		turns = st
-	}
-	if b := tr.Builder; b != nil && b.Strategy != "per_request" && b.Strategy != "prefix_merging" {
-		return bad("builder.strategy", "must be per_request or prefix_merging (both give one exact trace per session here), got %q", b.Strategy)
-	}
-	ev := tr.Evaluator
-	if ev == nil || ev.Strategy == "" {
-		return bad("evaluator.strategy", "required: the domain that scores the task (%s) or one of its data_source names", strings.Join(s.Plugins.Names(), ", "))
-	}
-	if len(ev.Env) > 0 {
-		return bad("evaluator.env", "not supported: the domain's evaluator has its own configuration")
-	}
-	plug, ok := s.Plugins.Get(ev.Strategy)
-	if !ok {
-		if plug, ok = s.Plugins.ByDataSource(ev.Strategy); !ok {
-			return bad("evaluator.strategy", "no enabled domain is called or accepts %q; enabled domains: %s", ev.Strategy, strings.Join(s.Plugins.Names(), ", "))
-		}
-	}
-	row := map[string]json.RawMessage{}
-	if c := bytes.TrimSpace(ev.Config); len(c) > 0 && string(c) != "null" {
-		if c[0] != '{' || json.Unmarshal(c, &row) != nil {
-			return bad("evaluator.config", "must be a JSON object: the domain's task row")
-		}
+		return nil, nil, e
 	}
 	// The instruction is the row's prompt unless the row has its own.
 	has := false
@@ -384,7 +313,7 @@ func (s *Server) polarRequests(tr *polarTaskRequest) (reqs []pipeline.Request, t
 	}
 	if !has {
 		if *tr.Instruction == "" {
-			return bad("instruction", "empty, and evaluator.config has no prompt of its own")
+			return nil, nil, invalid("instruction", "empty, and evaluator.config has no prompt of its own")
 		}
 		key := "prompt"
 		if plug.Name == "swe" {
@@ -392,58 +321,122 @@ func (s *Server) polarRequests(tr *polarTaskRequest) (reqs []pipeline.Request, t
 		}
 		row[key], _ = json.Marshal(*tr.Instruction)
 	}
-	delete(row, "domain")
 	delete(row, "data_source")
 	row["domain"], _ = json.Marshal(plug.Name)
-	task, _ := json.Marshal(row)
-	if len(tr.Metadata) > maxMetadata {
-		return bad("metadata", "at most %d bytes", maxMetadata)
+	sr.Task, _ = json.Marshal(row)
+	reqs, gid := groupRequests(&sr, plug)
+	t := &polarTask{id: tr.TaskID, group: gid, harness: "prorl", model: tr.Agent.ModelName, status: "running", done: make(chan struct{})}
+	if tr.CallbackURL != nil {
+		t.callback = *tr.CallbackURL
+	}
+	return reqs, t, nil
+}
+
+// polarSubmission checks what only a Polar task has and maps the rest
+// onto a v1 submission; it returns the evaluator's strategy and task row.
+func polarSubmission(tr *polarTaskRequest) (SubmitRequest, string, map[string]json.RawMessage, *Error) {
+	var sr SubmitRequest
+	if tr.TaskID == "" || len(tr.TaskID) > 512 {
+		return sr, "", nil, invalid("task_id", "required: a non-empty string of at most 512 characters")
+	}
+	if tr.Instruction == nil {
+		return sr, "", nil, invalid("instruction", "Field required")
+	}
+	if tr.Agent == nil {
+		return sr, "", nil, invalid("agent", "Field required")
+	}
+	sr.N, sr.Priority, sr.EarlyStopMinUsable, sr.MaxTurns = tr.NumSamples, tr.DispatchPriority, tr.EarlyStop, tr.MaxSteps
+	secs := 600.0
+	if tr.TimeoutSeconds != nil {
+		secs = *tr.TimeoutSeconds
+	}
+	// Past the limit stays past it (the v1 check refuses it) without overflowing a Duration.
+	to := Timeout(math.Min(secs, maxTimeout.Seconds()+1) * float64(time.Second))
+	sr.Timeout = &to
+	if rt := tr.Runtime; rt != nil {
+		switch {
+		case rt.Backend != "" && rt.Backend != "docker" && rt.Backend != "apptainer":
+			return sr, "", nil, invalid("runtime.backend", "must be docker or apptainer, got %q", rt.Backend)
+		case strings.TrimSpace(rt.Image) == "":
+			return sr, "", nil, invalid("runtime.image", "runtime image must be non-empty")
+		case len(rt.Prepare) > 0, len(rt.EvalPrepare) > 0:
+			return sr, "", nil, invalid("runtime.prepare", "not supported: the domain prepares its own sandbox; put setup steps in the domain's image or task row")
+		case len(rt.Env) > 0:
+			return sr, "", nil, invalid("runtime.env", "not supported: the domain sets the sandbox environment")
+		case rt.GPUs > 0:
+			return sr, "", nil, invalid("runtime.gpus", "not supported: sandboxes here have no GPUs")
+		case rt.ImportPath != nil, rt.DirectExecInitCommand != nil:
+			return sr, "", nil, invalid("runtime.import_path", "not supported: custom runtimes are not loaded")
+		case len(rt.InternetVolumes) > 0:
+			return sr, "", nil, invalid("runtime.internet_volumes", "not supported: sandboxes here have no network")
+		}
+	}
+	ag := tr.Agent
+	switch {
+	case ag.Harness != "" && ag.Harness != "prorl":
+		return sr, "", nil, invalid("agent.harness", "harness %q is not supported: this host runs its own agent loop (harness \"prorl\")", ag.Harness)
+	case ag.ImportPath != nil:
+		return sr, "", nil, invalid("agent.import_path", "not supported: this host runs its own agent loop (harness \"prorl\")")
+	case len(ag.Env) > 0:
+		return sr, "", nil, invalid("agent.env", "not supported: the agent loop runs in the host, not in an environment of its own")
+	}
+	sp, turns, e := polarSampling(ag.Settings)
+	if e != nil {
+		return sr, "", nil, e
+	}
+	sr.Sampling = sp
+	if turns > 0 {
+		sr.MaxTurns = &turns
+	}
+	if b := tr.Builder; b != nil && b.Strategy != "per_request" && b.Strategy != "prefix_merging" {
+		return sr, "", nil, invalid("builder.strategy", "must be per_request or prefix_merging (both give one exact trace per session here), got %q", b.Strategy)
+	}
+	ev := tr.Evaluator
+	if ev == nil || ev.Strategy == "" {
+		return sr, "", nil, invalid("evaluator.strategy", "required: the domain that scores the task, or one of its data_source names")
+	}
+	if len(ev.Env) > 0 {
+		return sr, "", nil, invalid("evaluator.env", "not supported: the domain's evaluator has its own configuration")
+	}
+	row := map[string]json.RawMessage{}
+	if c := bytes.TrimSpace(ev.Config); len(c) > 0 && string(c) != "null" {
+		if c[0] != '{' || json.Unmarshal(c, &row) != nil {
+			return sr, "", nil, invalid("evaluator.config", "must be a JSON object: the domain's task row")
+		}
 	}
 	var meta map[string]any
 	if m := bytes.TrimSpace(tr.Metadata); len(m) > 0 && string(m) != "null" {
 		if err := json.Unmarshal(m, &meta); err != nil || meta == nil {
-			return bad("metadata", "must be a JSON object")
+			return sr, "", nil, invalid("metadata", "must be a JSON object")
 		}
 	}
 	if v, ok := meta["agent_timeout"]; ok && v != nil {
 		if f, isNum := v.(float64); !isNum || !(f > 0) {
-			return bad("metadata", "metadata.agent_timeout must be a positive finite number")
+			return sr, "", nil, invalid("metadata", "metadata.agent_timeout must be a positive finite number")
 		}
 	}
-	// Polar's per-sample eval seeds: seed base + sample index.
+	// Polar's per-sample eval seeds: seed base + sample index (as v1 seeds a group).
 	if v, ok := meta["eval_sampling_seed_base"]; ok && v != nil {
 		f, isNum := v.(float64)
 		if !isNum || f != math.Trunc(f) || f < 0 {
-			return bad("metadata.eval_sampling_seed_base", "eval_sampling_seed_base must be an integer")
+			return sr, "", nil, invalid("metadata.eval_sampling_seed_base", "eval_sampling_seed_base must be an integer")
 		}
 		seed := int64(f)
-		sp.Seed = &seed
+		sr.Sampling.Seed = &seed
 	}
-	metaJSON, _ := json.Marshal(map[string]any{"polar_task_id": tr.TaskID, "task_metadata": meta})
-	gid := pipeline.NewID("g-")
-	reqs = make([]pipeline.Request, n)
-	for i := range reqs {
-		rq := pipeline.Request{GroupID: gid, Index: i, Domain: plug.Name, Task: task, Sampling: sp, MaxTurns: turns,
-			Timeout: time.Duration(timeout * float64(time.Second)), Metadata: metaJSON, Priority: prio, EarlyStopMin: early}
-		if sp.Seed != nil {
-			seed := *sp.Seed + int64(i)
-			rq.Sampling.Seed = &seed
-		}
-		reqs[i] = rq
-	}
-	t = &polarTask{id: tr.TaskID, group: gid, harness: "prorl", model: ag.ModelName, status: "running", done: make(chan struct{})}
+	sr.Metadata, _ = json.Marshal(map[string]any{"polar_task_id": tr.TaskID, "task_metadata": meta})
 	if tr.CallbackURL != nil && *tr.CallbackURL != "" {
 		u, err := url.Parse(*tr.CallbackURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return bad("callback_url", "must be an http or https URL")
+			return sr, "", nil, invalid("callback_url", "must be an http or https URL")
 		}
-		t.callback = *tr.CallbackURL
 	}
-	return reqs, t, "", ""
+	return sr, ev.Strategy, row, nil
 }
 
-// polarSampling maps agent.settings to sampling; unknown keys are refused.
-func polarSampling(set map[string]any) (sp trajectory.Sampling, turns int, field, msg string) {
+// polarSampling maps agent.settings to sampling: it checks each value's
+// type and refuses unknown keys; the ranges are the v1 checks'.
+func polarSampling(set map[string]any) (sp trajectory.Sampling, turns int, e *Error) {
 	keys := make([]string, 0, len(set))
 	for k := range set {
 		keys = append(keys, k)
@@ -452,12 +445,11 @@ func polarSampling(set map[string]any) (sp trajectory.Sampling, turns int, field
 	for _, k := range keys {
 		v := set[k]
 		f, isNum := v.(float64)
-		integer := isNum && f == math.Trunc(f)
-		field = "agent.settings." + k
+		field := "agent.settings." + k
 		switch k {
 		case "temperature", "top_p":
 			if !isNum {
-				return sp, 0, field, "must be a number"
+				return sp, 0, invalid(field, "must be a number")
 			}
 			if k == "temperature" {
 				sp.Temperature = &f
@@ -465,66 +457,55 @@ func polarSampling(set map[string]any) (sp trajectory.Sampling, turns int, field
 				sp.TopP = &f
 			}
 		case "top_k", "seed", "sampling_seed", "max_tokens", "max_tokens_per_turn", "max_total_tokens", "max_turns", "max_steps":
-			if !integer || f < -1 || f > maxTokensLimit {
-				return sp, 0, field, "must be an integer"
+			if !isNum || f != math.Trunc(f) || math.Abs(f) > math.MaxInt32 {
+				return sp, 0, invalid(field, "must be an integer")
 			}
+			n := int(f)
 			switch k {
 			case "top_k":
-				n := int(f)
 				sp.TopK = &n
 			case "seed", "sampling_seed":
-				n := int64(f)
-				sp.Seed = &n
+				seed := int64(n)
+				sp.Seed = &seed
 			case "max_tokens", "max_tokens_per_turn":
-				sp.MaxTokensPerTurn = int(f)
+				sp.MaxTokensPerTurn = n
 			case "max_total_tokens":
-				sp.MaxTotalTokens = int(f)
+				sp.MaxTotalTokens = n
 			default:
-				if f < 1 || f > maxTurnsLimit {
-					return sp, 0, field, fmt.Sprintf("must be between 1 and %d", maxTurnsLimit)
+				if n < 1 {
+					return sp, 0, invalid(field, "must be at least 1")
 				}
-				turns = int(f)
+				turns = n
 			}
 		case "stop":
 			arr, ok := v.([]any)
-			if !ok || len(arr) > 16 {
-				return sp, 0, field, "must be a list of at most 16 strings"
+			if !ok {
+				return sp, 0, invalid(field, "must be a list of strings")
 			}
 			for _, a := range arr {
 				str, ok := a.(string)
 				if !ok {
-					return sp, 0, field, "must be a list of strings"
+					return sp, 0, invalid(field, "must be a list of strings")
 				}
 				sp.Stop = append(sp.Stop, str)
 			}
 		default:
-			return sp, 0, field, "unknown setting; this host reads temperature, top_p, top_k, seed, sampling_seed, max_tokens, max_total_tokens, max_turns, stop"
+			return sp, 0, invalid(field, "unknown setting; this host reads temperature, top_p, top_k, seed, sampling_seed, max_tokens, max_total_tokens, max_turns, stop")
 		}
 	}
-	if t := sp.Temperature; t != nil && (*t < 0 || *t > 100) {
-		return sp, 0, "agent.settings.temperature", "must be between 0 and 100"
-	}
-	if p := sp.TopP; p != nil && (*p <= 0 || *p > 1) {
-		return sp, 0, "agent.settings.top_p", "must be in (0, 1]"
-	}
-	if sp.MaxTokensPerTurn < 0 || sp.MaxTotalTokens < 0 {
-		return sp, 0, "agent.settings.max_tokens", "must not be negative"
-	}
-	return sp, turns, "", ""
+	return sp, turns, nil
 }
 
 // polarWatch collects a task's results as its rollouts finish, then marks
 // it completed and calls back.
 func (s *Server) polarWatch(t *polarTask, rs []*pipeline.Rollout) {
 	pt := s.polar
-	type fin struct{ r *pipeline.Rollout }
-	finished := make(chan fin, len(rs))
+	finished := make(chan *pipeline.Rollout, len(rs))
 	for _, r := range rs {
-		go func(r *pipeline.Rollout) { <-r.Done(); finished <- fin{r} }(r)
+		go func() { <-r.Done(); finished <- r }()
 	}
 	for range rs {
-		f := <-finished
-		res, ok := s.Store.Get(f.r.ID)
+		res, ok := s.Store.Get((<-finished).ID)
 		if !ok {
 			continue
 		}
@@ -533,9 +514,6 @@ func (s *Server) polarWatch(t *polarTask, rs []*pipeline.Rollout) {
 		cancelled := t.status == "cancelling" || t.status == "cancelled"
 		if !cancelled || res.Status != trajectory.StatusCancelled {
 			t.results = append(t.results, sess)
-			if sess.Status != "COMPLETED" {
-				t.errored++
-			}
 		}
 		t.updated = time.Now()
 		completed, total := len(t.results), len(t.rollouts)
@@ -702,11 +680,7 @@ func (s *Server) polarLookup(id string) *polarTask {
 	var live []*pipeline.Rollout
 	for _, rid := range sub.RolloutIDs {
 		if res, ok := s.Store.Get(rid); ok && res.Status.Finished() {
-			sess := toPolarSession(res, id, pt.node)
-			t.results = append(t.results, sess)
-			if sess.Status != "COMPLETED" {
-				t.errored++
-			}
+			t.results = append(t.results, toPolarSession(res, id, pt.node))
 		} else if r, ok := s.Pipeline.Lookup(rid); ok {
 			live = append(live, r)
 		}
@@ -745,7 +719,7 @@ func (s *Server) polarCancel(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("register_if_missing"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": []map[string]any{{"type": "bool_parsing", "loc": []any{"query", "register_if_missing"}, "msg": "Input should be a valid boolean"}}})
+			fastAPIInvalid(w, "bool_parsing", []any{"query", "register_if_missing"}, "Input should be a valid boolean")
 			return
 		}
 		reg = b
@@ -820,7 +794,7 @@ func (s *Server) polarTaskList(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": []map[string]any{{"type": "value_error", "loc": []any{"query", "limit"}, "msg": "must be an integer from 1 to 1000"}}})
+			fastAPIInvalid(w, "value_error", []any{"query", "limit"}, "must be an integer from 1 to 1000")
 			return
 		}
 		limit = n
@@ -829,7 +803,7 @@ func (s *Server) polarTaskList(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("since"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil {
-			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": []map[string]any{{"type": "float_parsing", "loc": []any{"query", "since"}, "msg": "Input should be a valid number"}}})
+			fastAPIInvalid(w, "float_parsing", []any{"query", "since"}, "Input should be a valid number")
 			return
 		}
 		since = &f
@@ -843,13 +817,23 @@ func (s *Server) polarTaskList(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		out = append(out, map[string]any{"task_id": t.id, "status": t.status, "harness": t.harness, "model": t.model,
-			"num_samples": len(t.rollouts), "completed_sessions": len(t.results), "errored_sessions": t.errored,
+			"num_samples": len(t.rollouts), "completed_sessions": len(t.results), "errored_sessions": errored(t.results),
 			"mean_reward": meanReward(t.results), "mean_traces": meanTraces(t.results), "mean_completions": meanCompletions(t.results),
 			"created_at": float64(t.created.UnixNano()) / 1e9, "updated_at": up, "source": "live"})
 	}
 	pt.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i]["updated_at"].(float64) > out[j]["updated_at"].(float64) })
 	writeJSON(w, http.StatusOK, map[string]any{"tasks": out[:min(limit, len(out))]})
+}
+
+func errored(rs []PolarSession) int {
+	n := 0
+	for _, r := range rs {
+		if r.Status != "COMPLETED" {
+			n++
+		}
+	}
+	return n
 }
 
 func meanReward(rs []PolarSession) *float64 {

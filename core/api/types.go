@@ -154,7 +154,7 @@ func (s *SubmitRequest) validate(prefix string, maxSamples int) *Error {
 			n = *s.N
 		}
 		if *e < 1 || *e > n {
-			return invalid(f("early_stop_min_usable"), "must be between 1 and n (%d), got %d", n, *e)
+			return invalid(f("early_stop_min_usable"), "must be between 1 and the number of samples (%d), got %d", n, *e)
 		}
 	}
 	return nil

@@ -49,7 +49,7 @@ func (s *Server) resolveDomain(h taskHeader, field string) (*pluginhost.Plugin, 
 	return p, nil
 }
 
-// requests turns a validated submit request into pipeline requests.
+// requests turns a submit request into pipeline requests, checking it.
 func (s *Server) requests(sr *SubmitRequest, prefix string) ([]pipeline.Request, string, *Error) {
 	if e := sr.validate(prefix, s.Cfg.Server.MaxSamples); e != nil {
 		return nil, "", e
@@ -62,6 +62,12 @@ func (s *Server) requests(sr *SubmitRequest, prefix string) ([]pipeline.Request,
 	if e != nil {
 		return nil, "", e
 	}
+	reqs, gid := groupRequests(sr, plug)
+	return reqs, gid, nil
+}
+
+// groupRequests builds a checked submission's group of rollouts.
+func groupRequests(sr *SubmitRequest, plug *pluginhost.Plugin) ([]pipeline.Request, string) {
 	n := 1
 	if sr.N != nil {
 		n = *sr.N
@@ -92,7 +98,7 @@ func (s *Server) requests(sr *SubmitRequest, prefix string) ([]pipeline.Request,
 		}
 		reqs[i] = rq
 	}
-	return reqs, gid, nil
+	return reqs, gid
 }
 
 func (s *Server) enqueue(reqs []pipeline.Request) ([]*pipeline.Rollout, *Error) {

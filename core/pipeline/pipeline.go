@@ -219,14 +219,15 @@ func (p *Pipeline) work(r *Rollout, idx int, fn func(context.Context, *Rollout) 
 // classify maps a stage error to a final status and failure.
 func (p *Pipeline) classify(ctx context.Context, r *Rollout, stage string, err error) (trajectory.Status, *trajectory.Failure) {
 	f := &trajectory.Failure{Stage: stage, Message: err.Error()}
-	var ae *agent.Error
-	switch {
-	case r.cancelled.Load():
-		f.Reason = r.cancelReason()
-		if m, _ := r.cancelMsg.Load().(string); m != "" {
-			f.Message = m
+	if c := r.cancelled.Load(); c != nil {
+		f.Reason = c.Reason
+		if c.Message != "" {
+			f.Message = c.Message
 		}
 		return trajectory.StatusCancelled, f
+	}
+	var ae *agent.Error
+	switch {
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
 		f.Reason, f.Message = trajectory.ReasonTimeout, fmt.Sprintf("rollout timeout %s reached in stage %s", r.Req.Timeout, stage)
 		return trajectory.StatusTimeout, f
@@ -267,10 +268,11 @@ func (p *Pipeline) track(r *Rollout) {
 	e.live++
 }
 
-// untrack counts a finished rollout of an early-stop group and reports
-// whether the group just reached its usable count (the rest are then
-// cancelled); p.mu is held.
+// untrack forgets a finished rollout; for an early-stop group it counts it
+// and reports whether the group just reached its usable count (the rest
+// are then cancelled); p.mu is held.
 func (p *Pipeline) untrack(r *Rollout, res *trajectory.Result) (stop bool, usable int) {
+	delete(p.active, r.ID)
 	e := p.early[r.Req.GroupID]
 	if r.Req.EarlyStopMin <= 0 || e == nil {
 		return false, 0
@@ -429,13 +431,12 @@ func (p *Pipeline) Cancel(id, why string) bool {
 	if !ok {
 		return false
 	}
-	p.cancelRollout(r, why)
+	p.cancelRollout(r, trajectory.ReasonCancelled, why)
 	return true
 }
 
-func (p *Pipeline) cancelRollout(r *Rollout, why string) {
-	r.cancelMsg.Store(why)
-	r.cancelled.Store(true)
+func (p *Pipeline) cancelRollout(r *Rollout, reason, why string) {
+	r.cancelled.Store(&trajectory.Failure{Reason: reason, Message: why})
 	r.mu.Lock()
 	running, cancel, stage := r.inStage, r.cancel, r.stage
 	r.mu.Unlock()
@@ -443,11 +444,15 @@ func (p *Pipeline) cancelRollout(r *Rollout, why string) {
 		cancel() // the worker reports it with its partial trajectory
 		return
 	}
-	p.finalize(r, trajectory.StatusCancelled, &trajectory.Failure{Stage: stage, Reason: r.cancelReason(), Message: why})
+	p.finalize(r, trajectory.StatusCancelled, &trajectory.Failure{Stage: stage, Reason: reason, Message: why})
 }
 
 // CancelWhere cancels every live rollout matching f.
 func (p *Pipeline) CancelWhere(f func(*Rollout) bool, why string) int {
+	return p.cancelWhere(f, trajectory.ReasonCancelled, why)
+}
+
+func (p *Pipeline) cancelWhere(f func(*Rollout) bool, reason, why string) int {
 	p.mu.Lock()
 	var rs []*Rollout
 	for _, r := range p.active {
@@ -457,7 +462,7 @@ func (p *Pipeline) CancelWhere(f func(*Rollout) bool, why string) int {
 	}
 	p.mu.Unlock()
 	for _, r := range rs {
-		p.cancelRollout(r, why)
+		p.cancelRollout(r, reason, why)
 	}
 	return len(rs)
 }
@@ -505,19 +510,12 @@ func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Fail
 		p.d.Log.Error("store result", "rollout", r.ID, "error", err)
 	}
 	p.mu.Lock()
-	delete(p.active, r.ID)
 	stop, usable := p.untrack(r, res)
 	p.mu.Unlock()
 	close(r.done)
 	if stop {
 		why := fmt.Sprintf("early stop: %d usable results in group %s reached early_stop_min_usable=%d", usable, r.Req.GroupID, r.Req.EarlyStopMin)
-		p.CancelWhere(func(o *Rollout) bool {
-			if o.Req.GroupID != r.Req.GroupID {
-				return false
-			}
-			o.earlyStopped.Store(true)
-			return true
-		}, why)
+		p.cancelWhere(func(o *Rollout) bool { return o.Req.GroupID == r.Req.GroupID }, trajectory.ReasonEarlyStopped, why)
 	}
 	if m := p.d.Metrics; m != nil {
 		reason := ""

@@ -51,10 +51,8 @@ type Rollout struct {
 	submitted time.Time
 	done      chan struct{}
 	finalized atomic.Bool
-	cancelled atomic.Bool
-	cancelMsg atomic.Value // string
-	// earlyStopped marks a cancel by its group's early stop.
-	earlyStopped atomic.Bool
+	// cancelled is why the rollout was cancelled; nil while it was not.
+	cancelled atomic.Pointer[trajectory.Failure]
 
 	mu        sync.Mutex
 	stage     string // current or last stage
@@ -116,10 +114,3 @@ func (r *Rollout) summary() Summary {
 
 // Done is closed when the rollout's result is stored.
 func (r *Rollout) Done() <-chan struct{} { return r.done }
-
-func (r *Rollout) cancelReason() string {
-	if r.earlyStopped.Load() {
-		return trajectory.ReasonEarlyStopped
-	}
-	return trajectory.ReasonCancelled
-}
