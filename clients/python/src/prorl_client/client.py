@@ -142,6 +142,14 @@ def _stream_call(since: int, group_id: str | None) -> _Call:
     return _Call("GET", "/v1/results/stream", params=params)
 
 
+def _stream_line(line: str, since: int) -> tuple[int, Result] | None:
+    """A line of the NDJSON result stream: the sequence to resume after, and the result."""
+    if not line.strip():
+        return None
+    r = cast(Result, json.loads(line))
+    return max(since, r.get("seq", since)), r
+
+
 class _GroupWait:
     """The bookkeeping of waiting for whole groups, shared by both clients."""
 
@@ -244,11 +252,9 @@ class Client:
                         res.read()
                         _check(res)
                     for line in res.iter_lines():
-                        if not line.strip():
-                            continue
-                        r = cast(Result, json.loads(line))
-                        since = max(since, r.get("seq", since))
-                        yield since, r
+                        if got := _stream_line(line, since):
+                            since = got[0]
+                            yield got
             except (httpx.TransportError, httpx.RemoteProtocolError):
                 time.sleep(0.5)
 
@@ -366,11 +372,9 @@ class AsyncClient:
                         await res.aread()
                         _check(res)
                     async for line in res.aiter_lines():
-                        if not line.strip():
-                            continue
-                        r = cast(Result, json.loads(line))
-                        since = max(since, r.get("seq", since))
-                        yield since, r
+                        if got := _stream_line(line, since):
+                            since = got[0]
+                            yield got
             except (httpx.TransportError, httpx.RemoteProtocolError):
                 await asyncio.sleep(0.5)
 
