@@ -102,10 +102,13 @@ test: no-built-files deps build image models swe-fixtures mathverify swebench da
 # The Python client (clients/python): pip-installed from this checkout into a
 # pinned venv, linted (ruff), type-checked (mypy --strict), tested (pytest)
 # against a real host and simulator from bin/.
+# verl's wheel is the reference for the verl adapter (its AgentLoopOutput).
+VERL_WHEEL = scripts/fetch-wheel.sh verl==0.9.1 verl-0.9.1-py3-none-any.whl \
+	db6e6f2a8d9d5808d9ec32d357a42319fdc6967df688ff9d9810050f49bfdd14
 client-test: build
-	@py=$$(bash scripts/client/install.sh) && cd clients/python && \
+	@py=$$(bash scripts/client/install.sh) && verl=$$(bash $(VERL_WHEEL)) && cd clients/python && \
 		"$$py" -m ruff check . && "$$py" -m ruff format --check . && "$$py" -m mypy src tests && \
-		PRORL_BIN=$(BIN) "$$py" -m pytest -q -p no:cacheprovider; s=$$?; \
+		PRORL_BIN=$(BIN) PRORL_VERL_WHEEL=$$verl PRORL_REQUIRE_REFS=1 "$$py" -m pytest -q -p no:cacheprovider; s=$$?; \
 		rm -rf .mypy_cache .ruff_cache; find . -name __pycache__ -prune -exec rm -rf {} +; exit $$s
 
 test-short: build

@@ -1,12 +1,18 @@
 """Adapters to trainers' rollout outputs, checked against the trainers'
-documented fields (verl 0.9 ``AgentLoopOutput``, slime ``Sample``) and, when
-their packages import here, against their classes."""
+classes where their packages can be had here (verl 0.9.1's ``AgentLoopOutput``,
+from its wheel: see verl_ref) and otherwise their documented fields (slime's
+``Sample``; slime is not on PyPI)."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
+import verl_ref
 from conftest import MATH, Host
 
 from prorl_client import Client, Result, to_slime, to_verl
@@ -45,6 +51,26 @@ SLIME_FIELDS = {
     "generate_function_path",
     "train_metadata",
     "non_generation_time",
+}
+
+
+FAILED: Result = {
+    "id": "r-1",
+    "group_id": "g",
+    "sample_index": 0,
+    "attempt": 1,
+    "domain": "math",
+    "status": "failed",
+    "reward": 0.0,
+    "resolved": False,
+    "policy_version": 0,
+    "turns": [],
+    "messages": [],
+    "tools": [],
+    "submitted_at": "",
+    "tokens": {"ids": [1, 2], "loss_mask": [0, 0], "logprobs": [0.0, 0.0], "prompt_len": 2},
+    "timing": {"queued": 0, "init": 0, "run": 0, "eval": 0, "total": 0},
+    "failure": {"stage": "run", "reason": "backend_unavailable"},
 }
 
 
@@ -97,24 +123,7 @@ def test_slime(results: list[Result]) -> None:
 
 
 def test_failed_rollout_has_no_reward() -> None:
-    r: Result = {
-        "id": "r-1",
-        "group_id": "g",
-        "sample_index": 0,
-        "attempt": 1,
-        "domain": "math",
-        "status": "failed",
-        "reward": 0.0,
-        "resolved": False,
-        "policy_version": 0,
-        "turns": [],
-        "messages": [],
-        "tools": [],
-        "submitted_at": "",
-        "tokens": {"ids": [1, 2], "loss_mask": [0, 0], "logprobs": [0.0, 0.0], "prompt_len": 2},
-        "timing": {"queued": 0, "init": 0, "run": 0, "eval": 0, "total": 0},
-        "failure": {"stage": "run", "reason": "backend_unavailable"},
-    }
+    r = FAILED
     assert to_verl(r)["reward_score"] is None
     assert to_slime(r)["status"] == "aborted" and to_slime(r)["reward"] is None
 
@@ -126,10 +135,51 @@ def _have(mod: str) -> bool:
         return False
 
 
-@pytest.mark.skipif(not _have("verl.experimental.agent_loop"), reason="verl is not installed (it needs torch and ray)")
-def test_verl_class(results: list[Result]) -> None:  # pragma: no cover
-    out = to_verl(results[0], as_class=True)
-    assert out.prompt_ids == results[0]["tokens"]["ids"][: results[0]["tokens"]["prompt_len"]]
+@pytest.fixture(scope="module")
+def verl_module() -> Iterator[Any]:
+    """verl 0.9.1's own AgentLoopOutput (see verl_ref), registered as verl's
+    module so ``to_verl(as_class=True)`` builds it as it would inside verl."""
+    path = verl_ref.wheel()
+    if path is None:
+        if os.environ.get("PRORL_REQUIRE_REFS"):
+            pytest.fail("PRORL_VERL_WHEEL is not set (make client-test fetches verl's wheel)")
+        pytest.skip("verl's wheel is not fetched (make client-test does)")
+    mod = verl_ref.load(path)
+    saved = sys.modules.get(verl_ref.MODULE)
+    sys.modules[verl_ref.MODULE] = mod
+    yield mod
+    if saved is None:
+        del sys.modules[verl_ref.MODULE]
+    else:
+        sys.modules[verl_ref.MODULE] = saved
+
+
+def test_verl_class(results: list[Result], verl_module: Any) -> None:
+    fields = set(verl_module.AgentLoopOutput.model_fields)
+    metric_fields = set(verl_module.AgentLoopMetrics.model_fields)
+    for r in results:
+        plain = to_verl(r)
+        # pydantic drops unknown keys silently, so a misspelt field is caught here.
+        assert set(plain) <= fields and set(plain["metrics"]) <= metric_fields
+        out = to_verl(r, as_class=True)
+        assert isinstance(out, verl_module.AgentLoopOutput)
+        assert out.model_dump(exclude_unset=True) == plain | {"metrics": out.metrics.model_dump(exclude_unset=True)}
+        assert out.metrics.generate_sequences == plain["metrics"]["generate_sequences"]
+        n = r["tokens"]["prompt_len"]
+        assert out.prompt_ids == r["tokens"]["ids"][:n] and out.prompt_ids + out.response_ids == r["tokens"]["ids"]
+        assert len(out.response_mask) == len(out.response_ids) == len(out.response_logprobs or [])
+        assert out.reward_score == r["reward"] and out.num_turns == len(r["messages"])
+
+
+def test_verl_class_rejects_bad_output(verl_module: Any) -> None:
+    """The reference is strict enough to catch a wrong type (so the test above can fail)."""
+    with pytest.raises(Exception, match="response_mask"):
+        verl_module.AgentLoopOutput(prompt_ids=[1], response_ids=[2], response_mask=["x"], metrics={})
+
+
+def test_failed_rollout_in_verl(verl_module: Any) -> None:
+    out = to_verl(FAILED, as_class=True)
+    assert out.reward_score is None and out.response_ids == []
 
 
 @pytest.mark.skipif(not _have("slime.utils.types"), reason="slime (THUDM) is not on PyPI")
