@@ -3,10 +3,13 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prorl/prorl/core/sandbox"
@@ -55,8 +58,9 @@ func testSWE(t *testing.T, driver string) {
 		t.Skip("SWE fixtures missing (make swe-fixtures)")
 	}
 	tasks := exampleTasks(t, "swe")
+	probe := newNetProbe(t, tasks)
 	plugin := filepath.Join(binDir, "plugins/prorl-swe")
-	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "0.5"}, tasks: tasks,
+	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "0.5"}, tasks: tasks + probe.row + "\n",
 		extraTOML: "[plugins.swe]\nenabled = true\npath = \"" + plugin + "\"\n[plugins.swe.config]\nmax_turns = 4\nimage_dir = \"" + imageDir + "\"\nimage_template = \"" + template + "\"\n" +
 			sandboxTOML})
 	e.startHost()
@@ -101,6 +105,7 @@ func testSWE(t *testing.T, driver string) {
 		}
 	}
 	testRealShapes(t, e, tasks)
+	probe.run(t, e)
 
 	// /v1/evaluate grades a patch without a rollout: the gold one resolves,
 	// a wrong one does not.
@@ -208,4 +213,90 @@ func testRealShapes(t *testing.T, e *env, tasks string) {
 	if seen != 5 {
 		t.Fatalf("%d real-shape fixtures, want 5 (make swe-fixtures)", seen)
 	}
+}
+
+// netProbe is a SWE task whose "fix" (the simulator's answer) tries the
+// network from the agent's sandbox: it lists the interfaces it sees and
+// connects to a listener of this test on the host's loopback.
+type netProbe struct {
+	row      string
+	ln       net.Listener
+	accepted atomic.Int32
+}
+
+func newNetProbe(t *testing.T, tasks string) *netProbe {
+	p := &netProbe{}
+	var err error
+	if p.ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.ln.Close() })
+	go func() {
+		for {
+			c, err := p.ln.Accept()
+			if err != nil {
+				return
+			}
+			p.accepted.Add(1)
+			c.Close()
+		}
+	}()
+	var row map[string]any
+	if err := json.Unmarshal([]byte(tasks[:strings.IndexByte(tasks, '\n')]), &row); err != nil {
+		t.Fatal(err)
+	}
+	port := p.ln.Addr().(*net.TCPAddr).Port
+	row["problem_statement"] = "Network probe: the agent reaches for the host's network from its sandbox."
+	row["solution"] = "bash:\necho IFACES $(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '); python3 -c \"" +
+		"import socket\ntry:\n    socket.create_connection(('127.0.0.1', " + strconv.Itoa(port) + "), 3); print('NET-OPEN')\n" +
+		"except OSError as e:\n    print('NET-CLOSED', e)\""
+	b, _ := json.Marshal(row)
+	p.row = string(b)
+	return p
+}
+
+// run submits the probe as a Polar task that asks for the internet and the
+// host's network: the task is still the domain's, its sandbox still offline.
+func (p *netProbe) run(t *testing.T, e *env) {
+	var row map[string]any
+	_ = json.Unmarshal([]byte(p.row), &row)
+	delete(row, "solution")
+	// The row also names another domain: it must not redirect the task.
+	row["domain"], row["data_source"] = "math", "deepscaler"
+	task := polarTask("net-probe", 4, map[string]any{
+		"instruction": "",
+		"evaluator":   map[string]any{"strategy": "swe", "config": row},
+		"runtime":     map[string]any{"backend": "apptainer", "image": "docker.io/library/ubuntu:latest", "allow_internet": true, "network": "host"},
+		"metadata":    map[string]any{"eval_sampling_seed_base": 11},
+	})
+	if r := e.do("POST", "/rollout/task/submit", task); r.code != 200 {
+		t.Fatalf("submit the probe: %d %s", r.code, r.body)
+	}
+	st := e.waitTask(t, "net-probe")
+	probed := 0
+	for _, s := range st.Results {
+		if s.Status != "COMPLETED" {
+			t.Fatalf("probe session %s: %s %v %v", s.SessionID, s.Status, s.Error, s.Metadata)
+		}
+		if d := s.Trajectory.Metadata["domain"]; d != "swe" {
+			t.Fatalf("evaluator.config redirected the task to %v", d)
+		}
+		for _, m := range s.Trajectory.Traces[0].ResponseMessages {
+			out, _ := m["content"].(string)
+			if m["role"] != "tool" || !strings.Contains(out, "IFACES") {
+				continue
+			}
+			probed++
+			if !strings.Contains(out, "NET-CLOSED") || strings.Contains(out, "NET-OPEN") || !strings.Contains(out, "IFACES lo \n") && !strings.Contains(out, "IFACES lo\n") {
+				t.Errorf("the sandbox reached a network: %q", out)
+			}
+		}
+	}
+	if probed == 0 {
+		t.Fatalf("no session ran the probe (the simulator answered wrongly every time): %+v", st.Results)
+	}
+	if n := p.accepted.Load(); n != 0 {
+		t.Fatalf("the host's loopback listener was reached %d times from sandboxes", n)
+	}
+	t.Logf("network probe: %d sessions ran it, all offline (only lo), none reached the host", probed)
 }
