@@ -50,12 +50,13 @@ func (s *server) guard(op string, diags *[]*pb.Diagnostic) {
 
 func (s *server) GetInfo(context.Context, *pb.GetInfoRequest) (*pb.DomainInfo, error) {
 	info := InfoToProto(s.d.Info())
-	if _, ok := s.d.(Setupper); ok {
-		info.Capabilities = append(info.Capabilities, CapSetup)
+	_, setup := s.d.(Setupper)
+	_, release := s.d.(Releaser)
+	if sd, ok := s.d.(sessionDomain); ok {
+		setup, release = sd.capabilities()
 	}
-	release := false
-	if _, ok := s.d.(Releaser); ok {
-		release = true
+	if setup {
+		info.Capabilities = append(info.Capabilities, CapSetup)
 	}
 	for _, t := range s.tools {
 		if _, ok := t.(ToolReleaser); ok {
@@ -160,7 +161,16 @@ func (s *server) CallTool(ctx context.Context, req *pb.CallToolRequest) (resp *p
 		return resp, nil
 	}
 	ctx = withLog(ctx, s.log, req.RolloutId)
-	res, err := t.Call(ctx, ToolContext{RolloutID: req.RolloutId, SandboxID: req.SandboxId, Task: req.TaskJson, Host: s.currentHost()}, args)
+	tc := ToolContext{RolloutID: req.RolloutId, SandboxID: req.SandboxId, Task: req.TaskJson, Host: s.currentHost()}
+	if sd, ok := s.d.(sessionDomain); ok {
+		sess, err := sd.toolSession(tc)
+		if err != nil {
+			resp.Diagnostics = diag(err)
+			return resp, nil
+		}
+		tc.session = sess
+	}
+	res, err := t.Call(ctx, tc, args)
 	if err != nil {
 		var se *Error
 		if errors.As(err, &se) && se.Code != CodeToolError {

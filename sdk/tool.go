@@ -20,6 +20,8 @@ type ToolContext struct {
 	SandboxID string
 	Task      json.RawMessage
 	Host      Host
+	// session is the rollout of an Env (set by the server for RolloutTool).
+	session any
 }
 
 // ToolResult is the observation of a call. Done ends the episode with
@@ -55,10 +57,10 @@ func DecodeArgs(args json.RawMessage, v any) error {
 }
 
 // DecodeConfig decodes a domain's [plugins.NAME.config] table strictly:
-// an unknown key is an invalid_task error naming the domain.
+// an unknown key is an invalid_config error naming the domain.
 func DecodeConfig(domain string, raw json.RawMessage, v any) error {
 	if err := decodeStrict(raw, v); err != nil {
-		return Errorf(CodeInvalidTask, "%s config: %v", domain, err)
+		return Errorf(CodeInvalidConfig, "%s config: %v", domain, err)
 	}
 	return nil
 }

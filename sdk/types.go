@@ -21,6 +21,8 @@ const (
 	// test results: a collection crash, a missing env). Not a reward of 0.
 	CodeEvalFailed = "eval_failed"
 	CodeInternal   = "internal"
+	// CodeInvalidConfig: the [plugins.NAME.config] table is wrong (Configure).
+	CodeInvalidConfig = "invalid_config"
 )
 
 // Error is a domain failure with a code from the failure vocabulary. It
@@ -62,10 +64,6 @@ func AsError(err error) *Error {
 const (
 	CapSetup   = "setup"   // implements Setupper
 	CapRelease = "release" // implements Releaser: keeps per-rollout state
-	// CapEvalSandbox is declared by the domain itself (Info.Capabilities)
-	// when its episodes set EvalSandbox: /v1/evaluate then calls Prepare to
-	// learn the sandbox before Evaluate.
-	CapEvalSandbox = "eval_sandbox"
 )
 
 // Info describes a domain to the host.
@@ -210,4 +208,12 @@ func (r EvaluateRequest) Response() string {
 		}
 	}
 	return ""
+}
+
+// Flag is a boolean as a 0/1 metric or reward.
+func Flag(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

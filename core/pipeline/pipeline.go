@@ -643,29 +643,41 @@ func (p *Pipeline) Evaluate(ctx context.Context, domain string, task json.RawMes
 	}
 	id := NewID("eval-")
 	req := &pb.EvaluateRequest{RolloutId: id, TaskJson: task, FinalResponse: response, EndReason: "evaluate"}
-	if plug.Has(sdk.CapEvalSandbox) {
-		// The domain scores in a fresh sandbox: Prepare says which.
-		var prep *pb.PrepareResponse
-		err := p.callPlugin(ctx, plug, nil, "Prepare", func(c pluginhost.Conn) (err error) {
-			prep, err = c.Prepare(ctx, &pb.PrepareRequest{RolloutId: id, TaskJson: task})
-			return err
-		})
-		if err != nil {
-			return nil, err
+	// As a rollout does: Prepare (which checks the task, opens the domain's
+	// session and says whether scoring needs a fresh sandbox), Evaluate,
+	// Release; all on one plugin process.
+	var prep *pb.PrepareResponse
+	var conn pluginhost.Conn
+	err := p.callPlugin(ctx, plug, nil, "Prepare", func(c pluginhost.Conn) (err error) {
+		conn = c
+		prep, err = c.Prepare(ctx, &pb.PrepareRequest{RolloutId: id, TaskJson: task})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(prep.Diagnostics) > 0 {
+		return &pb.EvaluateResponse{Diagnostics: prep.Diagnostics}, nil
+	}
+	if plug.Has(sdk.CapRelease) {
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_, _ = conn.Release(rctx, &pb.ReleaseRequest{RolloutId: id})
+		}()
+	}
+	if prep.EvalSandbox != nil {
+		if p.d.Sandboxes == nil {
+			return nil, errors.New("the domain evaluates in a sandbox but sandboxes are disabled on this host ([sandbox] driver)")
 		}
-		if len(prep.Diagnostics) > 0 {
-			return &pb.EvaluateResponse{Diagnostics: prep.Diagnostics}, nil
-		}
-		if prep.EvalSandbox != nil {
-			if p.d.Sandboxes == nil {
-				return nil, errors.New("the domain evaluates in a sandbox but sandboxes are disabled on this host ([sandbox] driver)")
-			}
-			release := p.evalSandbox(id, prep.EvalSandbox, req)
-			defer release()
-		}
+		release := p.evalSandbox(id, prep.EvalSandbox, req)
+		defer release()
 	}
 	var r *pb.EvaluateResponse
-	err := p.callPlugin(ctx, plug, nil, "Evaluate", func(c pluginhost.Conn) (err error) {
+	err = p.callPlugin(ctx, plug, nil, "Evaluate", func(c pluginhost.Conn) (err error) {
+		if plug.Has(sdk.CapRelease) && c.Epoch != conn.Epoch {
+			return fmt.Errorf("%w: %s restarted between Prepare and Evaluate", pluginhost.ErrCrashed, plug.Name)
+		}
 		r, err = c.Evaluate(ctx, req)
 		return err
 	})

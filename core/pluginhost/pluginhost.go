@@ -26,6 +26,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/sdk"
+	"github.com/prorl/prorl/sdk/schema"
 	pb "github.com/prorl/prorl/sdk/proto"
 )
 
@@ -206,6 +207,18 @@ func (p *Plugin) start(ctx context.Context) error {
 	cfgJSON, err := json.Marshal(p.cfg.Config)
 	if err != nil || p.cfg.Config == nil {
 		cfgJSON = []byte("{}")
+	}
+	// The table is checked against the schema the domain declares (SDK v2
+	// generates it from the config type), so a wrong key or value is named
+	// at start, under the admin's own key path.
+	if len(info.ConfigSchemaJson) > 0 {
+		if err := schema.Validate(info.ConfigSchemaJson, cfgJSON); err != nil {
+			var se *schema.Error
+			if errors.As(err, &se) {
+				return fail(fmt.Errorf("[plugins.%s.config] %s: %s", p.Name, se.Path, se.Message))
+			}
+			return fail(fmt.Errorf("config schema: %w", err))
+		}
 	}
 	cr, err := rd.Client.Configure(cctx, &pb.ConfigureRequest{ConfigJson: cfgJSON, HostServicesBrokerId: rd.HostBrokerID, HostInstance: p.inst})
 	if err != nil {

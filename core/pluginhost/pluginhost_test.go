@@ -18,7 +18,7 @@ import (
 	pb "github.com/prorl/prorl/sdk/proto"
 )
 
-var envPlugin string
+var envPlugin, countdown string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "pluginhost")
@@ -27,6 +27,10 @@ func TestMain(m *testing.M) {
 	}
 	envPlugin = filepath.Join(dir, "envplugin")
 	if out, err := exec.Command("go", "build", "-o", envPlugin, "./testdata/envplugin").CombinedOutput(); err != nil {
+		panic(string(out))
+	}
+	countdown = filepath.Join(dir, "countdown")
+	if out, err := exec.Command("go", "build", "-o", countdown, "../../sdk/examples/countdown").CombinedOutput(); err != nil {
 		panic(string(out))
 	}
 	code := m.Run()
@@ -256,4 +260,32 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestConfigSchema: the host checks a plugin's config table against the
+// schema the domain declares (generated from its config type by the SDK)
+// and names the key at fault.
+func TestConfigSchema(t *testing.T) {
+	for _, c := range []struct {
+		config map[string]any
+		want   string
+	}{
+		{map[string]any{"max_turns": 0}, "[plugins.countdown.config] max_turns: must be at least 1, got 0"},
+		{map[string]any{"max_turn": 3}, "[plugins.countdown.config] max_turn: unknown key (known: max_turns)"},
+		{map[string]any{"max_turns": "3"}, "[plugins.countdown.config] max_turns: must be an integer, got string"},
+		{map[string]any{"max_turns": 3}, ""},
+	} {
+		pc := pcfg(countdown, "")
+		pc.Config = c.config
+		m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"countdown": pc}, NoSandboxes{}, "t")
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%v refused: %v", c.config, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%v: got %v, want %q", c.config, err, c.want)
+		}
+		if m != nil {
+			m.Stop()
+		}
+	}
 }

@@ -60,7 +60,6 @@ func (d *Domain) Info() sdk.Info {
 		DataSources: []string{"codecontests*", "apps*", "taco*", "codeforces*", "deepcoder*", "livecodebench*", "humaneval*", "mbpp*", "code*"},
 		Tools:       d.tools,
 		// Evaluation runs in a fresh sandbox that Prepare asks for.
-		Capabilities: []string{sdk.CapEvalSandbox},
 		ConfigSchema: json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{` +
 			`"system_prompt":{"type":"string"},"max_turns":{"type":"integer","minimum":1},"image":{"type":"string"},` +
 			`"time_limit":{"type":"number","exclusiveMinimum":0},"time_scale":{"type":"number","exclusiveMinimum":0},"memory_mb":{"type":"integer","minimum":16},` +
@@ -75,19 +74,19 @@ func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Host) e
 	}
 	switch {
 	case cfg.MaxTurns < 1:
-		return sdk.Errorf(sdk.CodeInvalidTask, "code config: max_turns must be at least 1")
+		return sdk.Errorf(sdk.CodeInvalidConfig, "code config: max_turns must be at least 1")
 	case cfg.TimeLimit <= 0 || cfg.TimeLimit > 60:
-		return sdk.Errorf(sdk.CodeInvalidTask, "code config: time_limit must be in (0, 60]")
+		return sdk.Errorf(sdk.CodeInvalidConfig, "code config: time_limit must be in (0, 60]")
 	case cfg.TimeScale <= 0 || cfg.TimeScale > 20:
-		return sdk.Errorf(sdk.CodeInvalidTask, "code config: time_scale must be in (0, 20]")
+		return sdk.Errorf(sdk.CodeInvalidConfig, "code config: time_scale must be in (0, 20]")
 	case cfg.MemoryMB < 16:
-		return sdk.Errorf(sdk.CodeInvalidTask, "code config: memory_mb must be at least 16")
+		return sdk.Errorf(sdk.CodeInvalidConfig, "code config: memory_mb must be at least 16")
 	case cfg.Workers < 1 || cfg.Workers > 64:
-		return sdk.Errorf(sdk.CodeInvalidTask, "code config: workers must be 1 to 64")
+		return sdk.Errorf(sdk.CodeInvalidConfig, "code config: workers must be 1 to 64")
 	}
 	for _, l := range cfg.Languages {
 		if _, ok := languageOf(l); !ok {
-			return sdk.Errorf(sdk.CodeInvalidTask, "code config: languages: %q is not one of python, cpp, c, java, javascript", l)
+			return sdk.Errorf(sdk.CodeInvalidConfig, "code config: languages: %q is not one of python, cpp, c, java, javascript", l)
 		}
 	}
 	d.cfg = cfg

@@ -60,7 +60,7 @@ func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Host) e
 		return err
 	}
 	if cfg.MaxTurns < 1 {
-		return sdk.Errorf(sdk.CodeInvalidTask, "math config: max_turns must be at least 1")
+		return sdk.Errorf(sdk.CodeInvalidConfig, "math config: max_turns must be at least 1")
 	}
 	d.cfg = cfg
 	return nil

@@ -67,10 +67,10 @@ func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Host) e
 		return err
 	}
 	if cfg.MaxTurns < 1 {
-		return sdk.Errorf(sdk.CodeInvalidTask, "stem config: max_turns must be at least 1")
+		return sdk.Errorf(sdk.CodeInvalidConfig, "stem config: max_turns must be at least 1")
 	}
 	if cfg.RelTol < 0 || cfg.RelTol >= 1 {
-		return sdk.Errorf(sdk.CodeInvalidTask, "stem config: rel_tol must be in [0, 1)")
+		return sdk.Errorf(sdk.CodeInvalidConfig, "stem config: rel_tol must be in [0, 1)")
 	}
 	d.cfg = cfg
 	return nil

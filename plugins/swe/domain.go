@@ -75,7 +75,6 @@ func (d *Domain) Info() sdk.Info {
 		DataSources: []string{"swe*", "SWE*", "r2e*", "R2E*"},
 		Tools:       d.tools,
 		// Tests run in a fresh sandbox from the same image.
-		Capabilities: []string{sdk.CapEvalSandbox},
 		ConfigSchema: json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{` +
 			`"system_prompt":{"type":"string"},"instance_prompt":{"type":"string"},"max_turns":{"type":"integer","minimum":1},` +
 			`"image_dir":{"type":"string"},"image_template":{"type":"string"},"eval_timeout":{"type":"string"}}}`),
@@ -88,14 +87,14 @@ func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Host) e
 		return err
 	}
 	if cfg.MaxTurns < 1 {
-		return sdk.Errorf(sdk.CodeInvalidTask, "swe config: max_turns must be at least 1")
+		return sdk.Errorf(sdk.CodeInvalidConfig, "swe config: max_turns must be at least 1")
 	}
 	et, err := time.ParseDuration(cfg.EvalTimeout)
 	if err != nil || et <= 0 {
-		return sdk.Errorf(sdk.CodeInvalidTask, "swe config: eval_timeout %q is not a positive duration", cfg.EvalTimeout)
+		return sdk.Errorf(sdk.CodeInvalidConfig, "swe config: eval_timeout %q is not a positive duration", cfg.EvalTimeout)
 	}
 	if !strings.Contains(cfg.ImageTemplate, "{instance_id") && !strings.Contains(cfg.ImageTemplate, "{docker_image}") {
-		return sdk.Errorf(sdk.CodeInvalidTask, "swe config: image_template must name the instance ({instance_id} or {docker_image})")
+		return sdk.Errorf(sdk.CodeInvalidConfig, "swe config: image_template must name the instance ({instance_id} or {docker_image})")
 	}
 	d.cfg, d.evalTimeout = cfg, et
 	return nil

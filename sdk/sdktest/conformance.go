@@ -12,12 +12,16 @@ import (
 )
 
 // Case is one sample task with a final response that must earn reward 1 and
-// one that must not.
+// one that must not. A domain whose reward comes from what its tools saw
+// (per-rollout state) gives the tool calls to play before each: the right
+// and the wrong answer are then each scored in a rollout of their own.
 type Case struct {
 	Name  string
 	Task  json.RawMessage
 	Right string
 	Wrong string
+	// RightCalls and WrongCalls are played (Play) before Right and Wrong.
+	RightCalls, WrongCalls []Call
 }
 
 // Suite is what a domain gives the conformance suite.
@@ -139,6 +143,25 @@ func Conformance(t *testing.T, s Suite) {
 					t.Fatalf("Evaluate: %v %v", err, e.GetDiagnostics())
 				}
 				return e
+			}
+			if c.RightCalls != nil || c.WrongCalls != nil {
+				for _, k := range []struct {
+					calls []Call
+					final string
+					right bool
+				}{{c.RightCalls, c.Right, true}, {c.WrongCalls, c.Wrong, false}, {nil, "", false}} {
+					p, err := Play(ctx, h, fmt.Sprintf("%s-%v-%d", rid, k.right, len(k.calls)), c.Task, k.calls, k.final)
+					switch {
+					case err != nil:
+						t.Errorf("play: %v", err)
+					case k.right && p.Score.Reward != 1:
+						t.Errorf("right play %v scored %v", k.calls, p.Score.Reward)
+					case !k.right && p.Score.Reward >= 1:
+						t.Errorf("wrong play %v scored %v", k.calls, p.Score.Reward)
+					}
+				}
+				_, _ = h.Client.Release(ctx, &pb.ReleaseRequest{RolloutId: rid})
+				return
 			}
 			if e := eval(c.Right); e.Reward != 1 {
 				t.Errorf("right answer %q scored %v", c.Right, e.Reward)

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/prorl/prorl/sdk"
+	pb "github.com/prorl/prorl/sdk/proto"
+	"github.com/prorl/prorl/sdk/sdktest"
+)
+
+const task = `{"nums": [3, 5, 2], "target": 16, "data_source": "countdown"}`
+
+func TestConformance(t *testing.T) {
+	sdktest.Conformance(t, sdktest.Suite{
+		Domain:   Domain,
+		Config:   json.RawMessage(`{"max_turns": 4}`),
+		Cases:    []sdktest.Case{{Task: json.RawMessage(task), Right: "<answer>(3 + 5) * 2</answer>", Wrong: "<answer>3 + 5 + 2</answer>"}},
+		BadTasks: []json.RawMessage{json.RawMessage(`{"nums": [], "target": 3}`), json.RawMessage(`{"nums": "1 2", "target": 3}`)},
+	})
+}
+
+// TestScore tries the answers a policy would try to get reward without
+// solving the task.
+func TestScore(t *testing.T) {
+	h := sdktest.Start(t, Domain)
+	ctx := context.Background()
+	if _, err := h.Configure(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, answer string
+		want         float64
+	}{
+		{"right", "<answer>(3 + 5) * 2</answer>", 1},
+		{"right, other order", "<answer>2 * (5 + 3)</answer>", 1},
+		{"last answer counts", "<answer>1</answer> no, <answer>2*(3+5)</answer>", 1},
+		{"a number twice", "<answer>(3 + 5) * 2 + 3 - 3</answer>", 0},
+		{"a number left out", "<answer>8 * 2</answer>", 0},
+		{"a number not given", "<answer>16</answer>", 0},
+		{"digits glued into another number", "<answer>35 - 2 - 17</answer>", 0},
+		{"wrong value", "<answer>3 * 5 + 2</answer>", 0},
+		{"no answer tag", "(3 + 5) * 2", 0},
+		{"not arithmetic", "<answer>(3 + 5) ** 2</answer>", 0},
+		{"division by zero", "<answer>3 / (5 - 5) * 2</answer>", 0},
+		{"unbalanced", "<answer>(3 + 5 * 2</answer>", 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			id := "r-" + c.name
+			if p, err := h.Client.Prepare(ctx, &pb.PrepareRequest{RolloutId: id, TaskJson: []byte(task)}); err != nil || len(p.Diagnostics) > 0 {
+				t.Fatal(err, p.GetDiagnostics())
+			}
+			e, err := h.Client.Evaluate(ctx, &pb.EvaluateRequest{RolloutId: id, TaskJson: []byte(task), FinalResponse: c.answer})
+			if err != nil || len(e.Diagnostics) > 0 || e.Reward != c.want {
+				t.Fatalf("%q: reward %v, want %v (%v %v)", c.answer, e.GetReward(), c.want, err, e.GetDiagnostics())
+			}
+		})
+	}
+}
+
+func TestCalc(t *testing.T) {
+	for expr, want := range map[string]string{"(3 + 5) * 2": "16", "7 / 2": "3.5", "1 - 2 - 3": "-4", "2 * 3 + 4 * 5": "26"} {
+		res, err := Domain.Tools[1].Call(context.Background(), sdk.ToolContext{}, json.RawMessage(`{"expression": "`+expr+`"}`))
+		if err != nil || res.Output != want {
+			t.Errorf("calc %s = %q, %v; want %s", expr, res.Output, err, want)
+		}
+	}
+	if _, err := Domain.Tools[1].Call(context.Background(), sdk.ToolContext{}, json.RawMessage(`{"expr": "1"}`)); err == nil {
+		t.Error("a misspelt argument must be refused")
+	}
+}

@@ -1,0 +1,74 @@
+package sdktest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	pb "github.com/prorl/prorl/sdk/proto"
+)
+
+// Call is a tool call to play: Args is marshalled to JSON.
+type Call struct {
+	Tool string
+	Args any
+}
+
+// Played is what a played rollout saw.
+type Played struct {
+	Episode *pb.PrepareResponse
+	Outputs []*pb.CallToolResponse
+	Final   string
+	Score   *pb.EvaluateResponse
+}
+
+// Play runs one rollout as the host does, without a model: Prepare,
+// Setup, the scripted tool calls (stopping at one that ends the episode),
+// Evaluate of final (or of the finishing call's answer when final is
+// empty) and Release. A diagnostic from the domain is returned as an error.
+func Play(ctx context.Context, h *Harness, rolloutID string, task json.RawMessage, calls []Call, final string) (*Played, error) {
+	p := &Played{Final: final}
+	defer func() { _, _ = h.Client.Release(ctx, &pb.ReleaseRequest{RolloutId: rolloutID}) }()
+	var err error
+	if p.Episode, err = h.Client.Prepare(ctx, &pb.PrepareRequest{RolloutId: rolloutID, TaskJson: task}); err != nil {
+		return p, fmt.Errorf("prepare: %w", err)
+	}
+	if d := p.Episode.Diagnostics; len(d) > 0 {
+		return p, fmt.Errorf("prepare: %s: %s", d[0].Code, d[0].Message)
+	}
+	sandbox := ""
+	if p.Episode.Sandbox != nil {
+		sandbox = rolloutID
+	}
+	if r, err := h.Client.Setup(ctx, &pb.SetupRequest{RolloutId: rolloutID, TaskJson: task, SandboxId: sandbox}); err != nil || len(r.Diagnostics) > 0 {
+		return p, fmt.Errorf("setup: %v %v", err, r.GetDiagnostics())
+	}
+	for _, c := range calls {
+		args, err := json.Marshal(c.Args)
+		if err != nil {
+			return p, err
+		}
+		r, err := h.Client.CallTool(ctx, &pb.CallToolRequest{RolloutId: rolloutID, TaskJson: task, SandboxId: sandbox, Call: &pb.ToolCall{Name: c.Tool, ArgumentsJson: args}})
+		if err != nil {
+			return p, fmt.Errorf("tool %s: %w", c.Tool, err)
+		}
+		if d := r.Diagnostics; len(d) > 0 {
+			return p, fmt.Errorf("tool %s: %s: %s", c.Tool, d[0].Code, d[0].Message)
+		}
+		p.Outputs = append(p.Outputs, r)
+		if r.Done {
+			if p.Final == "" {
+				p.Final = r.FinalResponse
+			}
+			break
+		}
+	}
+	p.Score, err = h.Client.Evaluate(ctx, &pb.EvaluateRequest{RolloutId: rolloutID, TaskJson: task, SandboxId: sandbox, FinalResponse: p.Final, EndReason: "finish"})
+	if err != nil {
+		return p, fmt.Errorf("evaluate: %w", err)
+	}
+	if d := p.Score.Diagnostics; len(d) > 0 {
+		return p, fmt.Errorf("evaluate: %s: %s", d[0].Code, d[0].Message)
+	}
+	return p, nil
+}
