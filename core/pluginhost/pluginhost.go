@@ -26,8 +26,8 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/sdk"
-	"github.com/prorl/prorl/sdk/schema"
 	pb "github.com/prorl/prorl/sdk/proto"
+	"github.com/prorl/prorl/sdk/schema"
 )
 
 // ErrCrashed marks a call that failed because the plugin process died or was
