@@ -149,7 +149,7 @@ func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Sc
 		}
 	}
 	sc := &sdk.Score{
-		Metrics: map[string]float64{"format_ok": b2f(method != mathans.MethodNone), "correct": b2f(correct)},
+		Metrics: map[string]float64{"format_ok": sdk.Flag(method != mathans.MethodNone), "correct": sdk.Flag(correct)},
 		Info:    map[string]any{"extracted_answer": ans, "extraction": method, "ground_truth": t.Answer},
 	}
 	if budgetOut {
@@ -159,11 +159,4 @@ func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Sc
 		sc.Reward, sc.Resolved = 1, true
 	}
 	return sc, nil
-}
-
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }

@@ -132,18 +132,11 @@ func (d *Domain) Evaluate(_ context.Context, req sdk.EvaluateRequest) (*sdk.Scor
 		correct = got != "" && stemans.FreeEqual(got, t.Answer)
 	}
 	sc := &sdk.Score{
-		Metrics: map[string]float64{"format_ok": b2f(method != stemans.MethodNone), "correct": b2f(correct)},
+		Metrics: map[string]float64{"format_ok": sdk.Flag(method != stemans.MethodNone), "correct": sdk.Flag(correct)},
 		Info:    map[string]any{"kind": t.Kind, "extracted_answer": got, "extraction": method, "ground_truth": t.Answer},
 	}
 	if correct {
 		sc.Reward, sc.Resolved = 1, true
 	}
 	return sc, nil
-}
-
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }
