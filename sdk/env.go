@@ -144,23 +144,25 @@ func (e *Env[C, T, S]) Prepare(ctx context.Context, req PrepareRequest) (*Episod
 	return ep, nil
 }
 
-// session finds a prepared rollout; a call for one this process did not
-// prepare fails rather than running on a blank state.
-func (e *Env[C, T, S]) session(id string) (*Rollout[C, T, S], error) {
+// session finds a prepared rollout and gives it the call's sandbox and
+// host; a call for one this process did not prepare fails rather than
+// running on a blank state.
+func (e *Env[C, T, S]) session(id, sandboxID string, h Host) (*Rollout[C, T, S], error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if r, ok := e.sessions[id]; ok {
-		return r, nil
+	r, ok := e.sessions[id]
+	if !ok {
+		return nil, Errorf(CodeInternal, "no session for rollout %s in this plugin process (not prepared here, or already released)", id)
 	}
-	return nil, Errorf(CodeInternal, "no session for rollout %s in this plugin process (not prepared here, or already released)", id)
+	r.SandboxID, r.Host = sandboxID, h
+	return r, nil
 }
 
 func (e *Env[C, T, S]) Setup(ctx context.Context, req SetupRequest) error {
-	r, err := e.session(req.RolloutID)
+	r, err := e.session(req.RolloutID, req.SandboxID, req.Host)
 	if err != nil {
 		return err
 	}
-	r.SandboxID, r.Host = req.SandboxID, req.Host
 	if e.SetupSandbox == nil {
 		return nil
 	}
@@ -168,11 +170,10 @@ func (e *Env[C, T, S]) Setup(ctx context.Context, req SetupRequest) error {
 }
 
 func (e *Env[C, T, S]) Evaluate(ctx context.Context, req EvaluateRequest) (*Score, error) {
-	r, err := e.session(req.RolloutID)
+	r, err := e.session(req.RolloutID, req.SandboxID, req.Host)
 	if err != nil {
 		return nil, err
 	}
-	r.SandboxID, r.Host = req.SandboxID, req.Host
 	return e.Score(ctx, r, req)
 }
 
@@ -191,12 +192,7 @@ func (e *Env[C, T, S]) Sessions() int {
 
 // toolSession gives a RolloutTool its rollout (the server calls it).
 func (e *Env[C, T, S]) toolSession(tc ToolContext) (any, error) {
-	r, err := e.session(tc.RolloutID)
-	if err != nil {
-		return nil, err
-	}
-	r.SandboxID, r.Host = tc.SandboxID, tc.Host
-	return r, nil
+	return e.session(tc.RolloutID, tc.SandboxID, tc.Host)
 }
 
 func (e *Env[C, T, S]) capabilities() (setup, release bool) { return e.SetupSandbox != nil, true }

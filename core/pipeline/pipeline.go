@@ -645,11 +645,10 @@ func (p *Pipeline) Evaluate(ctx context.Context, domain string, task json.RawMes
 	req := &pb.EvaluateRequest{RolloutId: id, TaskJson: task, FinalResponse: response, EndReason: "evaluate"}
 	// As a rollout does: Prepare (which checks the task, opens the domain's
 	// session and says whether scoring needs a fresh sandbox), Evaluate,
-	// Release; all on one plugin process.
+	// Release; pinned to one plugin process like a rollout's calls.
+	ro := &Rollout{ID: id, Req: Request{Domain: domain}}
 	var prep *pb.PrepareResponse
-	var conn pluginhost.Conn
-	err := p.callPlugin(ctx, plug, nil, "Prepare", func(c pluginhost.Conn) (err error) {
-		conn = c
+	err := p.callPlugin(ctx, plug, ro, "Prepare", func(c pluginhost.Conn) (err error) {
 		prep, err = c.Prepare(ctx, &pb.PrepareRequest{RolloutId: id, TaskJson: task})
 		return err
 	})
@@ -659,13 +658,7 @@ func (p *Pipeline) Evaluate(ctx context.Context, domain string, task json.RawMes
 	if len(prep.Diagnostics) > 0 {
 		return &pb.EvaluateResponse{Diagnostics: prep.Diagnostics}, nil
 	}
-	if plug.Has(sdk.CapRelease) {
-		defer func() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			_, _ = conn.Release(rctx, &pb.ReleaseRequest{RolloutId: id})
-		}()
-	}
+	defer p.release(ro)
 	if prep.EvalSandbox != nil {
 		if p.d.Sandboxes == nil {
 			return nil, errors.New("the domain evaluates in a sandbox but sandboxes are disabled on this host ([sandbox] driver)")
@@ -674,10 +667,7 @@ func (p *Pipeline) Evaluate(ctx context.Context, domain string, task json.RawMes
 		defer release()
 	}
 	var r *pb.EvaluateResponse
-	err = p.callPlugin(ctx, plug, nil, "Evaluate", func(c pluginhost.Conn) (err error) {
-		if plug.Has(sdk.CapRelease) && c.Epoch != conn.Epoch {
-			return fmt.Errorf("%w: %s restarted between Prepare and Evaluate", pluginhost.ErrCrashed, plug.Name)
-		}
+	err = p.callPlugin(ctx, plug, ro, "Evaluate", func(c pluginhost.Conn) (err error) {
 		r, err = c.Evaluate(ctx, req)
 		return err
 	})

@@ -40,7 +40,8 @@ func (p *Pipeline) call(ctx context.Context, r *Rollout, method string, f func(p
 	return p.callPlugin(ctx, plug, r, method, f)
 }
 
-// callPlugin is call for a plugin; r is nil outside a rollout (/v1/evaluate).
+// callPlugin is call for a plugin; r (a rollout, or /v1/evaluate's stand-in)
+// pins a stateful plugin's calls to the process that served the first of them.
 func (p *Pipeline) callPlugin(ctx context.Context, plug *pluginhost.Plugin, r *Rollout, method string, f func(pluginhost.Conn) error) error {
 	stateful := plug.Has(sdk.CapRelease)
 	for attempt := 0; ; attempt++ {
@@ -48,7 +49,7 @@ func (p *Pipeline) callPlugin(ctx context.Context, plug *pluginhost.Plugin, r *R
 		if err != nil {
 			return err
 		}
-		if stateful && r != nil && r.epoch != 0 && c.Epoch != r.epoch {
+		if stateful && r.epoch != 0 && c.Epoch != r.epoch {
 			return plug.Check(r.epoch, nil)
 		}
 		start := time.Now()
@@ -57,7 +58,7 @@ func (p *Pipeline) callPlugin(ctx context.Context, plug *pluginhost.Plugin, r *R
 			p.d.Metrics.PluginCalls.WithLabelValues(plug.Name, method).Observe(time.Since(start).Seconds())
 		}
 		if err == nil {
-			if r != nil && r.epoch == 0 {
+			if r.epoch == 0 {
 				r.epoch = c.Epoch
 			}
 			return nil
@@ -69,11 +70,7 @@ func (p *Pipeline) callPlugin(ctx context.Context, plug *pluginhost.Plugin, r *R
 		if stateful || attempt == crashRetries || !errors.Is(err, pluginhost.ErrCrashed) {
 			return err
 		}
-		id := ""
-		if r != nil {
-			id = r.ID
-		}
-		p.d.Log.Warn("plugin call met a crashed process; retrying on its successor", "plugin", plug.Name, "method", method, "rollout", id, "attempt", attempt+1)
+		p.d.Log.Warn("plugin call met a crashed process; retrying on its successor", "plugin", plug.Name, "method", method, "rollout", r.ID, "attempt", attempt+1)
 		if p.d.Metrics != nil {
 			p.d.Metrics.PluginRetries.WithLabelValues(plug.Name, method).Inc()
 		}

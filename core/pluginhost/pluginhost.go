@@ -213,11 +213,7 @@ func (p *Plugin) start(ctx context.Context) error {
 	// at start, under the admin's own key path.
 	if len(info.ConfigSchemaJson) > 0 {
 		if err := schema.Validate(info.ConfigSchemaJson, cfgJSON); err != nil {
-			var se *schema.Error
-			if errors.As(err, &se) {
-				return fail(fmt.Errorf("[plugins.%s.config] %s: %s", p.Name, se.Path, se.Message))
-			}
-			return fail(fmt.Errorf("config schema: %w", err))
+			return fail(fmt.Errorf("[plugins.%s.config] %w", p.Name, err))
 		}
 	}
 	cr, err := rd.Client.Configure(cctx, &pb.ConfigureRequest{ConfigJson: cfgJSON, HostServicesBrokerId: rd.HostBrokerID, HostInstance: p.inst})

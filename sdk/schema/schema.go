@@ -13,25 +13,50 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 )
 
 // Schema is the JSON Schema subset this package makes and checks.
 type Schema struct {
-	Type                 string             `json:"type,omitempty"`
-	Description          string             `json:"description,omitempty"`
-	Properties           map[string]*Schema `json:"properties,omitempty"`
-	Required             []string           `json:"required,omitempty"`
-	AdditionalProperties any                `json:"additionalProperties,omitempty"` // false or a *Schema
-	Items                *Schema            `json:"items,omitempty"`
-	Enum                 []any              `json:"enum,omitempty"`
-	Minimum              *float64           `json:"minimum,omitempty"`
-	Maximum              *float64           `json:"maximum,omitempty"`
-	MinLength            *int               `json:"minLength,omitempty"`
-	MaxLength            *int               `json:"maxLength,omitempty"`
-	// order keeps properties in field order when marshalled.
-	order []string
+	Type                 string   `json:"type,omitempty"`
+	Description          string   `json:"description,omitempty"`
+	Properties           Props    `json:"properties,omitempty"`
+	Required             []string `json:"required,omitempty"`
+	AdditionalProperties any      `json:"additionalProperties,omitempty"` // false or a *Schema
+	Items                *Schema  `json:"items,omitempty"`
+	Enum                 []any    `json:"enum,omitempty"`
+	Minimum              *float64 `json:"minimum,omitempty"`
+	Maximum              *float64 `json:"maximum,omitempty"`
+	MinLength            *int     `json:"minLength,omitempty"`
+	MaxLength            *int     `json:"maxLength,omitempty"`
+}
+
+// Props are an object's properties in field order, so a schema shown to a
+// model reads like the struct it came from.
+type Props []Prop
+
+// Prop is one property.
+type Prop struct {
+	Name   string
+	Schema *Schema
+}
+
+func (ps Props) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, p := range ps {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, _ := json.Marshal(p.Name)
+		v, err := json.Marshal(p.Schema)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(b, k...), ':'), v...)
+	}
+	return append(b, '}'), nil
 }
 
 // Mode says which fields are required by default.
@@ -99,7 +124,7 @@ func of(t reflect.Type, mode Mode, seen map[reflect.Type]bool) (*Schema, error) 
 		}
 		seen[t] = true
 		defer delete(seen, t)
-		s := &Schema{Type: "object", Properties: map[string]*Schema{}, AdditionalProperties: false}
+		s := &Schema{Type: "object", Properties: Props{}, AdditionalProperties: false}
 		if err := fields(s, t, mode, seen); err != nil {
 			return nil, err
 		}
@@ -172,73 +197,17 @@ func fields(s *Schema, t reflect.Type, mode Mode, seen map[reflect.Type]bool) er
 				return fmt.Errorf("%s.%s: unknown schema constraint %q", t.Name(), f.Name, k)
 			}
 		}
-		if _, dup := s.Properties[name]; !dup {
-			s.order = append(s.order, name)
+		// A field of the outer struct replaces an embedded one of its name.
+		if i := slices.IndexFunc(s.Properties, func(q Prop) bool { return q.Name == name }); i >= 0 {
+			s.Properties[i].Schema = p
+		} else {
+			s.Properties = append(s.Properties, Prop{name, p})
 		}
-		s.Properties[name] = p
 		if required {
 			s.Required = append(s.Required, name)
 		}
 	}
 	return nil
-}
-
-// MarshalJSON writes properties in field order, so a schema shown to a
-// model reads like the struct it came from.
-func (s *Schema) MarshalJSON() ([]byte, error) {
-	type plain Schema
-	b, err := json.Marshal((*plain)(s))
-	if err != nil || len(s.Properties) == 0 || len(s.order) != len(s.Properties) {
-		return b, err
-	}
-	var props strings.Builder
-	props.WriteByte('{')
-	for i, k := range s.order {
-		if i > 0 {
-			props.WriteByte(',')
-		}
-		kb, _ := json.Marshal(k)
-		vb, err := json.Marshal(s.Properties[k])
-		if err != nil {
-			return nil, err
-		}
-		props.Write(kb)
-		props.WriteByte(':')
-		props.Write(vb)
-	}
-	props.WriteByte('}')
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	m["properties"] = json.RawMessage(props.String())
-	// Keys in a fixed order: type, description, properties, required, then the rest.
-	var out strings.Builder
-	out.WriteByte('{')
-	first := true
-	emit := func(k string) {
-		v, ok := m[k]
-		if !ok {
-			return
-		}
-		if !first {
-			out.WriteByte(',')
-		}
-		first = false
-		kb, _ := json.Marshal(k)
-		out.Write(kb)
-		out.WriteByte(':')
-		out.Write(v)
-		delete(m, k)
-	}
-	for _, k := range []string{"type", "description", "properties", "required", "additionalProperties"} {
-		emit(k)
-	}
-	for _, k := range []string{"items", "enum", "minimum", "maximum", "minLength", "maxLength"} {
-		emit(k)
-	}
-	out.WriteByte('}')
-	return []byte(out.String()), nil
 }
 
 // Raw returns the schema as JSON.

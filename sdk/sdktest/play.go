@@ -30,18 +30,17 @@ func Play(ctx context.Context, h *Harness, rolloutID string, task json.RawMessag
 	p := &Played{Final: final}
 	defer func() { _, _ = h.Client.Release(ctx, &pb.ReleaseRequest{RolloutId: rolloutID}) }()
 	var err error
-	if p.Episode, err = h.Client.Prepare(ctx, &pb.PrepareRequest{RolloutId: rolloutID, TaskJson: task}); err != nil {
-		return p, fmt.Errorf("prepare: %w", err)
-	}
-	if d := p.Episode.Diagnostics; len(d) > 0 {
-		return p, fmt.Errorf("prepare: %s: %s", d[0].Code, d[0].Message)
+	p.Episode, err = h.Client.Prepare(ctx, &pb.PrepareRequest{RolloutId: rolloutID, TaskJson: task})
+	if err := failed("prepare", err, p.Episode.GetDiagnostics()); err != nil {
+		return p, err
 	}
 	sandbox := ""
 	if p.Episode.Sandbox != nil {
 		sandbox = rolloutID
 	}
-	if r, err := h.Client.Setup(ctx, &pb.SetupRequest{RolloutId: rolloutID, TaskJson: task, SandboxId: sandbox}); err != nil || len(r.Diagnostics) > 0 {
-		return p, fmt.Errorf("setup: %v %v", err, r.GetDiagnostics())
+	r, err := h.Client.Setup(ctx, &pb.SetupRequest{RolloutId: rolloutID, TaskJson: task, SandboxId: sandbox})
+	if err := failed("setup", err, r.GetDiagnostics()); err != nil {
+		return p, err
 	}
 	for _, c := range calls {
 		args, err := json.Marshal(c.Args)
@@ -49,11 +48,8 @@ func Play(ctx context.Context, h *Harness, rolloutID string, task json.RawMessag
 			return p, err
 		}
 		r, err := h.Client.CallTool(ctx, &pb.CallToolRequest{RolloutId: rolloutID, TaskJson: task, SandboxId: sandbox, Call: &pb.ToolCall{Name: c.Tool, ArgumentsJson: args}})
-		if err != nil {
-			return p, fmt.Errorf("tool %s: %w", c.Tool, err)
-		}
-		if d := r.Diagnostics; len(d) > 0 {
-			return p, fmt.Errorf("tool %s: %s: %s", c.Tool, d[0].Code, d[0].Message)
+		if err := failed("tool "+c.Tool, err, r.GetDiagnostics()); err != nil {
+			return p, err
 		}
 		p.Outputs = append(p.Outputs, r)
 		if r.Done {
@@ -64,11 +60,16 @@ func Play(ctx context.Context, h *Harness, rolloutID string, task json.RawMessag
 		}
 	}
 	p.Score, err = h.Client.Evaluate(ctx, &pb.EvaluateRequest{RolloutId: rolloutID, TaskJson: task, SandboxId: sandbox, FinalResponse: p.Final, EndReason: "finish"})
-	if err != nil {
-		return p, fmt.Errorf("evaluate: %w", err)
+	return p, failed("evaluate", err, p.Score.GetDiagnostics())
+}
+
+// failed is a call's transport error or the domain's first diagnostic.
+func failed(op string, err error, d []*pb.Diagnostic) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %w", op, err)
+	case len(d) > 0:
+		return fmt.Errorf("%s: %s: %s", op, d[0].Code, d[0].Message)
 	}
-	if d := p.Score.Diagnostics; len(d) > 0 {
-		return p, fmt.Errorf("evaluate: %s: %s", d[0].Code, d[0].Message)
-	}
-	return p, nil
+	return nil
 }
