@@ -94,9 +94,14 @@ datasets:
 code-shapes:
 	python3 scripts/code/shapes.py > examples/code/shapes.jsonl
 
+# The Go modules of this checkout: the host and plugins, and the SDK (its own
+# module, so a plugin in another repository requires it without a replace).
+GO_MODULES := . sdk
+REQUIRE_REFS := PRORL_REQUIRE_DATASETS=1 PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 PRORL_REQUIRE_MATHVERIFY=1 PRORL_REQUIRE_SWEBENCH=1
+
 test: no-built-files deps build image models swe-fixtures mathverify swebench datasets
-	$(GO) vet ./...
-	PRORL_REQUIRE_DATASETS=1 PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 PRORL_REQUIRE_MATHVERIFY=1 PRORL_REQUIRE_SWEBENCH=1 $(GO) test -count=1 -timeout 20m ./...
+	@for m in $(GO_MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+	@for m in $(GO_MODULES); do echo "go test module $$m"; (cd $$m && $(REQUIRE_REFS) $(GO) test -count=1 -timeout 20m ./...) || exit 1; done
 	$(MAKE) client-test
 
 # The Python client (clients/python): pip-installed from this checkout into a
@@ -112,14 +117,13 @@ client-test: build
 		rm -rf .mypy_cache .ruff_cache; find . -name __pycache__ -prune -exec rm -rf {} +; exit $$s
 
 test-short: build
-	$(GO) test -short ./...
+	@for m in $(GO_MODULES); do (cd $$m && $(GO) test -short ./...) || exit 1; done
 
 lint: no-built-files
 	@mkdir -p $(GOBIN_TOOLS)
 	@[ -x $(GOBIN_TOOLS)/staticcheck ] || GOBIN=$(GOBIN_TOOLS) $(GO) install $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
-	$(GO) vet ./...
-	staticcheck ./...
+	@for m in $(GO_MODULES); do (cd $$m && $(GO) vet ./... && staticcheck ./...) || exit 1; done
 
 # Nothing built is committed: no executables (ELF) and no Python bytecode.
 no-built-files:
@@ -137,15 +141,16 @@ soak: build
 
 FUZZTIME ?= 20s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzExtract -fuzztime $(FUZZTIME) ./sdk/mathans
-	$(GO) test -run '^$$' -fuzz FuzzParseExpr -fuzztime $(FUZZTIME) ./sdk/mathans
+	$(GO) -C sdk test -run '^$$' -fuzz FuzzExtract -fuzztime $(FUZZTIME) ./mathans
+	$(GO) -C sdk test -run '^$$' -fuzz FuzzParseExpr -fuzztime $(FUZZTIME) ./mathans
 	$(GO) test -run '^$$' -fuzz FuzzHermes -fuzztime $(FUZZTIME) ./core/toolcall
 	$(GO) test -run '^$$' -fuzz FuzzFormats -fuzztime $(FUZZTIME) ./core/toolcall
 	$(GO) test -run '^$$' -fuzz FuzzAgainstReference -fuzztime $(FUZZTIME) ./core/tokenizer/regex
 	$(GO) test -run '^$$' -fuzz FuzzEncodeDecode -fuzztime $(FUZZTIME) ./core/tokenizer/bpe
 	$(GO) test -run '^$$' -fuzz FuzzTemplate -fuzztime $(FUZZTIME) ./core/tokenizer/jinja
-	$(GO) test -run '^$$' -fuzz FuzzChoice -fuzztime $(FUZZTIME) ./sdk/stemans
-	$(GO) test -run '^$$' -fuzz FuzzParseQuantity -fuzztime $(FUZZTIME) ./sdk/stemans
+	$(GO) -C sdk test -run '^$$' -fuzz FuzzValidate -fuzztime $(FUZZTIME) ./schema
+	$(GO) -C sdk test -run '^$$' -fuzz FuzzChoice -fuzztime $(FUZZTIME) ./stemans
+	$(GO) -C sdk test -run '^$$' -fuzz FuzzParseQuantity -fuzztime $(FUZZTIME) ./stemans
 	$(GO) test -run '^$$' -fuzz FuzzParseTask -fuzztime $(FUZZTIME) ./plugins/stem
 	$(GO) test -run '^$$' -fuzz FuzzParseTask -fuzztime $(FUZZTIME) ./plugins/code
 	$(GO) test -run '^$$' -fuzz FuzzPickledString -fuzztime $(FUZZTIME) ./plugins/code

@@ -14,8 +14,9 @@ require (
 	go.etcd.io/bbolt v1.4.3
 	golang.org/x/text v0.42.0
 	google.golang.org/grpc v1.85.0
-	google.golang.org/protobuf v1.36.12
 )
+
+require google.golang.org/protobuf v1.36.12 // indirect
 
 require (
 	github.com/andybalholm/brotli v1.1.1 // indirect
@@ -36,8 +37,11 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/prorl/prorl/sdk v0.0.0-00010101000000-000000000000
 	github.com/twpayne/go-geom v1.6.1 // indirect
 	golang.org/x/net v0.60.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.48.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
+
+replace github.com/prorl/prorl/sdk => ./sdk

@@ -128,7 +128,7 @@ func BenchmarkIssue14Figures(b *testing.B) {
 // agreement runs the differential tests against Math-Verify (sdk/mathans)
 // and reports each corpus's agreement as they log it.
 func agreement(b *testing.B) []row {
-	out, err := exec.Command("go", "test", "-count=1", "-run", "AgainstMathVerify", "-v", "../sdk/mathans/").CombinedOutput()
+	out, err := exec.Command("go", "-C", "../sdk", "test", "-count=1", "-run", "AgainstMathVerify", "-v", "./mathans/").CombinedOutput()
 	if err != nil {
 		b.Fatalf("differential tests: %v\n%s", err, out)
 	}

@@ -6,8 +6,7 @@ import (
 	pb "github.com/prorl/prorl/sdk/proto"
 )
 
-// MessagesToProto converts messages to their wire form.
-func MessagesToProto(ms []Message) []*pb.Message {
+func messagesToProto(ms []Message) []*pb.Message {
 	out := make([]*pb.Message, 0, len(ms))
 	for _, m := range ms {
 		pm := &pb.Message{Role: m.Role, Content: m.Content, ToolCallId: m.ToolCallID, Name: m.Name}
@@ -19,8 +18,7 @@ func MessagesToProto(ms []Message) []*pb.Message {
 	return out
 }
 
-// MessagesFromProto converts messages from their wire form.
-func MessagesFromProto(ms []*pb.Message) []Message {
+func messagesFromProto(ms []*pb.Message) []Message {
 	out := make([]Message, 0, len(ms))
 	for _, m := range ms {
 		sm := Message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallId, Name: m.Name}
@@ -32,8 +30,7 @@ func MessagesFromProto(ms []*pb.Message) []Message {
 	return out
 }
 
-// InfoToProto converts Info to DomainInfo.
-func InfoToProto(in Info) *pb.DomainInfo {
+func infoToProto(in Info) *pb.DomainInfo {
 	d := &pb.DomainInfo{
 		Name: in.Name, Version: in.Version, Description: in.Description,
 		ApiVersions: []uint32{APIVersion}, DataSources: in.DataSources,
@@ -57,7 +54,7 @@ func diag(err error) []*pb.Diagnostic {
 func episodeToProto(ep *Episode) (*pb.PrepareResponse, error) {
 	r := &pb.PrepareResponse{
 		TaskId:   ep.TaskID,
-		Messages: MessagesToProto(ep.Messages),
+		Messages: messagesToProto(ep.Messages),
 		Tools:    ep.Tools,
 		Limits: &pb.Limits{
 			MaxTurns: uint32(ep.Limits.MaxTurns), MaxTokensPerTurn: uint32(ep.Limits.MaxTokensPerTurn),

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	pb "github.com/prorl/prorl/sdk/proto"
+	"github.com/prorl/prorl/sdk/wire"
 )
 
 // server serves a Domain as the TaskDomain gRPC service.
@@ -49,7 +50,7 @@ func (s *server) guard(op string, diags *[]*pb.Diagnostic) {
 }
 
 func (s *server) GetInfo(context.Context, *pb.GetInfoRequest) (*pb.DomainInfo, error) {
-	info := InfoToProto(s.d.Info())
+	info := infoToProto(s.d.Info())
 	_, setup := s.d.(Setupper)
 	_, release := s.d.(Releaser)
 	if sd, ok := s.d.(sessionDomain); ok {
@@ -74,7 +75,7 @@ func (s *server) Configure(ctx context.Context, req *pb.ConfigureRequest) (resp 
 	defer s.guard("Configure", &resp.Diagnostics)
 	var h Host = noHost{}
 	if req.HostServicesBrokerId != 0 && s.broker != nil {
-		conn, err := s.broker.DialWithOptions(req.HostServicesBrokerId, callOptions()...)
+		conn, err := s.broker.DialWithOptions(req.HostServicesBrokerId, wire.DialOptions()...)
 		if err != nil {
 			resp.Diagnostics = diag(Errorf(CodeInternal, "dial host services: %v", err))
 			return resp, nil
@@ -201,7 +202,7 @@ func (s *server) Evaluate(ctx context.Context, req *pb.EvaluateRequest) (resp *p
 	ctx = withLog(ctx, s.log, req.RolloutId)
 	sc, err := s.d.Evaluate(ctx, EvaluateRequest{
 		RolloutID: req.RolloutId, Task: req.TaskJson, SandboxID: req.SandboxId, FinalResponse: req.FinalResponse,
-		Messages: MessagesFromProto(req.Messages), EndReason: req.EndReason, EvalSandboxID: req.EvalSandboxId, Host: s.currentHost(),
+		Messages: messagesFromProto(req.Messages), EndReason: req.EndReason, EvalSandboxID: req.EvalSandboxId, Host: s.currentHost(),
 	})
 	if err != nil {
 		resp.Diagnostics = diag(err)

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/prorl/prorl/sdk/wire"
 )
 
 // APIVersion is the plugin protocol version this SDK speaks (go-plugin's
 // ProtocolVersion). The host negotiates among the versions both sides know.
-const APIVersion = 1
+const APIVersion = wire.APIVersion
 
 // Failure codes a domain may report; they are part of the host's fixed
 // failure vocabulary.

@@ -10,7 +10,7 @@ import (
 	"os"
 
 	"github.com/prorl/prorl/core/dataset"
-	"github.com/prorl/prorl/sdk/sweimage"
+	"github.com/prorl/prorl/plugins/swe/sweimage"
 )
 
 // sweCmd: prorl-host swe images --tasks F: which instances of a dataset

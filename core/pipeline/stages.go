@@ -160,10 +160,10 @@ func (p *Pipeline) episode(r *Rollout, info *pb.DomainInfo, resp *pb.PrepareResp
 	if s.TopK != nil {
 		ep.TopK = *s.TopK
 	}
-	for _, m := range sdk.MessagesFromProto(resp.Messages) {
-		tm := trajectory.Message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name}
+	for _, m := range resp.Messages {
+		tm := trajectory.Message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallId, Name: m.Name}
 		for _, tc := range m.ToolCalls {
-			tm.ToolCalls = append(tm.ToolCalls, trajectory.ToolCall{ID: tc.ID, Type: "function", Function: trajectory.FunctionCall{Name: tc.Name, Arguments: string(tc.Arguments)}})
+			tm.ToolCalls = append(tm.ToolCalls, trajectory.ToolCall{ID: tc.Id, Type: "function", Function: trajectory.FunctionCall{Name: tc.Name, Arguments: string(tc.ArgumentsJson)}})
 		}
 		ep.Messages = append(ep.Messages, tm)
 	}
@@ -248,16 +248,16 @@ func (p *Pipeline) evalStage(ctx context.Context, r *Rollout) error {
 	r.mu.Lock()
 	out := r.outcome
 	r.mu.Unlock()
-	msgs := make([]sdk.Message, 0, len(out.Messages))
+	msgs := make([]*pb.Message, 0, len(out.Messages))
 	for _, m := range out.Messages {
-		sm := sdk.Message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name}
+		pm := &pb.Message{Role: m.Role, Content: m.Content, ToolCallId: m.ToolCallID, Name: m.Name}
 		for _, tc := range m.ToolCalls {
-			sm.ToolCalls = append(sm.ToolCalls, sdk.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: json.RawMessage(tc.Function.Arguments)})
+			pm.ToolCalls = append(pm.ToolCalls, &pb.ToolCall{Id: tc.ID, Name: tc.Function.Name, ArgumentsJson: []byte(tc.Function.Arguments)})
 		}
-		msgs = append(msgs, sm)
+		msgs = append(msgs, pm)
 	}
 	req := &pb.EvaluateRequest{RolloutId: r.ID, TaskJson: r.Req.Task, SandboxId: r.sandboxID,
-		FinalResponse: out.FinalResponse, Messages: sdk.MessagesToProto(msgs), EndReason: out.EndReason}
+		FinalResponse: out.FinalResponse, Messages: msgs, EndReason: out.EndReason}
 	r.mu.Lock()
 	spec := r.evalSandbox
 	r.mu.Unlock()

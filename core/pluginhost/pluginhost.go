@@ -25,9 +25,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"github.com/prorl/prorl/core/config"
-	"github.com/prorl/prorl/sdk"
 	pb "github.com/prorl/prorl/sdk/proto"
 	"github.com/prorl/prorl/sdk/schema"
+	"github.com/prorl/prorl/sdk/wire"
 )
 
 // ErrCrashed marks a call that failed because the plugin process died or was
@@ -165,23 +165,15 @@ func (p *Plugin) start(ctx context.Context) error {
 		defer bin.Close() // the child holds its own copy
 	}
 	cmd := p.command(bin)
-	client := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  sdk.Handshake,
-		VersionedPlugins: sdk.PluginSets(nil, p.hs, nil),
-		Cmd:              cmd,
-		SkipHostEnv:      true,
-		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		AutoMTLS:         true,
-		StartTimeout:     p.cfg.StartTimeout.Duration,
-		Logger:           p.log,
-		// The process's own stderr before the plugin serves, then what the
-		// plugin writes to os.Stderr/os.Stdout (go-plugin carries those over
-		// gRPC once it serves, and drops them unless told where).
-		Stderr:          &stderrLog{log: p.log},
-		SyncStderr:      &stderrLog{log: p.log},
-		SyncStdout:      &stderrLog{log: p.log.With("stream", "stdout")},
-		GRPCDialOptions: sdk.DialOptions(),
-	})
+	cc := wire.ClientConfig(cmd, p.hs, p.log)
+	cc.StartTimeout = p.cfg.StartTimeout.Duration
+	// The process's own stderr before the plugin serves, then what the
+	// plugin writes to os.Stderr/os.Stdout (go-plugin carries those over
+	// gRPC once it serves, and drops them unless told where).
+	cc.Stderr = &stderrLog{log: p.log}
+	cc.SyncStderr = &stderrLog{log: p.log}
+	cc.SyncStdout = &stderrLog{log: p.log.With("stream", "stdout")}
+	client := plugin.NewClient(cc)
 	fail := func(err error) error {
 		p.kill(client, cmd, 0)
 		return fmt.Errorf("plugin %s (%s): %w", p.Name, p.cfg.Path, err)
@@ -190,11 +182,11 @@ func (p *Plugin) start(ctx context.Context) error {
 	if err != nil {
 		return fail(err)
 	}
-	raw, err := rpcClient.Dispense(sdk.PluginName)
+	raw, err := rpcClient.Dispense(wire.PluginName)
 	if err != nil {
 		return fail(err)
 	}
-	rd, ok := raw.(*sdk.RemoteDomain)
+	rd, ok := raw.(*wire.Remote)
 	if !ok {
 		return fail(fmt.Errorf("unexpected plugin type %T", raw))
 	}
@@ -216,7 +208,7 @@ func (p *Plugin) start(ctx context.Context) error {
 			return fail(fmt.Errorf("[plugins.%s.config] %w", p.Name, err))
 		}
 	}
-	cr, err := rd.Client.Configure(cctx, &pb.ConfigureRequest{ConfigJson: cfgJSON, HostServicesBrokerId: rd.HostBrokerID, HostInstance: p.inst})
+	cr, err := rd.Client.Configure(cctx, &pb.ConfigureRequest{ConfigJson: cfgJSON, HostServicesBrokerId: rd.HostServicesID, HostInstance: p.inst})
 	if err != nil {
 		return fail(fmt.Errorf("configure: %w", err))
 	}

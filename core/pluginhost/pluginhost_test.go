@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 		panic(string(out))
 	}
 	countdown = filepath.Join(dir, "countdown")
-	if out, err := exec.Command("go", "build", "-o", countdown, "../../sdk/examples/countdown").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", countdown, "github.com/prorl/prorl/sdk/examples/countdown").CombinedOutput(); err != nil {
 		panic(string(out))
 	}
 	code := m.Run()

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prorl/prorl/plugins/swe/sweimage"
 	"github.com/prorl/prorl/plugins/swe/testlog"
 	"github.com/prorl/prorl/sdk"
-	"github.com/prorl/prorl/sdk/sweimage"
 	"github.com/prorl/prorl/sdk/tools"
 )
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"sync"
 	"testing"
 
@@ -26,14 +27,17 @@ type Case struct {
 
 // Suite is what a domain gives the conformance suite.
 type Suite struct {
+	// Domain is served in-process; or Binary, a plugin executable in any
+	// language, is started as its own process the way the host starts it.
 	Domain sdk.Domain
+	Binary string
 	// Config is the [plugins.NAME.config] table as JSON; nil means {}.
 	Config json.RawMessage
 	Cases  []Case
 	// BadTasks must be refused by Prepare with an invalid_task diagnostic.
 	BadTasks []json.RawMessage
-	// Host serves the plugin's host services (a FakeHost runs commands
-	// unisolated); nil offers none.
+	// Host serves the plugin's host services; nil attaches a FakeHost,
+	// which runs commands unisolated in a temporary directory.
 	Host pb.HostServicesServer
 }
 
@@ -43,9 +47,15 @@ func Conformance(t *testing.T, s Suite) {
 	if len(s.Cases) == 0 {
 		t.Fatal("conformance needs at least one case")
 	}
-	h := Start(t, s.Domain)
-	if s.Host != nil {
-		h = StartWithHost(t, s.Domain, s.Host)
+	hs := s.Host
+	if hs == nil {
+		hs = NewFakeHost(t)
+	}
+	var h *Harness
+	if s.Binary != "" {
+		h = StartBinary(t, s.Binary, hs)
+	} else {
+		h = StartWithHost(t, s.Domain, hs)
 	}
 	ctx := context.Background()
 	cfg := s.Config
@@ -82,8 +92,8 @@ func Conformance(t *testing.T, s Suite) {
 				t.Errorf("tool %s has no description", tool.Name)
 			}
 		}
-		if _, err := json.Marshal(sdk.DescribeOf(s.Domain)); err != nil {
-			t.Errorf("describe: %v", err)
+		if s.Binary != "" {
+			checkDescribe(t, s.Binary, info)
 		}
 	})
 	if info == nil {
@@ -232,4 +242,28 @@ func hasTool(info *pb.DomainInfo, name string) bool {
 		}
 	}
 	return false
+}
+
+// checkDescribe runs "BINARY describe", which admins use to inspect a plugin
+// without a host, and compares it with what the plugin serves.
+func checkDescribe(t *testing.T, bin string, info *pb.DomainInfo) {
+	out, err := exec.Command(bin, "describe").Output()
+	if err != nil {
+		t.Errorf("%s describe: %v", bin, err)
+		return
+	}
+	var d struct {
+		Name        string   `json:"name"`
+		APIVersions []uint32 `json:"api_versions"`
+		Tools       []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(out, &d); err != nil {
+		t.Errorf("describe: not JSON: %v\n%s", err, out)
+		return
+	}
+	if d.Name != info.Name || len(d.Tools) != len(info.Tools) || !containsU32(d.APIVersions, sdk.APIVersion) {
+		t.Errorf("describe says %s with %d tools, api %v; the plugin serves %s with %d tools", d.Name, len(d.Tools), d.APIVersions, info.Name, len(info.Tools))
+	}
 }

@@ -5,11 +5,16 @@ package sdktest
 import (
 	"context"
 	"encoding/json"
+	"os/exec"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"github.com/prorl/prorl/sdk"
 	pb "github.com/prorl/prorl/sdk/proto"
+	"github.com/prorl/prorl/sdk/wire"
 )
 
 // Harness is a domain served over gRPC with host services on the broker.
@@ -32,15 +37,49 @@ func Start(t testing.TB, d sdk.Domain) *Harness {
 // manager, for instance) on the broker.
 func StartWithHost(t testing.TB, d sdk.Domain, hs pb.HostServicesServer) *Harness {
 	t.Helper()
-	ps := map[string]plugin.Plugin{sdk.PluginName: &sdk.DomainPlugin{Impl: d, HostServices: hs}}
+	// One plugin value serves both ends of the in-process connection.
+	srv := sdk.Plugin(d, nil).(*wire.Plugin)
+	ps := map[string]plugin.Plugin{wire.PluginName: &wire.Plugin{Register: srv.Register, HostServices: hs}}
 	client, server := plugin.TestPluginGRPCConn(t, false, ps)
 	t.Cleanup(func() { _ = client.Close(); server.Stop() })
-	raw, err := client.Dispense(sdk.PluginName)
+	raw, err := client.Dispense(wire.PluginName)
 	if err != nil {
 		t.Fatalf("dispense: %v", err)
 	}
-	rd := raw.(*sdk.RemoteDomain)
-	return &Harness{Client: rd.Client, broker: rd.HostBrokerID}
+	rd := raw.(*wire.Remote)
+	return &Harness{Client: rd.Client, broker: rd.HostServicesID}
+}
+
+// StartBinary runs the plugin executable path (a Go binary, a Python
+// script: anything that speaks the plugin protocol) as its own process,
+// the way the host starts it (wire.ClientConfig: gRPC, mutual TLS), with
+// hs on the broker; nil hs offers no host services.
+func StartBinary(t testing.TB, path string, hs pb.HostServicesServer, env ...string) *Harness {
+	t.Helper()
+	cmd := exec.Command(path)
+	cmd.Env = append(cmd.Env, env...)
+	cc := wire.ClientConfig(cmd, hs, hclog.New(&hclog.LoggerOptions{Name: "plugin", Output: testWriter{t}, Level: hclog.Info}))
+	cc.StartTimeout = 2 * time.Minute // an interpreter's first start on a loaded machine
+	client := plugin.NewClient(cc)
+	t.Cleanup(client.Kill)
+	rpc, err := client.Client()
+	if err != nil {
+		t.Fatalf("start %s: %v", path, err)
+	}
+	raw, err := rpc.Dispense(wire.PluginName)
+	if err != nil {
+		t.Fatalf("dispense: %v", err)
+	}
+	rd := raw.(*wire.Remote)
+	return &Harness{Client: rd.Client, broker: rd.HostServicesID}
+}
+
+// testWriter sends the plugin's log lines to the test's log.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
 }
 
 // Configure sends the config table (JSON) with the host services broker id.

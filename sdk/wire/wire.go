@@ -1,0 +1,103 @@
+// Package wire is the plugin protocol's plumbing shared by the host and the
+// SDK: the go-plugin handshake, the gRPC options both sides use, the host's
+// side of the plugin (a TaskDomain client with HostServices served back over
+// the broker) and the client configuration a host starts a plugin process
+// with. Domain authors never need it; hosts and test harnesses do.
+package wire
+
+import (
+	"context"
+	"os/exec"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	pb "github.com/prorl/prorl/sdk/proto"
+	"google.golang.org/grpc"
+)
+
+// APIVersion is the plugin protocol version (go-plugin's ProtocolVersion).
+const APIVersion = 1
+
+// MaxMessageBytes bounds every gRPC message between host and plugin; the
+// gRPC default of 4 MiB is too small for long trajectories and file reads.
+const MaxMessageBytes = 64 << 20
+
+// PluginName is the single plugin kind a prorl plugin binary serves.
+const PluginName = "domain"
+
+// Handshake is shared by host and plugins (in any language: the Python SDK
+// checks the same cookie). The cookie only keeps a plugin binary from being
+// run by hand by mistake; it is not security.
+var Handshake = plugin.HandshakeConfig{
+	ProtocolVersion:  APIVersion,
+	MagicCookieKey:   "PRORL_PLUGIN",
+	MagicCookieValue: "9c1f0e6a-task-domain",
+}
+
+// ServerOptions are the gRPC server options both sides use.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}
+}
+
+// DialOptions are the gRPC client options both sides use.
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes))}
+}
+
+// Remote is the host's handle on a plugin process.
+type Remote struct {
+	Client pb.TaskDomainClient
+	// HostServicesID is the broker id where the host serves HostServices
+	// to this plugin (ConfigureRequest.host_services_broker_id); 0 if none.
+	HostServicesID uint32
+}
+
+// Plugin is the go-plugin glue. The host sets HostServices (nil offers
+// none) and gets a *Remote from Dispense; a plugin sets Register, which
+// puts its TaskDomain service on the server.
+type Plugin struct {
+	plugin.NetRPCUnsupportedPlugin
+	HostServices pb.HostServicesServer
+	Register     func(broker *plugin.GRPCBroker, s *grpc.Server) error
+}
+
+// GRPCServer registers the domain (plugin side).
+func (p *Plugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
+	return p.Register(broker, s)
+}
+
+// GRPCClient returns a *Remote and serves the host services once over the
+// broker (host side).
+func (p *Plugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
+	r := &Remote{Client: pb.NewTaskDomainClient(c)}
+	if p.HostServices != nil {
+		r.HostServicesID = broker.NextId()
+		go broker.AcceptAndServe(r.HostServicesID, func(opts []grpc.ServerOption) *grpc.Server {
+			s := grpc.NewServer(append(opts, ServerOptions()...)...)
+			pb.RegisterHostServicesServer(s, p.HostServices)
+			return s
+		})
+	}
+	return r, nil
+}
+
+// Plugins is the versioned plugin set for p.
+func Plugins(p *Plugin) map[int]plugin.PluginSet {
+	return map[int]plugin.PluginSet{APIVersion: {PluginName: p}}
+}
+
+// ClientConfig is how a host starts the plugin process cmd: gRPC only,
+// mutual TLS with a fresh certificate per process, nothing of the host's
+// environment but what cmd carries. Callers add timeouts and output sinks.
+func ClientConfig(cmd *exec.Cmd, hs pb.HostServicesServer, log hclog.Logger) *plugin.ClientConfig {
+	return &plugin.ClientConfig{
+		HandshakeConfig:  Handshake,
+		VersionedPlugins: Plugins(&Plugin{HostServices: hs}),
+		Cmd:              cmd,
+		SkipHostEnv:      true,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		Logger:           log,
+		GRPCDialOptions:  DialOptions(),
+	}
+}
