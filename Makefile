@@ -11,7 +11,7 @@ SIM_ADDR ?= 127.0.0.1:8100
 HOST_ADDR ?= 127.0.0.1:8006
 PLUGINS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: no-built-files client-test datasets code-shapes all build plugins proto deps-proto mathverify swebench swe-specs swe-logs test test-short bench soak run lint fuzz deps image models golden swe-fixtures clean
+.PHONY: no-built-files client-test pysdk-test datasets code-shapes all build plugins proto deps-proto mathverify swebench swe-specs swe-logs test test-short bench soak run lint fuzz deps image models golden swe-fixtures clean
 IMAGE_DIR := $(shell [ "$$(id -u)" = 0 ] && echo /var/cache/prorl/images || echo $$HOME/.cache/prorl/images)
 NPM_DIR := $(HOME)/.cache/prorl/npm
 MODELS_DIR := $(HOME)/.cache/prorl/models
@@ -27,10 +27,12 @@ plugins:
 	@mkdir -p $(BIN)/plugins
 	@for p in $(PLUGINS); do echo "go build plugins/$$p"; $(GO) build -o $(BIN)/plugins/prorl-$$p ./plugins/$$p || exit 1; done
 
-# Regenerate the committed protobuf code with Debian's protoc and pinned Go plugins.
+# Regenerate the committed protobuf code with Debian's protoc and pinned Go
+# plugins, and the Python SDK's with pinned grpcio-tools.
 proto: deps-proto
 	cd sdk/proto && protoc --go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative prorl.proto
+	bash sdk/python/gen.sh "$$(bash scripts/pysdk/install.sh)"
 
 deps-proto:
 	@command -v protoc >/dev/null || { sudo_cmd=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$sudo_cmd apt-get update -qq && $$sudo_cmd apt-get install -y -qq protobuf-compiler; }
@@ -97,12 +99,22 @@ code-shapes:
 # The Go modules of this checkout: the host and plugins, and the SDK (its own
 # module, so a plugin in another repository requires it without a replace).
 GO_MODULES := . sdk
-REQUIRE_REFS := PRORL_REQUIRE_DATASETS=1 PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 PRORL_REQUIRE_MATHVERIFY=1 PRORL_REQUIRE_SWEBENCH=1
+REQUIRE_REFS := PRORL_REQUIRE_PYSDK=1 PRORL_REQUIRE_DATASETS=1 PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 PRORL_REQUIRE_MATHVERIFY=1 PRORL_REQUIRE_SWEBENCH=1
 
 test: no-built-files deps build image models swe-fixtures mathverify swebench datasets
 	@for m in $(GO_MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	@for m in $(GO_MODULES); do echo "go test module $$m"; (cd $$m && $(REQUIRE_REFS) $(GO) test -count=1 -timeout 20m ./...) || exit 1; done
-	$(MAKE) client-test
+	$(MAKE) client-test pysdk-test
+
+# The Python SDK (sdk/python): pip-installed from this checkout into a pinned
+# venv; its generated code must match a regeneration; linted (ruff), typed
+# (mypy --strict) and unit-tested (pytest). Its example domains run as
+# plugins under the Go conformance suite in the sdk module's tests.
+pysdk-test:
+	@py=$$(bash scripts/pysdk/install.sh) && bash sdk/python/gen.sh "$$py" --check && cd sdk/python && \
+		"$$py" -m ruff check . && "$$py" -m ruff format --check . && "$$py" -m mypy src tests examples testdata && \
+		"$$py" -m pytest -q -p no:cacheprovider tests; s=$$?; \
+		rm -rf .mypy_cache .ruff_cache; find . -name __pycache__ -prune -exec rm -rf {} +; exit $$s
 
 # The Python client (clients/python): pip-installed from this checkout into a
 # pinned venv, linted (ruff), type-checked (mypy --strict), tested (pytest)

@@ -165,7 +165,10 @@ func (p *Plugin) start(ctx context.Context) error {
 		defer bin.Close() // the child holds its own copy
 	}
 	cmd := p.command(bin)
-	cc := wire.ClientConfig(cmd, p.hs, p.log)
+	cc, err := wire.ClientConfig(cmd, p.hs, p.log)
+	if err != nil {
+		return fmt.Errorf("plugin %s: %w", p.Name, err)
+	}
 	cc.StartTimeout = p.cfg.StartTimeout.Duration
 	// The process's own stderr before the plugin serves, then what the
 	// plugin writes to os.Stderr/os.Stdout (go-plugin carries those over

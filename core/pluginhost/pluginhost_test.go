@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prorl/prorl/core/config"
 	pb "github.com/prorl/prorl/sdk/proto"
+	"github.com/prorl/prorl/sdk/sdktest"
 )
 
 var envPlugin, countdown string
@@ -265,27 +266,45 @@ func (s *syncBuffer) String() string {
 // TestConfigSchema: the host checks a plugin's config table against the
 // schema the domain declares (generated from its config type by the SDK)
 // and names the key at fault.
+// TestConfigSchema: the host checks a plugin's config table against the
+// schema the plugin declares, the same for the Go countdown example and
+// its Python twin (started as the admin configures it: the venv's python
+// as path, the script as args).
 func TestConfigSchema(t *testing.T) {
-	for _, c := range []struct {
-		config map[string]any
-		want   string
-	}{
-		{map[string]any{"max_turns": 0}, "[plugins.countdown.config] max_turns: must be at least 1, got 0"},
-		{map[string]any{"max_turn": 3}, "[plugins.countdown.config] max_turn: unknown key (known: max_turns)"},
-		{map[string]any{"max_turns": "3"}, "[plugins.countdown.config] max_turns: must be an integer, got string"},
-		{map[string]any{"max_turns": 3}, ""},
+	py := sdktest.ReferencePython(t, "../../scripts/pysdk/install.sh", "PRORL_REQUIRE_PYSDK")
+	script, err := filepath.Abs("../../sdk/python/examples/countdown.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for lang, pc := range map[string]func() *config.Plugin{
+		"go": func() *config.Plugin { return pcfg(countdown, "") },
+		"python": func() *config.Plugin {
+			pc := pcfg(py, "")
+			pc.Args = []string{script}
+			return pc
+		},
 	} {
-		pc := pcfg(countdown, "")
-		pc.Config = c.config
-		m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"countdown": pc}, NoSandboxes{}, "t")
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("%v refused: %v", c.config, err)
-		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-			t.Errorf("%v: got %v, want %q", c.config, err, c.want)
-		}
-		if m != nil {
-			m.Stop()
+		for _, c := range []struct {
+			config map[string]any
+			want   string
+		}{
+			{map[string]any{"max_turns": 0}, "[plugins.countdown.config] max_turns: must be at least 1, got 0"},
+			{map[string]any{"max_turn": 3}, "[plugins.countdown.config] max_turn: unknown key (known: max_turns)"},
+			{map[string]any{"max_turns": "3"}, "[plugins.countdown.config] max_turns: must be an integer, got string"},
+			{map[string]any{"max_turns": 3}, ""},
+		} {
+			pc := pc()
+			pc.Config = c.config
+			m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"countdown": pc}, NoSandboxes{}, "t")
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("%s: %v refused: %v", lang, c.config, err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("%s: %v: got %v, want %q", lang, c.config, err, c.want)
+			}
+			if m != nil {
+				m.Stop()
+			}
 		}
 	}
 }

@@ -27,10 +27,10 @@ type Case struct {
 
 // Suite is what a domain gives the conformance suite.
 type Suite struct {
-	// Domain is served in-process; or Binary, a plugin executable in any
-	// language, is started as its own process the way the host starts it.
-	Domain sdk.Domain
-	Binary string
+	// Domain is served in-process; or Command, a plugin in any language
+	// (its argv), is started as its own process the way the host starts it.
+	Domain  sdk.Domain
+	Command []string
 	// Config is the [plugins.NAME.config] table as JSON; nil means {}.
 	Config json.RawMessage
 	Cases  []Case
@@ -52,8 +52,8 @@ func Conformance(t *testing.T, s Suite) {
 		hs = NewFakeHost(t)
 	}
 	var h *Harness
-	if s.Binary != "" {
-		h = StartBinary(t, s.Binary, hs)
+	if len(s.Command) > 0 {
+		h = StartCommand(t, s.Command, hs)
 	} else {
 		h = StartWithHost(t, s.Domain, hs)
 	}
@@ -92,8 +92,8 @@ func Conformance(t *testing.T, s Suite) {
 				t.Errorf("tool %s has no description", tool.Name)
 			}
 		}
-		if s.Binary != "" {
-			checkDescribe(t, s.Binary, info)
+		if len(s.Command) > 0 {
+			checkDescribe(t, s.Command, info)
 		}
 	})
 	if info == nil {
@@ -246,10 +246,10 @@ func hasTool(info *pb.DomainInfo, name string) bool {
 
 // checkDescribe runs "BINARY describe", which admins use to inspect a plugin
 // without a host, and compares it with what the plugin serves.
-func checkDescribe(t *testing.T, bin string, info *pb.DomainInfo) {
-	out, err := exec.Command(bin, "describe").Output()
+func checkDescribe(t *testing.T, argv []string, info *pb.DomainInfo) {
+	out, err := exec.Command(argv[0], append(argv[1:], "describe")...).Output()
 	if err != nil {
-		t.Errorf("%s describe: %v", bin, err)
+		t.Errorf("%v describe: %v", argv, err)
 		return
 	}
 	var d struct {

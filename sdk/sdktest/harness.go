@@ -50,21 +50,25 @@ func StartWithHost(t testing.TB, d sdk.Domain, hs pb.HostServicesServer) *Harnes
 	return &Harness{Client: rd.Client, broker: rd.HostServicesID}
 }
 
-// StartBinary runs the plugin executable path (a Go binary, a Python
-// script: anything that speaks the plugin protocol) as its own process,
-// the way the host starts it (wire.ClientConfig: gRPC, mutual TLS), with
-// hs on the broker; nil hs offers no host services.
-func StartBinary(t testing.TB, path string, hs pb.HostServicesServer, env ...string) *Harness {
+// StartCommand runs a plugin (argv: a Go binary, a Python interpreter and
+// its script: anything that speaks the plugin protocol) as its own process
+// the way the host starts it (wire.ClientConfig: gRPC, mutual TLS, an
+// empty environment but PATH), with hs on the broker; nil hs offers no
+// host services.
+func StartCommand(t testing.TB, argv []string, hs pb.HostServicesServer) *Harness {
 	t.Helper()
-	cmd := exec.Command(path)
-	cmd.Env = append(cmd.Env, env...)
-	cc := wire.ClientConfig(cmd, hs, hclog.New(&hclog.LoggerOptions{Name: "plugin", Output: testWriter{t}, Level: hclog.Info}))
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
+	cc, err := wire.ClientConfig(cmd, hs, hclog.New(&hclog.LoggerOptions{Name: "plugin", Output: testWriter{t}, Level: hclog.Info}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	cc.StartTimeout = 2 * time.Minute // an interpreter's first start on a loaded machine
 	client := plugin.NewClient(cc)
 	t.Cleanup(client.Kill)
 	rpc, err := client.Client()
 	if err != nil {
-		t.Fatalf("start %s: %v", path, err)
+		t.Fatalf("start %v: %v", argv, err)
 	}
 	raw, err := rpc.Dispense(wire.PluginName)
 	if err != nil {

@@ -7,7 +7,17 @@ package wire
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
 	"os/exec"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
@@ -89,15 +99,70 @@ func Plugins(p *Plugin) map[int]plugin.PluginSet {
 // ClientConfig is how a host starts the plugin process cmd: gRPC only,
 // mutual TLS with a fresh certificate per process, nothing of the host's
 // environment but what cmd carries. Callers add timeouts and output sinks.
-func ClientConfig(cmd *exec.Cmd, hs pb.HostServicesServer, log hclog.Logger) *plugin.ClientConfig {
+//
+// The mutual TLS is go-plugin's AutoMTLS protocol (the host's certificate
+// in PLUGIN_CLIENT_CERT, the plugin's in the handshake line) with the
+// host's key on P-256 instead of go-plugin's P-521: gRPC's C core
+// (BoringSSL: Python plugins) does not offer P-521 signatures, so a Go
+// client never presents a P-521 certificate to it. A plugin that answers
+// without a certificate is refused: there is no plaintext fallback.
+func ClientConfig(cmd *exec.Cmd, hs pb.HostServicesServer, log hclog.Logger) (*plugin.ClientConfig, error) {
+	certPEM, cert, err := clientCert()
+	if err != nil {
+		return nil, fmt.Errorf("plugin client certificate: %w", err)
+	}
+	cmd.Env = append(cmd.Env, "PLUGIN_CLIENT_CERT="+string(certPEM))
 	return &plugin.ClientConfig{
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: Plugins(&Plugin{HostServices: hs}),
 		Cmd:              cmd,
 		SkipHostEnv:      true,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		AutoMTLS:         true,
-		Logger:           log,
-		GRPCDialOptions:  DialOptions(),
+		// go-plugin loads the plugin's certificate from the handshake into
+		// RootCAs and ClientCAs (for the broker) of this config.
+		TLSConfig: &tls.Config{
+			Certificates: []tls.Certificate{cert},
+			ClientAuth:   tls.RequireAndVerifyClientCert,
+			MinVersion:   tls.VersionTLS12,
+			ServerName:   "localhost",
+			RootCAs:      x509.NewCertPool(), // empty until the handshake: never the system's roots
+		},
+		Logger:          log,
+		GRPCDialOptions: DialOptions(),
+	}, nil
+}
+
+// clientCert makes the host's certificate for one plugin process, shaped as
+// go-plugin's (CN and DNS name localhost, a CA so it verifies itself).
+func clientCert() ([]byte, tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, tls.Certificate{}, err
 	}
+	sn, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	if err != nil {
+		return nil, tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		Subject:               pkix.Name{CommonName: "localhost", Organization: []string{"prorl"}},
+		DNSNames:              []string{"localhost"},
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment | x509.KeyUsageKeyAgreement | x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		SerialNumber:          sn,
+		NotBefore:             time.Now().Add(-30 * time.Second),
+		NotAfter:              time.Now().Add(30 * 24 * time.Hour),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, tls.Certificate{}, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, tls.Certificate{}, err
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	cert, err := tls.X509KeyPair(certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+	return certPEM, cert, err
 }

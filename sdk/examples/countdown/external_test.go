@@ -66,9 +66,9 @@ func TestOtherRepository(t *testing.T) {
 		t.Fatalf("go.mod has a replace:\n%s", gomod)
 	}
 	sdktest.Conformance(t, sdktest.Suite{
-		Binary: filepath.Join(mod, "countdown"),
-		Config: json.RawMessage(`{"max_turns": 4}`),
-		Cases:  []sdktest.Case{{Task: json.RawMessage(task), Right: "<answer>(3 + 5) * 2</answer>", Wrong: "<answer>3 + 5 + 2</answer>"}},
+		Command: []string{filepath.Join(mod, "countdown")},
+		Config:  json.RawMessage(`{"max_turns": 4}`),
+		Cases:   []sdktest.Case{{Task: json.RawMessage(task), Right: "<answer>(3 + 5) * 2</answer>", Wrong: "<answer>3 + 5 + 2</answer>"}},
 	})
 }
 

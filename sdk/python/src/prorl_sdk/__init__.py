@@ -1,0 +1,66 @@
+"""prorl's Python SDK: write a task domain as a prorl plugin in Python.
+
+A domain is an ``Env`` (config, task type, per-rollout state, typed tools,
+episode and score functions) passed to ``serve`` from an executable script;
+the prorl host starts it like a Go plugin (hashicorp/go-plugin over gRPC,
+mutual TLS) and the same conformance suite (Go's sdktest) checks it.
+"""
+
+from .env import Env, Rollout, Tool, ToolResult, finish, tool
+from .host import DirEntry, ExecResult, Host
+from .log import Logger
+from .plugin import describe, serve
+from .schema import Field, SchemaError
+from .types import (
+    EVAL_FAILED,
+    INTERNAL,
+    INVALID_CONFIG,
+    INVALID_TASK,
+    SANDBOX_FAILED,
+    TOOL_ERROR,
+    DomainError,
+    Episode,
+    EvaluateRequest,
+    InvalidTask,
+    Limits,
+    Message,
+    SandboxSpec,
+    Score,
+    ToolCall,
+    chat,
+    flag,
+)
+
+__all__ = [
+    "EVAL_FAILED",
+    "INTERNAL",
+    "INVALID_CONFIG",
+    "INVALID_TASK",
+    "SANDBOX_FAILED",
+    "TOOL_ERROR",
+    "DirEntry",
+    "DomainError",
+    "Env",
+    "Episode",
+    "EvaluateRequest",
+    "ExecResult",
+    "Field",
+    "Host",
+    "InvalidTask",
+    "Limits",
+    "Logger",
+    "Message",
+    "Rollout",
+    "SandboxSpec",
+    "SchemaError",
+    "Score",
+    "Tool",
+    "ToolCall",
+    "ToolResult",
+    "chat",
+    "describe",
+    "finish",
+    "flag",
+    "serve",
+    "tool",
+]

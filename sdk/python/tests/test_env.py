@@ -1,0 +1,123 @@
+"""Env's decoding of config and tasks, tools and sessions, in-process."""
+
+import json
+from dataclasses import dataclass
+from typing import Annotated
+
+import pytest
+
+import prorl_sdk as sdk
+
+
+@dataclass
+class Config:
+    limit: Annotated[int, sdk.Field("Limit.", minimum=1)] = 2
+
+
+@dataclass
+class Task:
+    n: int
+
+    def check(self) -> None:
+        if self.n < 0:
+            raise ValueError("n must not be negative")
+
+
+@dataclass
+class State:
+    calls: int = 0
+
+
+def make() -> sdk.Env[Config, Task, State]:
+    env = sdk.Env[Config, Task, State]("t", "0", config=Config(), task=Task, state=State, tools=[sdk.finish])
+
+    @env.tool
+    def count(r: sdk.Rollout[Config, Task, State], by: int = 1) -> str:
+        """Count."""
+        if r.state.calls >= r.config.limit:
+            raise RuntimeError("limit reached")
+        r.state.calls += by
+        return str(r.state.calls)
+
+    env.episode(lambda r: sdk.Episode(sdk.chat("s", "u")))
+    env.score(lambda r, req: sdk.Score(float(r.state.calls == r.task.n)))
+    return env
+
+
+def test_config_over_defaults_and_refusals() -> None:
+    env = make()
+    env.configure(b"{}")
+    env.prepare("a", b'{"n": 1}')
+    assert env.session("a", "", sdk.Host(None)).config == Config(limit=2)
+    env.configure(b'{"limit": 5}')
+    env.prepare("b", b'{"n": 1}')
+    assert env.session("b", "", sdk.Host(None)).config.limit == 5
+    for bad, field in [(b'{"limit": 0}', "limit"), (b'{"limt": 3}', "limt"), (b'{"limit": "3"}', "limit")]:
+        with pytest.raises(sdk.DomainError) as e:
+            env.configure(bad)
+        assert e.value.code == sdk.INVALID_CONFIG and e.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("row", "field"),
+    [(b"{}", "n"), (b'{"n": "1"}', "n"), (b'{"n": -1}', "task"), (b"[1]", "task"), (b"{nope", "task"), (b'{"n": 1.5}', "n")],
+)
+def test_bad_tasks_name_the_field(row: bytes, field: str) -> None:
+    with pytest.raises(sdk.DomainError) as e:
+        make().prepare("r", row)
+    assert e.value.code == sdk.INVALID_TASK and e.value.field == field
+
+
+def test_tasks_keep_extra_fields_out() -> None:
+    env = make()
+    env.prepare("r", json.dumps({"n": 2, "data_source": "t", "extra_info": {}}).encode())
+    assert env.session("r", "", sdk.Host(None)).task == Task(2)
+
+
+def test_state_is_per_rollout_and_released() -> None:
+    env = make()
+    env.prepare("a", b'{"n": 2}')
+    env.prepare("b", b'{"n": 2}')
+    tool = {t.name: t for t in env.tools}["count"]
+    a = env.session("a", "", sdk.Host(None))
+    assert [tool.call(a, {}).output for _ in range(3)] == ["1", "2", "Error: limit reached"]
+    b = env.session("b", "", sdk.Host(None))
+    assert tool.call(b, {"by": 2}).output == "2"
+    assert tool.call(b, {"by": "2"}).is_error
+    assert tool.call(b, {"bye": 2}).output.startswith("Error: invalid arguments: bye")
+    assert env.evaluate(a, sdk.EvaluateRequest("", [], "finish", "")).reward == 1
+    assert env.sessions() == 2
+    env.release("a")
+    env.release("a")
+    assert env.sessions() == 1
+    with pytest.raises(sdk.DomainError):
+        env.session("a", "", sdk.Host(None))
+
+
+def test_finish_ends_the_episode() -> None:
+    env = make()
+    env.prepare("a", b'{"n": 0}')
+    r = env.session("a", "", sdk.Host(None))
+    res = sdk.finish.call(r, {"message": "done", "task_completed": "true"})
+    assert res.done and res.final_response == "done"
+    assert sdk.finish.call(r, {}).is_error
+
+
+def test_a_tool_needs_a_description() -> None:
+    def nodoc(r: object) -> str:
+        return ""
+
+    with pytest.raises(sdk.SchemaError):
+        sdk.tool(nodoc)
+
+
+def test_response_falls_back_to_the_last_assistant_message() -> None:
+    msgs = [sdk.Message("user", "q"), sdk.Message("assistant", "a1"), sdk.Message("tool", "t"), sdk.Message("assistant", "a2")]
+    assert sdk.EvaluateRequest("", msgs, "stop", "").response() == "a2"
+    assert sdk.EvaluateRequest("f", msgs, "finish", "").response() == "f"
+
+
+def test_describe_matches_the_go_sdk_shape() -> None:
+    d = sdk.describe(make())
+    assert list(d) == ["name", "version", "config_schema", "api_versions", "tools"]
+    assert [t["name"] for t in d["tools"]] == ["finish", "count"]
