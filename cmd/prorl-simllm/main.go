@@ -19,6 +19,7 @@ import (
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/internal/profiling"
 	"github.com/prorl/prorl/internal/simllm"
+	"github.com/prorl/prorl/internal/simllm/taskscripts"
 )
 
 func main() {
@@ -33,10 +34,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:8100", "address to listen on (loopback)")
 	model := fs.String("model", "prorl-sim", "model name served")
-	answers := fs.String("answers", "", "JSONL tasks whose answers the scripted policy knows")
-	correct := fs.Float64("correct-rate", 0.5, "share of rollouts answered right")
-	think := fs.Int("think-turns", 1, "think tool calls before finish")
-	python := fs.Int("python-turns", 0, "python tool calls (printing the answer) before thinking")
+	scripts := fs.String("scripts", "", "JSONL scripts: per task, the tool calls to make and the final answer (right, and wrong)")
+	answers := fs.String("answers", "", "JSONL task rows ({question, answer} and the bundled examples' shapes) to script from their answers")
+	correct := fs.Float64("correct-rate", 0.5, "share of rollouts playing a script's right way")
+	think := fs.Int("think-turns", 1, "with --answers: think tool calls before the answer")
+	python := fs.Int("python-turns", 0, "with --answers: python tool calls (printing the answer) before thinking")
 	malformed := fs.Float64("malformed-rate", 0, "share of turns with a malformed tool call")
 	plain := fs.Float64("plain-rate", 0, "share of answers given as text without the finish tool")
 	latency := fs.Duration("token-latency", 0, "time per generated token")
@@ -51,7 +53,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	opt := simllm.Options{Model: *model, MaxModelLen: *maxLen, CorrectRate: *correct, ThinkTurns: *think, PythonTurns: *python,
+	opt := simllm.Options{Model: *model, MaxModelLen: *maxLen, CorrectRate: *correct,
 		MalformedRate: *malformed, PlainRate: *plain, TokenLatency: *latency, Slots: *slots, FailRate: *failRate, DropRate: *dropRate}
 	if *modelDir != "" {
 		l, err := tokenizer.LoadDir(*modelDir, tokenizer.LocalOptions{})
@@ -60,12 +62,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		opt.Local = l
 	}
-	if *answers != "" {
-		a, err := simllm.LoadAnswers(*answers)
+	if *scripts != "" {
+		sc, err := simllm.LoadScripts(*scripts)
 		if err != nil {
 			return err
 		}
-		opt.Answers = a
+		opt.Scripts = append(opt.Scripts, sc...)
+	}
+	if *answers != "" {
+		sc, err := taskscripts.Load(*answers, taskscripts.Options{ThinkTurns: *think, PythonTurns: *python})
+		if err != nil {
+			return err
+		}
+		opt.Scripts = append(opt.Scripts, sc...)
 	}
 	if *logPath != "" {
 		f, err := os.Create(*logPath)

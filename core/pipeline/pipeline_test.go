@@ -17,6 +17,7 @@ import (
 	"github.com/prorl/prorl/core/store"
 	"github.com/prorl/prorl/core/trajectory"
 	"github.com/prorl/prorl/internal/simllm"
+	"github.com/prorl/prorl/internal/simllm/taskscripts"
 )
 
 var mathPlugin string
@@ -124,7 +125,7 @@ func (f *fixture) result(t *testing.T, r *Rollout) *trajectory.Result {
 }
 
 func sim(latency time.Duration) *simllm.Server {
-	return simllm.New(simllm.Options{Answers: map[string]string{"What is 17 + 25?": "42"}, CorrectRate: 1, ThinkTurns: 1, TokenLatency: latency})
+	return simllm.New(simllm.Options{Scripts: []simllm.Script{taskscripts.Script("What is 17 + 25?", "42", taskscripts.Options{ThinkTurns: 1})}, CorrectRate: 1, TokenLatency: latency})
 }
 
 // Queueing is not counted against the timeout: ten rollouts through one run

@@ -10,8 +10,7 @@ import (
 	"hash/fnv"
 	"io"
 	"net/http"
-	"os"
-	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,14 +22,12 @@ import (
 type Options struct {
 	Model       string
 	MaxModelLen int
-	// Answers maps a question (trimmed) to its reference answer.
-	Answers map[string]string
-	// CorrectRate is the share of rollouts answered right, decided per (seed, question).
+	// Scripts are what the policy plays for the tasks it knows; for any
+	// other task it tries each tool the prompt offers once, then gives up.
+	Scripts []Script
+	// CorrectRate is the share of rollouts that play a script's right way
+	// (the rest play its wrong way), decided per (seed, question).
 	CorrectRate float64
-	// ThinkTurns is how many think tool calls come before finish.
-	ThinkTurns int
-	// PythonTurns is how many python tool calls (printing the answer) come first.
-	PythonTurns int
 	// MalformedRate is the share of turns with a malformed tool call.
 	MalformedRate float64
 	// PlainRate is the share of final turns that answer in text with no finish call.
@@ -56,13 +53,14 @@ type Server struct {
 	tok vocab
 	// render applies the chat template (the simulator's own, or a model
 	// directory's).
-	render func(msgs []Message, tools []Tool, addGenerationPrompt bool) (string, error)
-	imEnd  int
-	slots  chan struct{}
-	logMu  sync.Mutex
-	logW   *bufio.Writer
-	n      atomic.Uint64
-	mux    *http.ServeMux
+	render  func(msgs []Message, tools []Tool, addGenerationPrompt bool) (string, error)
+	imEnd   int
+	scripts *scriptBook
+	slots   chan struct{}
+	logMu   sync.Mutex
+	logW    *bufio.Writer
+	n       atomic.Uint64
+	mux     *http.ServeMux
 }
 
 // New returns a simulator.
@@ -73,7 +71,7 @@ func New(opt Options) *Server {
 	if opt.MaxModelLen == 0 {
 		opt.MaxModelLen = 32768
 	}
-	s := &Server{opt: opt, tok: NewTokenizer(), mux: http.NewServeMux(), imEnd: idImEnd,
+	s := &Server{opt: opt, tok: NewTokenizer(), mux: http.NewServeMux(), imEnd: idImEnd, scripts: newScriptBook(opt.Scripts),
 		render: func(m []Message, t []Tool, agp bool) (string, error) { return RenderChat(m, t, agp), nil }}
 	if opt.Local != nil {
 		s.useModel(opt.Local)
@@ -121,7 +119,8 @@ type Decision struct {
 	Question string `json:"question"`
 	Answer   string `json:"answer"`
 	Correct  bool   `json:"correct"`
-	Action   string `json:"action"` // think, finish, plain, malformed
+	Action   string `json:"action"` // the tool called, finish, plain, malformed, or explore:TOOL for an unknown task
+	Scripted bool   `json:"scripted"`
 	Turn     int    `json:"turn"`
 }
 
@@ -230,85 +229,68 @@ func (s *Server) chaos(w http.ResponseWriter, seed any) bool {
 	return false
 }
 
-// policy decides the next assistant message from the prompt.
+// policy decides the next assistant message from the prompt: the task's
+// script (its right or wrong play, drawn per seed), else exploring the tools
+// the prompt offers. It knows no domain.
 func (s *Server) policy(prompt []int, seed int64) (string, Decision) {
 	text := s.tok.Decode(prompt)
 	q := firstUser(text)
 	turn := strings.Count(text, "<|im_start|>assistant\n") - 1
-	ans, known := s.answer(strings.TrimSpace(q))
 	d := Decision{Question: q, Turn: turn}
-	d.Correct = known && unit("correct", seed, q) < s.opt.CorrectRate
-	switch {
-	case !known:
-		ans = "unknown"
-	case !d.Correct:
-		ans = wrong(ans)
-	}
-	d.Answer = ans
-	if cmd, ok := strings.CutPrefix(ans, bashAnswer); ok {
-		// A repository task: change the files with one shell command, then finish.
-		if turn == 0 {
-			d.Action = "bash"
-			args, _ := json.Marshal(map[string]string{"command": cmd})
-			return fmt.Sprintf("Let me fix it.\n<tool_call>\n{\"name\": \"bash\", \"arguments\": %s}\n</tool_call>", args), d
+	tools := offeredTools(text)
+	finish := slices.ContainsFunc(tools, func(t toolSpec) bool { return t.Name == "finish" })
+	sc := s.scripts.find(q)
+	if sc == nil {
+		// An unknown task: each offered tool once, with arguments its schema
+		// accepts, then an admission (a run end to end, no reward).
+		var calls []toolSpec
+		for _, t := range tools {
+			if t.Name != "finish" {
+				calls = append(calls, t)
+			}
 		}
-		d.Action = "finish"
-		return "<tool_call>\n{\"name\": \"finish\", \"arguments\": {\"message\": \"Done.\"}}\n</tool_call>", d
+		if turn < len(calls) {
+			d.Action = "explore:" + calls[turn].Name
+			return toolCall("Let me try the "+calls[turn].Name+" tool.", calls[turn].Name, exampleArgs(calls[turn].Parameters)), d
+		}
+		d.Answer = "I do not know."
+		return s.final(d, finish, seed, q)
 	}
+	d.Scripted = true
+	d.Correct = unit("correct", seed, q) < s.opt.CorrectRate
+	play := &sc.Play
+	if !d.Correct && sc.Wrong != nil {
+		play = sc.Wrong
+	}
+	d.Answer = play.Final
 	if s.opt.MalformedRate > 0 && unit("malformed", seed, q, turn) < s.opt.MalformedRate {
 		d.Action = "malformed"
 		return "Let me call a tool.\n<tool_call>\n{\"name\": \"think\", \"arguments\": {\"thought\": unquoted}\n</tool_call>", d
 	}
-	if turn < s.opt.PythonTurns {
-		d.Action = "python"
-		code, _ := json.Marshal(fmt.Sprintf("print(%q)", ans))
-		return fmt.Sprintf("Let me compute it.\n<tool_call>\n{\"name\": \"python\", \"arguments\": {\"code\": %s}}\n</tool_call>", code), d
+	if turn < len(play.Calls) {
+		c := play.Calls[turn]
+		d.Action = c.Tool
+		return toolCall("<think>\nNext step.\n</think>\n", c.Tool, c.Arguments), d
 	}
-	if turn < s.opt.PythonTurns+s.opt.ThinkTurns {
-		d.Action = "think"
-		thought, _ := json.Marshal(fmt.Sprintf("step %d of the problem: %.40s", turn+1, q))
-		return fmt.Sprintf("<think>\nLet me think about the problem.\n</think>\n\n<tool_call>\n{\"name\": \"think\", \"arguments\": {\"thought\": %s}}\n</tool_call>", thought), d
-	}
-	if s.opt.PlainRate > 0 && unit("plain", seed, q) < s.opt.PlainRate {
+	return s.final(d, finish, seed, q)
+}
+
+// final ends an episode: the answer through the finish tool when the domain
+// offers one (PlainRate of the time as text anyway), else as text.
+func (s *Server) final(d Decision, finish bool, seed int64, q string) (string, Decision) {
+	if !finish || (s.opt.PlainRate > 0 && unit("plain", seed, q) < s.opt.PlainRate) {
 		d.Action = "plain"
-		return finalText(ans), d
+		return d.Answer, d
 	}
 	d.Action = "finish"
-	msg, _ := json.Marshal(finalText(ans))
-	return fmt.Sprintf("<think>\nI have it.\n</think>\n\n%s\n<tool_call>\n{\"name\": \"finish\", \"arguments\": {\"message\": %s}}\n</tool_call>", finalText(ans), msg), d
+	msg, _ := json.Marshal(map[string]string{"message": d.Answer})
+	return fmt.Sprintf("<think>\nI have it.\n</think>\n\n%s\n<tool_call>\n{\"name\": \"finish\", \"arguments\": %s}\n</tool_call>", d.Answer, msg), d
 }
 
-// finalText states an answer: a program (a reference solution of a coding
-// task) in a python block, anything else in \boxed{}.
-func finalText(ans string) string {
-	if strings.Contains(ans, "\n") {
-		return "```python\n" + ans + "\n```"
-	}
-	return fmt.Sprintf("The answer is \\boxed{%s}.", ans)
-}
-
-// answer finds the reference answer of a question: the user message
-// itself, else the longest known question it starts with (domains append
-// options and instructions to the question), else the longest it contains.
-func (s *Server) answer(q string) (string, bool) {
-	if a, ok := s.opt.Answers[q]; ok {
-		return a, true
-	}
-	best, found := "", ""
-	for k, a := range s.opt.Answers {
-		if len(k) > len(best) && strings.HasPrefix(q, k) {
-			best, found = k, a
-		}
-	}
-	if best == "" {
-		// Instance prompts quote the problem inside a template.
-		for k, a := range s.opt.Answers {
-			if len(k) > len(best) && len(k) >= 20 && strings.Contains(q, k) {
-				best, found = k, a
-			}
-		}
-	}
-	return found, best != ""
+// toolCall is a Hermes tool call after some text.
+func toolCall(text, name string, args json.RawMessage) string {
+	n, _ := json.Marshal(name)
+	return fmt.Sprintf("%s\n<tool_call>\n{\"name\": %s, \"arguments\": %s}\n</tool_call>", text, n, args)
 }
 
 func firstUser(text string) string {
@@ -323,27 +305,6 @@ func firstUser(text string) string {
 	}
 	return rest
 }
-
-// bashAnswer starts an answer that is a shell command (a repository task's fix).
-const bashAnswer = "bash:\n"
-
-// wrong makes a plausible wrong answer: the next option letter, the
-// number plus one (keeping a unit after it), else the answer with a 1.
-func wrong(ans string) string {
-	if strings.HasPrefix(ans, bashAnswer) {
-		return bashAnswer + "echo 'I could not find the bug.'" // changes nothing: an empty patch
-	}
-	if len(ans) == 1 && ans[0] >= 'A' && ans[0] <= 'J' {
-		return string(rune('A' + (ans[0]-'A'+1)%4))
-	}
-	if m := leadingNumber.FindStringSubmatch(ans); m != nil {
-		n, _ := strconv.ParseFloat(m[1], 64)
-		return strconv.FormatFloat(n+1, 'f', -1, 64) + m[2]
-	}
-	return ans + "1"
-}
-
-var leadingNumber = regexp.MustCompile(`^(-?\d+(?:\.\d+)?)(\s.*)?$`)
 
 // The /v1/completions response, field for field as vLLM writes it.
 type completionResponse struct {
@@ -615,93 +576,4 @@ func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
 		"id": s.opt.Model, "object": "model", "created": time.Now().Unix(), "owned_by": "prorl-simllm", "root": s.opt.Model,
 		"max_model_len": s.opt.MaxModelLen,
 	}}})
-}
-
-// LoadAnswers reads JSONL tasks ({question|problem|prompt, answer|reward_model.ground_truth}).
-func LoadAnswers(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
-	for line := 1; sc.Scan(); line++ {
-		raw := bytes.TrimSpace(sc.Bytes())
-		if len(raw) == 0 {
-			continue
-		}
-		var row struct {
-			Question     string          `json:"question"`
-			Problem      string          `json:"problem"`
-			ProblemText  string          `json:"problem_text"`
-			ProblemStmt  string          `json:"problem_statement"`
-			Prompt       json.RawMessage `json:"prompt"`
-			Answer       json.RawMessage `json:"answer"`
-			AnswerNumber json.RawMessage `json:"answer_number"`
-			AnswerIndex  *int            `json:"answer_index"`
-			Unit         string          `json:"unit"`
-			Solution     string          `json:"solution"` // a coding task's reference solution
-			RewardModel  *struct {
-				GroundTruth json.RawMessage `json:"ground_truth"`
-			} `json:"reward_model"`
-			Task json.RawMessage `json:"task"`
-		}
-		if err := json.Unmarshal(raw, &row); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
-		}
-		if len(row.Task) > 0 { // {"task": {...}} request form
-			if err := json.Unmarshal(row.Task, &row); err != nil {
-				return nil, fmt.Errorf("%s:%d: %w", path, line, err)
-			}
-		}
-		q := row.Question
-		if q == "" {
-			q = row.Problem
-		}
-		if q == "" {
-			q = row.ProblemText
-		}
-		if q == "" {
-			q = row.ProblemStmt
-		}
-		if q == "" && len(row.Prompt) > 0 {
-			var msgs []struct{ Role, Content string }
-			if json.Unmarshal(row.Prompt, &msgs) == nil {
-				for _, m := range msgs {
-					if m.Role == "user" {
-						q = m.Content
-						break
-					}
-				}
-			} else {
-				_ = json.Unmarshal(row.Prompt, &q)
-			}
-		}
-		a := row.Answer
-		if len(a) == 0 {
-			a = row.AnswerNumber
-		}
-		if len(a) == 0 && row.RewardModel != nil {
-			a = row.RewardModel.GroundTruth
-		}
-		var as string
-		if json.Unmarshal(a, &as) != nil {
-			as = strings.TrimSpace(string(a))
-		}
-		if row.AnswerIndex != nil && *row.AnswerIndex >= 0 && *row.AnswerIndex < 10 {
-			as = string(rune('A' + *row.AnswerIndex))
-		}
-		if row.Solution != "" {
-			as = row.Solution
-		}
-		if row.Unit != "" && as != "" && !strings.HasSuffix(as, row.Unit) {
-			as += " " + row.Unit
-		}
-		if q != "" {
-			out[strings.TrimSpace(q)] = as
-		}
-	}
-	return out, sc.Err()
 }

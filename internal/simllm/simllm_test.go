@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -31,7 +32,9 @@ func TestTokenizerRoundTrip(t *testing.T) {
 
 func TestProtocolAndSplice(t *testing.T) {
 	var log bytes.Buffer
-	sim := New(Options{Answers: map[string]string{"What is 2+2?": "4"}, CorrectRate: 1, ThinkTurns: 1, Log: &log})
+	sim := New(Options{Scripts: []Script{{Key: "What is 2+2?", Play: Play{
+		Calls: []Call{{Tool: "think", Arguments: json.RawMessage(`{"thought": "2 and 2"}`)}}, Final: `The answer is \boxed{4}.`}}},
+		CorrectRate: 1, Log: &log})
 	ts := httptest.NewServer(sim)
 	defer ts.Close()
 	ctx := context.Background()
@@ -81,8 +84,8 @@ func TestProtocolAndSplice(t *testing.T) {
 			t.Fatalf("max_tokens: %+v %v", g3, err)
 		}
 	}
-	if !strings.Contains(log.String(), `"decision":{"question":"What is 2+2?","answer":"4","correct":true,"action":"finish"`) {
-		t.Errorf("log lacks the decision: %s", log.String()[:min(400, log.Len())])
+	if !strings.Contains(log.String(), `"decision":{"question":"What is 2+2?","answer":"The answer is \\boxed{4}.","correct":true,"action":"finish","scripted":true,"turn":1}`) {
+		t.Errorf("log lacks the decision: %s", log.String())
 	}
 	if _, err := (&backend.VLLM{BaseURL: ts.URL, Model: "nope"}).Generate(ctx, backend.GenerateRequest{PromptIDs: []int{1}, MaxTokens: 1}); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("unknown model: %v", err)
@@ -115,7 +118,7 @@ func TestModelDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim := New(Options{Answers: map[string]string{"What is 2+2?": "4"}, CorrectRate: 1, ThinkTurns: 0, Local: l})
+	sim := New(Options{Scripts: []Script{{Key: "What is 2+2?", Play: Play{Final: `The answer is \boxed{4}.`}}}, CorrectRate: 1, Local: l})
 	ts := httptest.NewServer(sim)
 	defer ts.Close()
 	ctx := context.Background()
@@ -134,7 +137,68 @@ func TestModelDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	imEnd, _ := l.BPE().TokenID("<|im_end|>")
-	if g.IDs[len(g.IDs)-1] != imEnd || !strings.Contains(g.Text, `\\boxed{4}`) {
+	if g.IDs[len(g.IDs)-1] != imEnd || !strings.Contains(g.Text, `\boxed{4}`) {
 		t.Fatalf("generation %+v", g)
+	}
+}
+
+// TestPolicyPlaysAnyDomain: a scripted task plays its calls and answer (its
+// wrong way when drawn wrong); an unknown task tries each offered tool once
+// with arguments its schema accepts, then gives up; nothing depends on
+// which domain offers the tools.
+func TestPolicyPlaysAnyDomain(t *testing.T) {
+	calc := json.RawMessage(`{"name":"calc","description":"c","parameters":{"type":"object","properties":{"expression":{"type":"string"},"n":{"type":"integer","minimum":3},"mode":{"type":"string","enum":["fast","slow"]}},"required":["expression","n","mode"]}}`)
+	finish := json.RawMessage(`{"name":"finish","description":"f","parameters":{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}}`)
+	script := Script{Key: "Make 16 from 3 5 2.", Play: Play{Calls: []Call{{Tool: "calc", Arguments: json.RawMessage(`{"expression":"(3+5)*2"}`)}}, Final: "<answer>(3+5)*2</answer>"},
+		Wrong: &Play{Final: "<answer>3+5+2</answer>"}}
+	for _, c := range []struct {
+		name    string
+		q       string
+		correct float64
+		tools   []Tool
+		want    []string
+	}{
+		{"right", "Make 16 from 3 5 2.", 1, []Tool{{Type: "function", Function: calc}, {Type: "function", Function: finish}},
+			[]string{`"name": "calc", "arguments": {"expression":"(3+5)*2"}`, `"name": "finish", "arguments": {"message":"\u003canswer\u003e(3+5)*2\u003c/answer\u003e"}`}},
+		{"wrong", "Make 16 from 3 5 2. Show your work.", 0, []Tool{{Type: "function", Function: calc}, {Type: "function", Function: finish}},
+			[]string{`"name": "finish", "arguments": {"message":"\u003canswer\u003e3+5+2\u003c/answer\u003e"}`}},
+		{"no finish tool: the answer as text", "Make 16 from 3 5 2.", 1, []Tool{{Type: "function", Function: calc}},
+			[]string{`"name": "calc"`, "<answer>(3+5)*2</answer>"}},
+		{"unknown task explores", "Sort these words.", 1, []Tool{{Type: "function", Function: calc}, {Type: "function", Function: finish}},
+			[]string{`"name": "calc", "arguments": {"expression":"test","mode":"fast","n":3}`, `"name": "finish", "arguments": {"message":"I do not know."}`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sim := New(Options{Scripts: []Script{script}, CorrectRate: c.correct})
+			msgs := []Message{{Role: "user", Content: jsonString(c.q)}}
+			for turn, want := range c.want {
+				text := RenderChat(msgs, c.tools, true)
+				out, _ := sim.policy(sim.tok.Encode(text), 1)
+				if !strings.Contains(out, want) {
+					t.Fatalf("turn %d: %q lacks %q", turn, out, want)
+				}
+				msgs = append(msgs, Message{Role: "assistant", Content: jsonString(out)}, Message{Role: "user", Content: jsonString("ok")})
+			}
+		})
+	}
+}
+
+func jsonString(s string) *string { return &s }
+
+func TestLoadScriptsIsStrict(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"key": "q", "final": "1"}` + "\n":                                   "",
+		`{"key": "q", "answer": "1"}`:                                         `unknown field "answer"`,
+		`{"final": "1"}`:                                                      "key: empty",
+		`{"key": "q", "calls": [{"tool": ""}]}`:                               "calls[0].tool: empty",
+		`{"key": "q", "wrong": {"calls": [{"tool": "t", "arguments": [1]}]}}`: "wrong.calls[0].arguments: not a JSON object",
+	} {
+		p := filepath.Join(t.TempDir(), "s.jsonl")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := LoadScripts(p)
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
 	}
 }
