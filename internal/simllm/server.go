@@ -7,6 +7,7 @@ import (
 	"fmt"
 	json "github.com/goccy/go-json"
 	"github.com/prorl/prorl/core/tokenizer"
+	"github.com/prorl/prorl/sdk/schema"
 	"hash/fnv"
 	"io"
 	"net/http"
@@ -251,7 +252,7 @@ func (s *Server) policy(prompt []int, seed int64) (string, Decision) {
 		}
 		if turn < len(calls) {
 			d.Action = "explore:" + calls[turn].Name
-			return toolCall("Let me try the "+calls[turn].Name+" tool.", calls[turn].Name, exampleArgs(calls[turn].Parameters)), d
+			return toolCall("Let me try the "+calls[turn].Name+" tool.", calls[turn].Name, schema.Example(calls[turn].Parameters)), d
 		}
 		d.Answer = "I do not know."
 		return s.final(d, finish, seed, q)

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"slices"
 	"sync"
 	"testing"
 
 	"github.com/prorl/prorl/sdk"
 	pb "github.com/prorl/prorl/sdk/proto"
+	"github.com/prorl/prorl/sdk/schema"
 )
 
 // Case is one sample task with a final response that must earn reward 1 and
@@ -120,6 +122,26 @@ func Conformance(t *testing.T, s Suite) {
 			}
 			if len(p.Messages) == 0 || p.Messages[len(p.Messages)-1].Role != "user" {
 				t.Errorf("episode must end with a user message: %v", p.Messages)
+			}
+			// Setup, then every tool with arguments its schema accepts: the
+			// domain may answer with an error observation (the values are
+			// arbitrary) but must not fail the rollout as internal.
+			sandbox := ""
+			if p.Sandbox != nil {
+				sandbox = rid
+			}
+			if su, err := h.Client.Setup(ctx, &pb.SetupRequest{RolloutId: rid, TaskJson: c.Task, SandboxId: sandbox}); err != nil || len(su.Diagnostics) > 0 {
+				t.Errorf("Setup: %v %v", err, su.GetDiagnostics())
+			}
+			for _, tool := range info.Tools {
+				if tool.Name == "finish" {
+					continue
+				}
+				args := schema.Example(tool.ParametersJson)
+				r, err := h.Client.CallTool(ctx, &pb.CallToolRequest{RolloutId: rid, TaskJson: c.Task, SandboxId: sandbox, Call: &pb.ToolCall{Name: tool.Name, ArgumentsJson: args}})
+				if err != nil || slices.ContainsFunc(r.GetDiagnostics(), func(d *pb.Diagnostic) bool { return d.Code == sdk.CodeInternal }) {
+					t.Errorf("tool %s(%s) with valid arguments: %v %v", tool.Name, args, err, r.GetDiagnostics())
+				}
 			}
 			r, err := h.Client.CallTool(ctx, &pb.CallToolRequest{RolloutId: rid, TaskJson: c.Task, Call: &pb.ToolCall{Name: "no_such_tool", ArgumentsJson: []byte("{}")}})
 			if err != nil || !r.IsError || len(r.Diagnostics) > 0 {

@@ -33,9 +33,9 @@ func TestBundledExamples(t *testing.T) {
 // simulator silently knows nothing about.
 func TestUnknownShapes(t *testing.T) {
 	for body, want := range map[string]string{
-		`{"question": "q", "answer": "4"}`:            "",
-		`{"question": "q", "gold": "4"}`:              ":1: no answer",
-		`{"query": "q", "answer": "4"}`:               ":1: no question",
+		`{"question": "q", "answer": "4"}`:             "",
+		`{"question": "q", "gold": "4"}`:               ":1: no answer",
+		`{"query": "q", "answer": "4"}`:                ":1: no question",
 		"{\"question\": \"q\", \"answer\": 1}\n{nope}": ":2:",
 	} {
 		p := filepath.Join(t.TempDir(), "t.jsonl")
