@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/prorl/prorl/sdk/sdktest"
@@ -70,4 +72,40 @@ func TestPlayAnyDomain(t *testing.T) {
 			t.Logf("%s: %d right, %d wrong of %d; simulator actions %v", lang, right, wrong, len(results), actions)
 		})
 	}
+
+	// An admin enables the domain without writing a config: batch mode's
+	// embedded host with --plugin, the simulator always right.
+	t.Run("batch --plugin", func(t *testing.T) {
+		addr := filepath.Join(dir, "sim.addr")
+		sim := start(t, "prorl-simllm", "--listen", "127.0.0.1:0", "--addr-file", addr, "--scripts", scripts, "--correct-rate", "1")
+		url := "http://" + waitFile(t, addr, sim)
+		tasks, out := filepath.Join(dir, "tasks.jsonl"), filepath.Join(dir, "results.jsonl")
+		if err := os.WriteFile(tasks, []byte(countdownTasks), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(filepath.Join(binDir, "prorl-host"), "run", "--plugin", "countdown="+goPlugin, "--tasks", tasks,
+			"--domain", "countdown", "--n", "2", "--backend", url, "--out", out)
+		cmd.Dir = dir
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("prorl-host run: %v\n%s", err, b)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rewards := map[float64]int{}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var r struct {
+				Status string  `json:"status"`
+				Reward float64 `json:"reward"`
+			}
+			if err := json.Unmarshal([]byte(line), &r); err != nil || r.Status != "completed" {
+				t.Fatalf("result %s: %v", line, err)
+			}
+			rewards[r.Reward]++
+		}
+		if rewards[1] != 4 || rewards[0] != 2 {
+			t.Fatalf("rewards %v; want 4 right (two scripted tasks) and 2 not (the unscripted one)", rewards)
+		}
+	})
 }

@@ -112,11 +112,21 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return usageError{fmt.Sprintf("unknown command %q", args[0])}
 }
 
-func loadConfig(path string) (*config.Config, error) {
-	if path == "" {
-		return config.ParseEmbedded(configs.Local, "embedded configs/local.toml")
+// loadConfig reads the config (the embedded configs/local.toml when path
+// is ""), its overlays (PATH.d/*.toml) and the --plugin flags.
+func loadConfig(path string, plugins ...string) (*config.Config, error) {
+	var extra map[string]any
+	for _, p := range plugins {
+		name, table, err := config.PluginFlag(p)
+		if err != nil {
+			return nil, usageError{err.Error()}
+		}
+		if extra == nil {
+			extra = map[string]any{"plugins": map[string]any{}}
+		}
+		extra["plugins"].(map[string]any)[name] = table
 	}
-	return config.Load(path)
+	return config.LoadWith(path, configs.Local, extra)
 }
 
 type multiFlag []string
@@ -127,8 +137,10 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "TOML config (default: the embedded configs/local.toml)")
+	cfgPath := fs.String("config", "", "TOML config (default: the embedded configs/local.toml); overlays in CONFIG.d/*.toml apply after it")
 	listen := fs.String("listen", "", "override server.listen")
+	var plugins multiFlag
+	fs.Var(&plugins, "plugin", "enable a plugin: NAME=PATH [ARG...] (repeatable)")
 	addrFile := fs.String("addr-file", "", "write the bound address to this file once listening")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile here until shutdown")
 	var backends multiFlag
@@ -136,7 +148,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
-	cfg, err := loadConfig(*cfgPath)
+	cfg, err := loadConfig(*cfgPath, plugins...)
 	if err != nil {
 		return err
 	}
@@ -202,8 +214,9 @@ func runBatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	maxTurns := fs.Int("max-turns", 0, "max turns (0: the domain's default)")
 	seed := fs.Int64("seed", -1, "base seed (-1: none)")
 	summaryJSON := fs.String("summary-json", "", "also write the summary as JSON here")
-	var backends multiFlag
+	var backends, plugins multiFlag
 	fs.Var(&backends, "backend", "backend URL for the embedded host (repeatable)")
+	fs.Var(&plugins, "plugin", "enable a plugin in the embedded host: NAME=PATH [ARG...] (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
@@ -218,7 +231,7 @@ func runBatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	base := strings.TrimRight(*server, "/")
 	if base == "" {
-		cfg, err := loadConfig(*cfgPath)
+		cfg, err := loadConfig(*cfgPath, plugins...)
 		if err != nil {
 			return err
 		}

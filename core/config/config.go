@@ -282,15 +282,8 @@ func cacheDir() string {
 	return d
 }
 
-// Load reads a config file.
-func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	abs, _ := filepath.Abs(path)
-	return Parse(data, path, Vars{ConfigDir: filepath.Dir(abs), ExeDir: exeDir()})
-}
+// Load reads a config file and its overlays (OverlayDir).
+func Load(path string) (*Config, error) { return LoadWith(path, nil, nil) }
 
 func exeDir() string {
 	exe, err := os.Executable()
@@ -311,26 +304,10 @@ func Parse(data []byte, name string, vars Vars) (*Config, error) {
 	cfg := Default()
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(cfg)
 	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			if pe.LastKey != "" {
-				return nil, fmt.Errorf("%s:%d: %s: %s", name, pe.Position.Line, pe.LastKey, pe.Message)
-			}
-			return nil, fmt.Errorf("%s:%d: %s", name, pe.Position.Line, pe.Message)
-		}
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, parseError(name, err)
 	}
-	if und := md.Undecoded(); len(und) > 0 {
-		var msgs []string
-		for _, k := range und {
-			if isUnderPluginConfig(k) {
-				continue
-			}
-			msgs = append(msgs, fmt.Sprintf("%s:%d: unknown key %q", name, keyLine(data, k), k.String()))
-		}
-		if len(msgs) > 0 {
-			return nil, errors.New(strings.Join(msgs, "\n"))
-		}
+	if err := undecoded(md, data, name); err != nil {
+		return nil, err
 	}
 	for n, p := range cfg.Plugins {
 		if p == nil {
@@ -386,6 +363,33 @@ func Parse(data []byte, name string, vars Vars) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return cfg, nil
+}
+
+func parseError(name string, err error) error {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		if pe.LastKey != "" {
+			return fmt.Errorf("%s:%d: %s: %s", name, pe.Position.Line, pe.LastKey, pe.Message)
+		}
+		return fmt.Errorf("%s:%d: %s", name, pe.Position.Line, pe.Message)
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}
+
+// undecoded names every key no config field takes (a plugin's own config
+// table is the plugin's to check).
+func undecoded(md toml.MetaData, data []byte, name string) error {
+	var msgs []string
+	for _, k := range md.Undecoded() {
+		if isUnderPluginConfig(k) {
+			continue
+		}
+		msgs = append(msgs, fmt.Sprintf("%s:%d: unknown key %q", name, keyLine(data, k), k.String()))
+	}
+	if len(msgs) > 0 {
+		return errors.New(strings.Join(msgs, "\n"))
+	}
+	return nil
 }
 
 func isUnderPluginConfig(k toml.Key) bool {

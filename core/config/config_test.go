@@ -2,8 +2,10 @@ package config
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseErrors(t *testing.T) {
@@ -103,4 +105,50 @@ func FuzzParse(f *testing.F) {
 			t.Fatal("Parse accepted a config that does not validate")
 		}
 	})
+}
+
+// TestOverlays: PATH.d/*.toml apply over the config in name order (tables
+// merge key by key, values replace), --plugin tables last; an unknown key
+// is named with its own file and line.
+func TestOverlays(t *testing.T) {
+	dir := t.TempDir()
+	main := filepath.Join(dir, "host.toml")
+	write := func(p, s string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(main, "[server]\nlisten = \"127.0.0.1:8006\"\n[plugins.math]\nenabled = true\npath = \"bin/math\"\n[plugins.math.config]\nmax_turns = 4\n")
+	write(filepath.Join(dir, "host.toml.d", "10-countdown.toml"), "[plugins.countdown]\nenabled = true\npath = \"/opt/countdown\"\n[plugins.countdown.config]\nmax_turns = 3\n")
+	write(filepath.Join(dir, "host.toml.d", "20-math.toml"), "[plugins.math.config]\nmax_turns = 8\n")
+	write(filepath.Join(dir, "host.toml.d", "notes.txt"), "not a config")
+	_, py, err := PluginFlag("wordle=/venv/bin/python /srv/wordle.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadWith(main, nil, map[string]any{"plugins": map[string]any{"wordle": py}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, c, w := cfg.Plugins["math"], cfg.Plugins["countdown"], cfg.Plugins["wordle"]
+	if m == nil || c == nil || w == nil {
+		t.Fatalf("plugins %v", cfg.Plugins)
+	}
+	if m.Path != filepath.Join(dir, "bin/math") || m.Config["max_turns"] != int64(8) || c.Path != "/opt/countdown" || c.Config["max_turns"] != int64(3) ||
+		!c.Enabled || c.StartTimeout.Duration != 10*time.Second || w.Path != "/venv/bin/python" || len(w.Args) != 1 || w.Args[0] != "/srv/wordle.py" {
+		t.Fatalf("math %+v\ncountdown %+v\nwordle %+v", m, c, w)
+	}
+	write(filepath.Join(dir, "host.toml.d", "30-bad.toml"), "[server]\n\nlisten_on = \"x\"\n")
+	if _, err := Load(main); err == nil || !strings.Contains(err.Error(), "30-bad.toml:3: unknown key \"server.listen_on\"") {
+		t.Fatalf("unknown key in an overlay: %v", err)
+	}
+	for _, bad := range []string{"countdown", "=/bin/x", "a.b=/bin/x", "x="} {
+		if _, _, err := PluginFlag(bad); err == nil {
+			t.Errorf("--plugin %q accepted", bad)
+		}
+	}
 }
