@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/prorl/prorl/sdk"
+	"github.com/prorl/prorl/sdk/taskrow"
 	"github.com/prorl/prorl/sdk/tools"
 )
 
@@ -179,7 +180,7 @@ func lastCodeBlock(s, taskLang string) (answer, bool) {
 	}
 	for i := len(blocks) - 1; i >= 0; i-- {
 		if blocks[i][1] == "" {
-			return answer{lang: firstNonEmpty(taskLang, "python"), code: blocks[i][2]}, true
+			return answer{lang: taskrow.First(taskLang, "python"), code: blocks[i][2]}, true
 		}
 	}
 	return answer{}, false
@@ -209,7 +210,7 @@ func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Sc
 	source := ""
 	if t.AnswerFile != "" && req.SandboxID != "" {
 		if b, err := req.Host.ReadFile(ctx, req.SandboxID, t.AnswerFile); err == nil && strings.TrimSpace(string(b)) != "" {
-			lang := firstNonEmpty(t.Language, "python")
+			lang := taskrow.First(t.Language, "python")
 			if l, ok := languageOf(strings.TrimPrefix(path.Ext(t.AnswerFile), ".")); ok {
 				lang = l
 			}

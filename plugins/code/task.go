@@ -137,7 +137,7 @@ func ParseTask(raw json.RawMessage) (*Task, error) {
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return nil, sdk.InvalidTask("task", "not a JSON object of the expected shape: %v", err)
 	}
-	t := &Task{ID: firstNonEmpty(taskrow.Scalar(r.ID), taskrow.Scalar(r.TaskID), taskrow.Scalar(r.InstanceID),
+	t := &Task{ID: taskrow.First(taskrow.Scalar(r.ID), taskrow.Scalar(r.TaskID), taskrow.Scalar(r.InstanceID),
 		taskrow.Scalar(r.ProblemID), taskrow.Scalar(r.QuestionID), r.Name), AnswerFile: r.AnswerFile, Starter: r.Starter}
 	t.Source = sourceOf(&r)
 	if err := t.prompt(&r); err != nil {
@@ -184,7 +184,7 @@ func ParseTask(raw json.RawMessage) (*Task, error) {
 }
 
 func (t *Task) prompt(r *rawTask) error {
-	t.Prompt = firstNonEmpty(r.Question, r.Problem, r.Text, r.Content)
+	t.Prompt = taskrow.First(r.Question, r.Problem, r.Text, r.Content)
 	if t.Prompt == "" && r.Description != "" {
 		t.Prompt = r.Description
 		if r.InputFormat != "" {
@@ -386,7 +386,7 @@ func (t *Task) tests(r *rawTask) error {
 			if m, ok := jsonText(r.Metadata); ok {
 				_ = json.Unmarshal(m, &md)
 			}
-			fn = firstNonEmpty(fn, md.FuncName)
+			fn = taskrow.First(fn, md.FuncName)
 		}
 		if err := t.anyTests(r.PublicCases, "public_test_cases", fn); err != nil {
 			return err
@@ -478,7 +478,7 @@ func (t *Task) anyTests(raw json.RawMessage, field, fn string) error {
 		if err := json.Unmarshal(raw, &spec); err != nil {
 			return sdk.InvalidTask(field, "must be {\"inputs\": [...], \"outputs\": [...]}: %v", err)
 		}
-		return t.ioPairs(spec.Inputs, spec.Outputs, field, firstNonEmpty(fn, spec.FnName), true)
+		return t.ioPairs(spec.Inputs, spec.Outputs, field, taskrow.First(fn, spec.FnName), true)
 	case obj["input"] != nil && obj["output"] != nil:
 		// code_contests: {"input": [...], "output": [...]}
 		var spec struct {
@@ -573,7 +573,7 @@ func (t *Task) listTests(raw json.RawMessage, field, fn string) error {
 		if err := json.Unmarshal(item, &c); err != nil {
 			return sdk.InvalidTask(f, "must be a test case object: %v", err)
 		}
-		name := firstNonEmpty(c.FnName, c.Metadata.FuncName, fn)
+		name := taskrow.First(c.FnName, c.Metadata.FuncName, fn)
 		switch {
 		case c.Args != nil:
 			if name == "" {
@@ -725,13 +725,4 @@ func checkerOf(raw json.RawMessage) (*Checker, error) {
 		return nil, sdk.InvalidTask("checker.language", "%q: checkers run in python or cpp", c.Language)
 	}
 	return &Checker{Language: lang, Source: c.Source}, nil
-}
-
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if strings.TrimSpace(s) != "" {
-			return s
-		}
-	}
-	return ""
 }

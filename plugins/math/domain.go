@@ -75,15 +75,12 @@ type Task struct {
 }
 
 type rawTask struct {
-	ID          string          `json:"id"`
-	InstanceID  json.RawMessage `json:"instance_id"`
-	Question    string          `json:"question"`
-	Problem     string          `json:"problem"`
-	Answer      json.RawMessage `json:"answer"`
-	Prompt      json.RawMessage `json:"prompt"`
-	RewardModel *struct {
-		GroundTruth json.RawMessage `json:"ground_truth"`
-	} `json:"reward_model"`
+	ID           string          `json:"id"`
+	InstanceID   json.RawMessage `json:"instance_id"`
+	QuestionText string          `json:"question"`
+	Problem      string          `json:"problem"`
+	Answer       json.RawMessage `json:"answer"`
+	taskrow.Verl
 }
 
 // ParseTask reads a task payload; unknown extra fields (domain, data_source,
@@ -93,29 +90,16 @@ func ParseTask(raw json.RawMessage) (*Task, error) {
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return nil, sdk.InvalidTask("task", "not a JSON object: %v", err)
 	}
-	t := &Task{ID: r.ID, Question: r.Question}
-	if t.ID == "" && len(r.InstanceID) > 0 {
-		t.ID = taskrow.Scalar(r.InstanceID)
+	t := &Task{ID: taskrow.First(r.ID, taskrow.Scalar(r.InstanceID))}
+	q, err := r.Question(r.QuestionText, r.Problem)
+	if err != nil {
+		return nil, err
 	}
-	if t.Question == "" {
-		t.Question = r.Problem
-	}
-	if t.Question == "" && len(r.Prompt) > 0 {
-		q, err := taskrow.PromptText(r.Prompt, "prompt")
-		if err != nil {
-			return nil, err
-		}
-		t.Question = q
-	}
+	t.Question = q
 	if strings.TrimSpace(t.Question) == "" {
 		return nil, sdk.InvalidTask("question", "missing: give question, problem or prompt")
 	}
-	switch {
-	case len(r.Answer) > 0:
-		t.Answer = taskrow.Scalar(r.Answer)
-	case r.RewardModel != nil && len(r.RewardModel.GroundTruth) > 0:
-		t.Answer = taskrow.Scalar(r.RewardModel.GroundTruth)
-	}
+	t.Answer = taskrow.First(taskrow.Scalar(r.Answer), taskrow.Scalar(r.GroundTruth()))
 	if strings.TrimSpace(t.Answer) == "" {
 		return nil, sdk.InvalidTask("answer", "missing: give answer or reward_model.ground_truth")
 	}

@@ -44,10 +44,9 @@ type rawTask struct {
 	InstanceID   json.RawMessage `json:"instance_id"`
 	ProblemID    json.RawMessage `json:"problemid"`
 	Kind         string          `json:"kind"`
-	Question     string          `json:"question"`
+	QuestionText string          `json:"question"`
 	Problem      string          `json:"problem"`
 	ProblemText  string          `json:"problem_text"`
-	Prompt       json.RawMessage `json:"prompt"`
 	Options      json.RawMessage `json:"options"`
 	Choices      json.RawMessage `json:"choices"`
 	Answer       json.RawMessage `json:"answer"`
@@ -58,9 +57,7 @@ type rawTask struct {
 	SigFigs      *bool           `json:"sig_figs"`
 	Shuffle      bool            `json:"shuffle"`
 	ShuffleSeed  int64           `json:"shuffle_seed"`
-	RewardModel  *struct {
-		GroundTruth json.RawMessage `json:"ground_truth"`
-	} `json:"reward_model"`
+	taskrow.Verl
 }
 
 // ParseTask reads a task payload. Extra fields (domain, data_source,
@@ -70,17 +67,12 @@ func ParseTask(raw json.RawMessage) (*Task, error) {
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return nil, sdk.InvalidTask("task", "not a JSON object of the expected shape: %v", err)
 	}
-	t := &Task{ID: r.ID, Question: firstNonEmpty(r.Question, r.Problem, r.ProblemText), SigFigs: r.SigFigs}
-	if t.ID == "" {
-		t.ID = firstNonEmpty(taskrow.Scalar(r.InstanceID), taskrow.Scalar(r.ProblemID))
+	t := &Task{ID: taskrow.First(r.ID, taskrow.Scalar(r.InstanceID), taskrow.Scalar(r.ProblemID)), SigFigs: r.SigFigs}
+	q, err := r.Question(r.QuestionText, r.Problem, r.ProblemText)
+	if err != nil {
+		return nil, err
 	}
-	if t.Question == "" && len(r.Prompt) > 0 {
-		q, err := taskrow.PromptText(r.Prompt, "prompt")
-		if err != nil {
-			return nil, err
-		}
-		t.Question = q
-	}
+	t.Question = q
 	if strings.TrimSpace(t.Question) == "" {
 		return nil, sdk.InvalidTask("question", "missing: give question, problem, problem_text or prompt")
 	}
@@ -90,10 +82,7 @@ func ParseTask(raw json.RawMessage) (*Task, error) {
 		}
 		t.RelTol = *r.RelTol
 	}
-	answer := firstNonEmpty(taskrow.Scalar(r.Answer), taskrow.Scalar(r.AnswerNumber))
-	if answer == "" && r.RewardModel != nil {
-		answer = taskrow.Scalar(r.RewardModel.GroundTruth)
-	}
+	answer := taskrow.First(taskrow.Scalar(r.Answer), taskrow.Scalar(r.AnswerNumber), taskrow.Scalar(r.GroundTruth()))
 	opts := r.Options
 	if len(opts) == 0 {
 		opts = r.Choices
@@ -224,13 +213,4 @@ func looksNumeric(s string) bool {
 func hasUnit(s string) bool {
 	q, err := stemans.ParseQuantity(s)
 	return err == nil && q.HasUnit
-}
-
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if strings.TrimSpace(s) != "" {
-			return s
-		}
-	}
-	return ""
 }

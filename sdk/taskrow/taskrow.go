@@ -55,3 +55,40 @@ func Scalar(raw json.RawMessage) string {
 	}
 	return strings.TrimSpace(string(raw))
 }
+
+// Verl holds what verl/ProRL rows carry beside a domain's own fields
+// ({data_source, prompt, reward_model.ground_truth}); embed it in a row
+// struct.
+type Verl struct {
+	Prompt      json.RawMessage `json:"prompt"`
+	RewardModel *struct {
+		GroundTruth json.RawMessage `json:"ground_truth"`
+	} `json:"reward_model"`
+}
+
+// GroundTruth is reward_model.ground_truth; nil when the row has none.
+func (v Verl) GroundTruth() json.RawMessage {
+	if v.RewardModel == nil {
+		return nil
+	}
+	return v.RewardModel.GroundTruth
+}
+
+// Question is the first non-empty of a row's plain question fields, else
+// the user text of its prompt (a string or a chat list).
+func (v Verl) Question(plain ...string) (string, error) {
+	if q := First(plain...); q != "" || len(v.Prompt) == 0 {
+		return q, nil
+	}
+	return PromptText(v.Prompt, "prompt")
+}
+
+// First is the first non-empty string.
+func First(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}

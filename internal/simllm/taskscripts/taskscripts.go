@@ -22,6 +22,7 @@ import (
 
 	json "github.com/goccy/go-json"
 	"github.com/prorl/prorl/internal/simllm"
+	"github.com/prorl/prorl/sdk/taskrow"
 )
 
 // Options shape the plays.
@@ -87,7 +88,7 @@ func questionAnswer(raw []byte) (string, string, error) {
 			return "", "", fmt.Errorf("task: %w", err)
 		}
 	}
-	q := firstNonEmpty(r.Question, r.Problem, r.ProblemText, r.ProblemStmt, r.Text)
+	q := taskrow.First(r.Question, r.Problem, r.ProblemText, r.ProblemStmt, r.Text)
 	if q == "" && len(r.Prompt) > 0 {
 		var msgs []struct{ Role, Content string }
 		if json.Unmarshal(r.Prompt, &msgs) == nil {
@@ -180,12 +181,3 @@ func wrong(ans string) string {
 }
 
 var leadingNumber = regexp.MustCompile(`^(-?\d+(?:\.\d+)?)(\s.*)?$`)
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
-}
