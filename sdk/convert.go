@@ -78,7 +78,7 @@ func (s *SandboxSpec) toProto() *pb.SandboxSpec {
 	}
 	return &pb.SandboxSpec{
 		Image: s.Image, Network: s.Network, Env: s.Env, CpuSeconds: s.CPUSeconds,
-		MemoryBytes: s.MemoryBytes, MaxProcesses: s.MaxProcesses, MaxFileBytes: s.MaxFileBytes, Workdir: s.Workdir,
+		MemoryBytes: s.MemoryBytes, MaxProcesses: s.MaxProcesses, MaxFileBytes: s.MaxFileBytes,
 		DiskBytes: s.DiskBytes, SeccompAllow: s.SeccompAllow, Writable: s.Writable,
 	}
 }

@@ -60,7 +60,7 @@ type Rollout[C, T, S any] struct {
 	State S
 	// SandboxID is the rollout's sandbox once one runs ("" before).
 	SandboxID string
-	Host      Host
+	Sandboxes Sandboxes
 	done      *string
 }
 
@@ -83,7 +83,7 @@ func (e *Env[C, T, S]) Info() Info {
 	return in
 }
 
-func (e *Env[C, T, S]) Configure(_ context.Context, raw json.RawMessage, _ Host) error {
+func (e *Env[C, T, S]) Configure(_ context.Context, raw json.RawMessage, _ Sandboxes) error {
 	cfg := e.Config
 	if err := DecodeConfig(e.Name, raw, &cfg); err != nil {
 		return err
@@ -130,7 +130,7 @@ func (e *Env[C, T, S]) Prepare(ctx context.Context, req PrepareRequest) (*Episod
 		}
 		return nil, InvalidTask("task", "%v", err)
 	}
-	r := &Rollout[C, T, S]{ID: req.RolloutID, Config: e.config(), Task: t, Host: noHost{}}
+	r := &Rollout[C, T, S]{ID: req.RolloutID, Config: e.config(), Task: t, Sandboxes: noSandboxes{}}
 	ep, err := e.Episode(ctx, r)
 	if err != nil {
 		return nil, err
@@ -147,19 +147,19 @@ func (e *Env[C, T, S]) Prepare(ctx context.Context, req PrepareRequest) (*Episod
 // session finds a prepared rollout and gives it the call's sandbox and
 // host; a call for one this process did not prepare fails rather than
 // running on a blank state.
-func (e *Env[C, T, S]) session(id, sandboxID string, h Host) (*Rollout[C, T, S], error) {
+func (e *Env[C, T, S]) session(id, sandboxID string, h Sandboxes) (*Rollout[C, T, S], error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r, ok := e.sessions[id]
 	if !ok {
 		return nil, Errorf(CodeInternal, "no session for rollout %s in this plugin process (not prepared here, or already released)", id)
 	}
-	r.SandboxID, r.Host = sandboxID, h
+	r.SandboxID, r.Sandboxes = sandboxID, h
 	return r, nil
 }
 
 func (e *Env[C, T, S]) Setup(ctx context.Context, req SetupRequest) error {
-	r, err := e.session(req.RolloutID, req.SandboxID, req.Host)
+	r, err := e.session(req.RolloutID, req.SandboxID, req.Sandboxes)
 	if err != nil {
 		return err
 	}
@@ -170,7 +170,7 @@ func (e *Env[C, T, S]) Setup(ctx context.Context, req SetupRequest) error {
 }
 
 func (e *Env[C, T, S]) Evaluate(ctx context.Context, req EvaluateRequest) (*Score, error) {
-	r, err := e.session(req.RolloutID, req.SandboxID, req.Host)
+	r, err := e.session(req.RolloutID, req.SandboxID, req.Sandboxes)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +192,7 @@ func (e *Env[C, T, S]) Sessions() int {
 
 // toolSession gives a RolloutTool its rollout (the server calls it).
 func (e *Env[C, T, S]) toolSession(tc ToolContext) (any, error) {
-	return e.session(tc.RolloutID, tc.SandboxID, tc.Host)
+	return e.session(tc.RolloutID, tc.SandboxID, tc.Sandboxes)
 }
 
 func (e *Env[C, T, S]) capabilities() (setup, release bool) { return e.SetupSandbox != nil, true }

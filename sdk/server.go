@@ -23,18 +23,18 @@ type server struct {
 	tools  map[string]Tool
 
 	mu   sync.RWMutex
-	host Host
+	host Sandboxes
 }
 
 func newServer(d Domain, broker *plugin.GRPCBroker, log hclog.Logger) *server {
-	s := &server{d: d, broker: broker, log: log, tools: map[string]Tool{}, host: noHost{}}
+	s := &server{d: d, broker: broker, log: log, tools: map[string]Tool{}, host: noSandboxes{}}
 	for _, t := range d.Info().Tools {
 		s.tools[t.Spec().Name] = t
 	}
 	return s
 }
 
-func (s *server) currentHost() Host {
+func (s *server) currentSandboxes() Sandboxes {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.host
@@ -73,14 +73,14 @@ func (s *server) GetInfo(context.Context, *pb.GetInfoRequest) (*pb.DomainInfo, e
 func (s *server) Configure(ctx context.Context, req *pb.ConfigureRequest) (resp *pb.ConfigureResponse, _ error) {
 	resp = &pb.ConfigureResponse{}
 	defer s.guard("Configure", &resp.Diagnostics)
-	var h Host = noHost{}
+	var h Sandboxes = noSandboxes{}
 	if req.HostServicesBrokerId != 0 && s.broker != nil {
 		conn, err := s.broker.DialWithOptions(req.HostServicesBrokerId, wire.DialOptions()...)
 		if err != nil {
 			resp.Diagnostics = diag(Errorf(CodeInternal, "dial host services: %v", err))
 			return resp, nil
 		}
-		h = hostClient{c: pb.NewHostServicesClient(conn)}
+		h = sandboxClient{c: pb.NewHostServicesClient(conn)}
 	}
 	s.mu.Lock()
 	s.host = h
@@ -134,7 +134,7 @@ func (s *server) Setup(ctx context.Context, req *pb.SetupRequest) (resp *pb.Setu
 	if su, ok := s.d.(Setupper); ok {
 		ctx = withLog(ctx, s.log, req.RolloutId)
 		resp.Diagnostics = diag(su.Setup(ctx, SetupRequest{
-			RolloutID: req.RolloutId, Task: req.TaskJson, SandboxID: req.SandboxId, Host: s.currentHost(),
+			RolloutID: req.RolloutId, Task: req.TaskJson, SandboxID: req.SandboxId, Sandboxes: s.currentSandboxes(),
 		}))
 	}
 	return resp, nil
@@ -162,7 +162,7 @@ func (s *server) CallTool(ctx context.Context, req *pb.CallToolRequest) (resp *p
 		return resp, nil
 	}
 	ctx = withLog(ctx, s.log, req.RolloutId)
-	tc := ToolContext{RolloutID: req.RolloutId, SandboxID: req.SandboxId, Task: req.TaskJson, Host: s.currentHost()}
+	tc := ToolContext{RolloutID: req.RolloutId, SandboxID: req.SandboxId, Task: req.TaskJson, Sandboxes: s.currentSandboxes()}
 	if sd, ok := s.d.(sessionDomain); ok {
 		sess, err := sd.toolSession(tc)
 		if err != nil {
@@ -202,7 +202,7 @@ func (s *server) Evaluate(ctx context.Context, req *pb.EvaluateRequest) (resp *p
 	ctx = withLog(ctx, s.log, req.RolloutId)
 	sc, err := s.d.Evaluate(ctx, EvaluateRequest{
 		RolloutID: req.RolloutId, Task: req.TaskJson, SandboxID: req.SandboxId, FinalResponse: req.FinalResponse,
-		Messages: messagesFromProto(req.Messages), EndReason: req.EndReason, EvalSandboxID: req.EvalSandboxId, Host: s.currentHost(),
+		Messages: messagesFromProto(req.Messages), EndReason: req.EndReason, EvalSandboxID: req.EvalSandboxId, Sandboxes: s.currentSandboxes(),
 	})
 	if err != nil {
 		resp.Diagnostics = diag(err)

@@ -14,8 +14,8 @@ import (
 // broken is a domain that returns nothing, or panics, where it should score.
 type broken struct{ panics bool }
 
-func (broken) Info() sdk.Info                                             { return sdk.Info{Name: "broken", Version: "0"} }
-func (broken) Configure(context.Context, json.RawMessage, sdk.Host) error { return nil }
+func (broken) Info() sdk.Info                                                  { return sdk.Info{Name: "broken", Version: "0"} }
+func (broken) Configure(context.Context, json.RawMessage, sdk.Sandboxes) error { return nil }
 func (b broken) Prepare(context.Context, sdk.PrepareRequest) (*sdk.Episode, error) {
 	if b.panics {
 		panic("boom")

@@ -19,7 +19,7 @@ type ToolContext struct {
 	RolloutID string
 	SandboxID string
 	Task      json.RawMessage
-	Host      Host
+	Sandboxes Sandboxes
 	// session is the rollout of an Env (set by the server for RolloutTool).
 	session any
 }

@@ -97,7 +97,10 @@ type ToolCall struct {
 	Arguments json.RawMessage `json:"arguments"`
 }
 
-// SandboxSpec asks the host for a sandbox; a zero Image means none.
+// SandboxSpec asks the host for a sandbox (a nil Episode.Sandbox asks for
+// none). Image names an image of the host's image directory; empty is the
+// host's default image. Commands start in the sandbox's work directory
+// (/work where the driver isolates).
 type SandboxSpec struct {
 	Image   string
 	Network bool
@@ -110,7 +113,6 @@ type SandboxSpec struct {
 	MaxProcesses uint32
 	MaxFileBytes uint64
 	DiskBytes    uint64
-	Workdir      string
 	// SeccompAllow names seccomp groups the commands need back from the
 	// host's default filter: "ptrace", "namespaces", "io_uring".
 	SeccompAllow []string
@@ -153,7 +155,7 @@ type SetupRequest struct {
 	RolloutID string
 	Task      json.RawMessage
 	SandboxID string
-	Host      Host
+	Sandboxes Sandboxes
 }
 
 // EvaluateRequest asks for the reward of a finished episode.
@@ -167,7 +169,7 @@ type EvaluateRequest struct {
 	EndReason string
 	// EvalSandboxID is the fresh sandbox of Episode.EvalSandbox ("" when none).
 	EvalSandboxID string
-	Host          Host
+	Sandboxes     Sandboxes
 }
 
 // Score is a reward with its metrics. Info holds domain details (the
@@ -183,7 +185,7 @@ type Score struct {
 type Domain interface {
 	Info() Info
 	// Configure receives the [plugins.NAME.config] table as JSON and the host's services.
-	Configure(ctx context.Context, config json.RawMessage, host Host) error
+	Configure(ctx context.Context, config json.RawMessage, host Sandboxes) error
 	Prepare(ctx context.Context, req PrepareRequest) (*Episode, error)
 	Evaluate(ctx context.Context, req EvaluateRequest) (*Score, error)
 }

@@ -12,8 +12,8 @@ import (
 
 type domain struct{ t []sdk.Tool }
 
-func (d domain) Info() sdk.Info                                           { return sdk.Info{Name: "tools", Version: "0", Tools: d.t} }
-func (domain) Configure(context.Context, json.RawMessage, sdk.Host) error { return nil }
+func (d domain) Info() sdk.Info                                                { return sdk.Info{Name: "tools", Version: "0", Tools: d.t} }
+func (domain) Configure(context.Context, json.RawMessage, sdk.Sandboxes) error { return nil }
 func (domain) Prepare(context.Context, sdk.PrepareRequest) (*sdk.Episode, error) {
 	return &sdk.Episode{Messages: []sdk.Message{{Role: "user", Content: "x"}}, Sandbox: &sdk.SandboxSpec{}}, nil
 }

@@ -123,7 +123,7 @@ func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, erro
 			return nil, fmt.Errorf("%w (or set [sandbox] driver = \"disabled\")", err)
 		}
 		h.Sandboxes = m
-		hs = &sandbox.HostServices{M: m, DefaultTimeout: sc.ExecTimeout.Duration}
+		hs = &sandbox.PluginServices{M: m, DefaultTimeout: sc.ExecTimeout.Duration}
 		h.Metrics.Gauge("prorl_sandboxes_alive", "Sandboxes running.", nil, func() float64 { a, _ := m.Stats(); return float64(a) })
 		h.Metrics.Gauge("prorl_sandboxes_starting", "Sandboxes starting.", nil, func() float64 { _, s := m.Stats(); return float64(s) })
 		for _, reason := range sandbox.FrameReasons {

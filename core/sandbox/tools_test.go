@@ -24,7 +24,7 @@ type toolDomain struct{ t []sdk.Tool }
 func (d toolDomain) Info() sdk.Info {
 	return sdk.Info{Name: "tools", Version: "0", Tools: d.t}
 }
-func (toolDomain) Configure(context.Context, json.RawMessage, sdk.Host) error { return nil }
+func (toolDomain) Configure(context.Context, json.RawMessage, sdk.Sandboxes) error { return nil }
 func (toolDomain) Prepare(context.Context, sdk.PrepareRequest) (*sdk.Episode, error) {
 	return &sdk.Episode{Messages: []sdk.Message{{Role: "user", Content: "x"}}, Sandbox: &sdk.SandboxSpec{}}, nil
 }
@@ -41,7 +41,7 @@ func TestStandardToolsGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := sdktest.StartWithHost(t, toolDomain{all}, &HostServices{M: m, DefaultTimeout: 10 * time.Second})
+	h := sdktest.StartWithHost(t, toolDomain{all}, &PluginServices{M: m, DefaultTimeout: 10 * time.Second})
 	ctx := context.Background()
 	if r, err := h.Configure(ctx, nil); err != nil || len(r.Diagnostics) > 0 {
 		t.Fatal(err, r)

@@ -21,7 +21,7 @@ func (echo) Info() sdk.Info {
 		Tools: []sdk.Tool{tools.Think(), tools.Finish()}}
 }
 
-func (echo) Configure(context.Context, json.RawMessage, sdk.Host) error { return nil }
+func (echo) Configure(context.Context, json.RawMessage, sdk.Sandboxes) error { return nil }
 
 func (echo) Prepare(_ context.Context, r sdk.PrepareRequest) (*sdk.Episode, error) {
 	var t task

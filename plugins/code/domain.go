@@ -68,7 +68,7 @@ func (d *Domain) Info() sdk.Info {
 	}
 }
 
-func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Host) error {
+func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Sandboxes) error {
 	cfg := d.cfg
 	if err := sdk.DecodeConfig("code", raw, &cfg); err != nil {
 		return err
@@ -209,7 +209,7 @@ func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Sc
 	var ans answer
 	source := ""
 	if t.AnswerFile != "" && req.SandboxID != "" {
-		if b, err := req.Host.ReadFile(ctx, req.SandboxID, t.AnswerFile); err == nil && strings.TrimSpace(string(b)) != "" {
+		if b, err := req.Sandboxes.ReadFile(ctx, req.SandboxID, t.AnswerFile); err == nil && strings.TrimSpace(string(b)) != "" {
 			lang := taskrow.First(t.Language, "python")
 			if l, ok := languageOf(strings.TrimPrefix(path.Ext(t.AnswerFile), ".")); ok {
 				lang = l
@@ -239,7 +239,7 @@ func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Sc
 	}
 	lim := d.limits(t)
 	sc.Info["time_limit"] = lim.time
-	j, err := judge(ctx, req.Host, req.EvalSandboxID, t, ans, lim)
+	j, err := judge(ctx, req.Sandboxes, req.EvalSandboxID, t, ans, lim)
 	if err != nil {
 		var de *sdk.Error
 		if errors.As(err, &de) {

@@ -78,7 +78,7 @@ type judgement struct {
 // judge runs the solution on every test in the sandbox. Expected stdio
 // outputs and function results never enter the sandbox; check tests carry
 // theirs into a checker process the solution cannot reach.
-func judge(ctx context.Context, h sdk.Host, sandboxID string, t *Task, ans answer, lim limits) (*judgement, error) {
+func judge(ctx context.Context, h sdk.Sandboxes, sandboxID string, t *Task, ans answer, lim limits) (*judgement, error) {
 	j := &judgement{verdicts: make([]string, len(t.Tests))}
 	spec := map[string]any{"mode": t.Mode, "language": ans.lang, "solution": ans.code, "time_limit": lim.time,
 		"memory_mb": lim.memMB, "workers": lim.workers, "max_output": maxOutput}
@@ -167,7 +167,7 @@ const verdictCompare = "compare"
 // special runs the task's checker on the outputs of clean runs, in a second
 // command: by then no process of the solution is left in the sandbox, so
 // the expected outputs can go in.
-func special(ctx context.Context, h sdk.Host, sandboxID string, t *Task, idx []int, j *judgement) error {
+func special(ctx context.Context, h sdk.Sandboxes, sandboxID string, t *Task, idx []int, j *judgement) error {
 	cases := make([]map[string]string, len(idx))
 	for k, i := range idx {
 		cases[k] = map[string]string{"input": t.Tests[i].Input, "output": j.runs[i].Stdout, "answer": t.Tests[i].Expected}
@@ -211,7 +211,7 @@ const pythonPrelude = "from string import *\nfrom re import *\nfrom datetime imp
 
 const maxOutput = 1 << 16
 
-func runJudge(ctx context.Context, h sdk.Host, sandboxID string, spec []byte, budget float64, out *judgeOutput) error {
+func runJudge(ctx context.Context, h sdk.Sandboxes, sandboxID string, spec []byte, budget float64, out *judgeOutput) error {
 	// The judge travels on the command line and the spec (solution and
 	// inputs) on stdin: nothing is left in the sandbox's files.
 	res, err := h.Exec(ctx, sandboxID, sdk.ExecRequest{Argv: []string{"python3", "-I", "-c", string(judgeSource)}, Stdin: spec,

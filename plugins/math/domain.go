@@ -54,7 +54,7 @@ func (d *Domain) Info() sdk.Info {
 	}
 }
 
-func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Host) error {
+func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Sandboxes) error {
 	cfg := d.cfg
 	if err := sdk.DecodeConfig("math", raw, &cfg); err != nil {
 		return err

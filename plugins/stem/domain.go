@@ -61,7 +61,7 @@ func (d *Domain) Info() sdk.Info {
 	}
 }
 
-func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Host) error {
+func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Sandboxes) error {
 	cfg := d.cfg
 	if err := sdk.DecodeConfig("stem", raw, &cfg); err != nil {
 		return err

@@ -81,7 +81,7 @@ func (d *Domain) Info() sdk.Info {
 	}
 }
 
-func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Host) error {
+func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Sandboxes) error {
 	cfg := d.cfg
 	if err := sdk.DecodeConfig("swe", raw, &cfg); err != nil {
 		return err
@@ -146,10 +146,10 @@ func (d *Domain) Setup(ctx context.Context, req sdk.SetupRequest) error {
 	if err != nil {
 		return err
 	}
-	if err := writeBugPatch(ctx, req.Host, req.SandboxID, t); err != nil {
+	if err := writeBugPatch(ctx, req.Sandboxes, req.SandboxID, t); err != nil {
 		return err
 	}
-	res, err := req.Host.Exec(ctx, req.SandboxID, sdk.ExecRequest{Argv: []string{"bash", "-c", setupScript(t)}, Env: gitEnv(t, t.BaseCommit), Timeout: 600_000})
+	res, err := req.Sandboxes.Exec(ctx, req.SandboxID, sdk.ExecRequest{Argv: []string{"bash", "-c", setupScript(t)}, Env: gitEnv(t, t.BaseCommit), Timeout: 600_000})
 	if err != nil {
 		return sdk.Errorf(sdk.CodeSandboxFailed, "prepare the repository: %v", err)
 	}
@@ -157,7 +157,7 @@ func (d *Domain) Setup(ctx context.Context, req sdk.SetupRequest) error {
 		return sdk.Errorf(sdk.CodeSandboxFailed, "prepare the repository (exit %d): %s", res.ExitCode, tail(string(res.Stdout)+string(res.Stderr), 800))
 	}
 	// The agent's shell starts in the repository.
-	if _, err := req.Host.Exec(ctx, req.SandboxID, sdk.ExecRequest{Session: true, Command: "cd " + RepoPath + " && export GIT_CONFIG_GLOBAL=/work/.gitconfig"}); err != nil {
+	if _, err := req.Sandboxes.Exec(ctx, req.SandboxID, sdk.ExecRequest{Session: true, Command: "cd " + RepoPath + " && export GIT_CONFIG_GLOBAL=/work/.gitconfig"}); err != nil {
 		return sdk.Errorf(sdk.CodeSandboxFailed, "start the shell: %v", err)
 	}
 	return nil
@@ -171,7 +171,7 @@ func gitEnv(t *Task, base string) map[string]string {
 const r2eTests = "/r2e_tests"
 
 // writeBugPatch puts a SWE-smith row's bug where prepareScript applies it.
-func writeBugPatch(ctx context.Context, h sdk.Host, sb string, t *Task) error {
+func writeBugPatch(ctx context.Context, h sdk.Sandboxes, sb string, t *Task) error {
 	if t.BugPatch == "" {
 		return nil
 	}
@@ -302,7 +302,7 @@ func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Sc
 	sc := &sdk.Score{Metrics: map[string]float64{"resolved": 0, "patch_applied": 0, "fail_to_pass_total": float64(len(t.FailToPass)),
 		"fail_to_pass_passed": 0, "pass_to_pass_total": float64(len(t.PassToPass)), "pass_to_pass_passed": 0},
 		Info: map[string]any{"instance_id": t.InstanceID, "kind": t.Kind}}
-	h, sb := req.Host, req.EvalSandboxID
+	h, sb := req.Sandboxes, req.EvalSandboxID
 	// Without base_commit, or with a SWE-smith bug committed on it, the
 	// commit the agent started from is read from a fresh sandbox, which
 	// the agent never touched.
@@ -408,7 +408,7 @@ func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Sc
 
 // prepare runs prepareScript in the evaluation's sandbox and returns the
 // commit the task starts from.
-func (d *Domain) prepare(ctx context.Context, h sdk.Host, sb string, t *Task) (string, error) {
+func (d *Domain) prepare(ctx context.Context, h sdk.Sandboxes, sb string, t *Task) (string, error) {
 	if sb == "" {
 		return "", sdk.Errorf(sdk.CodeSandboxFailed, "no evaluation sandbox: the host did not start the one Prepare asked for")
 	}

@@ -541,7 +541,6 @@ type SandboxSpec struct {
 	MemoryBytes  uint64            `protobuf:"varint,5,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
 	MaxProcesses uint32            `protobuf:"varint,6,opt,name=max_processes,json=maxProcesses,proto3" json:"max_processes,omitempty"`
 	MaxFileBytes uint64            `protobuf:"varint,7,opt,name=max_file_bytes,json=maxFileBytes,proto3" json:"max_file_bytes,omitempty"`
-	Workdir      string            `protobuf:"bytes,8,opt,name=workdir,proto3" json:"workdir,omitempty"`
 	// Size of the sandbox's work directory (a tmpfs where the driver can make
 	// one); 0 takes the host's default.
 	DiskBytes uint64 `protobuf:"varint,9,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
@@ -633,13 +632,6 @@ func (x *SandboxSpec) GetMaxFileBytes() uint64 {
 		return x.MaxFileBytes
 	}
 	return 0
-}
-
-func (x *SandboxSpec) GetWorkdir() string {
-	if x != nil {
-		return x.Workdir
-	}
-	return ""
 }
 
 func (x *SandboxSpec) GetDiskBytes() uint64 {
@@ -2022,7 +2014,7 @@ const file_prorl_proto_rawDesc = "" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
-	"\x0earguments_json\x18\x03 \x01(\fR\rargumentsJson\"\xb0\x03\n" +
+	"\x0earguments_json\x18\x03 \x01(\fR\rargumentsJson\"\xa5\x03\n" +
 	"\vSandboxSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\anetwork\x18\x02 \x01(\bR\anetwork\x120\n" +
@@ -2031,8 +2023,7 @@ const file_prorl_proto_rawDesc = "" +
 	"cpuSeconds\x12!\n" +
 	"\fmemory_bytes\x18\x05 \x01(\x04R\vmemoryBytes\x12#\n" +
 	"\rmax_processes\x18\x06 \x01(\rR\fmaxProcesses\x12$\n" +
-	"\x0emax_file_bytes\x18\a \x01(\x04R\fmaxFileBytes\x12\x18\n" +
-	"\aworkdir\x18\b \x01(\tR\aworkdir\x12\x1d\n" +
+	"\x0emax_file_bytes\x18\a \x01(\x04R\fmaxFileBytes\x12\x1d\n" +
 	"\n" +
 	"disk_bytes\x18\t \x01(\x04R\tdiskBytes\x12#\n" +
 	"\rseccomp_allow\x18\n" +
@@ -2040,7 +2031,7 @@ const file_prorl_proto_rawDesc = "" +
 	"\bwritable\x18\v \x03(\tR\bwritable\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"~\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\b\x10\tR\aworkdir\"~\n" +
 	"\x06Limits\x12\x1b\n" +
 	"\tmax_turns\x18\x01 \x01(\rR\bmaxTurns\x12-\n" +
 	"\x13max_tokens_per_turn\x18\x02 \x01(\rR\x10maxTokensPerTurn\x12(\n" +

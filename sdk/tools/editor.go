@@ -132,19 +132,19 @@ func (e *Editor) Call(ctx context.Context, tc sdk.ToolContext, raw json.RawMessa
 		return sdk.ToolResult{}, err
 	}
 	read := func() (string, bool, error) {
-		ents, err := tc.Host.ListDir(ctx, tc.SandboxID, p)
+		ents, err := tc.Sandboxes.ListDir(ctx, tc.SandboxID, p)
 		if err == nil {
 			_ = ents
 			return "", true, nil
 		}
-		b, err := tc.Host.ReadFile(ctx, tc.SandboxID, p)
+		b, err := tc.Sandboxes.ReadFile(ctx, tc.SandboxID, p)
 		if err != nil {
 			return "", false, err
 		}
 		return string(b), false, nil
 	}
 	write := func(content string) error {
-		if err := tc.Host.WriteFile(ctx, tc.SandboxID, p, []byte(content), 0o644); err != nil {
+		if err := tc.Sandboxes.WriteFile(ctx, tc.SandboxID, p, []byte(content), 0o644); err != nil {
 			return hostErr(err)
 		}
 		return nil
@@ -248,7 +248,7 @@ func (e *Editor) Call(ctx context.Context, tc sdk.ToolContext, raw json.RawMessa
 			return fail("No edit history found for %s.", p)
 		}
 		if prev == "\x00absent" {
-			if _, err := tc.Host.Exec(ctx, tc.SandboxID, sdk.ExecRequest{Argv: []string{"rm", "-f", "--", p}}); err != nil {
+			if _, err := tc.Sandboxes.Exec(ctx, tc.SandboxID, sdk.ExecRequest{Argv: []string{"rm", "-f", "--", p}}); err != nil {
 				return sdk.ToolResult{}, hostErr(err)
 			}
 			return sdk.ToolResult{Output: fmt.Sprintf("Last edit to %s undone: the file was removed.", p)}, nil
@@ -274,7 +274,7 @@ func (e *Editor) viewDir(ctx context.Context, tc sdk.ToolContext, p string) (sdk
 	var lines []string
 	var walk func(dir string, depth int) error
 	walk = func(dir string, depth int) error {
-		ents, err := tc.Host.ListDir(ctx, tc.SandboxID, dir)
+		ents, err := tc.Sandboxes.ListDir(ctx, tc.SandboxID, dir)
 		if err != nil {
 			return err
 		}

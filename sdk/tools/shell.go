@@ -95,7 +95,7 @@ func Bash() sdk.Tool {
 				return sdk.ToolResult{}, err
 			}
 			t := timeoutOf(a.Timeout)
-			res, err := tc.Host.Exec(ctx, tc.SandboxID, sdk.ExecRequest{Session: true, Command: a.Command, Timeout: uint32(t.Milliseconds())})
+			res, err := tc.Sandboxes.Exec(ctx, tc.SandboxID, sdk.ExecRequest{Session: true, Command: a.Command, Timeout: uint32(t.Milliseconds())})
 			if err != nil {
 				return sdk.ToolResult{}, hostErr(err)
 			}
@@ -126,7 +126,7 @@ func Python() sdk.Tool {
 			}
 			t := timeoutOf(a.Timeout)
 			// The program arrives on stdin: no quoting, no temp file, any size.
-			res, err := tc.Host.Exec(ctx, tc.SandboxID, sdk.ExecRequest{Argv: []string{"python3", "-"}, Stdin: []byte(a.Code), Timeout: uint32(t.Milliseconds())})
+			res, err := tc.Sandboxes.Exec(ctx, tc.SandboxID, sdk.ExecRequest{Argv: []string{"python3", "-"}, Stdin: []byte(a.Code), Timeout: uint32(t.Milliseconds())})
 			if err != nil {
 				return sdk.ToolResult{}, hostErr(err)
 			}

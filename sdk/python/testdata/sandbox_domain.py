@@ -20,7 +20,7 @@ env = sdk.Env[None, Task, None]("sandboxtest", "0.0.1", task=Task)
 
 @env.setup
 def setup(r: sdk.Rollout[None, Task, None]) -> None:
-    r.host.write_file(r.sandbox_id, "goal.txt", r.task.want.encode())
+    r.sandboxes.write_file(r.sandbox_id, "goal.txt", r.task.want.encode())
     r.log.info("setup done", want=r.task.want)
 
 
@@ -29,7 +29,7 @@ def sh(r: sdk.Rollout[None, Task, None], command: Annotated[str, "A shell comman
     """Run a shell command in the sandbox."""
     if r.task.crash == "tool":
         raise sdk.DomainError(sdk.SANDBOX_FAILED, "the sandbox is gone")
-    res = r.host.exec(r.sandbox_id, ["sh", "-c", command], timeout_ms=timeout_ms)
+    res = r.sandboxes.exec(r.sandbox_id, ["sh", "-c", command], timeout_ms=timeout_ms)
     return f"exit {res.exit_code}\n{res.stdout.decode()}{res.stderr.decode()}"
 
 
@@ -44,8 +44,8 @@ def episode(r: sdk.Rollout[None, Task, None]) -> sdk.Episode:
 def score(r: sdk.Rollout[None, Task, None], req: sdk.EvaluateRequest) -> sdk.Score:
     if r.task.crash == "score":
         return 1 / 0  # type: ignore[return-value]
-    names = [e.name for e in r.host.list_dir(r.sandbox_id, ".")]
-    done = "done.txt" in names and r.host.read_file(r.sandbox_id, "done.txt").strip() == r.task.want.encode()
+    names = [e.name for e in r.sandboxes.list_dir(r.sandbox_id, ".")]
+    done = "done.txt" in names and r.sandboxes.read_file(r.sandbox_id, "done.txt").strip() == r.task.want.encode()
     return sdk.Score(sdk.flag(done), resolved=done, info={"files": sorted(names)})
 
 

@@ -48,10 +48,10 @@ def test_config_over_defaults_and_refusals() -> None:
     env = make()
     env.configure(b"{}")
     env.prepare("a", b'{"n": 1}')
-    assert env.session("a", "", sdk.Host(None)).config == Config(limit=2)
+    assert env.session("a", "", sdk.Sandboxes(None)).config == Config(limit=2)
     env.configure(b'{"limit": 5}')
     env.prepare("b", b'{"n": 1}')
-    assert env.session("b", "", sdk.Host(None)).config.limit == 5
+    assert env.session("b", "", sdk.Sandboxes(None)).config.limit == 5
     for bad, field in [(b'{"limit": 0}', "limit"), (b'{"limt": 3}', "limt"), (b'{"limit": "3"}', "limit")]:
         with pytest.raises(sdk.DomainError) as e:
             env.configure(bad)
@@ -71,7 +71,7 @@ def test_bad_tasks_name_the_field(row: bytes, field: str) -> None:
 def test_tasks_keep_extra_fields_out() -> None:
     env = make()
     env.prepare("r", json.dumps({"n": 2, "data_source": "t", "extra_info": {}}).encode())
-    assert env.session("r", "", sdk.Host(None)).task == Task(2)
+    assert env.session("r", "", sdk.Sandboxes(None)).task == Task(2)
 
 
 def test_state_is_per_rollout_and_released() -> None:
@@ -79,9 +79,9 @@ def test_state_is_per_rollout_and_released() -> None:
     env.prepare("a", b'{"n": 2}')
     env.prepare("b", b'{"n": 2}')
     tool = {t.name: t for t in env.tools}["count"]
-    a = env.session("a", "", sdk.Host(None))
+    a = env.session("a", "", sdk.Sandboxes(None))
     assert [tool.call(a, {}).output for _ in range(3)] == ["1", "2", "Error: limit reached"]
-    b = env.session("b", "", sdk.Host(None))
+    b = env.session("b", "", sdk.Sandboxes(None))
     assert tool.call(b, {"by": 2}).output == "2"
     assert tool.call(b, {"by": "2"}).is_error
     assert tool.call(b, {"bye": 2}).output.startswith("Error: invalid arguments: bye")
@@ -91,13 +91,13 @@ def test_state_is_per_rollout_and_released() -> None:
     env.release("a")
     assert env.sessions() == 1
     with pytest.raises(sdk.DomainError):
-        env.session("a", "", sdk.Host(None))
+        env.session("a", "", sdk.Sandboxes(None))
 
 
 def test_finish_ends_the_episode() -> None:
     env = make()
     env.prepare("a", b'{"n": 0}')
-    r = env.session("a", "", sdk.Host(None))
+    r = env.session("a", "", sdk.Sandboxes(None))
     res = sdk.finish.call(r, {"message": "done", "task_completed": "true"})
     assert res.done and res.final_response == "done"
     assert sdk.finish.call(r, {}).is_error

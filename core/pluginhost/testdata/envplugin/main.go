@@ -28,7 +28,7 @@ func (domain) Info() sdk.Info {
 		},
 	}}
 }
-func (domain) Configure(context.Context, json.RawMessage, sdk.Host) error { return nil }
+func (domain) Configure(context.Context, json.RawMessage, sdk.Sandboxes) error { return nil }
 func (domain) Prepare(context.Context, sdk.PrepareRequest) (*sdk.Episode, error) {
 	return &sdk.Episode{Messages: []sdk.Message{{Role: "user", Content: "hi"}}}, nil
 }

@@ -7,9 +7,9 @@ mutual TLS) and the same conformance suite (Go's sdktest) checks it.
 """
 
 from .env import Env, Rollout, Tool, ToolResult, finish, tool
-from .host import DirEntry, ExecResult, Host
 from .log import Logger
 from .plugin import describe, serve
+from .sandboxes import DirEntry, ExecResult, Sandboxes
 from .schema import Field, SchemaError
 from .types import (
     EVAL_FAILED,
@@ -45,13 +45,13 @@ __all__ = [
     "EvaluateRequest",
     "ExecResult",
     "Field",
-    "Host",
     "InvalidTask",
     "Limits",
     "Logger",
     "Message",
     "Rollout",
     "SandboxSpec",
+    "Sandboxes",
     "SchemaError",
     "Score",
     "Tool",

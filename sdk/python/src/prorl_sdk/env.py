@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from . import schema
-from .host import Host
 from .log import Logger
+from .sandboxes import Sandboxes
 from .types import (
     INTERNAL,
     INVALID_CONFIG,
@@ -47,7 +47,7 @@ class Rollout(Generic[C, T, S]):
     def __init__(self, id: str, config: C, task: T, state: S, log: Logger) -> None:
         self.id, self.config, self.task, self.state, self.log = id, config, task, state, log
         self.sandbox_id = ""
-        self.host = Host(None)
+        self.sandboxes = Sandboxes(None)
         self._done: str | None = None
 
     def finish(self, answer: str) -> None:
@@ -250,8 +250,8 @@ class Env(Generic[C, T, S]):
             self._sessions[rollout_id] = r
         return ep
 
-    def session(self, rollout_id: str, sandbox_id: str, host: Host) -> Rollout[C, T, S]:
-        """The prepared rollout, given the call's sandbox and host; a call for
+    def session(self, rollout_id: str, sandbox_id: str, sandboxes: Sandboxes) -> Rollout[C, T, S]:
+        """The prepared rollout, given the call's sandbox and services; a call for
         one this process did not prepare fails rather than running blank."""
         with self._mu:
             r = self._sessions.get(rollout_id)
@@ -260,7 +260,7 @@ class Env(Generic[C, T, S]):
                 INTERNAL,
                 f"no session for rollout {rollout_id} in this plugin process (not prepared here, or already released)",
             )
-        r.sandbox_id, r.host = sandbox_id, host
+        r.sandbox_id, r.sandboxes = sandbox_id, sandboxes
         return r
 
     def run_setup(self, r: Rollout[C, T, S]) -> None:

@@ -35,7 +35,7 @@ from ._proto import goplugin_pb2_grpc as gpg
 from ._proto import prorl_pb2 as pb
 from ._proto import prorl_pb2_grpc as pbg
 from .env import Env, Rollout
-from .host import Host
+from .sandboxes import Sandboxes
 from .types import INTERNAL, DomainError, EvaluateRequest, Message, SandboxSpec, ToolCall
 
 API_VERSION = 1
@@ -197,7 +197,7 @@ class _Domain(pbg.TaskDomainServicer):
 
     def __init__(self, env: Env[Any, Any, Any], broker: _Broker, tls: _TLS | None) -> None:
         self.env, self.broker, self.tls = env, broker, tls
-        self.host = Host(None)
+        self.sandboxes = Sandboxes(None)
         self.tools = {t.name: t for t in env.tools}
 
     def _internal(self, op: str, e: BaseException) -> list[pb.Diagnostic]:
@@ -232,7 +232,7 @@ class _Domain(pbg.TaskDomainServicer):
                     if self.tls
                     else grpc.insecure_channel(target, options=_GRPC_OPTIONS)
                 )
-                self.host = Host(ch)
+                self.sandboxes = Sandboxes(ch)
             self.env.configure(bytes(request.config_json))
         except Exception as e:  # noqa: BLE001
             return pb.ConfigureResponse(diagnostics=self._internal("Configure", e))
@@ -274,7 +274,7 @@ class _Domain(pbg.TaskDomainServicer):
             return pb.PrepareResponse(diagnostics=self._internal("Prepare", e))
 
     def _rollout(self, rollout_id: str, sandbox_id: str) -> Rollout[Any, Any, Any]:
-        return self.env.session(rollout_id, sandbox_id, self.host)
+        return self.env.session(rollout_id, sandbox_id, self.sandboxes)
 
     def Setup(self, request: pb.SetupRequest, context: grpc.ServicerContext) -> pb.SetupResponse:  # noqa: N802
         try:

@@ -91,7 +91,7 @@ class ToolCall(_message.Message):
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., arguments_json: _Optional[bytes] = ...) -> None: ...
 
 class SandboxSpec(_message.Message):
-    __slots__ = ("image", "network", "env", "cpu_seconds", "memory_bytes", "max_processes", "max_file_bytes", "workdir", "disk_bytes", "seccomp_allow", "writable")
+    __slots__ = ("image", "network", "env", "cpu_seconds", "memory_bytes", "max_processes", "max_file_bytes", "disk_bytes", "seccomp_allow", "writable")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -106,7 +106,6 @@ class SandboxSpec(_message.Message):
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_PROCESSES_FIELD_NUMBER: _ClassVar[int]
     MAX_FILE_BYTES_FIELD_NUMBER: _ClassVar[int]
-    WORKDIR_FIELD_NUMBER: _ClassVar[int]
     DISK_BYTES_FIELD_NUMBER: _ClassVar[int]
     SECCOMP_ALLOW_FIELD_NUMBER: _ClassVar[int]
     WRITABLE_FIELD_NUMBER: _ClassVar[int]
@@ -117,11 +116,10 @@ class SandboxSpec(_message.Message):
     memory_bytes: int
     max_processes: int
     max_file_bytes: int
-    workdir: str
     disk_bytes: int
     seccomp_allow: _containers.RepeatedScalarFieldContainer[str]
     writable: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, image: _Optional[str] = ..., network: _Optional[bool] = ..., env: _Optional[_Mapping[str, str]] = ..., cpu_seconds: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., max_processes: _Optional[int] = ..., max_file_bytes: _Optional[int] = ..., workdir: _Optional[str] = ..., disk_bytes: _Optional[int] = ..., seccomp_allow: _Optional[_Iterable[str]] = ..., writable: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, image: _Optional[str] = ..., network: _Optional[bool] = ..., env: _Optional[_Mapping[str, str]] = ..., cpu_seconds: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., max_processes: _Optional[int] = ..., max_file_bytes: _Optional[int] = ..., disk_bytes: _Optional[int] = ..., seccomp_allow: _Optional[_Iterable[str]] = ..., writable: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Limits(_message.Message):
     __slots__ = ("max_turns", "max_tokens_per_turn", "max_total_tokens")

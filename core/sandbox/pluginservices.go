@@ -7,15 +7,16 @@ import (
 	pb "github.com/prorl/prorl/sdk/proto"
 )
 
-// HostServices serves the plugins' sandbox calls from a Manager.
-type HostServices struct {
+// PluginServices serves the plugin protocol's HostServices (the sandbox
+// calls of plugins) from a Manager.
+type PluginServices struct {
 	pb.UnimplementedHostServicesServer
 	M *Manager
 	// DefaultTimeout bounds a command that names none.
 	DefaultTimeout time.Duration
 }
 
-func (h *HostServices) timeout(ms uint32) time.Duration {
+func (h *PluginServices) timeout(ms uint32) time.Duration {
 	if ms == 0 {
 		return h.DefaultTimeout
 	}
@@ -23,7 +24,7 @@ func (h *HostServices) timeout(ms uint32) time.Duration {
 }
 
 // Exec streams a command's output, then its exit.
-func (h *HostServices) Exec(req *pb.ExecRequest, stream pb.HostServices_ExecServer) error {
+func (h *PluginServices) Exec(req *pb.ExecRequest, stream pb.HostServices_ExecServer) error {
 	ctx := stream.Context()
 	s, err := h.M.Lookup(ctx, req.SandboxId)
 	if err != nil {
@@ -51,7 +52,7 @@ func (h *HostServices) Exec(req *pb.ExecRequest, stream pb.HostServices_ExecServ
 }
 
 // ReadFile reads a file in the sandbox.
-func (h *HostServices) ReadFile(ctx context.Context, req *pb.ReadFileRequest) (*pb.ReadFileResponse, error) {
+func (h *PluginServices) ReadFile(ctx context.Context, req *pb.ReadFileRequest) (*pb.ReadFileResponse, error) {
 	s, err := h.M.Lookup(ctx, req.SandboxId)
 	if err != nil {
 		return &pb.ReadFileResponse{Error: err.Error()}, nil
@@ -64,7 +65,7 @@ func (h *HostServices) ReadFile(ctx context.Context, req *pb.ReadFileRequest) (*
 }
 
 // WriteFile writes a file in the sandbox.
-func (h *HostServices) WriteFile(ctx context.Context, req *pb.WriteFileRequest) (*pb.WriteFileResponse, error) {
+func (h *PluginServices) WriteFile(ctx context.Context, req *pb.WriteFileRequest) (*pb.WriteFileResponse, error) {
 	s, err := h.M.Lookup(ctx, req.SandboxId)
 	if err != nil {
 		return &pb.WriteFileResponse{Error: err.Error()}, nil
@@ -76,7 +77,7 @@ func (h *HostServices) WriteFile(ctx context.Context, req *pb.WriteFileRequest) 
 }
 
 // ListDir lists a directory in the sandbox.
-func (h *HostServices) ListDir(ctx context.Context, req *pb.ListDirRequest) (*pb.ListDirResponse, error) {
+func (h *PluginServices) ListDir(ctx context.Context, req *pb.ListDirRequest) (*pb.ListDirResponse, error) {
 	s, err := h.M.Lookup(ctx, req.SandboxId)
 	if err != nil {
 		return &pb.ListDirResponse{Error: err.Error()}, nil

@@ -39,30 +39,37 @@ type DirEntry struct {
 	Mode os.FileMode
 }
 
-// Host is the host's sandbox services as a plugin sees them.
-type Host interface {
+// Sandboxes are the host's sandbox services as a plugin sees them: commands
+// and files in a rollout's sandbox (the plugin protocol's HostServices).
+type Sandboxes interface {
 	Exec(ctx context.Context, sandboxID string, req ExecRequest) (*ExecResult, error)
 	ReadFile(ctx context.Context, sandboxID, path string) ([]byte, error)
 	WriteFile(ctx context.Context, sandboxID, path string, data []byte, mode os.FileMode) error
 	ListDir(ctx context.Context, sandboxID, path string) ([]DirEntry, error)
 }
 
-// ErrNoHost is returned by host services when the host offered none.
-var ErrNoHost = errors.New("the host offers no sandbox services")
+// ErrNoSandboxes is returned by host services when the host offered none.
+var ErrNoSandboxes = errors.New("the host offers no sandbox services")
 
-type noHost struct{}
+type noSandboxes struct{}
 
-func (noHost) Exec(context.Context, string, ExecRequest) (*ExecResult, error) { return nil, ErrNoHost }
-func (noHost) ReadFile(context.Context, string, string) ([]byte, error)       { return nil, ErrNoHost }
-func (noHost) WriteFile(context.Context, string, string, []byte, os.FileMode) error {
-	return ErrNoHost
+func (noSandboxes) Exec(context.Context, string, ExecRequest) (*ExecResult, error) {
+	return nil, ErrNoSandboxes
 }
-func (noHost) ListDir(context.Context, string, string) ([]DirEntry, error) { return nil, ErrNoHost }
+func (noSandboxes) ReadFile(context.Context, string, string) ([]byte, error) {
+	return nil, ErrNoSandboxes
+}
+func (noSandboxes) WriteFile(context.Context, string, string, []byte, os.FileMode) error {
+	return ErrNoSandboxes
+}
+func (noSandboxes) ListDir(context.Context, string, string) ([]DirEntry, error) {
+	return nil, ErrNoSandboxes
+}
 
-// hostClient is Host over the HostServices gRPC service.
-type hostClient struct{ c pb.HostServicesClient }
+// sandboxClient is Sandboxes over the HostServices gRPC service.
+type sandboxClient struct{ c pb.HostServicesClient }
 
-func (h hostClient) Exec(ctx context.Context, sandboxID string, req ExecRequest) (*ExecResult, error) {
+func (h sandboxClient) Exec(ctx context.Context, sandboxID string, req ExecRequest) (*ExecResult, error) {
 	stream, err := h.c.Exec(ctx, &pb.ExecRequest{
 		SandboxId: sandboxID, Argv: req.Argv, Session: req.Session, Command: req.Command,
 		TimeoutMs: req.Timeout, Stdin: req.Stdin, Workdir: req.Workdir, Env: req.Env,
@@ -92,7 +99,7 @@ func (h hostClient) Exec(ctx context.Context, sandboxID string, req ExecRequest)
 	}
 }
 
-func (h hostClient) ReadFile(ctx context.Context, sandboxID, path string) ([]byte, error) {
+func (h sandboxClient) ReadFile(ctx context.Context, sandboxID, path string) ([]byte, error) {
 	r, err := h.c.ReadFile(ctx, &pb.ReadFileRequest{SandboxId: sandboxID, Path: path})
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
@@ -103,7 +110,7 @@ func (h hostClient) ReadFile(ctx context.Context, sandboxID, path string) ([]byt
 	return r.Data, nil
 }
 
-func (h hostClient) WriteFile(ctx context.Context, sandboxID, path string, data []byte, mode os.FileMode) error {
+func (h sandboxClient) WriteFile(ctx context.Context, sandboxID, path string, data []byte, mode os.FileMode) error {
 	r, err := h.c.WriteFile(ctx, &pb.WriteFileRequest{SandboxId: sandboxID, Path: path, Data: data, Mode: uint32(mode)})
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -114,7 +121,7 @@ func (h hostClient) WriteFile(ctx context.Context, sandboxID, path string, data 
 	return nil
 }
 
-func (h hostClient) ListDir(ctx context.Context, sandboxID, path string) ([]DirEntry, error) {
+func (h sandboxClient) ListDir(ctx context.Context, sandboxID, path string) ([]DirEntry, error) {
 	r, err := h.c.ListDir(ctx, &pb.ListDirRequest{SandboxId: sandboxID, Path: path})
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", path, err)

@@ -34,7 +34,7 @@ class NoHostError(DomainError):
         super().__init__(SANDBOX_FAILED, "the host offers no sandbox services")
 
 
-class Host:
+class Sandboxes:
     """Runs commands and moves files in a rollout's sandbox."""
 
     def __init__(self, channel: grpc.Channel | None) -> None:
