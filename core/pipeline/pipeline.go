@@ -635,62 +635,6 @@ stop:
 	p.wg.Wait()
 }
 
-// Evaluate scores a response without generation (POST /v1/evaluate).
-func (p *Pipeline) Evaluate(ctx context.Context, domain string, task json.RawMessage, response string) (*pb.EvaluateResponse, error) {
-	plug, ok := p.d.Plugins.Get(domain)
-	if !ok {
-		return nil, fmt.Errorf("unknown domain %q", domain)
-	}
-	id := NewID("eval-")
-	req := &pb.EvaluateRequest{RolloutId: id, TaskJson: task, FinalResponse: response, EndReason: "evaluate"}
-	// As a rollout does: Prepare (which checks the task, opens the domain's
-	// session and says whether scoring needs a fresh sandbox), Evaluate,
-	// Release; pinned to one plugin process like a rollout's calls.
-	ro := &Rollout{ID: id, Req: Request{Domain: domain}}
-	var prep *pb.PrepareResponse
-	err := p.callPlugin(ctx, plug, ro, "Prepare", func(c pluginhost.Conn) (err error) {
-		prep, err = c.Prepare(ctx, &pb.PrepareRequest{RolloutId: id, TaskJson: task})
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(prep.Diagnostics) > 0 {
-		return &pb.EvaluateResponse{Diagnostics: prep.Diagnostics}, nil
-	}
-	defer p.release(ro)
-	if prep.EvalSandbox != nil {
-		if p.d.Sandboxes == nil {
-			return nil, errors.New("the domain evaluates in a sandbox but sandboxes are disabled on this host ([sandbox] driver)")
-		}
-		release := p.evalSandbox(id, prep.EvalSandbox, req)
-		defer release()
-	}
-	var r *pb.EvaluateResponse
-	err = p.callPlugin(ctx, plug, ro, "Evaluate", func(c pluginhost.Conn) (err error) {
-		r, err = c.Evaluate(ctx, req)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-// diagErr turns a plugin diagnostic into an agent error with its reason.
-func diagErr(d *pb.Diagnostic) error {
-	reason := trajectory.ReasonInternal
-	switch d.Code {
-	case sdk.CodeInvalidTask, sdk.CodeToolError, sdk.CodeSandboxFailed, sdk.CodeEvalFailed:
-		reason = d.Code
-	}
-	msg := d.Message
-	if d.Field != "" {
-		msg = d.Field + ": " + msg
-	}
-	return &agent.Error{Reason: reason, Err: errors.New(msg)}
-}
-
 func (p *Pipeline) splicer(b *backend.Backend) *tokenizer.Splicer {
 	if s, ok := p.splicers.Load(b.ID); ok {
 		return s.(*tokenizer.Splicer)

@@ -300,3 +300,17 @@ func (p *Pipeline) evalSandbox(owner string, spec *pb.SandboxSpec, req *pb.Evalu
 		}
 	}
 }
+
+// diagErr turns a plugin diagnostic into an agent error with its reason.
+func diagErr(d *pb.Diagnostic) error {
+	reason := trajectory.ReasonInternal
+	switch d.Code {
+	case sdk.CodeInvalidTask, sdk.CodeToolError, sdk.CodeSandboxFailed, sdk.CodeEvalFailed:
+		reason = d.Code
+	}
+	msg := d.Message
+	if d.Field != "" {
+		msg = d.Field + ": " + msg
+	}
+	return &agent.Error{Reason: reason, Err: errors.New(msg)}
+}
