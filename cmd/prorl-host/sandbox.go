@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/core/images"
 	"github.com/prorl/prorl/core/host"
 	"github.com/prorl/prorl/core/sandbox"
 )
@@ -51,13 +52,13 @@ func buildImage(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageError{err.Error()}
 	}
 	if *include == "" {
-		*include = strings.Join(sandbox.DefaultPackages, ",")
+		*include = strings.Join(images.DefaultPackages, ",")
 		if *name == "code" {
-			*include = strings.Join(sandbox.CodePackages, ",")
+			*include = strings.Join(images.CodePackages, ",")
 		}
 	}
 	root, err := sandbox.RootDir(*dir, *name)
-	if err == nil && !*force && !sandbox.SamePackages(*dir, *name, strings.Split(*include, ",")) {
+	if err == nil && !*force && !images.SamePackages(*dir, *name, strings.Split(*include, ",")) {
 		// Built with other packages: rebuilt, so adding a toolchain takes effect.
 		fmt.Fprintf(stdout, "image %q was built with other packages: rebuilding\n", *name)
 		*force = true
@@ -67,7 +68,7 @@ func buildImage(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	} else {
 		start := time.Now()
 		fmt.Fprintf(stdout, "building image %q (%s, minbase + %s) in %s\n", *name, *suite, *include, *dir)
-		root, err = sandbox.BuildImage(ctx, *dir, *name, *suite, strings.Split(*include, ","), stderr)
+		root, err = images.BuildImage(ctx, *dir, *name, *suite, strings.Split(*include, ","), stderr)
 		if err != nil {
 			return err
 		}
@@ -89,7 +90,7 @@ func buildImage(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return nil
 	}
 	start := time.Now()
-	p, err := sandbox.BuildSIF(ctx, app, *dir, *name, stderr)
+	p, err := images.BuildSIF(ctx, app, *dir, *name, stderr)
 	if err != nil {
 		return err
 	}

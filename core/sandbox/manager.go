@@ -186,7 +186,7 @@ func New(cfg Config, log hclog.Logger) (*Manager, error) {
 		m.cgroups, m.cgErr = newCgroups(m.instance)
 		if m.cgErr != nil && cfg.Cgroups == "required" {
 			m.lock.Close()
-			_ = removeAll(dir)
+			_ = RemoveAll(dir)
 			return nil, fmt.Errorf("sandbox cgroups required: %w", m.cgErr)
 		}
 		if m.cgErr != nil {
@@ -245,7 +245,7 @@ func (m *Manager) Reap() {
 		}
 		n := killLabelled(labelPrefix(e.Name())) + killLabelled(instancePrefix(e.Name()))
 		m.cgroups.reap(e.Name())
-		if err := removeAll(dir); err != nil {
+		if err := RemoveAll(dir); err != nil {
 			m.log.Warn("reaper could not remove leftovers", "dir", dir, "error", err)
 			continue
 		}
@@ -345,12 +345,12 @@ func (m *Manager) Start(ctx context.Context, owner string, spec Spec) (*Sandbox,
 			l.UID = m.fixedUID
 		}
 		if err := os.Chown(dir, l.UID, l.UID); err != nil {
-			_ = removeAll(dir)
+			_ = RemoveAll(dir)
 			return nil, err
 		}
 	}
 	if l.Cgroup, err = m.cgroups.create(id, spec.Limits); err != nil {
-		_ = removeAll(dir)
+		_ = RemoveAll(dir)
 		return nil, fmt.Errorf("sandbox cgroup: %w", err)
 	}
 	unmount := m.sizeWorkDir(l)
@@ -358,7 +358,7 @@ func (m *Manager) Start(ctx context.Context, owner string, spec Spec) (*Sandbox,
 	if err != nil {
 		l.Cgroup.remove()
 		unmount()
-		_ = removeAll(dir)
+		_ = RemoveAll(dir)
 		return nil, err
 	}
 	s.unmount = unmount
@@ -520,7 +520,7 @@ func (m *Manager) Close() {
 	wg.Wait()
 	m.cgroups.close()
 	if m.lock != nil {
-		_ = removeAll(filepath.Join(m.cfg.WorkRoot, m.instance))
+		_ = RemoveAll(filepath.Join(m.cfg.WorkRoot, m.instance))
 		m.lock.Close()
 	}
 }

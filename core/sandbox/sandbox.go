@@ -550,11 +550,11 @@ func (s *Sandbox) stop(grace time.Duration) error {
 	if s.unmount != nil {
 		s.unmount()
 	}
-	return removeAll(s.WorkDir)
+	return RemoveAll(s.WorkDir)
 }
 
-// removeAll deletes a work dir even when the sandbox left read-only dirs.
-func removeAll(dir string) error {
+// RemoveAll deletes a directory even when a sandbox left read-only dirs in it.
+func RemoveAll(dir string) error {
 	if err := os.RemoveAll(dir); err == nil {
 		return nil
 	}

@@ -45,7 +45,7 @@ func workRoot(t *testing.T) string {
 	if err := os.Chmod(d, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = removeAll(d) })
+	t.Cleanup(func() { _ = RemoveAll(d) })
 	return d
 }
 

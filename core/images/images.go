@@ -1,4 +1,7 @@
-package sandbox
+// Package images builds the sandbox images: a Debian root filesystem with
+// mmdebstrap, and for Apptainer a SIF and its sandbox directory. The
+// sandbox manager runs what is built here; it does not build.
+package images
 
 import (
 	"context"
@@ -11,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/prorl/prorl/core/sandbox"
 )
 
 // DefaultPackages are in the default image: what agents and tests need.
@@ -59,7 +64,7 @@ func BuildImage(ctx context.Context, dir, name, suite string, packages []string,
 		return "", err
 	}
 	tmp := filepath.Join(base, "rootfs.building")
-	_ = removeAll(tmp)
+	_ = sandbox.RemoveAll(tmp)
 	mode := "auto" // root: chroot; otherwise user namespaces (unshare)
 	args := []string{"--variant=minbase", "--mode=" + mode, "--include=" + strings.Join(packages, ","),
 		// Mount points the sandbox drivers bind onto a read-only root.
@@ -69,7 +74,7 @@ func BuildImage(ctx context.Context, dir, name, suite string, packages []string,
 	cmd := exec.CommandContext(ctx, "mmdebstrap", args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Run(); err != nil {
-		_ = removeAll(tmp)
+		_ = sandbox.RemoveAll(tmp)
 		return "", fmt.Errorf("mmdebstrap: %w", err)
 	}
 	// Readable and enterable by the sandboxes' uids.
@@ -78,7 +83,7 @@ func BuildImage(ctx context.Context, dir, name, suite string, packages []string,
 	}
 	final := filepath.Join(base, "rootfs")
 	old := filepath.Join(base, "rootfs.old")
-	_ = removeAll(old)
+	_ = sandbox.RemoveAll(old)
 	if _, err := os.Stat(final); err == nil {
 		if err := os.Rename(final, old); err != nil {
 			return "", err
@@ -87,7 +92,7 @@ func BuildImage(ctx context.Context, dir, name, suite string, packages []string,
 	if err := os.Rename(tmp, final); err != nil {
 		return "", err
 	}
-	_ = removeAll(old)
+	_ = sandbox.RemoveAll(old)
 	info, _ := json.MarshalIndent(ImageInfo{Name: name, Suite: suite, Packages: packages, Built: time.Now().UTC(), Builder: "mmdebstrap minbase"}, "", "  ")
 	if err := os.WriteFile(filepath.Join(base, "image.json"), append(info, '\n'), 0o644); err != nil {
 		return "", err
@@ -98,7 +103,7 @@ func BuildImage(ctx context.Context, dir, name, suite string, packages []string,
 // BuildSIF packs an image's root into dir/name.sif with `apptainer build`
 // (which adds the /.singularity.d that `instance start` needs).
 func BuildSIF(ctx context.Context, apptainer, dir, name string, out io.Writer) (string, error) {
-	root, err := RootDir(dir, name)
+	root, err := sandbox.RootDir(dir, name)
 	if err != nil {
 		return "", err
 	}
@@ -140,16 +145,16 @@ func buildSandboxDir(ctx context.Context, apptainer, sif, dest string, out io.Wr
 		return fmt.Errorf("apptainer sif dump: %w", err)
 	}
 	tmp := dest + ".building"
-	_ = removeAll(tmp)
+	_ = sandbox.RemoveAll(tmp)
 	un := exec.CommandContext(ctx, "unsquashfs", "-q", "-n", "-d", tmp, sqfs)
 	un.Stdout, un.Stderr = out, out
 	if err := un.Run(); err != nil {
-		_ = removeAll(tmp)
+		_ = sandbox.RemoveAll(tmp)
 		return fmt.Errorf("unsquashfs: %w", err)
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
 	}
-	_ = removeAll(dest)
+	_ = sandbox.RemoveAll(dest)
 	return os.Rename(tmp, dest)
 }
