@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/prorl/prorl/core/config"
-	"github.com/prorl/prorl/core/images"
 	"github.com/prorl/prorl/core/host"
+	"github.com/prorl/prorl/core/images"
 	"github.com/prorl/prorl/core/sandbox"
 )
 
