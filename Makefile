@@ -11,7 +11,7 @@ SIM_ADDR ?= 127.0.0.1:8100
 HOST_ADDR ?= 127.0.0.1:8006
 PLUGINS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: no-built-files client-test pysdk-test datasets code-shapes all build plugins proto deps-proto mathverify swebench swe-specs swe-logs test test-short bench soak run lint fuzz deps image models golden swe-fixtures clean
+.PHONY: no-built-files client-test pysdk-test ruff-scripts datasets code-shapes all build plugins proto deps-proto mathverify swebench swe-specs swe-logs test test-short bench soak run lint fuzz deps image models golden swe-fixtures clean
 IMAGE_DIR := $(shell [ "$$(id -u)" = 0 ] && echo /var/cache/prorl/images || echo $$HOME/.cache/prorl/images)
 NPM_DIR := $(HOME)/.cache/prorl/npm
 MODELS_DIR := $(HOME)/.cache/prorl/models
@@ -104,7 +104,7 @@ REQUIRE_REFS := PRORL_REQUIRE_PYSDK=1 PRORL_REQUIRE_DATASETS=1 PRORL_REQUIRE_IMA
 test: no-built-files deps build image models swe-fixtures mathverify swebench datasets
 	@for m in $(GO_MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	@for m in $(GO_MODULES); do echo "go test module $$m"; (cd $$m && $(REQUIRE_REFS) $(GO) test -count=1 -timeout 20m ./...) || exit 1; done
-	$(MAKE) client-test pysdk-test
+	$(MAKE) client-test pysdk-test ruff-scripts
 
 # The Python SDK (sdk/python): pip-installed from this checkout into a pinned
 # venv; its generated code must match a regeneration; linted (ruff), typed
@@ -131,7 +131,12 @@ client-test: build
 test-short: build
 	@for m in $(GO_MODULES); do (cd $$m && $(GO) test -short ./...) || exit 1; done
 
-lint: no-built-files
+# The repository's Python scripts (scripts/, plugins/), with the SDK venv's pinned ruff (ruff.toml).
+PY_SCRIPTS = $$(git ls-files 'scripts/*.py' 'plugins/*.py')
+ruff-scripts:
+	@py=$$(bash scripts/pysdk/install.sh) && "$$py" -m ruff check $(PY_SCRIPTS) && "$$py" -m ruff format --check $(PY_SCRIPTS)
+
+lint: no-built-files ruff-scripts
 	@mkdir -p $(GOBIN_TOOLS)
 	@[ -x $(GOBIN_TOOLS)/staticcheck ] || GOBIN=$(GOBIN_TOOLS) $(GO) install $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }

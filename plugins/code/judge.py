@@ -48,12 +48,14 @@ def no_dump():
     # its /proc/<pid>/mem, fd or environ.
     try:
         import ctypes
+
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
     except Exception:  # noqa: BLE001, S110 - best effort where ctypes is missing
         pass
 
 
 # ---- the wire between the checker and the solution ------------------------
+
 
 class Dead(BaseException):
     """The solution process went away: no test code may catch this."""
@@ -173,12 +175,15 @@ def decode(t, local):
         return range(int(t[1]), int(t[2]), int(t[3]))
     if tag == "D":
         import decimal
+
         return decimal.Decimal(t[1])
     if tag == "Q":
         import fractions
+
         return fractions.Fraction(int(t[1]), int(t[2]))
     if tag == "p":
         import pathlib
+
         return pathlib.PosixPath(t[1])
     if tag == "it":
         return iter([decode(x, local) for x in t[1]])
@@ -202,6 +207,7 @@ def encode_object(v, d, classes, objref):
 
 
 # ---- the solution process --------------------------------------------------
+
 
 def refuse(v, d):
     raise Unencodable(type(v).__name__)
@@ -266,6 +272,7 @@ def runner_main(fd):
     real_out, real_err = sys.stdout, sys.stderr
     cap = int(spec.get("max_output", 1 << 16))
     import io
+
     while True:
         try:
             req = ch.recv()
@@ -316,6 +323,7 @@ def runner_main(fd):
 
 
 # ---- the checker process ---------------------------------------------------
+
 
 class RemoteError(Exception):
     pass
@@ -424,13 +432,16 @@ class Ref:
 
 def named(r, name, kind):
     if kind == "class":
+
         def make(*args, **kwargs):
             return r.call({"name": name}, args, kwargs)
+
         make.__name__ = make.__qualname__ = name
         return make
 
     def fn(*args, **kwargs):
         return r.call({"name": name}, args, kwargs)
+
     fn.__name__ = fn.__qualname__ = name
     return fn
 
@@ -467,8 +478,9 @@ def checker_main(test, setup, sock, result_fd):
         if "pytest" in test:
             failed = run_pytest(test["pytest"], r)
             if failed:
-                result.update(kind=failed[0][1], error="; ".join(f"{n}: {e}" for n, _, e in failed)[:2000],
-                              failed=[n for n, _, _ in failed])
+                result.update(
+                    kind=failed[0][1], error="; ".join(f"{n}: {e}" for n, _, e in failed)[:2000], failed=[n for n, _, _ in failed]
+                )
                 return
         else:
             exec(compile(test["check"], "check.py", "exec"), ns)  # noqa: S102 - running the code is the point
@@ -515,6 +527,7 @@ def run_pytest(src, r):
     test_* methods, with parametrize marks, user fixtures (yield or return)
     and the capsys, capfd, tmp_path and tmpdir fixtures."""
     import inspect
+
     mod = types.ModuleType("test_solution")
     mod.__dict__["__builtins__"] = builtins
     sys.modules["test_solution"] = mod
@@ -561,11 +574,11 @@ def expand(fn):
         rows = []
         for v in values:
             if type(v).__name__ == "ParameterSet":  # pytest.param(...)
-                rows.append(dict(zip(names, v.values)))
+                rows.append(dict(zip(names, v.values, strict=False)))
             elif len(names) == 1:
                 rows.append({names[0]: v})
             else:
-                rows.append(dict(zip(names, v)))
+                rows.append(dict(zip(names, v, strict=False)))
         sets = [dict(s, **row) for s in sets for row in rows]
     return sets
 
@@ -573,6 +586,7 @@ def expand(fn):
 class Capture:
     def __init__(self):
         import io
+
         self.io = io
         self.saved = (sys.stdout, sys.stderr)
         sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
@@ -588,6 +602,7 @@ class Capture:
 
 def call_test(fn, cls, params, fixtures):
     import inspect
+
     cleanups = []
     cache = {}
 
@@ -602,6 +617,7 @@ def call_test(fn, cls, params, fixtures):
             v = c
         elif name in ("tmp_path", "tmpdir"):
             import pathlib
+
             v = pathlib.Path(tempfile.mkdtemp(prefix="prorl-test-"))
         elif name in fixtures:
             f = fixtures[name]
@@ -633,6 +649,7 @@ def call_test(fn, cls, params, fixtures):
 
 
 # ---- the driver --------------------------------------------------------------
+
 
 def join_prompt(prompt, code):
     """A HumanEval answer after the prompt it completes: a body continues the
@@ -702,6 +719,7 @@ def build(lang, spec, work, mem):
         return ({"argv": [exe]}, None) if err is None else (None, err)
     if lang == "java":
         import re
+
         m = re.search(r"public\s+(?:final\s+|abstract\s+)*class\s+([A-Za-z_$][\w$]*)", src)
         name = m.group(1) if m else "Main"
         with open(os.path.join(work, name + ".java"), "w") as f:
@@ -721,8 +739,9 @@ def build(lang, spec, work, mem):
 
 def compile_step(argv, work):
     try:
-        p = subprocess.run(argv, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, timeout=60, check=False)
+        p = subprocess.run(
+            argv, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60, check=False
+        )
     except subprocess.TimeoutExpired:
         return "compilation took longer than 60 s"
     except OSError as e:
@@ -787,6 +806,7 @@ def start(i, test, spec, prog, limit, mem):
         except BaseException as e:  # noqa: BLE001
             try:
                 import traceback
+
                 sys.stderr.write(traceback.format_exc()[-2000:])
                 sys.stderr.flush()
             except BaseException:  # noqa: BLE001
@@ -795,8 +815,7 @@ def start(i, test, spec, prog, limit, mem):
     os.close(out_w)
     os.close(err_w)
     feed(in_r, in_w, test.get("input", "").encode())
-    return {"pid": pid, "open": {out_r, err_r}, "data": {out_r: [], err_r: []}, "out": out_r, "err": err_r,
-            "t0": time.monotonic()}
+    return {"pid": pid, "open": {out_r, err_r}, "data": {out_r: [], err_r: []}, "out": out_r, "err": err_r, "t0": time.monotonic()}
 
 
 def feed(in_r, in_w, data):
@@ -830,9 +849,15 @@ def start_check(test, spec, limit, mem):
     res_r, res_w = os.pipe()
     # The solution: a fresh interpreter, started before the checker exists;
     # it inherits only its socket.
-    proc = subprocess.Popen([sys.executable, "-I", "-c", own_source(), "runner", str(b.fileno())], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(b.fileno(),),
-                            preexec_fn=lambda: limits(limit, mem, False), close_fds=True)  # noqa: PLW1509 - one thread
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-c", own_source(), "runner", str(b.fileno())],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        pass_fds=(b.fileno(),),
+        preexec_fn=lambda: limits(limit, mem, False),
+        close_fds=True,
+    )  # noqa: PLW1509 - one thread
     b.close()
     Channel(a).send({"solution": spec["solution"], "prelude": spec.get("prelude", ""), "max_output": spec.get("max_output", 1 << 16)})
     cpid = os.fork()
@@ -845,8 +870,17 @@ def start_check(test, spec, limit, mem):
     a.close()
     os.close(res_w)
     out, err = proc.stdout.fileno(), proc.stderr.fileno()
-    return {"pid": cpid, "proc": proc, "open": {out, err, res_r}, "data": {out: [], err: [], res_r: []},
-            "out": out, "err": err, "res": res_r, "t0": time.monotonic(), "ready": False}
+    return {
+        "pid": cpid,
+        "proc": proc,
+        "open": {out, err, res_r},
+        "data": {out: [], err: [], res_r: []},
+        "out": out,
+        "err": err,
+        "res": res_r,
+        "t0": time.monotonic(),
+        "ready": False,
+    }
 
 
 def run_python(test, mode, code):
@@ -924,9 +958,13 @@ def reap(running, results, limit, cap):
             os.close(fd)
         out = b"".join(st["data"][st["out"]])
         err = b"".join(st["data"][st["err"]])
-        res = {"time": round(now - st["t0"], 4), "timed_out": timed_out,
-               "stdout": out[:cap].decode("utf-8", "replace"), "stdout_truncated": len(out) > cap,
-               "stderr": err[-2000:].decode("utf-8", "replace")}
+        res = {
+            "time": round(now - st["t0"], 4),
+            "timed_out": timed_out,
+            "stdout": out[:cap].decode("utf-8", "replace"),
+            "stdout_truncated": len(out) > cap,
+            "stderr": err[-2000:].decode("utf-8", "replace"),
+        }
         if "proc" in st:
             raw = b"".join(st["data"][st["res"]])
             try:
@@ -955,7 +993,7 @@ def drain_one(st, fd, cap):
     if chunk and fd == st.get("res") and not st.get("ready", True):
         # The checker says the solution's interpreter is up: the clock starts.
         st["ready"], st["t0"] = True, time.monotonic()
-        chunk = chunk[len(READY):]
+        chunk = chunk[len(READY) :]
         if not chunk:
             return True
     if chunk:
@@ -969,6 +1007,7 @@ def drain_one(st, fd, cap):
 
 
 # ---- special judges ------------------------------------------------------------
+
 
 def run_checker_mode(spec):
     """Run a checker program on each case: argv input, output, answer (the
@@ -1004,8 +1043,14 @@ def run_checker_mode(spec):
                 f.write(case[kind])
             files.append(p)
         try:
-            p = subprocess.run(argv + files, cwd=work, stdin=subprocess.DEVNULL, capture_output=True, check=False,
-                               timeout=float(spec.get("time_limit", 10)))
+            p = subprocess.run(
+                argv + files,
+                cwd=work,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                check=False,
+                timeout=float(spec.get("time_limit", 10)),
+            )
             out.append({"exit": p.returncode, "message": (p.stderr or p.stdout)[-500:].decode("utf-8", "replace")})
         except subprocess.TimeoutExpired:
             out.append({"exit": -1, "message": "checker timed out"})

