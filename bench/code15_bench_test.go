@@ -37,7 +37,7 @@ evaluate_timeout = "10m"
 [log]
 level = "warn"
 [sandbox]
-agent = %q
+agent_binary = %q
 image_dir = %q
 [plugins.code]
 enabled = true

@@ -55,7 +55,7 @@ func TestStatefulPluginCrash(t *testing.T) {
 	tasks := exampleTasks(t, "code")
 	plugin := filepath.Join(binDir, "plugins/prorl-code")
 	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--think-turns", "2", "--token-latency", "15ms"}, tasks: tasks,
-		extraTOML: "[plugins.code]\nenabled = true\npath = \"" + plugin + "\"\n[sandbox]\nagent = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"})
+		extraTOML: "[plugins.code]\nenabled = true\npath = \"" + plugin + "\"\n[sandbox]\nagent_binary = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"})
 	e.startHost()
 	e.addBackend()
 	var task map[string]any
@@ -104,7 +104,7 @@ func TestStatefulPluginCrash(t *testing.T) {
 func TestEvaluateTimeout(t *testing.T) {
 	plugin := filepath.Join(binDir, "plugins/prorl-code")
 	e := newEnv(t, envOpts{serverTOML: `evaluate_timeout = "1s"`,
-		extraTOML: "[plugins.code]\nenabled = true\npath = \"" + plugin + "\"\n[plugins.code.config]\ntime_limit = 5\n[sandbox]\nagent = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"})
+		extraTOML: "[plugins.code]\nenabled = true\npath = \"" + plugin + "\"\n[plugins.code.config]\ntime_limit = 5\n[sandbox]\nagent_binary = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"})
 	e.startHost()
 	task := map[string]any{"question": "Print 4.", "tests": []map[string]string{{"input": "", "output": "4\n"}}}
 	t0 := time.Now()
@@ -128,9 +128,9 @@ func codeImageTOML(t *testing.T) string {
 			t.Fatalf("code image missing (make image): %v", err)
 		}
 		t.Logf("code image missing (make image): judging in the host root")
-		return "[sandbox]\nagent = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"
+		return "[sandbox]\nagent_binary = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"
 	}
-	return "[plugins.code.config]\nimage = \"code\"\n[sandbox]\nimage_dir = \"" + imageDir + "\"\nagent = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"
+	return "[plugins.code.config]\nimage = \"code\"\n[sandbox]\nimage_dir = \"" + imageDir + "\"\nagent_binary = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"
 }
 
 // TestCodeShapes runs the real-shape table (examples/code/shapes.jsonl:

@@ -28,7 +28,7 @@ func TestSWEDomain(t *testing.T) {
 }
 
 func testSWE(t *testing.T, driver string) {
-	sandboxTOML := "[sandbox]\nagent = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"
+	sandboxTOML := "[sandbox]\nagent_binary = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"
 	template := "{image_dir}/swe-{instance_id}/rootfs"
 	if driver == "apptainer" {
 		if _, err := sandbox.FindApptainer(""); err != nil {

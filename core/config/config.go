@@ -61,8 +61,10 @@ type Sandbox struct {
 	ImageDir     string `toml:"image_dir"`
 	DefaultImage string `toml:"default_image"`
 	// WorkRoot holds the sandboxes' work directories; default data_dir/sandboxes.
-	WorkRoot            string   `toml:"work_root"`
-	Agent               string   `toml:"agent"`
+	WorkRoot string `toml:"work_root"`
+	// AgentBinary is the path of prorl-sandbox-agent, which runs in every
+	// sandbox (not to be confused with [agent], the agent loop).
+	AgentBinary         string   `toml:"agent_binary"`
 	MaxStarting         int      `toml:"max_starting"`
 	MaxStartingPerImage int      `toml:"max_starting_per_image"`
 	ExecTimeout         Duration `toml:"exec_timeout"`
@@ -251,7 +253,7 @@ func Default() *Config {
 			HealthInterval: Duration{5 * time.Second}, RequestTimeout: Duration{10 * time.Minute}, WaitForBackend: Duration{60 * time.Second},
 		},
 		Compat: Compat{Protocol: "vllm"},
-		Sandbox: Sandbox{Driver: "bwrap", ImageDir: "{cache_dir}/prorl/images", DefaultImage: "host", Agent: "{exe_dir}/prorl-sandbox-agent",
+		Sandbox: Sandbox{Driver: "bwrap", ImageDir: "{cache_dir}/prorl/images", DefaultImage: "host", AgentBinary: "{exe_dir}/prorl-sandbox-agent",
 			MaxStarting: 16, MaxStartingPerImage: 8, ExecTimeout: Duration{30 * time.Second},
 			// 256 sandboxes at these limits fit a 64 GiB node; a domain asks for more in its spec.
 			CPUSeconds: 600, MemoryMiB: 256, ProcessMemoryMiB: 4096, MaxProcesses: 128, MaxFileMiB: 1024, MaxOutputKiB: 1024,
@@ -353,7 +355,7 @@ func Parse(data []byte, name string, vars Vars) (*Config, error) {
 	} else {
 		cfg.Store.Path = expand(cfg.Store.Path, vars)
 	}
-	cfg.Sandbox.Agent = expand(cfg.Sandbox.Agent, vars)
+	cfg.Sandbox.AgentBinary = expand(cfg.Sandbox.AgentBinary, vars)
 	if cfg.Sandbox.WorkRoot == "" {
 		cfg.Sandbox.WorkRoot = filepath.Join(cfg.Server.DataDir, "sandboxes")
 	} else {
@@ -384,12 +386,21 @@ func undecoded(md toml.MetaData, data []byte, name string) error {
 		if isUnderPluginConfig(k) {
 			continue
 		}
-		msgs = append(msgs, fmt.Sprintf("%s:%d: unknown key %q", name, keyLine(data, k), k.String()))
+		msg := fmt.Sprintf("%s:%d: unknown key %q", name, keyLine(data, k), k.String())
+		if hint, ok := renamed[k.String()]; ok {
+			msg += " (" + hint + ")"
+		}
+		msgs = append(msgs, msg)
 	}
 	if len(msgs) > 0 {
 		return errors.New(strings.Join(msgs, "\n"))
 	}
 	return nil
+}
+
+// renamed are keys of earlier versions and what replaced them.
+var renamed = map[string]string{
+	"sandbox.agent": "renamed agent_binary: the path of prorl-sandbox-agent; [agent] is the agent loop",
 }
 
 func isUnderPluginConfig(k toml.Key) bool {

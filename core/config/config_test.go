@@ -152,3 +152,10 @@ func TestOverlays(t *testing.T) {
 		}
 	}
 }
+
+func TestRenamedKeyIsNamed(t *testing.T) {
+	_, err := Parse([]byte("[sandbox]\nagent = \"/x\"\n"), "old.toml", Vars{})
+	if err == nil || !strings.Contains(err.Error(), `old.toml:2: unknown key "sandbox.agent" (renamed agent_binary`) {
+		t.Fatalf("%v", err)
+	}
+}

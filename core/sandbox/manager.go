@@ -528,7 +528,7 @@ func (m *Manager) Close() {
 // ConfigFrom maps the [sandbox] table onto the manager's configuration.
 func ConfigFrom(sc config.Sandbox) Config {
 	return Config{Driver: sc.Driver, ApptainerPath: sc.ApptainerPath, ApptainerRootMode: sc.ApptainerRootMode, ApptainerUser: sc.ApptainerUser,
-		ImageDir: sc.ImageDir, DefaultImage: sc.DefaultImage, WorkRoot: sc.WorkRoot, Agent: sc.Agent,
+		ImageDir: sc.ImageDir, DefaultImage: sc.DefaultImage, WorkRoot: sc.WorkRoot, Agent: sc.AgentBinary,
 		MaxStarting: sc.MaxStarting, MaxStartingPerImage: sc.MaxStartingPerImage, Seccomp: sc.Seccomp, Cgroups: sc.Cgroups,
 		Limits: Limits{CPUSeconds: sc.CPUSeconds, MemoryBytes: sc.MemoryMiB << 20, ProcessMemoryBytes: sc.ProcessMemoryMiB << 20,
 			MaxProcesses: sc.MaxProcesses, MaxFileBytes: sc.MaxFileMiB << 20, MaxOutputBytes: sc.MaxOutputKiB << 10,
