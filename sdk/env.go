@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -84,6 +85,17 @@ func (e *Env[C, T, S]) Info() Info {
 }
 
 func (e *Env[C, T, S]) Configure(_ context.Context, raw json.RawMessage, _ Sandboxes) error {
+	// The host checks the table against the schema at start; so does the
+	// domain, for a harness or host that does not.
+	if s, err := schema.For[C](schema.Config); err == nil && len(bytes.TrimSpace(raw)) > 0 {
+		if err := schema.Validate(s.Raw(), raw); err != nil {
+			var se *schema.Error
+			if errors.As(err, &se) {
+				return &Error{Code: CodeInvalidConfig, Field: se.Path, Message: e.Name + " config: " + err.Error()}
+			}
+			return Errorf(CodeInvalidConfig, "%s config: %v", e.Name, err)
+		}
+	}
 	cfg := e.Config
 	if err := DecodeConfig(e.Name, raw, &cfg); err != nil {
 		return err

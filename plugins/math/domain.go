@@ -21,49 +21,31 @@ const defaultSystemPrompt = `You are a careful mathematician. Solve the problem 
 
 // Config is the [plugins.math.config] table.
 type Config struct {
-	SystemPrompt string `json:"system_prompt"`
-	MaxTurns     int    `json:"max_turns"`
-	// Python offers the python tool (a sandbox, started only if the model calls it).
-	Python *bool `json:"python"`
-	// Image is the sandbox image for python; empty means the host's default.
-	Image string `json:"image"`
+	SystemPrompt string `json:"system_prompt" desc:"The system message of every episode."`
+	MaxTurns     int    `json:"max_turns" schema:"min=1" desc:"Turns per episode."`
+	Python       *bool  `json:"python" desc:"Offer the python tool (a sandbox, started only if the model calls it); default true."`
+	Image        string `json:"image" desc:"The sandbox image for python; empty is the host's default."`
 }
 
 func (c Config) python() bool { return c.Python == nil || *c.Python }
 
-// Domain is the math domain.
-type Domain struct {
-	cfg   Config
-	tools []sdk.Tool
-}
+type rollout = sdk.Rollout[Config, *Task, struct{}]
 
-// New returns the domain with default configuration.
-func New() *Domain {
-	return &Domain{cfg: Config{SystemPrompt: defaultSystemPrompt, MaxTurns: 8}, tools: []sdk.Tool{tools.Think(), tools.Python(), tools.Finish()}}
-}
-
-func (d *Domain) Info() sdk.Info {
-	return sdk.Info{
-		Name:        "math",
-		Version:     version,
-		Description: "Competition math: answer in \\boxed{}, scored by symbolic/numeric equivalence.",
-		DataSources: []string{"math", "deepscaler", "gsm8k", "aime*", "math500", "dapo*", "numina*"},
-		Tools:       d.tools,
-		ConfigSchema: json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{` +
-			`"system_prompt":{"type":"string"},"max_turns":{"type":"integer","minimum":1},"python":{"type":"boolean"},"image":{"type":"string"}}}`),
-	}
-}
-
-func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Sandboxes) error {
-	cfg := d.cfg
-	if err := sdk.DecodeConfig("math", raw, &cfg); err != nil {
-		return err
-	}
-	if cfg.MaxTurns < 1 {
-		return sdk.Errorf(sdk.CodeInvalidConfig, "math config: max_turns must be at least 1")
-	}
-	d.cfg = cfg
-	return nil
+// Domain is the math domain: a problem in, an answer in \boxed{} out,
+// scored by equivalence with the reference answer (sdk/mathans).
+var Domain = &sdk.Env[Config, *Task, struct{}]{
+	Name:        "math",
+	Version:     version,
+	Description: "Competition math: answer in \\boxed{}, scored by symbolic/numeric equivalence.",
+	DataSources: []string{"math", "deepscaler", "gsm8k", "aime*", "math500", "dapo*", "numina*"},
+	Config:      Config{SystemPrompt: defaultSystemPrompt, MaxTurns: 8},
+	Tools:       []sdk.Tool{tools.Think(), tools.Python(), tools.Finish()},
+	ParseTask:   ParseTask,
+	Episode: func(_ context.Context, r *rollout) (*sdk.Episode, error) {
+		c := r.Config
+		return tools.AnswerEpisode(r.Task.ID, c.SystemPrompt, r.Task.Question, c.MaxTurns, c.python(), c.Image), nil
+	},
+	Score: score,
 }
 
 // Task is a math problem in either accepted shape: plain {question, answer}
@@ -106,22 +88,12 @@ func ParseTask(raw json.RawMessage) (*Task, error) {
 	return t, nil
 }
 
-func (d *Domain) Prepare(_ context.Context, req sdk.PrepareRequest) (*sdk.Episode, error) {
-	t, err := ParseTask(req.Task)
-	if err != nil {
-		return nil, err
-	}
-	return tools.AnswerEpisode(t.ID, d.cfg.SystemPrompt, t.Question, d.cfg.MaxTurns, d.cfg.python(), d.cfg.Image), nil
-}
-
-func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Score, error) {
-	t, err := ParseTask(req.Task)
-	if err != nil {
-		return nil, err
-	}
+func score(ctx context.Context, r *rollout, req sdk.EvaluateRequest) (*sdk.Score, error) {
+	t := r.Task
 	ans, method := mathans.Extract(req.Response())
 	correct, budgetOut := false, false
 	if method != mathans.MethodNone {
+		var err error
 		correct, err = mathans.EquivalentContext(ctx, ans, t.Answer)
 		switch {
 		case errors.Is(err, mathans.ErrBudget):

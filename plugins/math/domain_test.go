@@ -14,7 +14,7 @@ import (
 
 func TestConformance(t *testing.T) {
 	sdktest.Conformance(t, sdktest.Suite{
-		Domain: New(),
+		Domain: Domain,
 		Config: json.RawMessage(`{"max_turns": 4, "python": true}`),
 		Cases: []sdktest.Case{
 			{Name: "plain", Task: json.RawMessage(`{"question":"What is 1/2 + 1/4?","answer":"\\frac{3}{4}"}`), Right: `The answer is \boxed{0.75}`, Wrong: `\boxed{1}`},
@@ -65,14 +65,18 @@ func TestEvaluateStops(t *testing.T) {
 		a[i], b[n-1-i] = fmt.Sprint(i+1), fmt.Sprintf("%d.0", i+1)
 	}
 	task, _ := json.Marshal(map[string]string{"question": "q", "answer": strings.Join(b, ", ")})
-	req := sdk.EvaluateRequest{Task: task, FinalResponse: `\boxed{` + strings.Join(a, ", ") + `}`}
-	sc, err := New().Evaluate(context.Background(), req)
+	if _, err := Domain.Prepare(context.Background(), sdk.PrepareRequest{RolloutID: "stops", Task: task}); err != nil {
+		t.Fatal(err)
+	}
+	defer Domain.Release(context.Background(), "stops")
+	req := sdk.EvaluateRequest{RolloutID: "stops", Task: task, FinalResponse: `\boxed{` + strings.Join(a, ", ") + `}`}
+	sc, err := Domain.Evaluate(context.Background(), req)
 	if err != nil || sc.Reward != 0 || sc.Info["grader_budget_exceeded"] != true {
 		t.Fatalf("budget: %+v, %v", sc, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if sc, err := New().Evaluate(ctx, req); !errors.Is(err, context.Canceled) {
+	if sc, err := Domain.Evaluate(ctx, req); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %+v, %v; want context.Canceled", sc, err)
 	}
 }
