@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/prorl/prorl/sdk"
@@ -19,61 +19,44 @@ const defaultSystemPrompt = `You are an expert in science, technology, engineeri
 
 // Config is the [plugins.stem.config] table.
 type Config struct {
-	SystemPrompt string `json:"system_prompt"`
-	MaxTurns     int    `json:"max_turns"`
-	// Python offers the python tool (a sandbox, started only if the model calls it).
-	Python *bool  `json:"python"`
-	Image  string `json:"image"`
+	SystemPrompt string `json:"system_prompt" desc:"The system message of every episode."`
+	MaxTurns     int    `json:"max_turns" schema:"min=1" desc:"Turns per episode."`
+	Python       *bool  `json:"python" desc:"Offer the python tool (a sandbox, started only if the model calls it); default true."`
+	Image        string `json:"image" desc:"The sandbox image for python; empty is the host's default."`
 	// RelTol is a relative tolerance for every numeric answer whose task
 	// sets none; zero (the default) means answers must be exact, or within
 	// the reference's significant figures.
-	RelTol float64 `json:"rel_tol"`
+	RelTol float64 `json:"rel_tol" schema:"min=0" desc:"Relative tolerance of numeric answers whose task sets none, in [0, 1); 0: exact or within significant figures."`
 	// SigFigs also accepts numeric answers within half a unit in the last
 	// significant figure of the reference, by default.
-	SigFigs *bool `json:"sig_figs"`
+	SigFigs *bool `json:"sig_figs" desc:"Accept numeric answers within the reference's significant figures; default true."`
 }
 
 func (c Config) python() bool  { return c.Python == nil || *c.Python }
 func (c Config) sigFigs() bool { return c.SigFigs == nil || *c.SigFigs }
 
+type rollout = sdk.Rollout[Config, *Task, struct{}]
+
 // Domain is the STEM domain.
-type Domain struct {
-	cfg   Config
-	tools []sdk.Tool
-}
-
-// New returns the domain with default configuration.
-func New() *Domain {
-	return &Domain{cfg: Config{SystemPrompt: defaultSystemPrompt, MaxTurns: 8},
-		tools: []sdk.Tool{tools.Think(), tools.Python(), tools.Finish()}}
-}
-
-func (d *Domain) Info() sdk.Info {
-	return sdk.Info{
-		Name:        "stem",
-		Version:     version,
-		Description: "STEM questions: multiple choice (A–J), numeric answers with units and tolerance, free-form short answers.",
-		DataSources: []string{"gpqa*", "mmlu_pro*", "mmlu-pro*", "supergpqa*", "scibench*", "scp*", "stem*"},
-		Tools:       d.tools,
-		ConfigSchema: json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{` +
-			`"system_prompt":{"type":"string"},"max_turns":{"type":"integer","minimum":1},"python":{"type":"boolean"},"image":{"type":"string"},` +
-			`"rel_tol":{"type":"number","minimum":0,"exclusiveMaximum":1},"sig_figs":{"type":"boolean"}}}`),
-	}
-}
-
-func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Sandboxes) error {
-	cfg := d.cfg
-	if err := sdk.DecodeConfig("stem", raw, &cfg); err != nil {
-		return err
-	}
-	if cfg.MaxTurns < 1 {
-		return sdk.Errorf(sdk.CodeInvalidConfig, "stem config: max_turns must be at least 1")
-	}
-	if cfg.RelTol < 0 || cfg.RelTol >= 1 {
-		return sdk.Errorf(sdk.CodeInvalidConfig, "stem config: rel_tol must be in [0, 1)")
-	}
-	d.cfg = cfg
-	return nil
+var Domain = &sdk.Env[Config, *Task, struct{}]{
+	Name:        "stem",
+	Version:     version,
+	Description: "STEM questions: multiple choice (A–J), numeric answers with units and tolerance, free-form short answers.",
+	DataSources: []string{"gpqa*", "mmlu_pro*", "mmlu-pro*", "supergpqa*", "scibench*", "scp*", "stem*"},
+	Config:      Config{SystemPrompt: defaultSystemPrompt, MaxTurns: 8},
+	Tools:       []sdk.Tool{tools.Think(), tools.Python(), tools.Finish()},
+	Check: func(c *Config) error {
+		if c.RelTol >= 1 {
+			return fmt.Errorf("rel_tol must be in [0, 1), got %v", c.RelTol)
+		}
+		return nil
+	},
+	ParseTask: ParseTask,
+	Episode: func(_ context.Context, r *rollout) (*sdk.Episode, error) {
+		c := r.Config
+		return tools.AnswerEpisode(r.Task.ID, c.SystemPrompt, userMessage(r.Task), c.MaxTurns, c.python(), c.Image), nil
+	},
+	Score: score,
 }
 
 // userMessage is the question, with the options listed by letter.
@@ -94,19 +77,8 @@ func userMessage(t *Task) string {
 	return b.String()
 }
 
-func (d *Domain) Prepare(_ context.Context, req sdk.PrepareRequest) (*sdk.Episode, error) {
-	t, err := ParseTask(req.Task)
-	if err != nil {
-		return nil, err
-	}
-	return tools.AnswerEpisode(t.ID, d.cfg.SystemPrompt, userMessage(t), d.cfg.MaxTurns, d.cfg.python(), d.cfg.Image), nil
-}
-
-func (d *Domain) Evaluate(_ context.Context, req sdk.EvaluateRequest) (*sdk.Score, error) {
-	t, err := ParseTask(req.Task)
-	if err != nil {
-		return nil, err
-	}
+func score(_ context.Context, r *rollout, req sdk.EvaluateRequest) (*sdk.Score, error) {
+	t, cfg := r.Task, r.Config
 	resp := req.Response()
 	var got, method string
 	correct := false
@@ -119,9 +91,9 @@ func (d *Domain) Evaluate(_ context.Context, req sdk.EvaluateRequest) (*sdk.Scor
 		if got != "" {
 			tol := t.RelTol
 			if tol == 0 {
-				tol = d.cfg.RelTol
+				tol = cfg.RelTol
 			}
-			sig := d.cfg.sigFigs()
+			sig := cfg.sigFigs()
 			if t.SigFigs != nil {
 				sig = *t.SigFigs
 			}

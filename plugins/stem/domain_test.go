@@ -12,7 +12,7 @@ import (
 
 func TestConformance(t *testing.T) {
 	sdktest.Conformance(t, sdktest.Suite{
-		Domain: New(),
+		Domain: Domain,
 		Config: json.RawMessage(`{"max_turns": 4, "python": true, "rel_tol": 0.02}`),
 		Cases: []sdktest.Case{
 			{Name: "choice", Task: json.RawMessage(`{"question":"Which is a noble gas?","options":["Oxygen","Argon","Nitrogen","Carbon"],"answer":"B"}`),
@@ -44,7 +44,7 @@ func TestConformance(t *testing.T) {
 // wrong.
 func TestNumericExactByDefault(t *testing.T) {
 	sdktest.Conformance(t, sdktest.Suite{
-		Domain: New(),
+		Domain: Domain,
 		Config: json.RawMessage(`{}`),
 		Cases: []sdktest.Case{
 			{Name: "integer", Task: json.RawMessage(`{"question":"How many?","answer":"1000000","kind":"numeric"}`),
@@ -60,9 +60,9 @@ func TestNumericExactByDefault(t *testing.T) {
 }
 
 func TestShuffleIsConsistent(t *testing.T) {
-	d := New()
+	d := Domain
 	task := json.RawMessage(`{"id":"q1","question":"Pick the metal.","options":["wood","glass","iron","stone","paper"],"answer":"C","shuffle":true,"shuffle_seed":11}`)
-	ep, err := d.Prepare(context.Background(), sdk.PrepareRequest{Task: task})
+	ep, err := d.Prepare(context.Background(), sdk.PrepareRequest{RolloutID: "shuffle", Task: task})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,17 +80,17 @@ func TestShuffleIsConsistent(t *testing.T) {
 		t.Fatalf("iron not shown:\n%s", shown)
 	}
 	for _, resp := range []string{`\boxed{` + letter + `}`, "The answer is iron.\niron"} {
-		sc, err := d.Evaluate(context.Background(), sdk.EvaluateRequest{Task: task, FinalResponse: resp})
+		sc, err := d.Evaluate(context.Background(), sdk.EvaluateRequest{RolloutID: "shuffle", Task: task, FinalResponse: resp})
 		if err != nil || sc.Reward != 1 {
 			t.Fatalf("%q: %+v %v", resp, sc, err)
 		}
 	}
-	sc, _ := d.Evaluate(context.Background(), sdk.EvaluateRequest{Task: task, FinalResponse: `\boxed{C}`})
+	sc, _ := d.Evaluate(context.Background(), sdk.EvaluateRequest{RolloutID: "shuffle", Task: task, FinalResponse: `\boxed{C}`})
 	if letter != "C" && sc.Reward != 0 {
 		t.Fatal("the unshuffled letter was accepted")
 	}
 	// The same task shuffles the same way every time.
-	ep2, _ := d.Prepare(context.Background(), sdk.PrepareRequest{Task: task})
+	ep2, _ := d.Prepare(context.Background(), sdk.PrepareRequest{RolloutID: "shuffle-2", Task: task})
 	if ep2.Messages[1].Content != shown {
 		t.Fatal("shuffle is not deterministic")
 	}

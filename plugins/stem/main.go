@@ -5,4 +5,4 @@ package main
 
 import "github.com/prorl/prorl/sdk"
 
-func main() { sdk.Serve(New()) }
+func main() { sdk.Serve(Domain) }
