@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -24,80 +23,62 @@ const defaultSystemPrompt = `You are an expert competitive programmer. Solve the
 
 // Config is the [plugins.code.config] table.
 type Config struct {
-	SystemPrompt string `json:"system_prompt"`
-	MaxTurns     int    `json:"max_turns"`
-	Image        string `json:"image"`
+	SystemPrompt string `json:"system_prompt" desc:"The system message of every episode."`
+	MaxTurns     int    `json:"max_turns" schema:"min=1" desc:"Turns per episode."`
+	Image        string `json:"image" desc:"The sandbox image of the agent and of the tests; empty is the host's default."`
 	// TimeLimit (seconds) and MemoryMB bound each test unless the task sets
 	// its own. A row's own time limit is multiplied by TimeScale (rows carry
 	// limits set for C++ on a judge's machine).
-	TimeLimit float64 `json:"time_limit"`
-	TimeScale float64 `json:"time_scale"`
-	MemoryMB  int     `json:"memory_mb"`
+	TimeLimit float64 `json:"time_limit" schema:"max=60" desc:"Seconds per test when the task sets none, in (0, 60]."`
+	TimeScale float64 `json:"time_scale" schema:"max=20" desc:"Multiplies a task's own time limit, in (0, 20]."`
+	MemoryMB  int     `json:"memory_mb" schema:"min=16" desc:"MiB per test when the task sets none."`
 	// Languages an answer may be written in (stdin/stdout tasks; function
 	// and check tasks are Python).
-	Languages []string `json:"languages"`
+	Languages []string `json:"languages" desc:"Languages an answer may be in: python, cpp, c, java, javascript."`
 	// Workers is how many tests run at once in the evaluation sandbox.
-	Workers int `json:"workers"`
+	Workers int `json:"workers" schema:"min=1,max=64" desc:"Tests run at once in the evaluation sandbox."`
 }
 
-// Domain is the code domain.
-type Domain struct {
-	cfg   Config
-	tools []sdk.Tool
-}
+type rollout = sdk.Rollout[Config, *Task, struct{}]
 
-// New returns the domain with default configuration.
-func New() *Domain {
-	return &Domain{cfg: Config{SystemPrompt: defaultSystemPrompt, MaxTurns: 12, TimeLimit: 6, TimeScale: 2, MemoryMB: 256, Workers: 2,
-		Languages: []string{"python", "cpp", "c", "java", "javascript"}},
-		tools: []sdk.Tool{tools.Python(), tools.Bash(), tools.StrReplaceEditor(), tools.Think(), tools.Finish()}}
-}
-
-func (d *Domain) Info() sdk.Info {
-	return sdk.Info{
+// New returns the code domain with its default configuration.
+func New() *sdk.Env[Config, *Task, struct{}] {
+	return &sdk.Env[Config, *Task, struct{}]{
 		Name:        "code",
 		Version:     version,
 		Description: "Programming problems judged on hidden tests in a fresh sandbox: stdin/stdout and function tests, verdicts AC/WA/TLE/MLE/RE/CE.",
 		DataSources: []string{"codecontests*", "apps*", "taco*", "codeforces*", "deepcoder*", "livecodebench*", "humaneval*", "mbpp*", "code*"},
-		Tools:       d.tools,
-		// Evaluation runs in a fresh sandbox that Prepare asks for.
-		ConfigSchema: json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{` +
-			`"system_prompt":{"type":"string"},"max_turns":{"type":"integer","minimum":1},"image":{"type":"string"},` +
-			`"time_limit":{"type":"number","exclusiveMinimum":0},"time_scale":{"type":"number","exclusiveMinimum":0},"memory_mb":{"type":"integer","minimum":16},` +
-			`"workers":{"type":"integer","minimum":1},"languages":{"type":"array","items":{"enum":["python","cpp","c","java","javascript"]}}}}`),
+		Config: Config{SystemPrompt: defaultSystemPrompt, MaxTurns: 12, TimeLimit: 6, TimeScale: 2, MemoryMB: 256, Workers: 2,
+			Languages: []string{"python", "cpp", "c", "java", "javascript"}},
+		Tools:     []sdk.Tool{tools.Python(), tools.Bash(), tools.StrReplaceEditor(), tools.Think(), tools.Finish()},
+		Check:     checkConfig,
+		ParseTask: ParseTask,
+		Episode:   episode,
+		Score:     score,
 	}
 }
 
-func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Sandboxes) error {
-	cfg := d.cfg
-	if err := sdk.DecodeConfig("code", raw, &cfg); err != nil {
-		return err
-	}
+// checkConfig holds what the schema cannot say: exclusive lower bounds and
+// the language names.
+func checkConfig(c *Config) error {
 	switch {
-	case cfg.MaxTurns < 1:
-		return sdk.Errorf(sdk.CodeInvalidConfig, "code config: max_turns must be at least 1")
-	case cfg.TimeLimit <= 0 || cfg.TimeLimit > 60:
-		return sdk.Errorf(sdk.CodeInvalidConfig, "code config: time_limit must be in (0, 60]")
-	case cfg.TimeScale <= 0 || cfg.TimeScale > 20:
-		return sdk.Errorf(sdk.CodeInvalidConfig, "code config: time_scale must be in (0, 20]")
-	case cfg.MemoryMB < 16:
-		return sdk.Errorf(sdk.CodeInvalidConfig, "code config: memory_mb must be at least 16")
-	case cfg.Workers < 1 || cfg.Workers > 64:
-		return sdk.Errorf(sdk.CodeInvalidConfig, "code config: workers must be 1 to 64")
+	case c.TimeLimit <= 0:
+		return fmt.Errorf("time_limit must be in (0, 60]")
+	case c.TimeScale <= 0:
+		return fmt.Errorf("time_scale must be in (0, 20]")
 	}
-	for _, l := range cfg.Languages {
+	for _, l := range c.Languages {
 		if _, ok := languageOf(l); !ok {
-			return sdk.Errorf(sdk.CodeInvalidConfig, "code config: languages: %q is not one of python, cpp, c, java, javascript", l)
+			return fmt.Errorf("languages: %q is not one of python, cpp, c, java, javascript", l)
 		}
 	}
-	d.cfg = cfg
 	return nil
 }
 
-func (d *Domain) limits(t *Task) limits {
-	l := limits{time: d.cfg.TimeLimit, memMB: d.cfg.MemoryMB, workers: d.cfg.Workers}
+func limitsOf(c *Config, t *Task) limits {
+	l := limits{time: c.TimeLimit, memMB: c.MemoryMB, workers: c.Workers}
 	if t.TimeLimit > 0 {
-		l.time = min(t.TimeLimit*d.cfg.TimeScale, 60)
+		l.time = min(t.TimeLimit*c.TimeScale, 60)
 	}
 	if t.MemoryMB > 0 {
 		l.memMB = t.MemoryMB
@@ -129,21 +110,18 @@ func userMessage(t *Task) string {
 	return b.String()
 }
 
-func (d *Domain) Prepare(_ context.Context, req sdk.PrepareRequest) (*sdk.Episode, error) {
-	t, err := ParseTask(req.Task)
-	if err != nil {
-		return nil, err
-	}
-	lim := d.limits(t)
+func episode(_ context.Context, r *rollout) (*sdk.Episode, error) {
+	t, c := r.Task, r.Config
+	lim := limitsOf(c, t)
 	return &sdk.Episode{
 		TaskID:   t.ID,
-		Messages: []sdk.Message{{Role: "system", Content: d.cfg.SystemPrompt}, {Role: "user", Content: userMessage(t)}},
-		Sandbox:  &sdk.SandboxSpec{Image: d.cfg.Image},
+		Messages: sdk.Chat(c.SystemPrompt, userMessage(t)),
+		Sandbox:  &sdk.SandboxSpec{Image: c.Image},
 		// The tests run in a sandbox of their own, with room for every worker
 		// (a JVM's threads and its memory beyond the heap included) and a compiler.
-		EvalSandbox: &sdk.SandboxSpec{Image: d.cfg.Image, MaxProcesses: uint32(64 + 32*lim.workers),
+		EvalSandbox: &sdk.SandboxSpec{Image: c.Image, MaxProcesses: uint32(64 + 32*lim.workers),
 			MemoryBytes: uint64((lim.memMB+256)*lim.workers+1024) << 20},
-		Limits: sdk.Limits{MaxTurns: d.cfg.MaxTurns},
+		Limits: sdk.Limits{MaxTurns: c.MaxTurns},
 	}, nil
 }
 
@@ -187,23 +165,20 @@ func lastCodeBlock(s, taskLang string) (answer, bool) {
 }
 
 // answerLanguage says why an answer's language cannot be judged, or "".
-func (d *Domain) answerLanguage(t *Task, lang string) string {
+func answerLanguage(c *Config, t *Task, lang string) string {
 	switch {
 	case t.Mode != ModeStdio && lang != "python":
 		return fmt.Sprintf("this task's tests call Python functions; a %s answer cannot be judged", languageNames[lang])
 	case t.Language != "" && lang != t.Language:
 		return fmt.Sprintf("this task asks for %s, not %s", languageNames[t.Language], languageNames[lang])
-	case !slices.Contains(d.cfg.Languages, lang):
+	case !slices.Contains(c.Languages, lang):
 		return fmt.Sprintf("%s is not enabled (config languages)", languageNames[lang])
 	}
 	return ""
 }
 
-func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Score, error) {
-	t, err := ParseTask(req.Task)
-	if err != nil {
-		return nil, err
-	}
+func score(ctx context.Context, r *rollout, req sdk.EvaluateRequest) (*sdk.Score, error) {
+	t, c := r.Task, r.Config
 	sc := &sdk.Score{Metrics: map[string]float64{"tests_total": float64(len(t.Tests)), "tests_passed": 0, "pass_rate": 0, "format_ok": 0},
 		Info: map[string]any{"mode": t.Mode, "compare": t.Compare, "source": t.Source}}
 	var ans answer
@@ -229,7 +204,7 @@ func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Sc
 	sc.Metrics["format_ok"] = 1
 	sc.Info["solution_source"] = source
 	sc.Info["language"] = ans.lang
-	if why := d.answerLanguage(t, ans.lang); why != "" {
+	if why := answerLanguage(c, t, ans.lang); why != "" {
 		sc.Info["verdict"] = VerdictCE
 		sc.Info["compile_error"] = why
 		return sc, nil
@@ -237,7 +212,7 @@ func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Sc
 	if req.EvalSandboxID == "" {
 		return nil, sdk.Errorf(sdk.CodeSandboxFailed, "no evaluation sandbox: the host did not start the one Prepare asked for")
 	}
-	lim := d.limits(t)
+	lim := limitsOf(c, t)
 	sc.Info["time_limit"] = lim.time
 	j, err := judge(ctx, req.Sandboxes, req.EvalSandboxID, t, ans, lim)
 	if err != nil {

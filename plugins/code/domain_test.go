@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	pb "github.com/prorl/prorl/sdk/proto"
@@ -63,14 +64,24 @@ type judged struct {
 	info     map[string]any
 }
 
-var evalN int
+// evalN numbers evaluations: the HumanEval test runs them from several goroutines.
+var evalN atomic.Int64
 
 // evaluate scores a response over gRPC, in a fresh fake sandbox each time.
 func evaluate(t *testing.T, h *sdktest.Harness, task, resp string) judged {
 	t.Helper()
-	evalN++
-	r, err := h.Client.Evaluate(context.Background(), &pb.EvaluateRequest{RolloutId: "t", TaskJson: json.RawMessage(task),
-		FinalResponse: resp, EvalSandboxId: fmt.Sprintf("eval-%d", evalN)})
+	n := evalN.Add(1)
+	// As the host does: Prepare opens the rollout's session, Evaluate
+	// scores it, Release drops it.
+	id := fmt.Sprintf("t-%d", n)
+	ctx := context.Background()
+	p, err := h.Client.Prepare(ctx, &pb.PrepareRequest{RolloutId: id, TaskJson: json.RawMessage(task)})
+	if err != nil || len(p.Diagnostics) > 0 {
+		t.Fatalf("Prepare: %v %v", err, p.GetDiagnostics())
+	}
+	defer h.Client.Release(ctx, &pb.ReleaseRequest{RolloutId: id})
+	r, err := h.Client.Evaluate(ctx, &pb.EvaluateRequest{RolloutId: id, TaskJson: json.RawMessage(task),
+		FinalResponse: resp, EvalSandboxId: fmt.Sprintf("eval-%d", n)})
 	if err != nil || len(r.Diagnostics) > 0 {
 		t.Fatalf("Evaluate: %v %v", err, r.GetDiagnostics())
 	}
