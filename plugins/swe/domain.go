@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -39,64 +39,49 @@ Make the changes to non-test files in {repo_path} so that the issue is resolved.
 
 // Config is the [plugins.swe.config] table.
 type Config struct {
-	SystemPrompt   string `json:"system_prompt"`
-	InstancePrompt string `json:"instance_prompt"`
-	MaxTurns       int    `json:"max_turns"`
+	SystemPrompt   string `json:"system_prompt" desc:"The system message of every episode."`
+	InstancePrompt string `json:"instance_prompt" desc:"The user message: {repo_path}, {repo}, {problem_statement} and {instance_id} are replaced."`
+	MaxTurns       int    `json:"max_turns" schema:"min=1" desc:"Turns per episode."`
 	// ImageDir and ImageTemplate locate an instance's image:
 	// {image_dir}, {instance_id}, {instance_id_lower} and {docker_image}
 	// are replaced. The default fits `make swe-fixtures` and bwrap; for
 	// Apptainer use e.g. "{image_dir}/sweb.eval.x86_64.{instance_id}.sif".
-	ImageDir      string `json:"image_dir"`
-	ImageTemplate string `json:"image_template"`
+	ImageDir      string `json:"image_dir" desc:"The directory of the instances' images."`
+	ImageTemplate string `json:"image_template" desc:"An instance's image: {image_dir}, {instance_id}, {instance_id_lower} and {docker_image} are replaced."`
 	// EvalTimeout bounds the test run (default 20 minutes).
-	EvalTimeout string `json:"eval_timeout"`
-}
-
-// Domain is the SWE domain.
-type Domain struct {
-	cfg         Config
+	EvalTimeout string `json:"eval_timeout" desc:"How long the tests may run, as a Go duration (20m)."`
 	evalTimeout time.Duration
-	tools       []sdk.Tool
 }
 
-// New returns the domain with default configuration.
-func New() *Domain {
-	return &Domain{cfg: Config{SystemPrompt: defaultSystemPrompt, InstancePrompt: defaultInstancePrompt, MaxTurns: 50,
-		ImageTemplate: sweimage.DefaultTemplate, EvalTimeout: "20m"},
-		evalTimeout: 20 * time.Minute,
-		tools:       []sdk.Tool{tools.Bash(), tools.StrReplaceEditor(), tools.Finish()}}
-}
+type rollout = sdk.Rollout[Config, *Task, struct{}]
 
-func (d *Domain) Info() sdk.Info {
-	return sdk.Info{
+// New returns the SWE domain with its default configuration.
+func New() *sdk.Env[Config, *Task, struct{}] {
+	return &sdk.Env[Config, *Task, struct{}]{
 		Name:        "swe",
 		Version:     version,
 		Description: "Software engineering: SWE-bench style instances in per-instance images, resolved by their own tests.",
 		DataSources: []string{"swe*", "SWE*", "r2e*", "R2E*"},
-		Tools:       d.tools,
-		// Tests run in a fresh sandbox from the same image.
-		ConfigSchema: json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{` +
-			`"system_prompt":{"type":"string"},"instance_prompt":{"type":"string"},"max_turns":{"type":"integer","minimum":1},` +
-			`"image_dir":{"type":"string"},"image_template":{"type":"string"},"eval_timeout":{"type":"string"}}}`),
+		Config: Config{SystemPrompt: defaultSystemPrompt, InstancePrompt: defaultInstancePrompt, MaxTurns: 50,
+			ImageTemplate: sweimage.DefaultTemplate, EvalTimeout: "20m", evalTimeout: 20 * time.Minute},
+		Tools:        []sdk.Tool{tools.Bash(), tools.StrReplaceEditor(), tools.Finish()},
+		Check:        checkConfig,
+		ParseTask:    ParseTask,
+		Episode:      episode,
+		SetupSandbox: setup,
+		Score:        score,
 	}
 }
 
-func (d *Domain) Configure(_ context.Context, raw json.RawMessage, _ sdk.Sandboxes) error {
-	cfg := d.cfg
-	if err := sdk.DecodeConfig("swe", raw, &cfg); err != nil {
-		return err
-	}
-	if cfg.MaxTurns < 1 {
-		return sdk.Errorf(sdk.CodeInvalidConfig, "swe config: max_turns must be at least 1")
-	}
-	et, err := time.ParseDuration(cfg.EvalTimeout)
+func checkConfig(c *Config) error {
+	et, err := time.ParseDuration(c.EvalTimeout)
 	if err != nil || et <= 0 {
-		return sdk.Errorf(sdk.CodeInvalidConfig, "swe config: eval_timeout %q is not a positive duration", cfg.EvalTimeout)
+		return fmt.Errorf("eval_timeout %q is not a positive duration", c.EvalTimeout)
 	}
-	if !strings.Contains(cfg.ImageTemplate, "{instance_id") && !strings.Contains(cfg.ImageTemplate, "{docker_image}") {
-		return sdk.Errorf(sdk.CodeInvalidConfig, "swe config: image_template must name the instance ({instance_id} or {docker_image})")
+	if !strings.Contains(c.ImageTemplate, "{instance_id") && !strings.Contains(c.ImageTemplate, "{docker_image}") {
+		return fmt.Errorf("image_template must name the instance ({instance_id} or {docker_image})")
 	}
-	d.cfg, d.evalTimeout = cfg, et
+	c.evalTimeout = et
 	return nil
 }
 
@@ -105,25 +90,22 @@ func ImagePath(template, imageDir string, t *Task) string {
 	return sweimage.Path(template, imageDir, t.InstanceID, t.DockerImage)
 }
 
-func (d *Domain) image(t *Task) (string, error) {
-	p := ImagePath(d.cfg.ImageTemplate, d.cfg.ImageDir, t)
+func imageOf(c *Config, t *Task) (string, error) {
+	p := ImagePath(c.ImageTemplate, c.ImageDir, t)
 	if _, err := os.Stat(p); err != nil {
-		return "", sdk.InvalidTask("instance_id", "no image for %s at %s (image_template %q)", t.InstanceID, p, d.cfg.ImageTemplate)
+		return "", sdk.InvalidTask("instance_id", "no image for %s at %s (image_template %q)", t.InstanceID, p, c.ImageTemplate)
 	}
 	return p, nil
 }
 
-func (d *Domain) Prepare(_ context.Context, req sdk.PrepareRequest) (*sdk.Episode, error) {
-	t, err := ParseTask(req.Task)
-	if err != nil {
-		return nil, err
-	}
-	img, err := d.image(t)
+func episode(_ context.Context, r *rollout) (*sdk.Episode, error) {
+	t, c := r.Task, r.Config
+	img, err := imageOf(c, t)
 	if err != nil {
 		return nil, err
 	}
 	user := strings.NewReplacer("{repo_path}", RepoPath, "{repo}", t.Repo, "{problem_statement}", t.Problem,
-		"{instance_id}", t.InstanceID).Replace(d.cfg.InstancePrompt)
+		"{instance_id}", t.InstanceID).Replace(c.InstancePrompt)
 	spec := sdk.SandboxSpec{Image: img, MaxProcesses: 512, MemoryBytes: 4 << 30, DiskBytes: 4 << 30, Writable: []string{RepoPath}}
 	agent := spec
 	if t.Kind == KindR2E {
@@ -132,24 +114,21 @@ func (d *Domain) Prepare(_ context.Context, req sdk.PrepareRequest) (*sdk.Episod
 	}
 	return &sdk.Episode{
 		TaskID:      t.InstanceID,
-		Messages:    []sdk.Message{{Role: "system", Content: d.cfg.SystemPrompt}, {Role: "user", Content: user}},
+		Messages:    sdk.Chat(c.SystemPrompt, user),
 		Sandbox:     &agent,
 		EvalSandbox: &spec,
-		Limits:      sdk.Limits{MaxTurns: d.cfg.MaxTurns},
+		Limits:      sdk.Limits{MaxTurns: c.MaxTurns},
 	}, nil
 }
 
 // Setup makes the history after base_commit unreachable: no later commit, tag, branch,
 // remote, reflog or packed object the fix could be read from.
-func (d *Domain) Setup(ctx context.Context, req sdk.SetupRequest) error {
-	t, err := ParseTask(req.Task)
-	if err != nil {
+func setup(ctx context.Context, r *rollout) error {
+	t := r.Task
+	if err := writeBugPatch(ctx, r.Sandboxes, r.SandboxID, t); err != nil {
 		return err
 	}
-	if err := writeBugPatch(ctx, req.Sandboxes, req.SandboxID, t); err != nil {
-		return err
-	}
-	res, err := req.Sandboxes.Exec(ctx, req.SandboxID, sdk.ExecRequest{Argv: []string{"bash", "-c", setupScript(t)}, Env: gitEnv(t, t.BaseCommit), Timeout: 600_000})
+	res, err := r.Sandboxes.Exec(ctx, r.SandboxID, sdk.ExecRequest{Argv: []string{"bash", "-c", setupScript(t)}, Env: gitEnv(t, t.BaseCommit), Timeout: 600_000})
 	if err != nil {
 		return sdk.Errorf(sdk.CodeSandboxFailed, "prepare the repository: %v", err)
 	}
@@ -157,7 +136,7 @@ func (d *Domain) Setup(ctx context.Context, req sdk.SetupRequest) error {
 		return sdk.Errorf(sdk.CodeSandboxFailed, "prepare the repository (exit %d): %s", res.ExitCode, tail(string(res.Stdout)+string(res.Stderr), 800))
 	}
 	// The agent's shell starts in the repository.
-	if _, err := req.Sandboxes.Exec(ctx, req.SandboxID, sdk.ExecRequest{Session: true, Command: "cd " + RepoPath + " && export GIT_CONFIG_GLOBAL=/work/.gitconfig"}); err != nil {
+	if _, err := r.Sandboxes.Exec(ctx, r.SandboxID, sdk.ExecRequest{Session: true, Command: "cd " + RepoPath + " && export GIT_CONFIG_GLOBAL=/work/.gitconfig"}); err != nil {
 		return sdk.Errorf(sdk.CodeSandboxFailed, "start the shell: %v", err)
 	}
 	return nil
@@ -290,11 +269,8 @@ func parserFor(repo string) testlog.Parser {
 	return func(log string) map[string]testlog.Status { return p(testlog.StripANSI(log)) }
 }
 
-func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Score, error) {
-	t, err := ParseTask(req.Task)
-	if err != nil {
-		return nil, err
-	}
+func score(ctx context.Context, r *rollout, req sdk.EvaluateRequest) (*sdk.Score, error) {
+	t, c := r.Task, r.Config
 	script, parse, grade, err := evalPlan(t)
 	if err != nil {
 		return nil, err
@@ -308,7 +284,7 @@ func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Sc
 	// the agent never touched.
 	base, prepared := t.BaseCommit, false
 	if req.SandboxID != "" && (base == "" || t.BugPatch != "") {
-		if base, err = d.prepare(ctx, h, sb, t); err != nil {
+		if base, err = prepareEval(ctx, c, h, sb, t); err != nil {
 			return nil, err
 		}
 		prepared = true
@@ -338,7 +314,7 @@ func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Sc
 		return sc, nil
 	}
 	if !prepared {
-		if base, err = d.prepare(ctx, h, sb, t); err != nil {
+		if base, err = prepareEval(ctx, c, h, sb, t); err != nil {
 			return nil, err
 		}
 	}
@@ -349,7 +325,7 @@ func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Sc
 		return nil, sdk.Errorf(sdk.CodeSandboxFailed, "write the eval script: %v", err)
 	}
 	start := time.Now()
-	res, err := h.Exec(ctx, sb, sdk.ExecRequest{Argv: []string{"bash", "-c", evalScript}, Env: gitEnv(t, base), Timeout: uint32(d.evalTimeout.Milliseconds())})
+	res, err := h.Exec(ctx, sb, sdk.ExecRequest{Argv: []string{"bash", "-c", evalScript}, Env: gitEnv(t, base), Timeout: uint32(c.evalTimeout.Milliseconds())})
 	if err != nil {
 		return nil, sdk.Errorf(sdk.CodeSandboxFailed, "run the tests: %v", err)
 	}
@@ -358,7 +334,7 @@ func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Sc
 	sc.Info["eval"] = out
 	switch {
 	case res.TimedOut:
-		return nil, sdk.Errorf(sdk.CodeEvalFailed, "the tests did not finish within eval_timeout (%v)", d.evalTimeout)
+		return nil, sdk.Errorf(sdk.CodeEvalFailed, "the tests did not finish within eval_timeout (%v)", c.evalTimeout)
 	case res.ExitCode == 91:
 		sc.Info["verdict"] = "patch_failed"
 		if log, err := h.ReadFile(ctx, sb, "/work/apply.log"); err == nil {
@@ -406,13 +382,13 @@ func (d *Domain) Evaluate(ctx context.Context, req sdk.EvaluateRequest) (*sdk.Sc
 	return sc, nil
 }
 
-// prepare runs prepareScript in the evaluation's sandbox and returns the
+// prepareEval runs prepareScript in the evaluation's sandbox and returns the
 // commit the task starts from.
-func (d *Domain) prepare(ctx context.Context, h sdk.Sandboxes, sb string, t *Task) (string, error) {
+func prepareEval(ctx context.Context, c *Config, h sdk.Sandboxes, sb string, t *Task) (string, error) {
 	if sb == "" {
 		return "", sdk.Errorf(sdk.CodeSandboxFailed, "no evaluation sandbox: the host did not start the one Prepare asked for")
 	}
-	if _, err := d.image(t); err != nil {
+	if _, err := imageOf(c, t); err != nil {
 		return "", err
 	}
 	if err := writeBugPatch(ctx, h, sb, t); err != nil {
