@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 
 	"github.com/prorl/prorl/sdk/schema"
@@ -19,7 +20,10 @@ import (
 //
 // Sessions live in the plugin process: the host sends every call of a
 // rollout to the process that prepared it and fails the rollout if that
-// process restarts, so S needs no persistence. Calls of one rollout never
+// process restarts, so S needs no persistence. With S = struct{} there is
+// no state: each call rebuilds the rollout from the task it carries, the
+// domain declares no per-rollout state, and its rollouts survive a plugin
+// restart. Calls of one rollout never
 // overlap (the agent runs tools one at a time), so S needs no lock.
 //
 // An *Env is a Domain: pass it to Serve.
@@ -126,11 +130,31 @@ func (e *Env[C, T, S]) config() *C {
 }
 
 func (e *Env[C, T, S]) Prepare(ctx context.Context, req PrepareRequest) (*Episode, error) {
+	r, err := e.newRollout(req.RolloutID, req.Task)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := e.Episode(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if !e.stateless() {
+		e.mu.Lock()
+		if e.sessions == nil {
+			e.sessions = map[string]*Rollout[C, T, S]{}
+		}
+		e.sessions[req.RolloutID] = r
+		e.mu.Unlock()
+	}
+	return ep, nil
+}
+
+func (e *Env[C, T, S]) newRollout(id string, raw json.RawMessage) (*Rollout[C, T, S], error) {
 	var t T
 	var err error
 	if e.ParseTask != nil {
-		t, err = e.ParseTask(req.Task)
-	} else if err = json.Unmarshal(req.Task, &t); err == nil {
+		t, err = e.ParseTask(raw)
+	} else if err = json.Unmarshal(raw, &t); err == nil {
 		if c, ok := any(t).(interface{ Check() error }); ok {
 			err = c.Check()
 		}
@@ -142,24 +166,27 @@ func (e *Env[C, T, S]) Prepare(ctx context.Context, req PrepareRequest) (*Episod
 		}
 		return nil, InvalidTask("task", "%v", err)
 	}
-	r := &Rollout[C, T, S]{ID: req.RolloutID, Config: e.config(), Task: t, Sandboxes: noSandboxes{}}
-	ep, err := e.Episode(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	e.mu.Lock()
-	if e.sessions == nil {
-		e.sessions = map[string]*Rollout[C, T, S]{}
-	}
-	e.sessions[req.RolloutID] = r
-	e.mu.Unlock()
-	return ep, nil
+	return &Rollout[C, T, S]{ID: id, Config: e.config(), Task: t, Sandboxes: noSandboxes{}}, nil
 }
+
+// stateless: S holds nothing (struct{}), so a rollout is its config and
+// task alone and each call rebuilds it from the task it carries. Nothing
+// is kept between calls, the domain declares no per-rollout state, and
+// the host lets its rollouts survive a plugin restart.
+func (e *Env[C, T, S]) stateless() bool { return reflect.TypeFor[S]().Size() == 0 }
 
 // session finds a prepared rollout and gives it the call's sandbox and
 // host; a call for one this process did not prepare fails rather than
-// running on a blank state.
-func (e *Env[C, T, S]) session(id, sandboxID string, h Sandboxes) (*Rollout[C, T, S], error) {
+// running on a blank state. A stateless Env rebuilds it from the task.
+func (e *Env[C, T, S]) session(id string, task json.RawMessage, sandboxID string, h Sandboxes) (*Rollout[C, T, S], error) {
+	if e.stateless() {
+		r, err := e.newRollout(id, task)
+		if err != nil {
+			return nil, err
+		}
+		r.SandboxID, r.Sandboxes = sandboxID, h
+		return r, nil
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r, ok := e.sessions[id]
@@ -171,7 +198,7 @@ func (e *Env[C, T, S]) session(id, sandboxID string, h Sandboxes) (*Rollout[C, T
 }
 
 func (e *Env[C, T, S]) Setup(ctx context.Context, req SetupRequest) error {
-	r, err := e.session(req.RolloutID, req.SandboxID, req.Sandboxes)
+	r, err := e.session(req.RolloutID, req.Task, req.SandboxID, req.Sandboxes)
 	if err != nil {
 		return err
 	}
@@ -182,7 +209,7 @@ func (e *Env[C, T, S]) Setup(ctx context.Context, req SetupRequest) error {
 }
 
 func (e *Env[C, T, S]) Evaluate(ctx context.Context, req EvaluateRequest) (*Score, error) {
-	r, err := e.session(req.RolloutID, req.SandboxID, req.Sandboxes)
+	r, err := e.session(req.RolloutID, req.Task, req.SandboxID, req.Sandboxes)
 	if err != nil {
 		return nil, err
 	}
@@ -204,10 +231,12 @@ func (e *Env[C, T, S]) Sessions() int {
 
 // toolSession gives a RolloutTool its rollout (the server calls it).
 func (e *Env[C, T, S]) toolSession(tc ToolContext) (any, error) {
-	return e.session(tc.RolloutID, tc.SandboxID, tc.Sandboxes)
+	return e.session(tc.RolloutID, tc.Task, tc.SandboxID, tc.Sandboxes)
 }
 
-func (e *Env[C, T, S]) capabilities() (setup, release bool) { return e.SetupSandbox != nil, true }
+func (e *Env[C, T, S]) capabilities() (setup, release bool) {
+	return e.SetupSandbox != nil, !e.stateless()
+}
 
 // sessionDomain is implemented by Env: tools find their rollout through it.
 type sessionDomain interface {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/prorl/prorl/sdk"
@@ -68,5 +69,24 @@ func TestCalc(t *testing.T) {
 	}
 	if _, err := Domain.Tools[1].Call(context.Background(), sdk.ToolContext{}, json.RawMessage(`{"expr": "1"}`)); err == nil {
 		t.Error("a misspelt argument must be refused")
+	}
+}
+
+// TestStateless: with no per-rollout state (S = struct{}) the domain keeps
+// nothing, declares no state to the host, and answers a call for a rollout
+// it never prepared (a restarted process) from the task the call carries.
+func TestStateless(t *testing.T) {
+	h := sdktest.Start(t, Domain)
+	ctx := context.Background()
+	info, err := h.Client.GetInfo(ctx, &pb.GetInfoRequest{})
+	if err != nil || slices.Contains(info.Capabilities, sdk.CapRelease) {
+		t.Fatalf("capabilities %v %v", info.GetCapabilities(), err)
+	}
+	if _, err := h.Client.Prepare(ctx, &pb.PrepareRequest{RolloutId: "p", TaskJson: []byte(task)}); err != nil || Domain.Sessions() != 0 {
+		t.Fatalf("sessions kept: %d %v", Domain.Sessions(), err)
+	}
+	e, err := h.Client.Evaluate(ctx, &pb.EvaluateRequest{RolloutId: "never-prepared", TaskJson: []byte(task), FinalResponse: "<answer>(3 + 5) * 2</answer>"})
+	if err != nil || len(e.Diagnostics) > 0 || e.Reward != 1 {
+		t.Fatalf("%v %v", err, e)
 	}
 }

@@ -121,3 +121,13 @@ def test_describe_matches_the_go_sdk_shape() -> None:
     d = sdk.describe(make())
     assert list(d) == ["name", "version", "config_schema", "api_versions", "tools"]
     assert [t["name"] for t in d["tools"]] == ["finish", "count"]
+
+
+def test_stateless_env_keeps_nothing_and_rebuilds_from_the_task() -> None:
+    env = sdk.Env[Config, Task, None]("s", "0", config=Config(), task=Task)
+    env.episode(lambda r: sdk.Episode(sdk.chat("s", "u")))
+    env.score(lambda r, req: sdk.Score(float(r.task.n)))
+    env.prepare("a", b'{"n": 1}')
+    assert env.stateless and env.sessions() == 0
+    r = env.session("never-prepared", "", sdk.Sandboxes(None), b'{"n": 1}')
+    assert env.evaluate(r, sdk.EvaluateRequest("", [], "finish", "")).reward == 1

@@ -242,17 +242,33 @@ class Env(Generic[C, T, S]):
     def prepare(self, rollout_id: str, raw: bytes) -> Episode:
         if self._episode is None or self._score is None:
             raise DomainError(INTERNAL, f"{self.name}: the Env has no episode or score function")
-        t = self.parse_task(raw)
-        state = self._state() if self._state is not None else None
-        r: Rollout[C, T, S] = Rollout(rollout_id, self._cfg, t, state, self.log.with_fields(rollout=rollout_id))  # type: ignore[arg-type]
+        r = self._new_rollout(rollout_id, raw)
         ep = self._episode(r)
-        with self._mu:
-            self._sessions[rollout_id] = r
+        if not self.stateless:
+            with self._mu:
+                self._sessions[rollout_id] = r
         return ep
 
-    def session(self, rollout_id: str, sandbox_id: str, sandboxes: Sandboxes) -> Rollout[C, T, S]:
+    def _new_rollout(self, rollout_id: str, raw: bytes) -> Rollout[C, T, S]:
+        t = self.parse_task(raw)
+        state = self._state() if self._state is not None else None
+        return Rollout(rollout_id, self._cfg, t, state, self.log.with_fields(rollout=rollout_id))  # type: ignore[arg-type]
+
+    @property
+    def stateless(self) -> bool:
+        """No state factory: a rollout is its config and task alone, rebuilt
+        from the task each call carries; nothing is kept, the domain declares
+        no per-rollout state and its rollouts survive a plugin restart."""
+        return self._state is None
+
+    def session(self, rollout_id: str, sandbox_id: str, sandboxes: Sandboxes, task: bytes = b"") -> Rollout[C, T, S]:
         """The prepared rollout, given the call's sandbox and services; a call for
-        one this process did not prepare fails rather than running blank."""
+        one this process did not prepare fails rather than running blank. A
+        stateless Env rebuilds it from the call's task."""
+        if self.stateless:
+            fresh = self._new_rollout(rollout_id, task)
+            fresh.sandbox_id, fresh.sandboxes = sandbox_id, sandboxes
+            return fresh
         with self._mu:
             r = self._sessions.get(rollout_id)
         if r is None:

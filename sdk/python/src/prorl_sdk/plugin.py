@@ -206,7 +206,7 @@ class _Domain(pbg.TaskDomainServicer):
         return _diag(e)
 
     def GetInfo(self, request: pb.GetInfoRequest, context: grpc.ServicerContext) -> pb.DomainInfo:  # noqa: N802
-        caps = (["setup"] if self.env.has_setup else []) + ["release"]
+        caps = (["setup"] if self.env.has_setup else []) + ([] if self.env.stateless else ["release"])
         return pb.DomainInfo(
             name=self.env.name,
             version=self.env.version,
@@ -273,12 +273,12 @@ class _Domain(pbg.TaskDomainServicer):
                 self.env.release(request.rollout_id)
             return pb.PrepareResponse(diagnostics=self._internal("Prepare", e))
 
-    def _rollout(self, rollout_id: str, sandbox_id: str) -> Rollout[Any, Any, Any]:
-        return self.env.session(rollout_id, sandbox_id, self.sandboxes)
+    def _rollout(self, rollout_id: str, sandbox_id: str, task: bytes) -> Rollout[Any, Any, Any]:
+        return self.env.session(rollout_id, sandbox_id, self.sandboxes, task)
 
     def Setup(self, request: pb.SetupRequest, context: grpc.ServicerContext) -> pb.SetupResponse:  # noqa: N802
         try:
-            self.env.run_setup(self._rollout(request.rollout_id, request.sandbox_id))
+            self.env.run_setup(self._rollout(request.rollout_id, request.sandbox_id, bytes(request.task_json)))
         except Exception as e:  # noqa: BLE001
             return pb.SetupResponse(diagnostics=self._internal("Setup", e))
         return pb.SetupResponse()
@@ -294,14 +294,14 @@ class _Domain(pbg.TaskDomainServicer):
         except ValueError:
             return pb.CallToolResponse(is_error=True, output="Error: tool arguments are not valid JSON")
         try:
-            res = t.call(self._rollout(request.rollout_id, request.sandbox_id), args)
+            res = t.call(self._rollout(request.rollout_id, request.sandbox_id, bytes(request.task_json)), args)
         except Exception as e:  # noqa: BLE001
             return pb.CallToolResponse(diagnostics=self._internal("CallTool", e))
         return pb.CallToolResponse(output=res.output, done=res.done, final_response=res.final_response, is_error=res.is_error)
 
     def Evaluate(self, request: pb.EvaluateRequest, context: grpc.ServicerContext) -> pb.EvaluateResponse:  # noqa: N802
         try:
-            r = self._rollout(request.rollout_id, request.sandbox_id)
+            r = self._rollout(request.rollout_id, request.sandbox_id, bytes(request.task_json))
             req = EvaluateRequest(request.final_response, _messages(request.messages), request.end_reason, request.eval_sandbox_id)
             sc = self.env.evaluate(r, req)
             return pb.EvaluateResponse(
