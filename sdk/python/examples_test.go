@@ -38,31 +38,14 @@ func TestCountdown(t *testing.T) {
 		t.Fatal(err, r.GetDiagnostics())
 	}
 	// The Go example's cheat table: the same verdicts from the Python twin.
-	for _, c := range []struct {
-		name, answer string
-		want         float64
-	}{
-		{"right", "<answer>(3 + 5) * 2</answer>", 1},
-		{"right, other order", "<answer>2 * (5 + 3)</answer>", 1},
-		{"last answer counts", "<answer>1</answer> no, <answer>2*(3+5)</answer>", 1},
-		{"a number twice", "<answer>(3 + 5) * 2 + 3 - 3</answer>", 0},
-		{"a number left out", "<answer>8 * 2</answer>", 0},
-		{"a number not given", "<answer>16</answer>", 0},
-		{"digits glued into another number", "<answer>35 - 2 - 17</answer>", 0},
-		{"wrong value", "<answer>3 * 5 + 2</answer>", 0},
-		{"no answer tag", "(3 + 5) * 2", 0},
-		{"not arithmetic", "<answer>(3 + 5) ** 2</answer>", 0},
-		{"python, not arithmetic", "<answer>__import__('os').getpid() and (3 + 5) * 2</answer>", 0},
-		{"division by zero", "<answer>3 / (5 - 5) * 2</answer>", 0},
-		{"unbalanced", "<answer>(3 + 5 * 2</answer>", 0},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			p, err := sdktest.Play(ctx, h, "r-"+c.name, json.RawMessage(countdownTask), nil, c.answer)
+	for _, c := range sdktest.LoadCases[sdktest.AnswerCase](t, "../examples/countdown/testdata/answers.json") {
+		t.Run(c.Name, func(t *testing.T) {
+			p, err := sdktest.Play(ctx, h, "r-"+c.Name, json.RawMessage(countdownTask), nil, c.Answer)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.Score.Reward != c.want {
-				t.Fatalf("%q: reward %v, want %v", c.answer, p.Score.Reward, c.want)
+			if p.Score.Reward != c.Reward {
+				t.Fatalf("%q: reward %v, want %v", c.Answer, p.Score.Reward, c.Reward)
 			}
 		})
 	}
@@ -118,26 +101,14 @@ func TestWordle(t *testing.T) {
 	if r, err := h.Configure(ctx, json.RawMessage(`{"max_guesses": 3}`)); err != nil || len(r.Diagnostics) > 0 {
 		t.Fatal(err, r.GetDiagnostics())
 	}
-	for _, c := range []struct {
-		name   string
-		calls  []sdktest.Call
-		final  string
-		reward float64
-	}{
-		{"first guess", guesses("crane"), "", 1},
-		{"third guess", guesses("slate", "brine", "crane"), "", 1 - 0.5*2/3.0},
-		{"claims the word without guessing it", nil, "crane", 0},
-		{"claims it after wrong guesses", guesses("slate"), "The word is crane.", 0},
-		{"guesses past the limit", guesses("slate", "brine", "trace", "crane"), "", 0},
-		{"not words count for nothing", guesses("cr", "crane!", "crane"), "", 1},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			p, err := sdktest.Play(ctx, h, "g-"+c.name, json.RawMessage(task), c.calls, c.final)
+	for _, c := range sdktest.LoadCases[sdktest.PlayCase](t, "../examples/wordle/testdata/games.json") {
+		t.Run(c.Name, func(t *testing.T) {
+			p, err := sdktest.Play(ctx, h, "g-"+c.Name, json.RawMessage(task), c.Calls, c.Final)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if math.Abs(p.Score.Reward-c.reward) > 1e-9 {
-				t.Fatalf("reward %v, want %v (outputs %v)", p.Score.Reward, c.reward, p.Outputs)
+			if math.Abs(p.Score.Reward-c.Reward) > 1e-9 {
+				t.Fatalf("reward %v, want %v (outputs %v)", p.Score.Reward, c.Reward, p.Outputs)
 			}
 		})
 	}

@@ -4,14 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"testing"
 
 	pb "github.com/prorl/prorl/sdk/proto"
 )
 
 // Call is a tool call to play: Args is marshalled to JSON.
 type Call struct {
-	Tool string
-	Args any
+	Tool string `json:"tool"`
+	Args any    `json:"args"`
 }
 
 // Played is what a played rollout saw.
@@ -72,4 +74,36 @@ func failed(op string, err error, d []*pb.Diagnostic) error {
 		return fmt.Errorf("%s: %s: %s", op, d[0].Code, d[0].Message)
 	}
 	return nil
+}
+
+// AnswerCase is a final answer and the reward it must get; PlayCase is a
+// played rollout (tool calls, then a final answer) and its reward.
+// Tables of them live in a domain's testdata as JSON, so a domain and its
+// twin in another language are held to the same cases.
+type AnswerCase struct {
+	Name   string  `json:"name"`
+	Answer string  `json:"answer"`
+	Reward float64 `json:"reward"`
+}
+
+// PlayCase: Final is evaluated when no call finished the episode.
+type PlayCase struct {
+	Name   string  `json:"name"`
+	Calls  []Call  `json:"calls"`
+	Final  string  `json:"final"`
+	Reward float64 `json:"reward"`
+}
+
+// LoadCases reads a JSON table of cases.
+func LoadCases[T any](t testing.TB, path string) []T {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []T
+	if err := json.Unmarshal(b, &out); err != nil || len(out) == 0 {
+		t.Fatalf("%s: %d cases, %v", path, len(out), err)
+	}
+	return out
 }

@@ -52,26 +52,14 @@ func TestGames(t *testing.T) {
 	if _, err := h.Configure(ctx, json.RawMessage(`{"max_guesses": 3}`)); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		name   string
-		calls  []sdktest.Call
-		final  string
-		reward float64
-	}{
-		{"first guess", guesses("crane"), "", 1},
-		{"third guess", guesses("slate", "brine", "crane"), "", 1 - 0.5*2/3.0},
-		{"claims the word without guessing it", nil, "crane", 0},
-		{"claims it after wrong guesses", guesses("slate"), "The word is crane.", 0},
-		{"guesses past the limit", guesses("slate", "brine", "trace", "crane"), "", 0},
-		{"not words count for nothing", guesses("cr", "crane!", "crane"), "", 1},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			p, err := sdktest.Play(ctx, h, "g-"+c.name, json.RawMessage(task), c.calls, c.final)
+	for _, c := range sdktest.LoadCases[sdktest.PlayCase](t, "testdata/games.json") {
+		t.Run(c.Name, func(t *testing.T) {
+			p, err := sdktest.Play(ctx, h, "g-"+c.Name, json.RawMessage(task), c.Calls, c.Final)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if math.Abs(p.Score.Reward-c.reward) > 1e-9 {
-				t.Fatalf("reward %v, want %v (outputs %v)", p.Score.Reward, c.reward, p.Outputs)
+			if math.Abs(p.Score.Reward-c.Reward) > 1e-9 {
+				t.Fatalf("reward %v, want %v (outputs %v)", p.Score.Reward, c.Reward, p.Outputs)
 			}
 		})
 	}
