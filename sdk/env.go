@@ -20,11 +20,11 @@ import (
 //
 // Sessions live in the plugin process: the host sends every call of a
 // rollout to the process that prepared it and fails the rollout if that
-// process restarts, so S needs no persistence. With S = struct{} there is
-// no state: each call rebuilds the rollout from the task it carries, the
-// domain declares no per-rollout state, and its rollouts survive a plugin
-// restart. Calls of one rollout never
-// overlap (the agent runs tools one at a time), so S needs no lock.
+// process restarts, so S needs no persistence. Calls of one rollout never
+// overlap (the agent runs tools one at a time), so S needs no lock. With
+// S = struct{} there is no state: each call rebuilds the rollout from the
+// task it carries, the domain declares no per-rollout state, and its
+// rollouts survive a plugin restart.
 //
 // An *Env is a Domain: pass it to Serve.
 type Env[C, T, S any] struct {
