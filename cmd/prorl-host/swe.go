@@ -63,12 +63,20 @@ func sweCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		var row struct {
 			InstanceID  string `json:"instance_id"`
 			DockerImage string `json:"docker_image"`
+			RepoName    string `json:"repo_name"`
+			CommitHash  string `json:"commit_hash"`
 		}
 		if len(sc.Bytes()) == 0 {
 			continue
 		}
-		if err := json.Unmarshal(sc.Bytes(), &row); err != nil || row.InstanceID == "" {
-			return fmt.Errorf("%s:%d: not an instance row (instance_id required): %v", *tasks, line, err)
+		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
+			return fmt.Errorf("%s:%d: %w", *tasks, line, err)
+		}
+		if row.InstanceID == "" { // an R2E-Gym row: named as the domain names it
+			row.InstanceID = sweimage.R2EInstanceID(row.RepoName, row.CommitHash)
+		}
+		if row.InstanceID == "" {
+			return fmt.Errorf("%s:%d: not an instance row (instance_id, or an R2E-Gym row's repo_name and commit_hash)", *tasks, line)
 		}
 		p := sweimage.Path(tmpl, dir, row.InstanceID, row.DockerImage)
 		if _, err := os.Stat(p); err == nil {

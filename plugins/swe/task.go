@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/prorl/prorl/plugins/swe/sweimage"
 	"github.com/prorl/prorl/plugins/swe/testlog"
 	"github.com/prorl/prorl/sdk"
 	"github.com/prorl/prorl/sdk/taskrow"
@@ -77,8 +78,8 @@ func ParseTask(raw json.RawMessage) (*Task, error) {
 		if t.Repo == "" {
 			t.Repo = r.RepoName
 		}
-		if t.InstanceID == "" && r.RepoName != "" && commitRe.MatchString(r.CommitHash) {
-			t.InstanceID = r.RepoName + "-" + r.CommitHash[:7] // R2E-Gym rows have no id: the repository and commit name one
+		if t.InstanceID == "" {
+			t.InstanceID = sweimage.R2EInstanceID(r.RepoName, r.CommitHash)
 		}
 	case r.ImageName != "" || strings.HasPrefix(r.Repo, "swesmith/"):
 		t.Kind, t.BugPatch = KindSWESmith, r.Patch
