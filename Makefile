@@ -176,6 +176,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./plugins/swe/testlog
 	$(GO) test -run '^$$' -fuzz FuzzGymParsers -fuzztime $(FUZZTIME) ./plugins/swe/testlog
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./core/config
+	$(GO) test -run '^$$' -fuzz FuzzPluginFlag -fuzztime $(FUZZTIME) ./core/config
+	$(GO) test -run '^$$' -fuzz FuzzScript -fuzztime $(FUZZTIME) ./internal/simllm
 	$(GO) test -run '^$$' -fuzz FuzzDecodeSubmit -fuzztime $(FUZZTIME) ./core/api
 	$(GO) test -run '^$$' -fuzz FuzzFrames -fuzztime $(FUZZTIME) ./internal/sandboxproto
 

@@ -159,3 +159,20 @@ func TestRenamedKeyIsNamed(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// FuzzPluginFlag: a flag is refused or gives a table with a name that is a
+// bare TOML key and a path.
+func FuzzPluginFlag(f *testing.F) {
+	for _, s := range []string{"countdown=/bin/c", "w=/venv/bin/python /srv/w.py", "=x", "a.b=/x", "x="} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		name, table, err := PluginFlag(v)
+		if err != nil {
+			return
+		}
+		if !bareKey.MatchString(name) || table["path"] == "" || table["enabled"] != true {
+			t.Fatalf("%q: %q %v", v, name, table)
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -104,12 +105,15 @@ func merge(dst, src map[string]any) {
 	}
 }
 
+// bareKey is a TOML bare key: what a plugin's name must be.
+var bareKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
 // PluginFlag turns --plugin NAME=COMMAND (the plugin's path, then its
 // arguments, split at spaces) into a [plugins.NAME] table that enables it.
 func PluginFlag(v string) (string, map[string]any, error) {
 	name, cmd, ok := strings.Cut(v, "=")
 	fields := strings.Fields(cmd)
-	if !ok || name == "" || strings.ContainsAny(name, ". \t") || len(fields) == 0 {
+	if !ok || !bareKey.MatchString(name) || len(fields) == 0 {
 		return "", nil, fmt.Errorf("--plugin %q: want NAME=PATH [ARG...]", v)
 	}
 	t := map[string]any{"enabled": true, "path": fields[0]}

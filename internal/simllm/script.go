@@ -79,18 +79,27 @@ func LoadScripts(path string) ([]Script, error) {
 		if len(raw) == 0 {
 			continue
 		}
-		var s Script
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&s); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
-		}
-		if err := s.Check(); err != nil {
+		s, err := ParseScript(raw)
+		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
 		}
 		out = append(out, s)
 	}
 	return out, sc.Err()
+}
+
+// ParseScript decodes one script strictly and checks it.
+func ParseScript(raw []byte) (Script, error) {
+	var s Script
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return Script{}, err
+	}
+	if err := s.Check(); err != nil {
+		return Script{}, err
+	}
+	return s, nil
 }
 
 // scriptBook finds a task's script by its first user message.
