@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -138,14 +139,21 @@ func TestVerdicts(t *testing.T) {
 		{"os._exit(0) in the function", fnTask, "import os\ndef double(x):\n    os._exit(0)", 0, "RE RE RE"},
 		{"forges a result line", fnTask, "print('\\x00prorl-result\\x00' + '4')\ndef double(x):\n    raise SystemExit(0)", 0, "RE RE RE"},
 		{"patches builtins", fnTask, "import builtins, json\nbuiltins.print = lambda *a, **k: None\njson.dumps = lambda *a, **k: '4'\ndef double(x):\n    return -1", 0, "WA WA WA"},
-		{"reads the judge's files", sumTask, "import os, glob\nfound = [p for p in glob.glob('/tmp/*') + glob.glob('./**', recursive=True) if os.path.isfile(p)]\nprint(' '.join(open(p, errors='ignore').read(20) for p in found[:50]) or 'nothing')", 0, "WA WA WA"},
+		{"reads the judge's files", sumTask, "import os, glob\nfound = [p for p in glob.glob('/tmp/*') + glob.glob('./**', recursive=True) if os.path.isfile(p)]\nprint(' '.join(open(p, errors='ignore').read(20) for p in found[:50]) or 'nothing')", 0, "no credit"},
 		{"kills the judge", sumTask, "import os\nos.kill(os.getppid(), 9)", 0, "RE RE RE"},
 		{"reads stdin for other tests", sumTask, "import sys\nprint(sys.stdin.read())", 0, "WA WA WA"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			j := evaluate(t, h, c.task, "```python\n"+c.code+"\n```")
-			if j.reward != c.reward || strings.Join(j.verdicts, " ") != c.verdicts {
+			got := strings.Join(j.verdicts, " ")
+			if c.verdicts == "no credit" { // what fails (WA, or TLE on a loaded machine) is not the point
+				if j.reward != 0 || slices.Contains(j.verdicts, VerdictAC) || len(j.verdicts) == 0 {
+					t.Fatalf("reward %v verdicts %v: a cheat got credit; info %v", j.reward, j.verdicts, j.info)
+				}
+				return
+			}
+			if j.reward != c.reward || got != c.verdicts {
 				t.Fatalf("reward %v verdicts %v, want %v %q; info %v", j.reward, j.verdicts, c.reward, c.verdicts, j.info)
 			}
 		})
