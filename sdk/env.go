@@ -229,8 +229,17 @@ func (e *Env[C, T, S]) Sessions() int {
 	return len(e.sessions)
 }
 
-// toolSession gives a RolloutTool its rollout (the server calls it).
+// toolSession gives a RolloutTool its rollout (the server calls it before
+// every tool call). A stateful Env's is a map lookup, done at once so a
+// call for a rollout this process never prepared fails; a stateless Env's
+// means parsing the task, so it is left to the tools that use it (a
+// RolloutTool), and the standard tools never pay for it.
 func (e *Env[C, T, S]) toolSession(tc ToolContext) (any, error) {
+	if e.stateless() {
+		return func() (*Rollout[C, T, S], error) {
+			return e.session(tc.RolloutID, tc.Task, tc.SandboxID, tc.Sandboxes)
+		}, nil
+	}
 	return e.session(tc.RolloutID, tc.Task, tc.SandboxID, tc.Sandboxes)
 }
 
@@ -271,8 +280,16 @@ func NewTool[A any](name, description string, f func(ctx context.Context, tc Too
 // observation (see Tool), and r.Finish ends the episode.
 func RolloutTool[C, T, S, A any](name, description string, f func(ctx context.Context, r *Rollout[C, T, S], args A) (string, error)) Tool {
 	return NewTool(name, description, func(ctx context.Context, tc ToolContext, a A) (ToolResult, error) {
-		r, ok := tc.session.(*Rollout[C, T, S])
-		if !ok {
+		var r *Rollout[C, T, S]
+		switch s := tc.session.(type) {
+		case *Rollout[C, T, S]:
+			r = s
+		case func() (*Rollout[C, T, S], error): // a stateless Env's, built on demand
+			var err error
+			if r, err = s(); err != nil {
+				return ToolResult{}, err
+			}
+		default:
 			return ToolResult{}, Errorf(CodeInternal, "tool %s belongs to an Env of other types, or to no Env", name)
 		}
 		out, err := f(ctx, r, a)

@@ -20,7 +20,8 @@ type ToolContext struct {
 	SandboxID string
 	Task      json.RawMessage
 	Sandboxes Sandboxes
-	// session is the rollout of an Env (set by the server for RolloutTool).
+	// session is the rollout of an Env, or for a stateless Env a function
+	// that builds it (set by the server for RolloutTool).
 	session any
 }
 
