@@ -65,13 +65,17 @@ func (s *Script) Check() error {
 
 // LoadScripts reads JSONL scripts, strictly: an unknown field or a bad
 // value is an error naming the line, never a script silently ignored.
-func LoadScripts(path string) ([]Script, error) {
+func LoadScripts(path string) ([]Script, error) { return ReadJSONL(path, ParseScript) }
+
+// ReadJSONL parses each non-blank line of a file with parse; an error
+// names the file and line.
+func ReadJSONL[T any](path string, parse func([]byte) (T, error)) ([]T, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var out []Script
+	var out []T
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
 	for line := 1; sc.Scan(); line++ {
@@ -79,11 +83,11 @@ func LoadScripts(path string) ([]Script, error) {
 		if len(raw) == 0 {
 			continue
 		}
-		s, err := ParseScript(raw)
+		v, err := parse(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
 		}
-		out = append(out, s)
+		out = append(out, v)
 	}
 	return out, sc.Err()
 }

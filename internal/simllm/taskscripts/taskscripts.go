@@ -12,10 +12,7 @@
 package taskscripts
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -38,26 +35,13 @@ const BashAnswer = "bash:\n"
 
 // Load reads JSONL task rows (or {"task": {...}} requests) into scripts.
 func Load(path string, o Options) ([]simllm.Script, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []simllm.Script
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
-	for line := 1; sc.Scan(); line++ {
-		raw := bytes.TrimSpace(sc.Bytes())
-		if len(raw) == 0 {
-			continue
-		}
+	return simllm.ReadJSONL(path, func(raw []byte) (simllm.Script, error) {
 		q, a, err := questionAnswer(raw)
 		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+			return simllm.Script{}, err
 		}
-		out = append(out, Script(q, a, o))
-	}
-	return out, sc.Err()
+		return Script(q, a, o), nil
+	})
 }
 
 type row struct {
