@@ -295,12 +295,6 @@ func exeDir() string {
 	return filepath.Dir(exe)
 }
 
-// ParseEmbedded parses an embedded config; {config_dir} means the working directory.
-func ParseEmbedded(data []byte, name string) (*Config, error) {
-	wd, _ := os.Getwd()
-	return Parse(data, name, Vars{ConfigDir: wd, ExeDir: exeDir()})
-}
-
 // Parse decodes, defaults and validates a config document.
 func Parse(data []byte, name string, vars Vars) (*Config, error) {
 	cfg := Default()

@@ -18,7 +18,7 @@ import (
 func OverlayDir(path string) string { return path + ".d" }
 
 // LoadWith reads the config file path (or, when path is "", the embedded
-// document base), then each overlay file of OverlayDir(path), then extra
+// document base, where {config_dir} is the working directory), then each overlay file of OverlayDir(path), then extra
 // (tables from flags, e.g. --plugin). Later layers win: tables merge key by
 // key, any other value (arrays too) is replaced. Each file's keys are
 // checked on their own, so an unknown key is named with its file and line.
