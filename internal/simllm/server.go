@@ -238,14 +238,12 @@ func (s *Server) policy(prompt []int, seed int64) (string, Decision) {
 	q := firstUser(text)
 	turn := strings.Count(text, "<|im_start|>assistant\n") - 1
 	d := Decision{Question: q, Turn: turn}
-	tools := offeredTools(text)
-	finish := slices.ContainsFunc(tools, func(t toolSpec) bool { return t.Name == "finish" })
 	sc := s.scripts.find(q)
 	if sc == nil {
 		// An unknown task: each offered tool once, with arguments its schema
 		// accepts, then an admission (a run end to end, no reward).
 		var calls []toolSpec
-		for _, t := range tools {
+		for _, t := range offeredTools(text) {
 			if t.Name != "finish" {
 				calls = append(calls, t)
 			}
@@ -255,7 +253,7 @@ func (s *Server) policy(prompt []int, seed int64) (string, Decision) {
 			return toolCall("Let me try the "+calls[turn].Name+" tool.", calls[turn].Name, schema.Example(calls[turn].Parameters)), d
 		}
 		d.Answer = "I do not know."
-		return s.final(d, finish, seed, q)
+		return s.final(d, text, seed, q)
 	}
 	d.Scripted = true
 	d.Correct = unit("correct", seed, q) < s.opt.CorrectRate
@@ -273,19 +271,20 @@ func (s *Server) policy(prompt []int, seed int64) (string, Decision) {
 		d.Action = c.Tool
 		return toolCall("<think>\nNext step.\n</think>\n", c.Tool, c.Arguments), d
 	}
-	return s.final(d, finish, seed, q)
+	return s.final(d, text, seed, q)
 }
 
-// final ends an episode: the answer through the finish tool when the domain
-// offers one (PlainRate of the time as text anyway), else as text.
-func (s *Server) final(d Decision, finish bool, seed int64, q string) (string, Decision) {
+// final ends an episode: the answer through the finish tool when the
+// prompt offers one (PlainRate of the time as text anyway), else as text.
+func (s *Server) final(d Decision, text string, seed int64, q string) (string, Decision) {
+	finish := slices.ContainsFunc(offeredTools(text), func(t toolSpec) bool { return t.Name == "finish" })
 	if !finish || (s.opt.PlainRate > 0 && unit("plain", seed, q) < s.opt.PlainRate) {
 		d.Action = "plain"
 		return d.Answer, d
 	}
 	d.Action = "finish"
 	msg, _ := json.Marshal(map[string]string{"message": d.Answer})
-	return fmt.Sprintf("<think>\nI have it.\n</think>\n\n%s\n<tool_call>\n{\"name\": \"finish\", \"arguments\": %s}\n</tool_call>", d.Answer, msg), d
+	return toolCall("<think>\nI have it.\n</think>\n\n"+d.Answer, "finish", msg), d
 }
 
 // toolCall is a Hermes tool call after some text.
