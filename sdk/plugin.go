@@ -14,8 +14,9 @@ import (
 )
 
 // Plugin is the go-plugin glue that serves d: what Serve runs, and what a
-// test harness (sdktest) serves in-process.
-func Plugin(d Domain, log hclog.Logger) plugin.Plugin {
+// test harness (sdktest) serves in-process, setting HostServices for the
+// host's end of the connection.
+func Plugin(d Domain, log hclog.Logger) *wire.Plugin {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}

@@ -131,17 +131,13 @@ func HashFile(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// baseEnv is all a plugin gets besides its configured env: no variable of
-// the host's environment (tokens, cloud credentials) reaches it.
-var baseEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
-
 func (p *Plugin) command(bin *os.File) *exec.Cmd {
 	cmd := exec.Command(p.cfg.Path, p.cfg.Args...)
 	if bin != nil {
 		cmd.Path = fmt.Sprintf("/proc/self/fd/%d", execFD)
 		cmd.ExtraFiles = []*os.File{bin}
 	}
-	cmd.Env = append([]string{}, baseEnv...)
+	cmd.Env = append([]string{}, wire.BaseEnv...)
 	keys := make([]string, 0, len(p.cfg.Env))
 	for k := range p.cfg.Env {
 		keys = append(keys, k)
@@ -185,13 +181,9 @@ func (p *Plugin) start(ctx context.Context) error {
 	if err != nil {
 		return fail(err)
 	}
-	raw, err := rpcClient.Dispense(wire.PluginName)
+	rd, err := wire.Dispense(rpcClient)
 	if err != nil {
 		return fail(err)
-	}
-	rd, ok := raw.(*wire.Remote)
-	if !ok {
-		return fail(fmt.Errorf("unexpected plugin type %T", raw))
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.StartTimeout.Duration)
 	defer cancel()

@@ -38,15 +38,19 @@ func Start(t testing.TB, d sdk.Domain) *Harness {
 func StartWithHost(t testing.TB, d sdk.Domain, hs pb.HostServicesServer) *Harness {
 	t.Helper()
 	// One plugin value serves both ends of the in-process connection.
-	srv := sdk.Plugin(d, nil).(*wire.Plugin)
-	ps := map[string]plugin.Plugin{wire.PluginName: &wire.Plugin{Register: srv.Register, HostServices: hs}}
-	client, server := plugin.TestPluginGRPCConn(t, false, ps)
+	p := sdk.Plugin(d, nil)
+	p.HostServices = hs
+	client, server := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{wire.PluginName: p})
 	t.Cleanup(func() { _ = client.Close(); server.Stop() })
-	raw, err := client.Dispense(wire.PluginName)
+	return dispense(t, client)
+}
+
+func dispense(t testing.TB, c plugin.ClientProtocol) *Harness {
+	t.Helper()
+	rd, err := wire.Dispense(c)
 	if err != nil {
 		t.Fatalf("dispense: %v", err)
 	}
-	rd := raw.(*wire.Remote)
 	return &Harness{Client: rd.Client, broker: rd.HostServicesID}
 }
 
@@ -58,7 +62,7 @@ func StartWithHost(t testing.TB, d sdk.Domain, hs pb.HostServicesServer) *Harnes
 func StartCommand(t testing.TB, argv []string, hs pb.HostServicesServer) *Harness {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
+	cmd.Env = append([]string{}, wire.BaseEnv...)
 	cc, err := wire.ClientConfig(cmd, hs, hclog.New(&hclog.LoggerOptions{Name: "plugin", Output: testWriter{t}, Level: hclog.Info}))
 	if err != nil {
 		t.Fatal(err)
@@ -70,12 +74,7 @@ func StartCommand(t testing.TB, argv []string, hs pb.HostServicesServer) *Harnes
 	if err != nil {
 		t.Fatalf("start %v: %v", argv, err)
 	}
-	raw, err := rpc.Dispense(wire.PluginName)
-	if err != nil {
-		t.Fatalf("dispense: %v", err)
-	}
-	rd := raw.(*wire.Remote)
-	return &Harness{Client: rd.Client, broker: rd.HostServicesID}
+	return dispense(t, rpc)
 }
 
 // testWriter sends the plugin's log lines to the test's log.

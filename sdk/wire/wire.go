@@ -91,6 +91,24 @@ func (p *Plugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, c *grp
 	return r, nil
 }
 
+// BaseEnv is all of its environment a plugin process gets besides what its
+// configuration names: no variable of the host's (tokens, cloud
+// credentials) reaches it.
+var BaseEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
+
+// Dispense returns the domain a connected client serves.
+func Dispense(c plugin.ClientProtocol) (*Remote, error) {
+	raw, err := c.Dispense(PluginName)
+	if err != nil {
+		return nil, err
+	}
+	r, ok := raw.(*Remote)
+	if !ok {
+		return nil, fmt.Errorf("unexpected plugin type %T", raw)
+	}
+	return r, nil
+}
+
 // Plugins is the versioned plugin set for p.
 func Plugins(p *Plugin) map[int]plugin.PluginSet {
 	return map[int]plugin.PluginSet{APIVersion: {PluginName: p}}
