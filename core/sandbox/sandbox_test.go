@@ -267,9 +267,13 @@ func TestDrivers(t *testing.T) {
 					t.Fatal("no labelled process while running")
 				}
 				var inside []int
+				started := map[int]string{} // a pid's start time: under load a pid is soon reused by another process
 				if s.cgroup != nil {
 					if inside = s.cgroup.procs(); len(inside) < 3 {
 						t.Fatalf("the sandbox's cgroup holds %v: the launcher, the agent and the session at least", inside)
+					}
+					for _, p := range inside {
+						started[p], _ = procStat(strconv.Itoa(p))
 					}
 				}
 				if err := m.Stop(s.ID); err != nil {
@@ -283,7 +287,7 @@ func TestDrivers(t *testing.T) {
 					t.Fatalf("%d processes left after stop", n)
 				}
 				for _, p := range inside {
-					if !isZombie(strconv.Itoa(p)) {
+					if st, zombie := procStat(strconv.Itoa(p)); !zombie && st == started[p] {
 						t.Errorf("process %d of the sandbox is alive after stop", p)
 					}
 				}
@@ -312,13 +316,28 @@ func countLabelled(prefix string) int {
 }
 
 func isZombie(pid string) bool {
+	_, zombie := procStat(pid)
+	return zombie
+}
+
+// procStat is a process's start time (clock ticks since boot: with the pid,
+// what tells a process from a later one given the same pid) and whether it
+// is gone or a zombie.
+func procStat(pid string) (start string, gone bool) {
 	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
 	if err != nil {
-		return true
+		return "", true
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
+	if i < 0 || i+2 >= len(s) {
+		return "", true
+	}
+	f := strings.Fields(s[i+2:]) // from field 3, the state; field 22 is the start time
+	if len(f) > 19 {
+		start = f[19]
+	}
+	return start, f[0] == "Z"
 }
 
 // A host that died without stopping its sandboxes leaves processes and dirs;
