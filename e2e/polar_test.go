@@ -235,11 +235,19 @@ func TestPolarTaskAPI(t *testing.T) {
 		t.Fatalf("early stop: %s, %d results, %d usable, %d stopped", st.Status, len(st.Results), usable, stopped)
 	}
 
-	// Cancel a running task: its unfinished sessions leave no results.
+	// Cancel a running task: its unfinished sessions leave no results. The
+	// simulator is paused meanwhile, so the task is still running when the
+	// cancel arrives however slowly a loaded machine delivers it.
+	if err := e.simP.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
 	if r := e.do("POST", "/rollout/task/submit", polarTask("t-cancel", 8, nil)); r.code != 200 {
 		t.Fatalf("submit: %d %s", r.code, r.body)
 	}
 	r = e.do("DELETE", "/rollout/task/t-cancel", nil)
+	if err := e.simP.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
 	var cs polarTaskStatus
 	strictJSON(t, r.body, &cs)
 	if r.code != 200 || cs.Status != "cancelled" || cs.TotalSessions != 8 || len(cs.Results) == 8 {
