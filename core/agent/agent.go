@@ -85,6 +85,8 @@ type Outcome struct {
 	Tokens        trajectory.Tokens
 	Messages      []trajectory.Message
 	Metrics       map[string]float64
+	// Traces are a gateway session's sequences (Tokens is the last one).
+	Traces []trajectory.Trace
 }
 
 // Runner holds what is shared across rollouts.

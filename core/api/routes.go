@@ -66,6 +66,9 @@ func New(d Deps) (*Server, http.Handler) {
 	if d.Metrics != nil {
 		r.Handle("/metrics", d.Metrics.Handler()).Methods(http.MethodGet)
 	}
+	// The LLM gateway (/gateway/...): OpenAI and Anthropic APIs bound to
+	// sessions, authenticated by each session's own key, not the host's token.
+	d.Pipeline.Gateway().Register(r)
 	return s, r
 }
 
@@ -100,6 +103,9 @@ func (s *Server) routes() []route {
 		{"/v1/policy", http.MethodGet, "get_policy", userLevel, s.getPolicy},
 		{"/v1/domains", http.MethodGet, "domains", userLevel, s.domains},
 		{"/v1/evaluate", http.MethodPost, "evaluate", userLevel, s.evaluate},
+		// Sessions: rollouts whose agent runs elsewhere and calls the gateway.
+		{"/v1/sessions", http.MethodPost, "open_session", userLevel, s.openSession},
+		{"/v1/sessions/{id:[^/:]+}:close", http.MethodPost, "close_session", userLevel, s.closeSession},
 		{"/healthz", http.MethodGet, "healthz", publicLevel, s.healthz},
 		{"/readyz", http.MethodGet, "readyz", publicLevel, s.readyz},
 		// ProRL Agent server compatibility (same paths and fields).

@@ -19,6 +19,7 @@ import (
 	"github.com/prorl/prorl/core/agent"
 	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/core/gateway"
 	"github.com/prorl/prorl/core/metrics"
 	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/sandbox"
@@ -67,6 +68,7 @@ type Pipeline struct {
 	early map[string]*earlyStop
 
 	splicers sync.Map // backend id -> *tokenizer.Splicer
+	gw       *gateway.Gateway
 
 	closing atomic.Bool
 	base    context.Context
@@ -87,6 +89,7 @@ func New(d Deps) (*Pipeline, error) {
 		evalQ:  make(chan *Rollout, d.Cfg.Pipeline.EvalQueue),
 		active: map[string]*Rollout{},
 		early:  map[string]*earlyStop{},
+		gw:     gateway.New(d.Log.Named("gateway"), d.Cfg.Server.MaxBodyBytes),
 	}
 	p.runner = &agent.Runner{Parser: parser, Policy: p.policy.Load}
 	if tc := d.Cfg.Tokenizer; tc.ModelDir != "" {
@@ -208,6 +211,17 @@ func (p *Pipeline) work(r *Rollout, idx int, fn func(context.Context, *Rollout) 
 	r.mu.Lock()
 	r.stage = stageNames[idx+1]
 	r.mu.Unlock()
+	if next == p.runQ && r.Req.Agent == AgentGateway {
+		// A session waits on an agent outside the host, not on a run
+		// worker: it runs beside the pool, so open sessions never starve
+		// the host's own rollouts.
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.work(r, 1, p.runStage, p.evalQ)
+		}()
+		return
+	}
 	// Backpressure: a full next queue holds this worker, not the rollout's clock.
 	select {
 	case next <- r:
@@ -340,6 +354,9 @@ func (p *Pipeline) Submit(reqs []Request) ([]*Rollout, error) {
 	}
 	p.mu.Unlock()
 	for _, r := range rs {
+		if r.Req.Agent == AgentGateway {
+			p.gw.Expect(r.ID, r.Req.SessionKey)
+		}
 		p.initQ.push(p.base, r) // capacity reserved above: never blocks
 	}
 	if p.d.Metrics != nil {
@@ -349,8 +366,12 @@ func (p *Pipeline) Submit(reqs []Request) ([]*Rollout, error) {
 }
 
 func (p *Pipeline) newRollout(id string, rq Request, attempt int, submitted time.Time) *Rollout {
-	return &Rollout{ID: id, Req: rq, Attempt: attempt, submitted: submitted, done: make(chan struct{}), remaining: rq.Timeout,
+	r := &Rollout{ID: id, Req: rq, Attempt: attempt, submitted: submitted, done: make(chan struct{}), remaining: rq.Timeout,
 		stage: trajectory.StageInit, policy: p.policy.Load()}
+	if rq.Agent == AgentGateway {
+		r.live = make(chan struct{})
+	}
+	return r
 }
 
 // Recover takes up what a previous run of the host left unfinished: with
@@ -369,7 +390,9 @@ func (p *Pipeline) Recover(onRestart string) (rerun, interrupted int, err error)
 			onRestart = "interrupted"
 		}
 		r := p.newRollout(pd.ID, rq, pd.Attempt, pd.SubmittedAt)
-		if onRestart != "rerun" {
+		// A gateway session's agent ran outside the host and is gone with
+		// its connection: it cannot be re-run from here.
+		if onRestart != "rerun" || rq.Agent == AgentGateway {
 			p.mu.Lock()
 			p.track(r)
 			p.mu.Unlock()
@@ -505,6 +528,9 @@ func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Fail
 	if !r.finalized.CompareAndSwap(false, true) {
 		return
 	}
+	if r.Req.Agent == AgentGateway {
+		p.gw.Remove(r.ID)
+	}
 	res := p.result(r, st, f)
 	if err := p.d.Store.Finish(res); err != nil {
 		p.d.Log.Error("store result", "rollout", r.ID, "error", err)
@@ -582,7 +608,7 @@ func (p *Pipeline) result(r *Rollout, st trajectory.Status, f *trajectory.Failur
 	if o := r.outcome; o != nil {
 		res.Turns, res.Tokens, res.Messages = o.Turns, o.Tokens, o.Messages
 		res.FinalResponse, res.EndReason = o.FinalResponse, o.EndReason
-		res.Metrics = o.Metrics
+		res.Metrics, res.Traces = o.Metrics, o.Traces
 	}
 	if s := r.score; s != nil {
 		res.Reward, res.Resolved, res.Info = s.reward, s.resolved, s.info

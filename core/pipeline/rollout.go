@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prorl/prorl/core/agent"
+	"github.com/prorl/prorl/core/gateway"
 	"github.com/prorl/prorl/core/sandbox"
 	"github.com/prorl/prorl/core/trajectory"
 	pb "github.com/prorl/prorl/sdk/proto"
@@ -33,7 +34,15 @@ type Request struct {
 	// EarlyStopMin cancels the rest of the group once this many of its
 	// rollouts finished usable (0: off).
 	EarlyStopMin int `json:"early_stop_min,omitempty"`
+	// Agent is who runs the run stage: "" the host's agent loop, "gateway"
+	// an agent outside the host that calls the gateway with SessionKey
+	// until the session is closed.
+	Agent      string `json:"agent,omitempty"`
+	SessionKey string `json:"session_key,omitempty"`
 }
+
+// AgentGateway marks a rollout whose agent drives it through the gateway.
+const AgentGateway = "gateway"
 
 // NewID returns a random id with a prefix.
 func NewID(prefix string) string {
@@ -74,6 +83,10 @@ type Rollout struct {
 	evalSandbox *pb.SandboxSpec
 	outcome     *agent.Outcome
 	score       *score
+	// A gateway session, and how it was closed (nil while open).
+	session  *gateway.Session
+	closeReq *SessionClose
+	live     chan struct{}
 }
 
 type score struct {

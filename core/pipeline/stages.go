@@ -79,6 +79,15 @@ func (p *Pipeline) callPlugin(ctx context.Context, plug *pluginhost.Plugin, r *R
 }
 
 func (p *Pipeline) initStage(ctx context.Context, r *Rollout) error {
+	if r.Req.Agent == AgentGateway && r.Req.Domain == "" {
+		// A session without a task: its agent brings the prompt, and the
+		// reward comes with the close.
+		ep := p.sessionEpisode(r)
+		r.mu.Lock()
+		r.episode = ep
+		r.mu.Unlock()
+		return nil
+	}
 	var resp *pb.PrepareResponse
 	err := p.call(ctx, r, "Prepare", func(c pluginhost.Conn) (err error) {
 		resp, err = c.Prepare(ctx, &pb.PrepareRequest{RolloutId: r.ID, TaskJson: r.Req.Task})
@@ -229,6 +238,9 @@ func (p *Pipeline) runStage(ctx context.Context, r *Rollout) error {
 	ep := *r.episode
 	r.outcome = &agent.Outcome{} // visible to summaries while running
 	r.mu.Unlock()
+	if r.Req.Agent == AgentGateway {
+		return p.runSession(ctx, r, fo, lease.B.Model)
+	}
 	tools := &pluginTools{p: p, r: r, timeout: p.d.Cfg.Agent.ToolTimeout.Duration}
 	out, err := p.runner.Run(ctx, ep, fo, lease.B.ID, p.splicer(lease.B), tools)
 	r.mu.Lock()
@@ -246,8 +258,14 @@ func (p *Pipeline) runStage(ctx context.Context, r *Rollout) error {
 
 func (p *Pipeline) evalStage(ctx context.Context, r *Rollout) error {
 	r.mu.Lock()
-	out := r.outcome
+	out, scored := r.outcome, r.score != nil
 	r.mu.Unlock()
+	if scored {
+		return nil // a session closed with its own reward
+	}
+	if r.Req.Domain == "" {
+		return &agent.Error{Reason: trajectory.ReasonEvalFailed, Err: errors.New("the session has no task domain to score it, and was closed without a reward")}
+	}
 	msgs := make([]*pb.Message, 0, len(out.Messages))
 	for _, m := range out.Messages {
 		pm := &pb.Message{Role: m.Role, Content: m.Content, ToolCallId: m.ToolCallID, Name: m.Name}

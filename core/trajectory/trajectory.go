@@ -85,6 +85,9 @@ type Tokens struct {
 // Turn is one LLM call of the loop.
 type Turn struct {
 	Index int `json:"index"`
+	// Trace is the index in Result.Traces of the trace this call belongs
+	// to (gateway sessions only).
+	Trace int `json:"trace,omitempty"`
 	// PromptDeltaIDs are the tokens appended before this turn's generation
 	// (the whole prompt for turn 0).
 	PromptDeltaIDs []int     `json:"prompt_delta_ids"`
@@ -141,6 +144,22 @@ type ToolFunction struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
+// Trace is one exact token sequence of a gateway session: the prompt of its
+// first call, then every generation (loss mask 1) and every spliced
+// observation (mask 0) of the calls merged into it.
+type Trace struct {
+	PromptIDs        []int     `json:"prompt_ids"`
+	ResponseIDs      []int     `json:"response_ids"`
+	LossMask         []int8    `json:"loss_mask"`
+	ResponseLogprobs []float64 `json:"response_logprobs"`
+	PromptMessages   []Message `json:"prompt_messages"`
+	ResponseMessages []Message `json:"response_messages"`
+	Tools            []Tool    `json:"tools"`
+	FinishReason     string    `json:"finish_reason"`
+	// Calls is how many gateway calls made this trace.
+	Calls int `json:"calls"`
+}
+
 // Timing in milliseconds; Queued is time waiting between stages.
 type Timing struct {
 	QueuedMS float64 `json:"queued"`
@@ -172,10 +191,13 @@ type Result struct {
 	Tokens        Tokens             `json:"tokens"`
 	Messages      []Message          `json:"messages"`
 	Tools         []Tool             `json:"tools"`
-	Timing        Timing             `json:"timing"`
-	Metadata      json.RawMessage    `json:"metadata,omitempty"`
-	SubmittedAt   time.Time          `json:"submitted_at"`
-	FinishedAt    *time.Time         `json:"finished_at,omitempty"`
+	// Traces are a gateway session's token sequences, one per conversation
+	// the harness kept (Polar's trace fields); Tokens is then the last one.
+	Traces      []Trace         `json:"traces,omitempty"`
+	Timing      Timing          `json:"timing"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"`
+	SubmittedAt time.Time       `json:"submitted_at"`
+	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
 	// Seq orders finished results for ?since= paging.
 	Seq uint64 `json:"seq,omitempty"`
 	// Encoded is this result's JSON when a store already made it (to write

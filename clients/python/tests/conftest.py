@@ -80,6 +80,8 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
             "2ms",
             "--correct-rate",
             "1",
+            "--log",
+            str(d / "sim-requests.jsonl"),
         ],
         d / "sim.log",
     )

@@ -1,0 +1,197 @@
+package api
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/prorl/prorl/core/pipeline"
+	"github.com/prorl/prorl/core/trajectory"
+)
+
+// SessionRequest is POST /v1/sessions: a rollout whose agent runs outside
+// the host and calls the gateway. With a task, the domain prepares it (the
+// answer carries its messages and tools) and can score it at close.
+type SessionRequest struct {
+	Task     json.RawMessage     `json:"task"`
+	Sampling trajectory.Sampling `json:"sampling"`
+	// MaxTurns bounds the session's LLM calls.
+	MaxTurns *int            `json:"max_turns"`
+	Timeout  *Timeout        `json:"timeout"`
+	GroupID  string          `json:"group_id"`
+	Metadata json.RawMessage `json:"metadata"`
+}
+
+// SessionResponse tells the agent where to send its calls.
+type SessionResponse struct {
+	SessionID string `json:"session_id"`
+	GroupID   string `json:"group_id"`
+	// Status is running (calls are served) or starting (the domain is
+	// still preparing the task; calls wait for it).
+	Status string `json:"status"`
+	APIKey string `json:"api_key"`
+	// BaseURL is the session's root; OpenAI clients take OpenAIBaseURL
+	// (…/v1), Anthropic clients AnthropicBaseURL.
+	BaseURL          string               `json:"base_url"`
+	OpenAIBaseURL    string               `json:"openai_base_url"`
+	AnthropicBaseURL string               `json:"anthropic_base_url"`
+	Messages         []trajectory.Message `json:"messages"`
+	Tools            []trajectory.Tool    `json:"tools"`
+}
+
+// CloseRequest is POST /v1/sessions/{id}:close: exactly one of reward
+// (the agent's own score) or evaluate (the task's domain scores it).
+type CloseRequest struct {
+	Reward        *float64           `json:"reward"`
+	Resolved      bool               `json:"resolved"`
+	Evaluate      bool               `json:"evaluate"`
+	FinalResponse string             `json:"final_response"`
+	Metrics       map[string]float64 `json:"metrics"`
+}
+
+func newKey() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return "prorl-" + hex.EncodeToString(b[:])
+}
+
+// sessionStartWait bounds how long opening a session waits for the domain
+// to prepare its task.
+const sessionStartWait = 60 * time.Second
+
+func (s *Server) openSession(w http.ResponseWriter, r *http.Request) {
+	var sr SessionRequest
+	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &sr); e != nil {
+		writeError(w, e)
+		return
+	}
+	sub := SubmitRequest{Task: sr.Task, Sampling: sr.Sampling, MaxTurns: sr.MaxTurns, Timeout: sr.Timeout, GroupID: sr.GroupID, Metadata: sr.Metadata}
+	var reqs []pipeline.Request
+	gid := sr.GroupID
+	if t := bytes.TrimSpace(sr.Task); len(t) == 0 || string(t) == "null" {
+		if e := sub.validate("", s.Cfg.Server.MaxSamples); e != nil {
+			writeError(w, e)
+			return
+		}
+		if gid == "" {
+			gid = pipeline.NewID("g-")
+		}
+		rq := pipeline.Request{GroupID: gid, Sampling: sr.Sampling, Metadata: sr.Metadata}
+		if sr.MaxTurns != nil {
+			rq.MaxTurns = *sr.MaxTurns
+		}
+		if sr.Timeout != nil {
+			rq.Timeout = time.Duration(*sr.Timeout)
+		}
+		reqs = []pipeline.Request{rq}
+	} else {
+		var e *Error
+		if reqs, gid, e = s.requests(&sub, ""); e != nil {
+			writeError(w, e)
+			return
+		}
+	}
+	key := newKey()
+	reqs[0].Agent, reqs[0].SessionKey = pipeline.AgentGateway, key
+	rs, e := s.enqueue(reqs)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	ro := rs[0]
+	resp := SessionResponse{SessionID: ro.ID, GroupID: gid, Status: "starting", APIKey: key, Messages: []trajectory.Message{}, Tools: []trajectory.Tool{}}
+	base := "http://" + r.Host + "/gateway/" + ro.ID
+	resp.BaseURL, resp.OpenAIBaseURL, resp.AnthropicBaseURL = base, base+"/v1", base
+	t := time.NewTimer(min(sessionStartWait, s.Cfg.Server.MaxWait.Duration))
+	defer t.Stop()
+	select {
+	case <-ro.SessionLive():
+		resp.Status = "running"
+		if msgs, tools, ok := ro.Episode(); ok {
+			resp.Messages, resp.Tools = orEmpty(msgs), orEmpty(tools)
+		}
+	case <-ro.Done():
+		// The task could not be prepared: its failed result is in the
+		// stream like any rollout's; the caller learns why here.
+		if res, ok := s.Store.Get(ro.ID); ok && res.Failure != nil {
+			writeError(w, errf(http.StatusUnprocessableEntity, res.Failure.Reason, "task", "the session ended before it started: %s", res.Failure.Message))
+			return
+		}
+		writeError(w, errf(http.StatusUnprocessableEntity, "session_ended", "task", "the session ended before it started"))
+		return
+	case <-t.C:
+	case <-r.Context().Done():
+	}
+	writeJSON(w, http.StatusCreated, resp)
+}
+
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["id"]
+	var cr CloseRequest
+	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &cr); e != nil {
+		writeError(w, e)
+		return
+	}
+	wait, e := parseWait(r.URL.Query(), s.Cfg.Server.MaxWait.Duration)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if r.URL.Query().Get("wait") == "" {
+		wait = min(sessionStartWait, s.Cfg.Server.MaxWait.Duration)
+	}
+	switch {
+	case cr.Reward != nil && cr.Evaluate:
+		writeError(w, invalid("evaluate", "give either reward or evaluate, not both"))
+		return
+	case cr.Reward == nil && !cr.Evaluate:
+		writeError(w, invalid("reward", "required: the session's reward, or \"evaluate\": true to let its task's domain score it"))
+		return
+	}
+	ro, ok := s.Pipeline.Lookup(id)
+	if !ok {
+		if _, done := s.Store.Get(id); done {
+			writeError(w, errf(http.StatusConflict, "session_closed", "id", "session %s has already ended", id))
+			return
+		}
+		writeError(w, errf(http.StatusNotFound, "not_found", "id", "no open session %q", id))
+		return
+	}
+	if cr.Evaluate && ro.Req.Domain == "" {
+		writeError(w, invalid("evaluate", "the session has no task, so no domain can score it: close it with a reward"))
+		return
+	}
+	err := s.Pipeline.CloseSession(id, pipeline.SessionClose{Reward: cr.Reward, Resolved: cr.Resolved, FinalResponse: cr.FinalResponse, Metrics: cr.Metrics})
+	switch {
+	case errors.Is(err, pipeline.ErrSessionClosed):
+		writeError(w, errf(http.StatusConflict, "session_closed", "id", "session %s is already closed", id))
+		return
+	case err != nil:
+		writeError(w, errf(http.StatusNotFound, "not_found", "id", "no open session %q", id))
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ro.Done():
+		if res, ok := s.Store.Get(id); ok {
+			writeResult(w, res)
+			return
+		}
+	case <-t.C:
+	case <-r.Context().Done():
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"session_id": id, "status": "closing"})
+}

@@ -1,0 +1,468 @@
+// Package gateway lets an unmodified agent harness drive a rollout: it
+// serves OpenAI Chat Completions, OpenAI Responses and Anthropic Messages
+// bound to a session, renders each request with the model's chat template,
+// generates token-in/token-out on the session's sticky backend, and keeps
+// the exact tokens as traces. A call whose conversation extends a trace's
+// (the harness sent back our replies unchanged) is merged into it: the new
+// messages are spliced after the ids we generated, never re-tokenised.
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/tokenizer"
+	"github.com/prorl/prorl/core/toolcall"
+	"github.com/prorl/prorl/core/trajectory"
+)
+
+// ErrClosed is a call to a session that has ended.
+var ErrClosed = errors.New("the session has ended")
+
+// Config is what a session generates with and its budget.
+type Config struct {
+	ID, Key string
+	// Model is the name the session's replies carry.
+	Model     string
+	Gen       backend.Client
+	BackendID string
+	Tok       tokenizer.Tokenizer
+	Splicer   *tokenizer.Splicer
+	Parser    toolcall.Parser
+	Policy    func() int64
+	// MaxCalls bounds the session's generations (its turns); a call past it
+	// gets a clean stop (finish reason length) without generating.
+	MaxCalls int
+	// MaxTokensPerCall caps one generation; MaxTotalTokens one trace.
+	MaxTokensPerCall, MaxTotalTokens int
+	// The trainer's sampling: it wins over what a harness asks for, since
+	// the trajectory must be sampled from the policy the trainer trains.
+	Temperature, TopP float64
+	TopK              int
+	Seed              *int64
+	Stop              []string
+	TemplateKwargs    map[string]any
+}
+
+// Call is one request of a harness, in the provider-neutral form.
+type Call struct {
+	Messages []trajectory.Message
+	Tools    []trajectory.Tool
+	// MaxTokens is the harness's own cap (0: none); the session's applies too.
+	MaxTokens int
+	Stop      []string
+}
+
+// Reply is the generated assistant message.
+type Reply struct {
+	ID      string
+	Message trajectory.Message
+	// FinishReason is stop, tool_calls or length.
+	FinishReason     string
+	PromptTokens     int
+	CompletionTokens int
+	// Merged says the call extended a trace.
+	Merged bool
+}
+
+// trace is one growing token sequence: the first call's prompt, then every
+// generation (mask 1) and spliced observation (mask 0) of the calls merged
+// into it.
+type trace struct {
+	msgs      []trajectory.Message // the conversation so far, our last reply last
+	prompt    []trajectory.Message // the first call's messages
+	tools     []trajectory.Tool
+	toolsKey  string
+	ids       []int
+	mask      []int8
+	logprobs  []float64
+	promptLen int
+	// open: the last generation ended on a token the template can continue
+	// after (not cut by max_tokens).
+	open   bool
+	busy   bool
+	calls  int
+	finish string
+}
+
+// Session is one harness's conversation(s) with the policy.
+type Session struct {
+	cfg    Config
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	done   chan struct{}
+
+	mu       sync.Mutex
+	closed   bool
+	calls    int // generations started
+	merged   int
+	refused  int // calls answered with a clean stop for the budget
+	traces   []*trace
+	turns    []trajectory.Turn
+	lastText string
+}
+
+// NewSession starts a session.
+func NewSession(cfg Config) *Session {
+	ctx, cancel := context.WithCancel(context.Background())
+	if cfg.Policy == nil {
+		cfg.Policy = func() int64 { return 0 }
+	}
+	return &Session{cfg: cfg, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+// ID is the session's id.
+func (s *Session) ID() string { return s.cfg.ID }
+
+// Model is the model name the session answers with.
+func (s *Session) Model() string { return s.cfg.Model }
+
+// Done is closed when the session is closed.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Close ends the session: later calls get ErrClosed, calls in flight are
+// cancelled and not recorded. It returns once none is in flight.
+func (s *Session) Close() {
+	s.mu.Lock()
+	already := s.closed
+	s.closed = true
+	s.mu.Unlock()
+	if already {
+		return
+	}
+	s.cancel()
+	s.wg.Wait()
+	close(s.done)
+}
+
+// Count renders a call's prompt and returns its token count (for the
+// providers' token-counting endpoints); it generates nothing.
+func (s *Session) Count(ctx context.Context, c Call) (int, error) {
+	ids, err := s.cfg.Tok.Render(ctx, c.Messages, c.Tools, tokenizer.RenderOptions{AddGenerationPrompt: true, Kwargs: s.cfg.TemplateKwargs})
+	if err != nil {
+		return 0, err
+	}
+	return len(ids), nil
+}
+
+// Complete answers one call: merge or start a trace, generate, parse the
+// tool calls, record.
+func (s *Session) Complete(ctx context.Context, c Call) (*Reply, error) {
+	start := time.Now()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if s.cfg.MaxCalls > 0 && s.calls >= s.cfg.MaxCalls {
+		s.refused++
+		s.mu.Unlock()
+		return s.stopReply(), nil
+	}
+	s.calls++
+	s.wg.Add(1)
+	tk := toolsKey(c.Tools)
+	t, suffix := s.matchLocked(c.Messages, tk)
+	if t != nil {
+		t.busy = true
+	}
+	s.mu.Unlock()
+	defer s.wg.Done()
+	ctx, cancel := mergeCancel(ctx, s.ctx)
+	defer cancel()
+
+	var prompt, delta []int
+	merged := false
+	if t != nil {
+		d, err := s.cfg.Splicer.Delta(ctx, s.cfg.Tok, t.ids[len(t.ids)-1], suffix, c.Tools, s.cfg.TemplateKwargs)
+		if err == nil {
+			prompt = append(slices.Clip(t.ids), d...)
+			delta, merged = d, true
+		} else {
+			// Not append-only here (or no stop token to continue after):
+			// this call starts a trace of its own.
+			s.mu.Lock()
+			t.busy = false
+			s.mu.Unlock()
+			t = nil
+		}
+	}
+	if t == nil {
+		ids, err := s.cfg.Tok.Render(ctx, c.Messages, c.Tools, tokenizer.RenderOptions{AddGenerationPrompt: true, Kwargs: s.cfg.TemplateKwargs})
+		if err != nil {
+			s.uncount()
+			return nil, &RequestError{Field: "messages", Err: fmt.Errorf("render the chat template: %w", err)}
+		}
+		prompt, delta = ids, ids
+	}
+	release := func() {
+		if t != nil {
+			s.mu.Lock()
+			t.busy = false
+			s.mu.Unlock()
+		}
+	}
+	maxNew := s.cfg.MaxTotalTokens - len(prompt)
+	if s.cfg.MaxTokensPerCall > 0 {
+		maxNew = min(maxNew, s.cfg.MaxTokensPerCall)
+	}
+	if c.MaxTokens > 0 {
+		maxNew = min(maxNew, c.MaxTokens)
+	}
+	if maxNew <= 0 {
+		// The trace is full: a clean stop, nothing generated, the trajectory kept.
+		release()
+		s.mu.Lock()
+		s.calls--
+		s.refused++
+		s.mu.Unlock()
+		r := s.stopReply()
+		r.PromptTokens = len(prompt)
+		return r, nil
+	}
+	g0 := time.Now()
+	g, err := s.cfg.Gen.Generate(ctx, backend.GenerateRequest{PromptIDs: prompt, MaxTokens: maxNew, Temperature: s.cfg.Temperature,
+		TopP: s.cfg.TopP, TopK: s.cfg.TopK, Seed: s.cfg.Seed, Stop: append(slices.Clip(s.cfg.Stop), c.Stop...)})
+	genDur := time.Since(g0)
+	if err == nil && len(g.IDs) == 0 {
+		err = errors.New("the backend returned no tokens")
+	}
+	if err != nil {
+		release()
+		s.uncount()
+		if s.ctx.Err() != nil {
+			return nil, ErrClosed
+		}
+		return nil, &BackendError{Err: err}
+	}
+	text := g.Text
+	if !g.HasText {
+		if text, err = s.cfg.Tok.Decode(ctx, g.IDs); err != nil {
+			release()
+			s.uncount()
+			return nil, &BackendError{Err: fmt.Errorf("decode: %w", err)}
+		}
+	}
+	parser := s.cfg.Parser
+	if len(c.Tools) > 0 {
+		schemas := make([]toolcall.ToolSchema, len(c.Tools))
+		for i, tl := range c.Tools {
+			schemas[i] = toolcall.ToolSchema{Name: tl.Function.Name, Parameters: tl.Function.Parameters}
+		}
+		parser = toolcall.ForTools(parser, schemas)
+	}
+	parsed := parser.Parse(text)
+	reply := &Reply{ID: randomID(), PromptTokens: len(prompt), CompletionTokens: len(g.IDs), Merged: merged, FinishReason: "stop"}
+	am := trajectory.Message{Role: "assistant", Content: parsed.Content, ReasoningContent: parsed.Reasoning}
+	if len(parsed.Errors) > 0 && len(parsed.Calls) == 0 {
+		// A malformed call is the model's text: the harness sees it as such
+		// (and usually tells the model), as with any API that cannot parse it.
+		am.Content = toolcall.TrimEnd(text)
+		am.ReasoningContent = ""
+	}
+	for j, pc := range parsed.Calls {
+		am.ToolCalls = append(am.ToolCalls, trajectory.ToolCall{ID: fmt.Sprintf("call_%s_%d", reply.ID, j), Type: "function",
+			Function: trajectory.FunctionCall{Name: pc.Name, Arguments: string(pc.Arguments)}})
+	}
+	switch {
+	case g.FinishReason == "length":
+		reply.FinishReason = "length"
+	case len(am.ToolCalls) > 0:
+		reply.FinishReason = "tool_calls"
+	}
+	reply.Message = am
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		s.calls--
+		return nil, ErrClosed
+	}
+	idx := -1
+	if t == nil {
+		t = &trace{prompt: slices.Clone(c.Messages), tools: c.Tools, toolsKey: tk, promptLen: len(prompt),
+			ids: slices.Clone(prompt), mask: make([]int8, len(prompt)), logprobs: make([]float64, len(prompt))}
+		s.traces = append(s.traces, t)
+		idx = len(s.traces) - 1
+	} else {
+		s.merged++
+		idx = slices.Index(s.traces, t)
+		t.ids = append(t.ids, delta...)
+		t.mask = append(t.mask, make([]int8, len(delta))...)
+		t.logprobs = append(t.logprobs, make([]float64, len(delta))...)
+	}
+	am.Span = &[2]int{len(t.ids), len(t.ids) + len(g.IDs)}
+	t.ids = append(t.ids, g.IDs...)
+	for range g.IDs {
+		t.mask = append(t.mask, 1)
+	}
+	lp := g.Logprobs
+	if len(lp) != len(g.IDs) {
+		lp = make([]float64, len(g.IDs)) // a backend without logprobs: zeros, as the agent loop keeps them
+	}
+	t.logprobs = append(t.logprobs, lp...)
+	t.msgs = append(slices.Clone(c.Messages), am)
+	t.open = g.FinishReason != "length"
+	t.busy = false
+	t.calls++
+	t.finish = reply.FinishReason
+	backendID := s.cfg.BackendID
+	if tb, ok := s.cfg.Gen.(interface{ TakeTurnBackends() []string }); ok {
+		if bs := tb.TakeTurnBackends(); len(bs) > 0 {
+			backendID = bs[len(bs)-1]
+		}
+	}
+	s.turns = append(s.turns, trajectory.Turn{Index: len(s.turns), Trace: idx, PromptDeltaIDs: delta, ResponseIDs: g.IDs, Logprobs: lp,
+		FinishReason: g.FinishReason, Backend: backendID, PolicyVersion: s.cfg.Policy(), ToolCalls: len(am.ToolCalls),
+		GenerateMS: ms(genDur), OverheadMS: ms(time.Since(start) - genDur)})
+	s.lastText = am.Content
+	return reply, nil
+}
+
+func (s *Session) uncount() {
+	s.mu.Lock()
+	s.calls--
+	s.mu.Unlock()
+}
+
+// stopReply is the clean stop a call over the budget gets.
+func (s *Session) stopReply() *Reply {
+	return &Reply{ID: randomID(), Message: trajectory.Message{Role: "assistant"}, FinishReason: "length"}
+}
+
+// matchLocked finds the open trace whose conversation the call extends and
+// returns it with the call's new messages.
+func (s *Session) matchLocked(msgs []trajectory.Message, tk string) (*trace, []trajectory.Message) {
+	for i := len(s.traces) - 1; i >= 0; i-- {
+		t := s.traces[i]
+		if t.busy || !t.open || t.toolsKey != tk || len(msgs) <= len(t.msgs) {
+			continue
+		}
+		same := true
+		for j, m := range t.msgs {
+			if !sameMessage(m, msgs[j]) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return t, msgs[len(t.msgs):]
+		}
+	}
+	return nil, nil
+}
+
+// sameMessage reports whether a message the harness sent back is the one
+// kept. An assistant message is compared by what the model wrote (text and
+// calls, arguments as JSON values): harnesses drop reasoning, re-serialise
+// arguments and renumber call ids without changing what the tokens were.
+func sameMessage(kept, got trajectory.Message) bool {
+	if kept.Role != got.Role || kept.Content != got.Content {
+		return false
+	}
+	if kept.Role != "assistant" {
+		return kept.Name == got.Name && kept.ToolCallID == got.ToolCallID
+	}
+	if len(kept.ToolCalls) != len(got.ToolCalls) {
+		return false
+	}
+	for i, k := range kept.ToolCalls {
+		g := got.ToolCalls[i]
+		if k.Function.Name != g.Function.Name || !sameJSON(k.Function.Arguments, g.Function.Arguments) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameJSON(a, b string) bool {
+	if a == b {
+		return true
+	}
+	var x, y any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+func toolsKey(tools []trajectory.Tool) string {
+	if len(tools) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(tools)
+	return string(b)
+}
+
+// Outcome is what the session produced: its traces, every call as a turn,
+// and the merge figures.
+type Outcome struct {
+	Traces []trajectory.Trace
+	Turns  []trajectory.Turn
+	// Last is the last trace's conversation (our reply last) and its text.
+	Messages  []trajectory.Message
+	Tools     []trajectory.Tool
+	Tokens    trajectory.Tokens
+	FinalText string
+	Metrics   map[string]float64
+}
+
+// Outcome snapshots the session (call it after Close for the final one).
+func (s *Session) Outcome() *Outcome {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := &Outcome{Turns: slices.Clone(s.turns), Traces: make([]trajectory.Trace, 0, len(s.traces)), FinalText: s.lastText,
+		Messages: []trajectory.Message{}, Tools: []trajectory.Tool{}}
+	for _, t := range s.traces {
+		o.Traces = append(o.Traces, trajectory.Trace{
+			PromptIDs: t.ids[:t.promptLen], ResponseIDs: t.ids[t.promptLen:], LossMask: t.mask[t.promptLen:],
+			ResponseLogprobs: t.logprobs[t.promptLen:], PromptMessages: t.prompt, ResponseMessages: t.msgs[len(t.prompt):],
+			Tools: t.tools, FinishReason: t.finish, Calls: t.calls,
+		})
+	}
+	if n := len(s.traces); n > 0 {
+		t := s.traces[n-1]
+		o.Messages, o.Tools = t.msgs, t.tools
+		o.Tokens = trajectory.Tokens{IDs: t.ids, LossMask: t.mask, Logprobs: t.logprobs, PromptLen: t.promptLen}
+	}
+	calls := len(s.turns)
+	o.Metrics = map[string]float64{"gateway_calls": float64(calls), "gateway_traces": float64(len(s.traces)),
+		"gateway_merged_calls": float64(s.merged), "gateway_budget_stops": float64(s.refused)}
+	if calls > 1 {
+		o.Metrics["gateway_merge_rate"] = float64(s.merged) / float64(calls-1)
+	}
+	return o
+}
+
+// mergeCancel is ctx, also cancelled when other ends.
+func mergeCancel(ctx, other context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(other, cancel)
+	return c, func() { stop(); cancel() }
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// RequestError is a call the gateway cannot serve as asked: a 400 naming
+// the field in the provider's error shape.
+type RequestError struct {
+	Field string
+	Err   error
+}
+
+func (e *RequestError) Error() string { return e.Err.Error() }
+func (e *RequestError) Unwrap() error { return e.Err }
+
+// BackendError is a generation that failed on the backend: a 502/503.
+type BackendError struct{ Err error }
+
+func (e *BackendError) Error() string { return "generation failed: " + e.Err.Error() }
+func (e *BackendError) Unwrap() error { return e.Err }
