@@ -180,6 +180,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzScript -fuzztime $(FUZZTIME) ./internal/simllm
 	$(GO) test -run '^$$' -fuzz FuzzDecodeSubmit -fuzztime $(FUZZTIME) ./core/api
 	$(GO) test -run '^$$' -fuzz FuzzFrames -fuzztime $(FUZZTIME) ./internal/sandboxproto
+	$(GO) test -run '^$$' -fuzz FuzzRequests -fuzztime $(FUZZTIME) ./core/gateway
 
 # The main job on embedded defaults: the simulator, the host, the sample tasks,
 # the summary; then the host keeps serving until Ctrl-C.

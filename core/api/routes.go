@@ -68,7 +68,7 @@ func New(d Deps) (*Server, http.Handler) {
 	}
 	// The LLM gateway (/gateway/...): OpenAI and Anthropic APIs bound to
 	// sessions, authenticated by each session's own key, not the host's token.
-	d.Pipeline.Gateway().Register(r)
+	d.Pipeline.Gateway().Register(r, func(name string, h http.HandlerFunc) http.Handler { return s.instrument(name, h) })
 	return s, r
 }
 

@@ -94,16 +94,29 @@ func (g *Gateway) Lookup(id string) (*Session, bool) {
 	return e.s, true
 }
 
-// Register adds the gateway's routes under /gateway.
-func (g *Gateway) Register(r *mux.Router) {
+// Register adds the gateway's routes under /gateway; wrap (may be nil)
+// instruments each with its route name.
+func (g *Gateway) Register(r *mux.Router, wrap func(name string, h http.HandlerFunc) http.Handler) {
+	if wrap == nil {
+		wrap = func(_ string, h http.HandlerFunc) http.Handler { return h }
+	}
+	routes := []struct {
+		path, method, name string
+		p                  provider
+		h                  handler
+	}{
+		{"/chat/completions", http.MethodPost, "gateway_chat_completions", openAI, g.chatCompletions},
+		{"/responses", http.MethodPost, "gateway_responses", openAI, g.responses},
+		{"/responses/input_tokens", http.MethodPost, "gateway_responses_input_tokens", openAI, g.responsesInputTokens},
+		{"/messages", http.MethodPost, "gateway_messages", anthropic, g.messages},
+		{"/messages/count_tokens", http.MethodPost, "gateway_count_tokens", anthropic, g.countTokens},
+		{"/models", http.MethodGet, "gateway_models", byHeader, g.models},
+		{"/models/{model}", http.MethodGet, "gateway_model", byHeader, g.model},
+	}
 	for _, prefix := range []string{"/gateway/{session:r-[0-9a-f]+}/v1", "/gateway/v1"} {
-		r.Handle(prefix+"/chat/completions", g.handle(openAI, g.chatCompletions)).Methods(http.MethodPost)
-		r.Handle(prefix+"/responses", g.handle(openAI, g.responses)).Methods(http.MethodPost)
-		r.Handle(prefix+"/responses/input_tokens", g.handle(openAI, g.responsesInputTokens)).Methods(http.MethodPost)
-		r.Handle(prefix+"/messages", g.handle(anthropic, g.messages)).Methods(http.MethodPost)
-		r.Handle(prefix+"/messages/count_tokens", g.handle(anthropic, g.countTokens)).Methods(http.MethodPost)
-		r.Handle(prefix+"/models", g.handle(byHeader, g.models)).Methods(http.MethodGet)
-		r.Handle(prefix+"/models/{model}", g.handle(byHeader, g.model)).Methods(http.MethodGet)
+		for _, rt := range routes {
+			r.Handle(prefix+rt.path, wrap(rt.name, g.handle(rt.p, rt.h))).Methods(rt.method)
+		}
 	}
 	r.PathPrefix("/gateway/").Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, providerOf(byHeader, r), &apiError{status: http.StatusNotFound, kind: kindNotFound,
@@ -132,8 +145,8 @@ func providerOf(p provider, r *http.Request) provider {
 // handler serves one provider call for a session.
 type handler func(w http.ResponseWriter, r *http.Request, s *Session, p provider) *apiError
 
-func (g *Gateway) handle(p provider, h handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) handle(p provider, h handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		p := providerOf(p, r)
 		s, aerr := g.session(r)
 		if aerr == nil {
@@ -142,7 +155,7 @@ func (g *Gateway) handle(p provider, h handler) http.Handler {
 		if aerr != nil {
 			writeErr(w, p, aerr)
 		}
-	})
+	}
 }
 
 // session finds the request's session by its URL or key and checks the key.

@@ -279,6 +279,7 @@ func (s *Session) Complete(ctx context.Context, c Call) (*Reply, error) {
 		reply.FinishReason = "tool_calls"
 	}
 	reply.Message = am
+	reply.Message.ToolCalls = slices.Clone(am.ToolCalls) // the caller's copy: the trace keeps its own
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
