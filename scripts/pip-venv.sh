@@ -7,6 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=$1 REQ=$2 PKG=$3
+# Test packages run in parallel and several install the same venv: one at
+# a time (on a new machine two creating it at once broke it).
+mkdir -p "$(dirname "$VENV")"
+exec 9>"$VENV.lock"
+flock 9
 stamp="$VENV/.prorl-installed"
 if ! cmp -s "$REQ" "$stamp"; then
   python3 -m venv "$VENV" >/dev/null 2>&1 || { rm -rf "$VENV"; python3 -m venv "$VENV"; }
