@@ -8,3 +8,9 @@ import _ "embed"
 //
 //go:embed local.toml
 var Local []byte
+
+// Harnesses is configs/harnesses.toml: the agent harness presets every
+// host knows, under its own configuration.
+//
+//go:embed harnesses.toml
+var Harnesses []byte

@@ -80,6 +80,7 @@ commands:
   sandbox   build the default image; run a command in a sandbox to check a deployment
   store     check the durable store's integrity (with the host stopped)
   swe       swe images: which instances of a dataset have their images
+  harness   list the agent harnesses; install them (harness install [NAME...])
   version   print the version
 `
 
@@ -101,6 +102,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return storeCmd(args[1:], stdout, stderr)
 	case "swe":
 		return sweCmd(ctx, args[1:], stdout, stderr)
+	case "harness":
+		return harnessCmd(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "prorl-host", version)
 		return nil
@@ -126,7 +129,14 @@ func loadConfig(path string, plugins ...string) (*config.Config, error) {
 		}
 		extra["plugins"].(map[string]any)[name] = table
 	}
-	return config.LoadWith(path, configs.Local, extra)
+	cfg, err := config.LoadWith(path, configs.Local, extra)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.AddHarnesses(configs.Harnesses, "embedded configs/harnesses.toml"); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 type multiFlag []string

@@ -168,6 +168,9 @@ func serve(args []string) int {
 			return 3
 		}
 	}
+	if h.Gateway != nil {
+		serveGateway(h.Gateway)
+	}
 	l := h.Limits
 	if l.MaxOutputBytes == 0 {
 		l.MaxOutputBytes = 1 << 20

@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"path"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -128,6 +131,31 @@ func (s *Server) openSession(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 	}
 	writeJSON(w, http.StatusCreated, resp)
+}
+
+// checkHarness validates a request's harness against the configuration.
+func (s *Server) checkHarness(hr *HarnessRequest, field string) *Error {
+	if hr == nil {
+		return nil
+	}
+	if _, ok := s.Cfg.Harnesses[hr.Name]; !ok {
+		names := make([]string, 0, len(s.Cfg.Harnesses))
+		for n := range s.Cfg.Harnesses {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return invalid(field+".name", "unknown harness %q (configured: %s)", hr.Name, strings.Join(names, ", "))
+	}
+	if d := s.Cfg.Sandbox.Driver; d == "disabled" || d == "none" {
+		return invalid(field, "a harness runs in a sandbox with the gateway as its only network; this host's [sandbox] driver is %q", d)
+	}
+	if hr.Workdir != "" && !path.IsAbs(hr.Workdir) {
+		return invalid(field+".workdir", "must be an absolute path inside the sandbox")
+	}
+	if len(hr.Instruction) > maxMetadata*4 {
+		return invalid(field+".instruction", "at most %d bytes", maxMetadata*4)
+	}
+	return nil
 }
 
 func orEmpty[T any](s []T) []T {

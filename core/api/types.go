@@ -49,6 +49,18 @@ type SubmitRequest struct {
 	// EarlyStopMinUsable cancels the group's unfinished rollouts once this
 	// many finished usable (scored, with trainable tokens).
 	EarlyStopMinUsable *int `json:"early_stop_min_usable,omitempty"`
+	// Harness runs the rollouts with an agent harness through the gateway
+	// instead of the host's agent loop.
+	Harness *HarnessRequest `json:"harness,omitempty"`
+}
+
+// HarnessRequest names a configured harness ([harnesses.NAME]) and what
+// it is told: the instruction (default: the domain's last user message)
+// and the directory it starts in (default: the sandbox's work dir).
+type HarnessRequest struct {
+	Name        string `json:"name"`
+	Instruction string `json:"instruction,omitempty"`
+	Workdir     string `json:"workdir,omitempty"`
 }
 
 // BatchRequest is POST /v1/rollouts:batch.

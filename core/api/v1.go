@@ -62,6 +62,9 @@ func (s *Server) requests(sr *SubmitRequest, prefix string) ([]pipeline.Request,
 	if e != nil {
 		return nil, "", e
 	}
+	if e := s.checkHarness(sr.Harness, prefix+"harness"); e != nil {
+		return nil, "", e
+	}
 	reqs, gid := groupRequests(sr, plug)
 	return reqs, gid, nil
 }
@@ -90,6 +93,10 @@ func groupRequests(sr *SubmitRequest, plug *pluginhost.Plugin) ([]pipeline.Reque
 		}
 		if sr.EarlyStopMinUsable != nil {
 			rq.EarlyStopMin = *sr.EarlyStopMinUsable
+		}
+		if hr := sr.Harness; hr != nil {
+			rq.Agent, rq.SessionKey = pipeline.AgentGateway, newKey()
+			rq.Harness, rq.Instruction, rq.Workdir = hr.Name, hr.Instruction, hr.Workdir
 		}
 		// Each sample of a seeded group gets its own seed, so a group is not n copies.
 		if sr.Sampling.Seed != nil {

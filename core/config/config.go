@@ -49,7 +49,30 @@ type Config struct {
 	Sandbox   Sandbox            `toml:"sandbox"`
 	Store     Store              `toml:"store"`
 	Log       Log                `toml:"log"`
+	// Harnesses are the agent harnesses a rollout may name: presets from
+	// configs/harnesses.toml, and a deployment's own.
+	Harnesses map[string]*Harness `toml:"harnesses"`
 }
+
+// Harness is an unmodified agent program trained through the gateway. It
+// is installed once on the host into Dir (prorl-host harness install),
+// shown read-only at HarnessInside in the sandboxes of its rollouts, and
+// started there with Run (a bash command) and Env; it reaches the policy
+// only through the gateway, at $OPENAI_BASE_URL or $ANTHROPIC_BASE_URL
+// with the session's key in $OPENAI_API_KEY and $ANTHROPIC_API_KEY, and
+// gets the task in $PRORL_INSTRUCTION.
+type Harness struct {
+	Dir string `toml:"dir"`
+	// Install is run on the host (argv; {dir} is Dir).
+	Install []string          `toml:"install"`
+	Run     string            `toml:"run"`
+	Env     map[string]string `toml:"env"`
+	// Timeout bounds one run of the harness (default 30m).
+	Timeout Duration `toml:"timeout"`
+}
+
+// HarnessInside is where a harness's Dir appears in its sandboxes.
+const HarnessInside = "/tmp/.prorl-harness"
 
 // Sandbox configures where rollouts run commands.
 type Sandbox struct {
@@ -234,6 +257,33 @@ func NeedsLocalTokenizer(protocol string) bool { return protocol == "sglang" }
 // ToolCallFormats are the tool-call formats the host parses.
 var ToolCallFormats = []string{"hermes", "llama3_json", "qwen3_coder"}
 
+// AddHarnesses adds preset harnesses (a TOML document of [harnesses.*]
+// tables) that the configuration does not define itself.
+func (c *Config) AddHarnesses(data []byte, name string) error {
+	vars := Vars{ExeDir: exeDir(), CacheDir: cacheDir()}
+	var doc struct {
+		Harnesses map[string]*Harness `toml:"harnesses"`
+	}
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&doc)
+	if err != nil {
+		return parseError(name, err)
+	}
+	if err := undecoded(md, data, name); err != nil {
+		return err
+	}
+	if c.Harnesses == nil {
+		c.Harnesses = map[string]*Harness{}
+	}
+	for n, h := range doc.Harnesses {
+		if _, own := c.Harnesses[n]; own || h == nil {
+			continue
+		}
+		h.Dir = expand(h.Dir, vars)
+		c.Harnesses[n] = h
+	}
+	return c.Validate()
+}
+
 // Default returns the configuration with every default set.
 func Default() *Config {
 	return &Config{
@@ -322,6 +372,11 @@ func Parse(data []byte, name string, vars Vars) (*Config, error) {
 		// Plugin tables hold paths too (an image directory): the same
 		// variables expand in their string values.
 		expandStrings(p.Config, vars)
+	}
+	for _, h := range cfg.Harnesses {
+		if h != nil {
+			h.Dir = expand(h.Dir, vars)
+		}
 	}
 	cfg.Server.DataDir = expand(cfg.Server.DataDir, vars)
 	for _, t := range []struct {
@@ -472,6 +527,15 @@ func (c *Config) Validate() error {
 		}
 	} else if c.Tokenizer.ChatTemplate != "" {
 		errs = append(errs, fe("tokenizer.chat_template", "needs tokenizer.model_dir"))
+	}
+	for name, h := range c.Harnesses {
+		switch {
+		case h == nil:
+		case !filepath.IsAbs(h.Dir):
+			errs = append(errs, fe("harnesses."+name+".dir", "must be an absolute path, got %q", h.Dir))
+		case strings.TrimSpace(h.Run) == "":
+			errs = append(errs, fe("harnesses."+name+".run", "required: the command that starts the harness"))
+		}
 	}
 	if !oneOf(c.Agent.ToolCallFormat, ToolCallFormats) {
 		errs = append(errs, fe("agent.tool_call_format", "unknown format %q (known: %s)", c.Agent.ToolCallFormat, strings.Join(ToolCallFormats, ", ")))

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorilla/mux"
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prorl/prorl/core/api"
@@ -43,6 +44,9 @@ type Host struct {
 	Instance  string
 
 	cancel context.CancelFunc
+	// The gateway as sandboxes reach it: its routes alone, on a Unix socket.
+	gwServer *http.Server
+	gwDir    string
 }
 
 // NewLogger makes the host's logger from the config.
@@ -143,10 +147,28 @@ func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, erro
 		return nil, err
 	}
 	h.Plugins = plugs
-	h.Pipeline, err = pipeline.New(pipeline.Deps{Cfg: cfg, Log: log.Named("pipeline"), Plugins: plugs, Pool: h.Pool, Store: h.Store, Metrics: h.Metrics, Sandboxes: h.Sandboxes})
+	var gwLn net.Listener
+	if h.Sandboxes != nil {
+		if gwLn, err = h.gatewaySocket(); err != nil {
+			plugs.Stop()
+			h.Sandboxes.Close()
+			return nil, err
+		}
+	}
+	socket := ""
+	if gwLn != nil {
+		socket = gwLn.Addr().String()
+	}
+	h.Pipeline, err = pipeline.New(pipeline.Deps{Cfg: cfg, Log: log.Named("pipeline"), Plugins: plugs, Pool: h.Pool, Store: h.Store, Metrics: h.Metrics, Sandboxes: h.Sandboxes, GatewaySocket: socket})
 	if err != nil {
 		plugs.Stop()
 		return nil, err
+	}
+	if gwLn != nil {
+		r := mux.NewRouter()
+		h.Pipeline.Gateway().Register(r, nil)
+		h.gwServer = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+		go func() { _ = h.gwServer.Serve(gwLn) }()
 	}
 	h.Pipeline.Start()
 	rerun, interrupted, err := h.Pipeline.Recover(cfg.Store.OnRestart)
@@ -224,10 +246,35 @@ func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
+// gatewaySocket listens on a Unix socket of its own directory, which every
+// sandbox uid can reach (a root host runs each sandbox as its own uid);
+// the session keys are what keep one session from another.
+func (h *Host) gatewaySocket() (net.Listener, error) {
+	dir, err := os.MkdirTemp("", "prorl-gateway-")
+	if err != nil {
+		return nil, fmt.Errorf("gateway socket: %w", err)
+	}
+	sock := filepath.Join(dir, "gateway.sock")
+	ln, err := net.Listen("unix", sock)
+	if err == nil {
+		err = errors.Join(os.Chmod(dir, 0o755), os.Chmod(sock, 0o666))
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("gateway socket: %w", err)
+	}
+	h.gwDir = dir
+	return ln, nil
+}
+
 // Close stops health checks and plugins.
 func (h *Host) Close(context.Context) {
 	if h.cancel != nil {
 		h.cancel()
+	}
+	if h.gwServer != nil {
+		_ = h.gwServer.Close()
+		os.RemoveAll(h.gwDir)
 	}
 	h.Plugins.Stop()
 	if h.Sandboxes != nil {

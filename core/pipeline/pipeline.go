@@ -48,6 +48,9 @@ type Deps struct {
 	Metrics *metrics.Metrics
 	// Sandboxes is nil when the host has sandboxes disabled.
 	Sandboxes *sandbox.Manager
+	// GatewaySocket is the host path of the gateway's Unix socket, bound
+	// into the sandboxes of harness rollouts ("": no harness can run).
+	GatewaySocket string
 }
 
 // Pipeline runs rollouts.
@@ -390,9 +393,9 @@ func (p *Pipeline) Recover(onRestart string) (rerun, interrupted int, err error)
 			onRestart = "interrupted"
 		}
 		r := p.newRollout(pd.ID, rq, pd.Attempt, pd.SubmittedAt)
-		// A gateway session's agent ran outside the host and is gone with
-		// its connection: it cannot be re-run from here.
-		if onRestart != "rerun" || rq.Agent == AgentGateway {
+		// A gateway session's own agent ran outside the host and is gone
+		// with its connection: it cannot be re-run from here (a harness can).
+		if onRestart != "rerun" || (rq.Agent == AgentGateway && rq.Harness == "") {
 			p.mu.Lock()
 			p.track(r)
 			p.mu.Unlock()
@@ -409,6 +412,9 @@ func (p *Pipeline) Recover(onRestart string) (rerun, interrupted int, err error)
 		p.track(r)
 		p.mu.Unlock()
 		p.initReserved.Add(1)
+		if rq.Agent == AgentGateway {
+			p.gw.Expect(r.ID, rq.SessionKey)
+		}
 		// The queue may be smaller than the backlog: feed it as it drains.
 		go p.initQ.push(p.base, r)
 		rerun++

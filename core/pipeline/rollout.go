@@ -39,6 +39,13 @@ type Request struct {
 	// until the session is closed.
 	Agent      string `json:"agent,omitempty"`
 	SessionKey string `json:"session_key,omitempty"`
+	// Harness names the agent harness (config [harnesses.NAME]) that runs
+	// the gateway session in the task's sandbox; Instruction is the task
+	// as it is told (default: the domain's last user message), Workdir
+	// where it starts.
+	Harness     string `json:"harness,omitempty"`
+	Instruction string `json:"instruction,omitempty"`
+	Workdir     string `json:"workdir,omitempty"`
 }
 
 // AgentGateway marks a rollout whose agent drives it through the gateway.

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/prorl/prorl/core/agent"
 	"github.com/prorl/prorl/core/gateway"
@@ -57,7 +58,11 @@ func (p *Pipeline) CloseSession(id string, c SessionClose) error {
 // runSession is the run stage of a gateway rollout: the session is live
 // on the rollout's sticky backend until it is closed, cancelled or timed
 // out; its traces are the rollout's trajectory either way.
-func (p *Pipeline) runSession(ctx context.Context, r *Rollout, fo *failover, model string) error {
+//
+// agentRun, when not nil, is the agent in the rollout's sandbox (a
+// harness): the session closes when it returns, and its metrics join the
+// result's; its error fails the rollout.
+func (p *Pipeline) runSession(ctx context.Context, r *Rollout, fo *failover, model string, agentRun func(context.Context) (map[string]float64, error)) error {
 	r.mu.Lock()
 	ep := *r.episode
 	r.mu.Unlock()
@@ -79,6 +84,21 @@ func (p *Pipeline) runSession(ctx context.Context, r *Rollout, fo *failover, mod
 	if closed {
 		s.Close()
 	}
+	var agentMetrics map[string]float64
+	agentErr := make(chan error, 1)
+	if agentRun != nil {
+		go func() {
+			m, err := agentRun(ctx)
+			r.mu.Lock()
+			agentMetrics = m
+			if r.closeReq == nil {
+				r.closeReq = &SessionClose{} // the domain scores what the harness left
+			}
+			r.mu.Unlock()
+			agentErr <- err
+			s.Close()
+		}()
+	}
 	var err error
 	select {
 	case <-s.Done():
@@ -86,7 +106,21 @@ func (p *Pipeline) runSession(ctx context.Context, r *Rollout, fo *failover, mod
 		err = ctx.Err()
 	}
 	s.Close()
+	if agentRun != nil {
+		if aerr := <-agentErr; err == nil {
+			err = aerr
+		}
+	}
 	o := s.Outcome()
+	r.mu.Lock()
+	for k, v := range agentMetrics {
+		o.Metrics[k] = v
+	}
+	r.mu.Unlock()
+	if agentRun != nil && err == nil && o.Metrics["gateway_calls"] == 0 && o.Metrics["harness_exit_code"] != 0 {
+		err = &agent.Error{Reason: trajectory.ReasonSandboxFailed, Err: fmt.Errorf("harness %s exited with code %v without calling the policy (the host's log has its output)",
+			r.Req.Harness, o.Metrics["harness_exit_code"])}
+	}
 	out := &agent.Outcome{Status: trajectory.StatusCompleted, EndReason: "closed", FinalResponse: o.FinalText, Turns: o.Turns,
 		Tokens: o.Tokens, Messages: o.Messages, Metrics: o.Metrics, Traces: o.Traces}
 	r.mu.Lock()

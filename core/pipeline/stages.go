@@ -106,17 +106,21 @@ func (p *Pipeline) initStage(ctx context.Context, r *Rollout) error {
 	r.mu.Lock()
 	r.evalSandbox = resp.EvalSandbox
 	r.mu.Unlock()
-	if sb := resp.Sandbox; sb != nil {
+	spec, err := p.rolloutSandbox(r, resp.Sandbox)
+	if err != nil {
+		return err
+	}
+	if spec != nil {
 		if p.d.Sandboxes == nil {
 			return &agent.Error{Reason: trajectory.ReasonSandboxFailed, Err: errors.New("the task needs a sandbox but sandboxes are disabled on this host ([sandbox] driver)")}
 		}
 		// Reserved now, started by the first host-service call: rollouts
 		// that never run a command never pay for a sandbox.
-		res := p.d.Sandboxes.Reserve(r.ID, sandboxSpec(sb))
+		res := p.d.Sandboxes.Reserve(r.ID, *spec)
 		r.mu.Lock()
 		r.reserved, r.sandboxID = res, res.ID
 		r.mu.Unlock()
-		if plug.Has(sdk.CapSetup) {
+		if plug.Has(sdk.CapSetup) && resp.Sandbox != nil {
 			var sr *pb.SetupResponse
 			err := p.call(ctx, r, "Setup", func(c pluginhost.Conn) (err error) {
 				sr, err = c.Setup(ctx, &pb.SetupRequest{RolloutId: r.ID, TaskJson: r.Req.Task, SandboxId: res.ID})
@@ -239,7 +243,11 @@ func (p *Pipeline) runStage(ctx context.Context, r *Rollout) error {
 	r.outcome = &agent.Outcome{} // visible to summaries while running
 	r.mu.Unlock()
 	if r.Req.Agent == AgentGateway {
-		return p.runSession(ctx, r, fo, lease.B.Model)
+		var agentRun func(context.Context) (map[string]float64, error)
+		if r.Req.Harness != "" {
+			agentRun = func(ctx context.Context) (map[string]float64, error) { return p.runHarness(ctx, r) }
+		}
+		return p.runSession(ctx, r, fo, lease.B.Model, agentRun)
 	}
 	tools := &pluginTools{p: p, r: r, timeout: p.d.Cfg.Agent.ToolTimeout.Duration}
 	out, err := p.runner.Run(ctx, ep, fo, lease.B.ID, p.splicer(lease.B), tools)

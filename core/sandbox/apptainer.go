@@ -78,6 +78,12 @@ func (a *Apptainer) Prepare(ctx context.Context, l Launch) (func(), error) {
 	args := []string{"instance", "start", "--containall", "--cleanenv", "--writable-tmpfs", "--no-home",
 		"--bind", l.WorkDir + ":" + Workdir, "--bind", l.Agent + ":/.prorl-agent:ro",
 		"--env", "HOME=" + Workdir}
+	for _, bd := range l.Spec.Binds {
+		args = append(args, "--bind", bd.Host+":"+bd.Inside+":ro")
+	}
+	if l.Spec.Gateway != "" {
+		args = append(args, "--bind", l.Spec.Gateway+":"+gatewayInside)
+	}
 	if !l.Spec.Network {
 		args = append(args, "--net", "--network", "none")
 	}

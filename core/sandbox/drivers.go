@@ -100,6 +100,12 @@ func (b *Bwrap) Command(l Launch) (*exec.Cmd, error) {
 		args = append(args, "--ro-bind", filepath.Join(root, p), b.lower(i))
 		args = append(args, sizedTmpfs(l.Spec.Limits.DiskBytes, p)...)
 	}
+	for _, bd := range l.Spec.Binds {
+		args = append(args, "--ro-bind", bd.Host, bd.Inside)
+	}
+	if l.Spec.Gateway != "" {
+		args = append(args, "--bind", l.Spec.Gateway, gatewayInside)
+	}
 	args = append(args, "--ro-bind", l.Agent, agentInside, "--chdir", Workdir,
 		"--setenv", "HOME", Workdir, "--hostname", "sandbox")
 	keys := make([]string, 0, len(l.Spec.Env))

@@ -52,7 +52,23 @@ type Spec struct {
 	// Writable directories of the image get a private writable copy in
 	// place (sandboxproto.Writable), each a tmpfs of Limits.DiskBytes.
 	Writable []string
+	// Binds are host directories shown read-only inside (an agent
+	// harness's installation).
+	Binds []Bind
+	// Gateway is the host path of the LLM gateway's Unix socket. The
+	// sandbox stays offline; its agent serves the socket on GatewayListen
+	// (loopback inside), the only address a harness in it can reach.
+	Gateway string
 }
+
+// Bind is a host directory read-only at Inside.
+type Bind struct{ Host, Inside string }
+
+// GatewayListen is where a sandbox with a gateway reaches it, inside.
+const GatewayListen = "127.0.0.1:8642"
+
+// gatewayInside is where the gateway's socket is bound.
+const gatewayInside = "/tmp/.prorl-gateway.sock"
 
 // Launch is what a driver needs to start the agent.
 type Launch struct {
@@ -208,7 +224,11 @@ func launch(ctx context.Context, d Driver, l Launch, log hclog.Logger, count *Co
 	if _, err := rand.Read(key); err != nil {
 		return nil, err
 	}
-	hello, _ := json.Marshal(sandboxproto.Hello{Key: key, Limits: l.Limits, Writable: writable(d, l.Spec)})
+	hl := sandboxproto.Hello{Key: key, Limits: l.Limits, Writable: writable(d, l.Spec)}
+	if l.Spec.Gateway != "" {
+		hl.Gateway = &sandboxproto.Gateway{Socket: gatewayInside, Listen: GatewayListen}
+	}
+	hello, _ := json.Marshal(hl)
 	// The sandbox dies with the host even on SIGKILL, and is its own group.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	in, err := cmd.StdinPipe()

@@ -42,6 +42,16 @@ type Hello struct {
 	// Writable are image directories the agent replaces, before anything
 	// runs, with a private writable copy.
 	Writable []Writable `json:"writable,omitempty"`
+	// Gateway asks the agent to serve the host's LLM gateway inside.
+	Gateway *Gateway `json:"gateway,omitempty"`
+}
+
+// Gateway: the agent listens on Listen (loopback of the sandbox's own
+// network namespace) and relays each connection to the Unix socket the
+// host bound at Socket.
+type Gateway struct {
+	Socket string `json:"socket"`
+	Listen string `json:"listen"`
 }
 
 // Writable is one directory of the image made writable for one sandbox: a
