@@ -306,6 +306,7 @@ type simEntry struct {
 		Question string `json:"question"`
 		Correct  bool   `json:"correct"`
 		Action   string `json:"action"`
+		Scripted bool   `json:"scripted"`
 	} `json:"decision"`
 }
 

@@ -158,8 +158,15 @@ func (q *messagesRequest) call() (Call, *apiError) {
 			}
 			am.Content = strings.Join(text, "")
 			c.Messages = append(c.Messages, am)
+		case "system":
+			// Claude Code sends instructions mid-conversation as system messages.
+			text, aerr := m.Content.text(field + ".content")
+			if aerr != nil {
+				return c, aerr
+			}
+			c.Messages = append(c.Messages, trajectory.Message{Role: "system", Content: text})
 		default:
-			return c, invalidf(field+".role", "unknown role %q (user, assistant)", m.Role)
+			return c, invalidf(field+".role", "unknown role %q (user, assistant, system)", m.Role)
 		}
 	}
 	if q.Messages[len(q.Messages)-1].Role == "assistant" {
@@ -172,7 +179,9 @@ func (q *messagesRequest) call() (Call, *apiError) {
 	if !none {
 		for i, t := range q.Tools {
 			if t.Type != "" && t.Type != "custom" {
-				return c, invalidf(fmt.Sprintf("tools[%d].type", i), "server tool %q is not supported (client tools only)", t.Type)
+				// A server tool runs at the provider; the gateway has none,
+				// so the policy is not shown it (a harness must not stop for it).
+				continue
 			}
 			if t.Name == "" {
 				return c, invalidf(fmt.Sprintf("tools[%d].name", i), "empty")

@@ -35,7 +35,8 @@ func parse(kind, body string) (Call, *apiError) {
 		if e := g.decode(w, r, &q); e != nil {
 			return Call{}, e
 		}
-		return q.call()
+		c, _, e := q.call()
+		return c, e
 	}
 }
 
@@ -78,11 +79,13 @@ func TestRequests(t *testing.T) {
 			`system:s | user:q | assistant:a+f{"x":1} | tool:r@t1 | user:more`, 1},
 		{"messages without max_tokens", "messages", `{"messages":[{"role":"user","content":"q"}]}`, "!max_tokens", 0},
 		{"messages image", "messages", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]}`, "!messages[0].content[0].type", 0},
-		{"messages server tool", "messages", `{"max_tokens":1,"messages":[{"role":"user","content":"q"}],"tools":[{"type":"web_search_20250305","name":"web_search"}]}`, "!tools[0].type", 0},
+		{"messages server tool left out", "messages", `{"max_tokens":1,"messages":[{"role":"user","content":"q"}],"tools":[{"type":"web_search_20250305","name":"web_search"},{"name":"f","input_schema":{}}]}`, "user:q", 1},
 		{"messages prefill", "messages", `{"max_tokens":1,"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"{"}]}`, "!messages[1].role", 0},
 		{"responses string input", "responses", `{"input":"q","instructions":"s"}`, "system:s | user:q", 0},
 		{"responses items", "responses", `{"input":[{"role":"user","content":"q"},{"type":"reasoning","id":"rs","summary":[{"type":"summary_text","text":"t"}]},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a"}]},{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"r"}],"tools":[{"type":"function","name":"f","parameters":{}}]}`,
 			`user:q | assistant:a+f{} | tool:r@c1`, 1},
+		{"responses namespace flattened, hosted tools left out", "responses", `{"input":"q","tools":[{"type":"web_search","external_web_access":true},{"type":"namespace","name":"ns","tools":[{"type":"function","name":"a"},{"type":"function","name":"b"}]}]}`, "user:q", 2},
+		{"responses custom tool", "responses", `{"input":"q","tools":[{"type":"custom","name":"apply_patch"}]}`, "!tools[0].type", 0},
 		{"responses previous id", "responses", `{"input":"q","previous_response_id":"resp_1"}`, "!previous_response_id", 0},
 		{"responses unknown item", "responses", `{"input":[{"type":"local_shell_call"}]}`, "!input[0].type", 0},
 		{"responses ends in a call", "responses", `{"input":[{"role":"user","content":"q"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}]}`, "!input[1]", 0},

@@ -34,6 +34,45 @@ type responsesTool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
+	// Tools of a namespace (Codex groups its sub-agent tools in one).
+	Tools []responsesTool `json:"tools"`
+}
+
+// hostedTools run at the provider, not in the harness: the gateway has
+// none to run, so the policy is not shown them (Codex always offers
+// web_search; refusing it would stop the harness).
+var hostedTools = map[string]bool{"web_search": true, "web_search_preview": true, "file_search": true, "code_interpreter": true,
+	"image_generation": true, "computer_use_preview": true, "mcp": true}
+
+// functionTools flattens function tools and namespaces of them; ns maps a
+// namespaced tool's name to its namespace, which its calls must name.
+func functionTools(tools []responsesTool, field string, ns map[string]string) ([]trajectory.Tool, *apiError) {
+	var out []trajectory.Tool
+	for i, t := range tools {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		switch {
+		case hostedTools[t.Type]:
+		case t.Type == "namespace":
+			inner, aerr := functionTools(t.Tools, f+".tools", nil)
+			if aerr != nil {
+				return nil, aerr
+			}
+			for _, it := range inner {
+				if ns != nil {
+					ns[it.Function.Name] = t.Name
+				}
+			}
+			out = append(out, inner...)
+		case t.Type == "function":
+			if t.Name == "" {
+				return nil, invalidf(f+".name", "empty")
+			}
+			out = append(out, trajectory.Tool{Type: "function", Function: trajectory.ToolFunction{Name: t.Name, Description: t.Description, Parameters: objectSchema(t.Parameters)}})
+		default:
+			return nil, invalidf(f+".type", "tool type %q is not supported (function, namespace; hosted tools are left out)", t.Type)
+		}
+	}
+	return out, nil
 }
 
 type responsesItem struct {
@@ -69,16 +108,18 @@ func (in *responsesInput) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-func (q *responsesRequest) call() (Call, *apiError) {
-	var c Call
+// call converts the request; the map gives each namespaced tool its
+// namespace (a call of it names it).
+func (q *responsesRequest) call() (c Call, ns map[string]string, aerr *apiError) {
+	ns = map[string]string{}
 	if q.PreviousResponseID != "" {
-		return c, invalidf("previous_response_id", "the gateway keeps no responses: send the whole conversation as input (store: false)")
+		return c, nil, invalidf("previous_response_id", "the gateway keeps no responses: send the whole conversation as input (store: false)")
 	}
 	if q.Text != nil && q.Text.Format != nil && q.Text.Format.Type != "" && q.Text.Format.Type != "text" {
-		return c, invalidf("text.format.type", "format %q needs constrained decoding, which would sample off-policy", q.Text.Format.Type)
+		return c, nil, invalidf("text.format.type", "format %q needs constrained decoding, which would sample off-policy", q.Text.Format.Type)
 	}
 	if len(q.Input) == 0 {
-		return c, invalidf("input", "at least one input item is required")
+		return c, nil, invalidf("input", "at least one input item is required")
 	}
 	if q.Instructions != "" {
 		c.Messages = append(c.Messages, trajectory.Message{Role: "system", Content: q.Instructions})
@@ -96,7 +137,7 @@ func (q *responsesRequest) call() (Call, *apiError) {
 	for i, it := range q.Input {
 		field := fmt.Sprintf("input[%d]", i)
 		if it.Content.badPart != "" {
-			return c, invalidf(fmt.Sprintf("%s.content[%d].type", field, it.Content.badIdx), "content part %q is not supported (text only)", it.Content.badPart)
+			return c, nil, invalidf(fmt.Sprintf("%s.content[%d].type", field, it.Content.badIdx), "content part %q is not supported (text only)", it.Content.badPart)
 		}
 		typ := it.Type
 		if typ == "" && it.Role != "" {
@@ -116,7 +157,7 @@ func (q *responsesRequest) call() (Call, *apiError) {
 				}
 				c.Messages = append(c.Messages, trajectory.Message{Role: role, Content: it.Content.Text})
 			default:
-				return c, invalidf(field+".role", "unknown role %q", it.Role)
+				return c, nil, invalidf(field+".role", "unknown role %q", it.Role)
 			}
 		case "reasoning":
 			m := turn()
@@ -127,7 +168,7 @@ func (q *responsesRequest) call() (Call, *apiError) {
 			m.ReasoningContent = strings.Join(parts, "\n")
 		case "function_call":
 			if it.Name == "" {
-				return c, invalidf(field+".name", "empty")
+				return c, nil, invalidf(field+".name", "empty")
 			}
 			args := it.Arguments
 			if args == "" {
@@ -138,38 +179,32 @@ func (q *responsesRequest) call() (Call, *apiError) {
 		case "function_call_output":
 			inTurn = false
 			if it.Output.badPart != "" {
-				return c, invalidf(fmt.Sprintf("%s.output[%d].type", field, it.Output.badIdx), "output part %q is not supported (text only)", it.Output.badPart)
+				return c, nil, invalidf(fmt.Sprintf("%s.output[%d].type", field, it.Output.badIdx), "output part %q is not supported (text only)", it.Output.badPart)
 			}
 			c.Messages = append(c.Messages, trajectory.Message{Role: "tool", Content: it.Output.Text, ToolCallID: it.CallID})
 		default:
-			return c, invalidf(field+".type", "input item %q is not supported (message, reasoning, function_call, function_call_output)", typ)
+			return c, nil, invalidf(field+".type", "input item %q is not supported (message, reasoning, function_call, function_call_output)", typ)
 		}
 	}
 	if inTurn {
-		return c, invalidf(fmt.Sprintf("input[%d]", len(q.Input)-1), "the input ends with an assistant turn (prefill is not supported)")
+		return c, nil, invalidf(fmt.Sprintf("input[%d]", len(q.Input)-1), "the input ends with an assistant turn (prefill is not supported)")
 	}
 	none, aerr := toolChoiceNone(q.ToolChoice, "tool_choice")
 	if aerr != nil {
-		return c, aerr
+		return c, nil, aerr
 	}
 	if !none {
-		for i, t := range q.Tools {
-			if t.Type != "function" {
-				return c, invalidf(fmt.Sprintf("tools[%d].type", i), "tool type %q is not supported (function only)", t.Type)
-			}
-			if t.Name == "" {
-				return c, invalidf(fmt.Sprintf("tools[%d].name", i), "empty")
-			}
-			c.Tools = append(c.Tools, trajectory.Tool{Type: "function", Function: trajectory.ToolFunction{Name: t.Name, Description: t.Description, Parameters: objectSchema(t.Parameters)}})
+		if c.Tools, aerr = functionTools(q.Tools, "tools", ns); aerr != nil {
+			return c, nil, aerr
 		}
 	}
 	if q.MaxOutputTokens != nil {
 		if *q.MaxOutputTokens < 1 {
-			return c, invalidf("max_output_tokens", "must be at least 1")
+			return c, nil, invalidf("max_output_tokens", "must be at least 1")
 		}
 		c.MaxTokens = *q.MaxOutputTokens
 	}
-	return c, nil
+	return c, ns, nil
 }
 
 func (g *Gateway) responses(w http.ResponseWriter, r *http.Request, s *Session, _ provider) *apiError {
@@ -177,7 +212,7 @@ func (g *Gateway) responses(w http.ResponseWriter, r *http.Request, s *Session, 
 	if aerr := g.decode(w, r, &q); aerr != nil {
 		return aerr
 	}
-	c, aerr := q.call()
+	c, ns, aerr := q.call()
 	if aerr != nil {
 		return aerr
 	}
@@ -199,8 +234,12 @@ func (g *Gateway) responses(w http.ResponseWriter, r *http.Request, s *Session, 
 			"content": []any{outputText(m.Content)}})
 	}
 	for i, tc := range m.ToolCalls {
-		items = append(items, map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_%s_%d", rep.ID, i), "call_id": tc.ID,
-			"name": tc.Function.Name, "arguments": tc.Function.Arguments, "status": "completed"})
+		item := map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_%s_%d", rep.ID, i), "call_id": tc.ID,
+			"name": tc.Function.Name, "arguments": tc.Function.Arguments, "status": "completed"}
+		if n, ok := ns[tc.Function.Name]; ok {
+			item["namespace"] = n
+		}
+		items = append(items, item)
 	}
 	resp := map[string]any{"id": "resp_" + rep.ID, "object": "response", "created_at": time.Now().Unix(), "status": "completed",
 		"error": nil, "incomplete_details": nil, "model": model, "output": items, "parallel_tool_calls": true,
@@ -269,7 +308,7 @@ func (g *Gateway) responsesInputTokens(w http.ResponseWriter, r *http.Request, s
 	if aerr := g.decode(w, r, &q); aerr != nil {
 		return aerr
 	}
-	c, aerr := q.call()
+	c, _, aerr := q.call()
 	if aerr != nil {
 		return aerr
 	}

@@ -237,8 +237,18 @@ func (s *Server) policy(prompt []int, seed int64) (string, Decision) {
 	text := s.tok.Decode(prompt)
 	q := firstUser(text)
 	turn := strings.Count(text, "<|im_start|>assistant\n") - 1
-	d := Decision{Question: q, Turn: turn}
 	sc := s.scripts.find(q)
+	if sc == nil {
+		// A harness may put its own context first (Codex's environment
+		// block): the task is the first user message a script knows.
+		for _, u := range userMessages(text) {
+			if sc = s.scripts.find(u); sc != nil {
+				q = u
+				break
+			}
+		}
+	}
+	d := Decision{Question: q, Turn: turn}
 	if sc == nil {
 		// An unknown task: each offered tool once, with arguments its schema
 		// accepts, then an admission (a run end to end, no reward).
@@ -291,6 +301,24 @@ func (s *Server) final(d Decision, text string, seed int64, q string) (string, D
 func toolCall(text, name string, args json.RawMessage) string {
 	n, _ := json.Marshal(name)
 	return fmt.Sprintf("%s\n<tool_call>\n{\"name\": %s, \"arguments\": %s}\n</tool_call>", text, n, args)
+}
+
+// userMessages are the contents of the prompt's user messages, in order.
+func userMessages(text string) []string {
+	const open = "<|im_start|>user\n"
+	var out []string
+	for {
+		i := strings.Index(text, open)
+		if i < 0 {
+			return out
+		}
+		text = text[i+len(open):]
+		msg := text
+		if j := strings.Index(msg, "<|im_end|>"); j >= 0 {
+			msg = msg[:j]
+		}
+		out = append(out, msg)
+	}
 }
 
 func firstUser(text string) string {

@@ -1,0 +1,284 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prorl/prorl/core/trajectory"
+)
+
+// harnessCase is one real, unmodified agent harness and how the simulated
+// policy drives it: its own tool for running a command, and how it ends.
+type harnessCase struct {
+	name string
+	// call is the harness's command tool with a command as arguments.
+	call func(cmd string) map[string]any
+	// finish are the calls after the fix (mini-swe-agent submits with a
+	// command; the others end on a reply without tool calls).
+	finish []map[string]any
+}
+
+var harnessCases = []harnessCase{
+	{name: "mini-swe-agent", call: func(cmd string) map[string]any {
+		return map[string]any{"tool": "bash", "arguments": map[string]any{"command": cmd}}
+	}, finish: []map[string]any{{"tool": "bash", "arguments": map[string]any{"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}}}},
+	{name: "codex", call: func(cmd string) map[string]any {
+		return map[string]any{"tool": "exec_command", "arguments": map[string]any{"cmd": cmd}}
+	}},
+	{name: "claude-code", call: func(cmd string) map[string]any {
+		return map[string]any{"tool": "Bash", "arguments": map[string]any{"command": cmd, "description": "run it"}}
+	}},
+}
+
+// harnessDir is where make harnesses installed a preset (as root, like the images).
+func harnessDir(name string) string {
+	if os.Geteuid() == 0 {
+		return filepath.Join("/var/cache/prorl/harnesses", name)
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "prorl", "harnesses", name)
+}
+
+// TestHarnessRollouts runs real agent harnesses, unmodified, in bwrap
+// sandboxes on an SWE fixture, through the gateway: the simulator plays
+// each harness's own tool calls that fix the bug (or, drawn wrong, gives
+// up). Checked: the harness ran to its end, the reward is what the
+// simulator decided, every trace is exactly what the backend saw and
+// returned, and code in the sandbox reaches neither the host's API nor
+// anything of the gateway but its routes.
+func TestHarnessRollouts(t *testing.T) {
+	imageDir := "/var/cache/prorl/images"
+	if os.Geteuid() != 0 {
+		home, _ := os.UserHomeDir()
+		imageDir = filepath.Join(home, ".cache", "prorl", "images")
+	}
+	if _, err := os.Stat(filepath.Join(imageDir, "swe-prorl__calc-1", "rootfs")); err != nil {
+		if os.Getenv("PRORL_REQUIRE_IMAGE") == "1" {
+			t.Fatalf("SWE fixtures missing (make swe-fixtures): %v", err)
+		}
+		t.Skip("SWE fixtures missing (make swe-fixtures)")
+	}
+	var row map[string]any
+	if err := json.Unmarshal([]byte(strings.SplitN(exampleTasks(t, "swe"), "\n", 2)[0]), &row); err != nil {
+		t.Fatal(err)
+	}
+	if row["instance_id"] != "prorl__calc-1" {
+		t.Fatalf("the first SWE example is %v", row["instance_id"])
+	}
+	fix := strings.SplitN(row["solution"].(string), "\n", 2)[1] // "bash:\n<command>"
+	// Code run in the sandbox tries the host's API directly and through
+	// the gateway's relay: only the gateway's own routes answer.
+	probe := `python3 -c "
+import urllib.request as u
+for url in ['http://127.0.0.1:8642/v1/backends', 'http://127.0.0.1:8642/healthz', 'http://127.0.0.1:8642/gateway/v1/models', 'http://HOSTADDR/healthz']:
+    try:
+        print('PROBE', url, u.urlopen(url, timeout=3).status)
+    except Exception as e:
+        print('PROBE', url, type(e).__name__, getattr(e, 'code', ''))
+"`
+	var scripts []string
+	var run []harnessCase
+	for _, h := range harnessCases {
+		if _, err := os.Stat(filepath.Join(harnessDir(h.name), ".prorl-installed")); err != nil {
+			if os.Getenv("PRORL_REQUIRE_HARNESSES") == "1" {
+				t.Fatalf("harness %s is not installed (make harnesses): %v", h.name, err)
+			}
+			t.Logf("skipping %s: not installed (make harnesses)", h.name)
+			continue
+		}
+		run = append(run, h)
+		right := append([]map[string]any{h.call(probe), h.call(fix)}, h.finish...)
+		wrong := h.finish
+		s, _ := json.Marshal(map[string]any{"key": "Using " + h.name + ": " + row["problem_statement"].(string),
+			"calls": right, "final": "Fixed.", "wrong": map[string]any{"calls": wrong, "final": "I could not fix it."}})
+		scripts = append(scripts, string(s))
+	}
+	if len(run) == 0 {
+		t.Skip("no harness installed (make harnesses)")
+	}
+	// A listener on the host's loopback stands for everything of the host's
+	// (its API included): the sandbox must not reach it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	hostAddr := ln.Addr().String()
+	for i := range scripts {
+		scripts[i] = strings.ReplaceAll(scripts[i], "HOSTADDR", hostAddr)
+	}
+	dir := t.TempDir()
+	scriptFile := filepath.Join(dir, "scripts.jsonl")
+	if err := os.WriteFile(scriptFile, []byte(strings.Join(scripts, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plugin := filepath.Join(binDir, "plugins/prorl-swe")
+	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "0.5", "--max-model-len", "1000000", "--scripts", scriptFile},
+		extraTOML: "[plugins.swe]\nenabled = true\npath = \"" + plugin + "\"\n[plugins.swe.config]\nmax_turns = 4\nimage_dir = \"" + imageDir +
+			"\"\nimage_template = \"{image_dir}/swe-{instance_id}/rootfs\"\n[sandbox]\nagent_binary = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"})
+	e.startHost()
+	e.addBackend()
+
+	const n = 6
+	ids := map[string][]string{}
+	for _, h := range run {
+		task := maps(row)
+		task["domain"] = "swe"
+		var sub struct {
+			RolloutIDs []string `json:"rollout_ids"`
+		}
+		r := e.do("POST", "/v1/rollouts", map[string]any{"task": task, "n": n, "max_turns": 30,
+			"sampling": map[string]any{"seed": 1, "max_total_tokens": 1000000},
+			"harness":  map[string]any{"name": h.name, "instruction": "Using " + h.name + ": " + row["problem_statement"].(string), "workdir": "/testbed"}})
+		if r.code != 202 {
+			t.Fatalf("%s: submit: %d %s", h.name, r.code, r.body)
+		}
+		r.json(t, &sub)
+		ids[h.name] = sub.RolloutIDs
+	}
+	for _, h := range run {
+		right, wrong := 0, 0
+		var merge []float64
+		for _, id := range ids[h.name] {
+			res := e.wait(t, id)
+			if res.Status != trajectory.StatusCompleted {
+				t.Fatalf("%s %s: %s %+v", h.name, id, res.Status, res.Failure)
+			}
+			if res.Metrics["harness_exit_code"] != 0 || res.Metrics["harness_timed_out"] != 0 {
+				t.Fatalf("%s %s: the harness did not finish cleanly: %v", h.name, id, res.Metrics)
+			}
+			correct, scripted := checkTraces(t, res, e.simEntries())
+			if !scripted {
+				t.Fatalf("%s %s: the simulator never played the task's script", h.name, id)
+			}
+			if want := map[bool]float64{true: 1, false: 0}[correct]; res.Reward != want {
+				t.Fatalf("%s %s: reward %v, the simulator played it %v: %s", h.name, id, res.Reward, correct, res.Info)
+			}
+			if correct {
+				right++
+				checkProbe(t, h.name, res, hostAddr)
+			} else {
+				wrong++
+			}
+			merge = append(merge, res.Metrics["gateway_merge_rate"])
+		}
+		if right == 0 || wrong == 0 {
+			t.Fatalf("%s: %d right, %d wrong: the seeds should draw both", h.name, right, wrong)
+		}
+		t.Logf("%s: %d resolved, %d not; merge rates %v", h.name, right, wrong, merge)
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Fatalf("code in a sandbox connected to the host's loopback %d times", n)
+	}
+}
+
+func maps(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// checkTraces checks every generated span of every trace against the
+// backend's log: its prompt is exactly the trace's tokens before it, its
+// ids and logprobs are what the backend returned. It reports whether the
+// simulator's scripted play was right.
+func checkTraces(t *testing.T, res *trajectory.Result, sim []simEntry) (correct, scripted bool) {
+	t.Helper()
+	if len(res.Traces) == 0 {
+		t.Fatalf("%s: no traces", res.ID)
+	}
+	calls := 0
+	for ti, tr := range res.Traces {
+		if len(tr.ResponseIDs) != len(tr.LossMask) || len(tr.ResponseIDs) != len(tr.ResponseLogprobs) {
+			t.Fatalf("%s trace %d: lengths differ", res.ID, ti)
+		}
+		ids := append(slices.Clone(tr.PromptIDs), tr.ResponseIDs...)
+		mask := append(make([]int8, len(tr.PromptIDs)), tr.LossMask...)
+		lps := append(make([]float64, len(tr.PromptIDs)), tr.ResponseLogprobs...)
+		spans := 0
+		for i := 0; i < len(ids); {
+			if mask[i] != 1 {
+				i++
+				continue
+			}
+			j := i
+			for j < len(ids) && mask[j] == 1 {
+				j++
+			}
+			found := false
+			for _, e := range sim {
+				c, ok := e.call()
+				if !ok || !slices.Equal(c.prompt, ids[:i]) || !slices.Equal(c.ids, ids[i:j]) || !slices.Equal(c.logprobs, lps[i:j]) {
+					continue
+				}
+				found = true
+				if e.Decision != nil && e.Decision.Scripted {
+					correct, scripted = e.Decision.Correct, true
+				}
+				break
+			}
+			if !found {
+				t.Fatalf("%s trace %d: the span at %d is not what the backend generated for the tokens before it", res.ID, ti, i)
+			}
+			spans++
+			i = j
+		}
+		if spans != tr.Calls {
+			t.Fatalf("%s trace %d: %d generated spans, %d calls", res.ID, ti, spans, tr.Calls)
+		}
+		calls += spans
+	}
+	if calls != len(res.Turns) || float64(calls) != res.Metrics["gateway_calls"] {
+		t.Fatalf("%s: %d spans, %d turns, metrics %v", res.ID, calls, len(res.Turns), res.Metrics)
+	}
+	return correct, scripted
+}
+
+// checkProbe reads what the sandbox's probe printed (the harness sent it
+// back to the policy as the tool's output): the host's API is unreachable,
+// the relay serves only the gateway, and the gateway wants a session key.
+func checkProbe(t *testing.T, harness string, res *trajectory.Result, hostAddr string) {
+	t.Helper()
+	var out string
+	for _, tr := range res.Traces {
+		for _, m := range tr.ResponseMessages {
+			if strings.Contains(m.Content, "PROBE ") {
+				out = m.Content
+			}
+		}
+	}
+	if out == "" {
+		t.Fatalf("%s %s: the probe's output is in no message", harness, res.ID)
+	}
+	want := []string{
+		"PROBE http://127.0.0.1:8642/v1/backends HTTPError 404",
+		"PROBE http://127.0.0.1:8642/healthz HTTPError 404",
+		"PROBE http://127.0.0.1:8642/gateway/v1/models HTTPError 404",
+		fmt.Sprintf("PROBE http://%s/healthz URLError", hostAddr),
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Fatalf("%s %s: the sandbox reached what it must not (want %q):\n%s", harness, res.ID, w, out)
+		}
+	}
+}
