@@ -1,0 +1,65 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prorl/prorl/core/trajectory"
+	"github.com/prorl/prorl/internal/testmodels"
+	"github.com/prorl/prorl/sdk/sdktest"
+)
+
+// TestLlamaCppGateway drives the gateway with the official OpenAI and
+// Anthropic Python SDKs (scripts/gateway/sdk_agent.py: its own agent loop
+// over each SDK, streamed) against a real inference engine (llama.cpp on
+// CPU, the host's Go tokenizer): every session's traces are exactly the
+// prompts the engine was sent and the ids and logprobs it returned, and
+// the calls of a session merge into one trace.
+func TestLlamaCppGateway(t *testing.T) {
+	modelDir := filepath.Join(testmodels.Dir(t), "tiny-gpt2-llama")
+	if _, err := os.Stat(filepath.Join(modelDir, "model.gguf")); err != nil {
+		t.Fatalf("tiny model missing (make models): %v", err)
+	}
+	py := sdktest.ReferencePython(t, "../scripts/client/install.sh", "PRORL_REQUIRE_PYSDK")
+	url, logPath := startLlamaCpp(t, modelDir)
+	e := newEnv(t, envOpts{extraTOML: "[tokenizer]\nmodel_dir = \"" + modelDir + "\"\n"})
+	e.startHost()
+	if r := e.do("POST", "/v1/backends", map[string]any{"url": url, "protocol": "vllm"}); r.code != 201 {
+		t.Fatalf("add backend: %d %s", r.code, r.body)
+	}
+	task, _ := json.Marshal(map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"})
+	cmd := exec.Command(py, "../scripts/gateway/sdk_agent.py", e.host, string(task), "3", "7")
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("sdk_agent.py: %v\n%s\n%s", err, out, tail(stderr, 4000))
+	}
+	log := readEntries(t, logPath)
+	merged, calls := 0.0, 0
+	sdks := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		id, sdk, _ := strings.Cut(line, " ")
+		res := e.wait(t, id)
+		if res.Status != trajectory.StatusCompleted {
+			t.Fatalf("%s (%s): %s %+v", id, sdk, res.Status, res.Failure)
+		}
+		checkTraces(t, res, log)
+		merged += res.Metrics["gateway_merged_calls"]
+		calls += len(res.Turns)
+		sdks[sdk]++
+	}
+	if sdks["run_openai"] != 3 || sdks["run_anthropic"] != 3 {
+		t.Fatalf("sessions per SDK: %v", sdks)
+	}
+	if merged == 0 {
+		t.Fatalf("no call merged into a trace in %d calls: the test proved nothing about splicing", calls)
+	}
+	t.Logf("llama.cpp through the gateway: 6 sessions (OpenAI and Anthropic SDKs), %d calls, %.0f merged, every token the engine's", calls, merged)
+}
