@@ -12,30 +12,8 @@ import (
 	"testing"
 
 	"github.com/prorl/prorl/core/trajectory"
+	"github.com/prorl/prorl/internal/harnessplay"
 )
-
-// harnessCase is one real, unmodified agent harness and how the simulated
-// policy drives it: its own tool for running a command, and how it ends.
-type harnessCase struct {
-	name string
-	// call is the harness's command tool with a command as arguments.
-	call func(cmd string) map[string]any
-	// finish are the calls after the fix (mini-swe-agent submits with a
-	// command; the others end on a reply without tool calls).
-	finish []map[string]any
-}
-
-var harnessCases = []harnessCase{
-	{name: "mini-swe-agent", call: func(cmd string) map[string]any {
-		return map[string]any{"tool": "bash", "arguments": map[string]any{"command": cmd}}
-	}, finish: []map[string]any{{"tool": "bash", "arguments": map[string]any{"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}}}},
-	{name: "codex", call: func(cmd string) map[string]any {
-		return map[string]any{"tool": "exec_command", "arguments": map[string]any{"cmd": cmd}}
-	}},
-	{name: "claude-code", call: func(cmd string) map[string]any {
-		return map[string]any{"tool": "Bash", "arguments": map[string]any{"command": cmd, "description": "run it"}}
-	}},
-}
 
 // harnessDir is where make harnesses installed a preset (as root, like the images).
 func harnessDir(name string) string {
@@ -84,21 +62,17 @@ for url in ['http://127.0.0.1:8642/v1/backends', 'http://127.0.0.1:8642/healthz'
         print('PROBE', url, type(e).__name__, getattr(e, 'code', ''))
 "`
 	var scripts []string
-	var run []harnessCase
-	for _, h := range harnessCases {
-		if _, err := os.Stat(filepath.Join(harnessDir(h.name), ".prorl-installed")); err != nil {
+	var run []harnessplay.Harness
+	for _, h := range harnessplay.Harnesses {
+		if _, err := os.Stat(filepath.Join(harnessDir(h.Name), ".prorl-installed")); err != nil {
 			if os.Getenv("PRORL_REQUIRE_HARNESSES") == "1" {
-				t.Fatalf("harness %s is not installed (make harnesses): %v", h.name, err)
+				t.Fatalf("harness %s is not installed (make harnesses): %v", h.Name, err)
 			}
-			t.Logf("skipping %s: not installed (make harnesses)", h.name)
+			t.Logf("skipping %s: not installed (make harnesses)", h.Name)
 			continue
 		}
 		run = append(run, h)
-		right := append([]map[string]any{h.call(probe), h.call(fix)}, h.finish...)
-		wrong := h.finish
-		s, _ := json.Marshal(map[string]any{"key": "Using " + h.name + ": " + row["problem_statement"].(string),
-			"calls": right, "final": "Fixed.", "wrong": map[string]any{"calls": wrong, "final": "I could not fix it."}})
-		scripts = append(scripts, string(s))
+		scripts = append(scripts, h.Script(row["problem_statement"].(string), probe, fix))
 	}
 	if len(run) == 0 {
 		t.Skip("no harness installed (make harnesses)")
@@ -147,43 +121,43 @@ for url in ['http://127.0.0.1:8642/v1/backends', 'http://127.0.0.1:8642/healthz'
 		}
 		r := e.do("POST", "/v1/rollouts", map[string]any{"task": task, "n": n, "max_turns": 30,
 			"sampling": map[string]any{"seed": 1, "max_total_tokens": 1000000},
-			"harness":  map[string]any{"name": h.name, "instruction": "Using " + h.name + ": " + row["problem_statement"].(string), "workdir": "/testbed"}})
+			"harness":  map[string]any{"name": h.Name, "instruction": h.Instruction(row["problem_statement"].(string)), "workdir": "/testbed"}})
 		if r.code != 202 {
-			t.Fatalf("%s: submit: %d %s", h.name, r.code, r.body)
+			t.Fatalf("%s: submit: %d %s", h.Name, r.code, r.body)
 		}
 		r.json(t, &sub)
-		ids[h.name] = sub.RolloutIDs
+		ids[h.Name] = sub.RolloutIDs
 	}
 	for _, h := range run {
 		right, wrong := 0, 0
 		var merge []float64
-		for _, id := range ids[h.name] {
+		for _, id := range ids[h.Name] {
 			res := e.wait(t, id)
 			if res.Status != trajectory.StatusCompleted {
-				t.Fatalf("%s %s: %s %+v", h.name, id, res.Status, res.Failure)
+				t.Fatalf("%s %s: %s %+v", h.Name, id, res.Status, res.Failure)
 			}
 			if res.Metrics["harness_exit_code"] != 0 || res.Metrics["harness_timed_out"] != 0 {
-				t.Fatalf("%s %s: the harness did not finish cleanly: %v", h.name, id, res.Metrics)
+				t.Fatalf("%s %s: the harness did not finish cleanly: %v", h.Name, id, res.Metrics)
 			}
 			correct, scripted := checkTraces(t, res, e.simEntries())
 			if !scripted {
-				t.Fatalf("%s %s: the simulator never played the task's script", h.name, id)
+				t.Fatalf("%s %s: the simulator never played the task's script", h.Name, id)
 			}
 			if want := map[bool]float64{true: 1, false: 0}[correct]; res.Reward != want {
-				t.Fatalf("%s %s: reward %v, the simulator played it %v: %s", h.name, id, res.Reward, correct, res.Info)
+				t.Fatalf("%s %s: reward %v, the simulator played it %v: %s", h.Name, id, res.Reward, correct, res.Info)
 			}
 			if correct {
 				right++
-				checkProbe(t, h.name, res, hostAddr)
+				checkProbe(t, h.Name, res, hostAddr)
 			} else {
 				wrong++
 			}
 			merge = append(merge, res.Metrics["gateway_merge_rate"])
 		}
 		if right == 0 || wrong == 0 {
-			t.Fatalf("%s: %d right, %d wrong: the seeds should draw both", h.name, right, wrong)
+			t.Fatalf("%s: %d right, %d wrong: the seeds should draw both", h.Name, right, wrong)
 		}
-		t.Logf("%s: %d resolved, %d not; merge rates %v", h.name, right, wrong, merge)
+		t.Logf("%s: %d resolved, %d not; merge rates %v", h.Name, right, wrong, merge)
 	}
 	if n := accepted.Load(); n != 0 {
 		t.Fatalf("code in a sandbox connected to the host's loopback %d times", n)

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/toolcall"
@@ -49,6 +50,9 @@ type Config struct {
 	Seed              *int64
 	Stop              []string
 	TemplateKwargs    map[string]any
+	// Log gets a debug line for each call that starts a trace while others
+	// exist, saying where its conversation left theirs (nil: none).
+	Log hclog.Logger
 }
 
 // Call is one request of a harness, in the provider-neutral form.
@@ -116,6 +120,9 @@ func NewSession(cfg Config) *Session {
 	if cfg.Policy == nil {
 		cfg.Policy = func() int64 { return 0 }
 	}
+	if cfg.Log == nil {
+		cfg.Log = hclog.NewNullLogger()
+	}
 	return &Session{cfg: cfg, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
 
@@ -173,6 +180,8 @@ func (s *Session) Complete(ctx context.Context, c Call) (*Reply, error) {
 	t, suffix := s.matchLocked(c.Messages, tk)
 	if t != nil {
 		t.busy = true
+	} else if len(s.traces) > 0 && s.cfg.Log.IsDebug() {
+		s.cfg.Log.Debug("call starts a new trace", "session", s.cfg.ID, "why", s.whyNotLocked(c.Messages, tk))
 	}
 	s.mu.Unlock()
 	defer s.wg.Done()
@@ -189,6 +198,7 @@ func (s *Session) Complete(ctx context.Context, c Call) (*Reply, error) {
 		} else {
 			// Not append-only here (or no stop token to continue after):
 			// this call starts a trace of its own.
+			s.cfg.Log.Debug("call starts a new trace: the splice failed", "session", s.cfg.ID, "error", err)
 			s.mu.Lock()
 			t.busy = false
 			s.mu.Unlock()
@@ -359,6 +369,35 @@ func (s *Session) matchLocked(msgs []trajectory.Message, tk string) (*trace, []t
 		}
 	}
 	return nil, nil
+}
+
+// whyNotLocked says where a call's conversation leaves the last trace's.
+func (s *Session) whyNotLocked(msgs []trajectory.Message, tk string) string {
+	t := s.traces[len(s.traces)-1]
+	switch {
+	case t.busy:
+		return "the last trace is generating"
+	case !t.open:
+		return "the last trace ended at max_tokens"
+	case t.toolsKey != tk:
+		return "other tools"
+	case len(msgs) <= len(t.msgs):
+		return fmt.Sprintf("%d messages, the trace has %d", len(msgs), len(t.msgs))
+	}
+	for j, m := range t.msgs {
+		if !sameMessage(m, msgs[j]) {
+			return fmt.Sprintf("message %d (%s) differs: kept %.200q, got %.200q", j, m.Role, describe(m), describe(msgs[j]))
+		}
+	}
+	return "the splice failed"
+}
+
+func describe(m trajectory.Message) string {
+	d := m.Role + ":" + m.Content
+	for _, c := range m.ToolCalls {
+		d += " +" + c.Function.Name + c.Function.Arguments
+	}
+	return d
 }
 
 // sameMessage reports whether a message the harness sent back is the one

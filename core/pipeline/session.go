@@ -74,7 +74,8 @@ func (p *Pipeline) runSession(ctx context.Context, r *Rollout, fo *failover, mod
 	s := gateway.NewSession(gateway.Config{ID: r.ID, Key: r.Req.SessionKey, Model: model, Gen: fo, BackendID: lease.B.ID,
 		Tok: tok, Splicer: p.splicer(lease.B), Parser: p.runner.Parser, Policy: p.policy.Load,
 		MaxCalls: ep.MaxTurns, MaxTokensPerCall: ep.MaxTokensPerTurn, MaxTotalTokens: ep.MaxTotalTokens,
-		Temperature: ep.Temperature, TopP: ep.TopP, TopK: ep.TopK, Seed: ep.Seed, Stop: ep.Stop, TemplateKwargs: ep.TemplateKwargs})
+		Temperature: ep.Temperature, TopP: ep.TopP, TopK: ep.TopK, Seed: ep.Seed, Stop: ep.Stop, TemplateKwargs: ep.TemplateKwargs,
+		Log: p.d.Log.Named("gateway")})
 	r.mu.Lock()
 	r.session = s
 	closed := r.closeReq != nil
