@@ -159,6 +159,28 @@ for url in ['http://127.0.0.1:8642/v1/backends', 'http://127.0.0.1:8642/healthz'
 		}
 		t.Logf("%s: %d resolved, %d not; merge rates %v", h.Name, right, wrong, merge)
 	}
+	// Polar's task API names the harness in agent.harness (its spelling).
+	if slices.ContainsFunc(run, func(h harnessplay.Harness) bool { return h.Name == "mini-swe-agent" }) {
+		h := harnessplay.Harnesses[0]
+		r := e.do("POST", "/rollout/task/submit", polarTask("harness-1", 2, map[string]any{
+			"instruction": h.Instruction(row["problem_statement"].(string)),
+			"agent":       map[string]any{"harness": "mini-swe-agent", "model_name": "policy", "settings": map[string]any{"seed": 1, "max_turns": 30, "max_total_tokens": 1000000}},
+			"evaluator":   map[string]any{"strategy": "swe", "config": row},
+		}))
+		if r.code != 200 {
+			t.Fatalf("Polar submit: %d %s", r.code, r.body)
+		}
+		st := e.waitTask(t, "harness-1")
+		if st.Status != "completed" || len(st.Results) != 2 {
+			t.Fatalf("Polar task: %+v", st)
+		}
+		for _, sess := range st.Results {
+			tr := sess.Trajectory.Traces
+			if sess.Status != "COMPLETED" || len(tr) == 0 || tr[len(tr)-1].Reward == nil || len(tr[0].ResponseIDs) == 0 {
+				t.Fatalf("Polar session: %+v", sess)
+			}
+		}
+	}
 	if n := accepted.Load(); n != 0 {
 		t.Fatalf("code in a sandbox connected to the host's loopback %d times", n)
 	}

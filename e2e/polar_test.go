@@ -273,7 +273,7 @@ func TestPolarTaskAPI(t *testing.T) {
 		{polarTask("x", 2, map[string]any{"early_stop_min_usable_sessions": 3}), `["body","early_stop_min_usable_sessions"]`},
 		{polarTask("x", 1, map[string]any{"dispatch_priority": 101}), `["body","dispatch_priority"]`},
 		{polarTask("x", 0, nil), `["body","num_samples"]`},
-		{polarTask("x", 1, map[string]any{"agent": map[string]any{"harness": "codex"}}), `["body","agent","harness"]`},
+		{polarTask("x", 1, map[string]any{"agent": map[string]any{"harness": "gemini_cli"}}), `["body","agent","harness"]`},
 		{polarTask("x", 1, map[string]any{"agent": map[string]any{"settings": map[string]any{"reasoning_effort": "high"}}}), `["body","agent","settings","reasoning_effort"]`},
 		{polarTask("x", 1, map[string]any{"runtime": map[string]any{"image": "i", "prepare": []any{map[string]any{"type": "exec", "command": "pip install x"}}}}), `["body","runtime","prepare"]`},
 		{polarTask("x", 1, map[string]any{"evaluator": map[string]any{"strategy": "nosuch"}}), `["body","evaluator","strategy"]`},

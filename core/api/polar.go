@@ -284,7 +284,7 @@ var polarFields = map[string]string{
 // polarRequests maps a task onto a v1 submission, checks it with the v1
 // rules (reported under Polar's field names) and builds its rollouts.
 func (s *Server) polarRequests(tr *polarTaskRequest) ([]pipeline.Request, *polarTask, *Error) {
-	sr, strategy, row, e := polarSubmission(tr)
+	sr, strategy, row, e := s.polarSubmission(tr)
 	if e == nil {
 		e = sr.validate("", s.Cfg.Server.MaxSamples)
 	}
@@ -326,6 +326,9 @@ func (s *Server) polarRequests(tr *polarTaskRequest) ([]pipeline.Request, *polar
 	sr.Task, _ = json.Marshal(row)
 	reqs, gid := groupRequests(&sr, plug)
 	t := &polarTask{id: tr.TaskID, group: gid, harness: "prorl", model: tr.Agent.ModelName, status: "running", done: make(chan struct{})}
+	if sr.Harness != nil {
+		t.harness = sr.Harness.Name
+	}
 	if tr.CallbackURL != nil {
 		t.callback = *tr.CallbackURL
 	}
@@ -334,7 +337,7 @@ func (s *Server) polarRequests(tr *polarTaskRequest) ([]pipeline.Request, *polar
 
 // polarSubmission checks what only a Polar task has and maps the rest
 // onto a v1 submission; it returns the evaluator's strategy and task row.
-func polarSubmission(tr *polarTaskRequest) (SubmitRequest, string, map[string]json.RawMessage, *Error) {
+func (s *Server) polarSubmission(tr *polarTaskRequest) (SubmitRequest, string, map[string]json.RawMessage, *Error) {
 	var sr SubmitRequest
 	if tr.TaskID == "" || len(tr.TaskID) > 512 {
 		return sr, "", nil, invalid("task_id", "required: a non-empty string of at most 512 characters")
@@ -372,9 +375,22 @@ func polarSubmission(tr *polarTaskRequest) (SubmitRequest, string, map[string]js
 		}
 	}
 	ag := tr.Agent
+	if ag.Harness != "" && ag.Harness != "prorl" {
+		// Polar's harness names (claude_code, qwen_code) are the presets'
+		// with hyphens; the gateway runs them.
+		name := strings.ReplaceAll(ag.Harness, "_", "-")
+		if _, ok := s.Cfg.Harnesses[name]; !ok {
+			return sr, "", nil, invalid("agent.harness", "harness %q is not configured here (configured: %s; \"prorl\" is the host's own agent loop)", ag.Harness, strings.Join(harnessNames(s.Cfg.Harnesses), ", "))
+		}
+		sr.Harness = &HarnessRequest{Name: name}
+		if tr.Instruction != nil {
+			sr.Harness.Instruction = *tr.Instruction
+		}
+		if e := s.checkHarness(sr.Harness, "agent.harness"); e != nil {
+			return sr, "", nil, e
+		}
+	}
 	switch {
-	case ag.Harness != "" && ag.Harness != "prorl":
-		return sr, "", nil, invalid("agent.harness", "harness %q is not supported: this host runs its own agent loop (harness \"prorl\")", ag.Harness)
 	case ag.ImportPath != nil:
 		return sr, "", nil, invalid("agent.import_path", "not supported: this host runs its own agent loop (harness \"prorl\")")
 	case len(ag.Env) > 0:
@@ -598,8 +614,34 @@ func toPolarSession(res *trajectory.Result, taskID string, node *string) PolarSe
 	tr := PolarTrajectory{Status: st, Error: errMsg, Traces: []PolarTrace{},
 		Metadata: map[string]any{"rollout_id": res.ID, "group_id": res.GroupID, "sample_index": res.SampleIndex, "attempt": res.Attempt,
 			"domain": res.Domain, "policy_version": res.PolicyVersion, "record_count": len(res.Turns), "metrics": res.Metrics}}
-	tk := res.Tokens
-	if pl := tk.PromptLen; pl > 0 && pl < len(tk.IDs) && len(tk.LossMask) == len(tk.IDs) && len(tk.Logprobs) == len(tk.IDs) {
+	finish := func(trace *PolarTrace, last bool) {
+		if res.EndReason != "" {
+			e := res.EndReason
+			trace.FinishReason = &e
+		}
+		if st == "COMPLETED" && last {
+			r := res.Reward
+			trace.Reward = &r
+		}
+		if len(res.Info) > 0 && last {
+			trace.Metadata["info"] = res.Info
+		}
+	}
+	if len(res.Traces) > 0 {
+		// A gateway session: its traces as they are; the reward on the last,
+		// as Polar's trajectory builder puts it.
+		for i, gt := range res.Traces {
+			trace := PolarTrace{PromptIDs: gt.PromptIDs, ResponseIDs: gt.ResponseIDs, LossMask: gt.LossMask, ResponseLogprobs: gt.ResponseLogprobs,
+				PromptMessages: gt.PromptMessages, ResponseMessages: gt.ResponseMessages, Tools: orEmpty(gt.Tools),
+				Metadata: map[string]any{"resolved": res.Resolved, "calls": gt.Calls}}
+			finish(&trace, i == len(res.Traces)-1)
+			if f := gt.FinishReason; f != "" {
+				trace.FinishReason = &f
+			}
+			tr.Traces = append(tr.Traces, trace)
+		}
+	} else if tk := res.Tokens; tk.PromptLen > 0 && tk.PromptLen < len(tk.IDs) && len(tk.LossMask) == len(tk.IDs) && len(tk.Logprobs) == len(tk.IDs) {
+		pl := tk.PromptLen
 		first := len(res.Messages)
 		for i, m := range res.Messages {
 			if m.Role == "assistant" {
@@ -608,22 +650,9 @@ func toPolarSession(res *trajectory.Result, taskID string, node *string) PolarSe
 			}
 		}
 		trace := PolarTrace{PromptIDs: tk.IDs[:pl], ResponseIDs: tk.IDs[pl:], LossMask: tk.LossMask[pl:], ResponseLogprobs: tk.Logprobs[pl:],
-			PromptMessages: res.Messages[:first], ResponseMessages: res.Messages[first:], Tools: res.Tools,
+			PromptMessages: res.Messages[:first], ResponseMessages: res.Messages[first:], Tools: orEmpty(res.Tools),
 			Metadata: map[string]any{"resolved": res.Resolved, "turns": len(res.Turns)}}
-		if res.Tools == nil {
-			trace.Tools = []trajectory.Tool{}
-		}
-		if res.EndReason != "" {
-			e := res.EndReason
-			trace.FinishReason = &e
-		}
-		if st == "COMPLETED" {
-			r := res.Reward
-			trace.Reward = &r
-		}
-		if len(res.Info) > 0 {
-			trace.Metadata["info"] = res.Info
-		}
+		finish(&trace, true)
 		tr.Traces = append(tr.Traces, trace)
 	}
 	t := res.Timing

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/trajectory"
 )
@@ -139,12 +140,7 @@ func (s *Server) checkHarness(hr *HarnessRequest, field string) *Error {
 		return nil
 	}
 	if _, ok := s.Cfg.Harnesses[hr.Name]; !ok {
-		names := make([]string, 0, len(s.Cfg.Harnesses))
-		for n := range s.Cfg.Harnesses {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		return invalid(field+".name", "unknown harness %q (configured: %s)", hr.Name, strings.Join(names, ", "))
+		return invalid(field+".name", "unknown harness %q (configured: %s)", hr.Name, strings.Join(harnessNames(s.Cfg.Harnesses), ", "))
 	}
 	if d := s.Cfg.Sandbox.Driver; d == "disabled" || d == "none" {
 		return invalid(field, "a harness runs in a sandbox with the gateway as its only network; this host's [sandbox] driver is %q", d)
@@ -156,6 +152,15 @@ func (s *Server) checkHarness(hr *HarnessRequest, field string) *Error {
 		return invalid(field+".instruction", "at most %d bytes", maxMetadata*4)
 	}
 	return nil
+}
+
+func harnessNames(hs map[string]*config.Harness) []string {
+	names := make([]string, 0, len(hs))
+	for n := range hs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }
 
 func orEmpty[T any](s []T) []T {
