@@ -54,12 +54,15 @@ func TestHarnessRollouts(t *testing.T) {
 	// Code run in the sandbox tries the host's API directly and through
 	// the gateway's relay: only the gateway's own routes answer.
 	probe := `python3 -c "
-import urllib.request as u
-for url in ['http://127.0.0.1:8642/v1/backends', 'http://127.0.0.1:8642/healthz', 'http://127.0.0.1:8642/gateway/v1/models', 'http://HOSTADDR/healthz']:
+import os, urllib.request as u
+sid = os.environ.get('PRORL_SESSION_ID', 'r-0')
+for url, body in [('http://127.0.0.1:8642/v1/backends', None), ('http://127.0.0.1:8642/healthz', None),
+                  ('http://127.0.0.1:8642/gateway/v1/models', None), ('http://HOSTADDR/healthz', None),
+                  ('http://127.0.0.1:8642/v1/sessions/' + sid + ':close', b'{\\\"reward\\\": 1}')]:
     try:
-        print('PROBE', url, u.urlopen(url, timeout=3).status)
+        print('PROBE', url.replace(sid, 'SID'), u.urlopen(u.Request(url, data=body), timeout=3).status)
     except Exception as e:
-        print('PROBE', url, type(e).__name__, getattr(e, 'code', ''))
+        print('PROBE', url.replace(sid, 'SID'), type(e).__name__, getattr(e, 'code', ''))
 "`
 	var scripts []string
 	var run []harnessplay.Harness
@@ -271,6 +274,8 @@ func checkProbe(t *testing.T, harness string, res *trajectory.Result, hostAddr s
 		"PROBE http://127.0.0.1:8642/healthz HTTPError 404",
 		"PROBE http://127.0.0.1:8642/gateway/v1/models HTTPError 404",
 		fmt.Sprintf("PROBE http://%s/healthz URLError", hostAddr),
+		// Closing its own session with a reward of its choosing: no such route in the sandbox.
+		"PROBE http://127.0.0.1:8642/v1/sessions/SID:close HTTPError 404",
 	}
 	for _, w := range want {
 		if !strings.Contains(out, w) {
