@@ -203,7 +203,7 @@ func harnessMergeRates(b *testing.B, dir string) []row {
 	for _, h := range harnessplay.Harnesses {
 		if _, err := os.Stat(filepath.Join(harnesses, h.Name, ".prorl-installed")); err == nil {
 			run = append(run, h)
-			scripts = append(scripts, h.Script(statement, "cd /testbed && ls", fix))
+			scripts = append(scripts, h.Script(statement, []string{"cd /testbed && ls", fix}, nil))
 		}
 	}
 	if len(run) == 0 {

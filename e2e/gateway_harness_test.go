@@ -43,14 +43,25 @@ func TestHarnessRollouts(t *testing.T) {
 		}
 		t.Skip("SWE fixtures missing (make swe-fixtures)")
 	}
-	var row map[string]any
-	if err := json.Unmarshal([]byte(strings.SplitN(exampleTasks(t, "swe"), "\n", 2)[0]), &row); err != nil {
-		t.Fatal(err)
+	// Two fixtures: calc-1, fixed or given up on; srcpkg-90003, fixed or
+	// "fixed" with its plausible wrong patch (a change the tests reject).
+	rows := map[string]map[string]any{}
+	for _, line := range strings.Split(strings.TrimSpace(exampleTasks(t, "swe")), "\n") {
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		if id, _ := r["instance_id"].(string); id == "prorl__calc-1" || id == "prorl__srcpkg-90003" {
+			rows[id] = r
+		}
 	}
-	if row["instance_id"] != "prorl__calc-1" {
-		t.Fatalf("the first SWE example is %v", row["instance_id"])
+	row, row2 := rows["prorl__calc-1"], rows["prorl__srcpkg-90003"]
+	if row == nil || row2 == nil {
+		t.Fatal("the SWE examples lack prorl__calc-1 or prorl__srcpkg-90003")
 	}
-	fix := strings.SplitN(row["solution"].(string), "\n", 2)[1] // "bash:\n<command>"
+	solution := func(r map[string]any) string { return strings.SplitN(r["solution"].(string), "\n", 2)[1] } // "bash:\n<command>"
+	fix := solution(row)
+	wrongFix := "cd /testbed && git apply <<'PRORL_PATCH'\n" + row2["wrong_patch"].(string) + "PRORL_PATCH"
 	// Code run in the sandbox tries the host's API directly and through
 	// the gateway's relay: only the gateway's own routes answer.
 	probe := `python3 -c "
@@ -75,7 +86,8 @@ for url, body in [('http://127.0.0.1:8642/v1/backends', None), ('http://127.0.0.
 			continue
 		}
 		run = append(run, h)
-		scripts = append(scripts, h.Script(row["problem_statement"].(string), probe, fix))
+		scripts = append(scripts, h.Script(row["problem_statement"].(string), []string{probe, fix}, nil),
+			h.Script(row2["problem_statement"].(string), []string{solution(row2)}, []string{wrongFix}))
 	}
 	if len(run) == 0 {
 		t.Skip("no harness installed (make harnesses)")
@@ -117,22 +129,24 @@ for url, body in [('http://127.0.0.1:8642/v1/backends', None), ('http://127.0.0.
 	const n = 6
 	ids := map[string][]string{}
 	for _, h := range run {
-		task := maps(row)
-		task["domain"] = "swe"
-		var sub struct {
-			RolloutIDs []string `json:"rollout_ids"`
+		for _, rw := range []map[string]any{row, row2} {
+			task := maps(rw)
+			task["domain"] = "swe"
+			var sub struct {
+				RolloutIDs []string `json:"rollout_ids"`
+			}
+			r := e.do("POST", "/v1/rollouts", map[string]any{"task": task, "n": n, "max_turns": 30,
+				"sampling": map[string]any{"seed": 1, "max_total_tokens": 1000000},
+				"harness":  map[string]any{"name": h.Name, "instruction": h.Instruction(rw["problem_statement"].(string)), "workdir": "/testbed"}})
+			if r.code != 202 {
+				t.Fatalf("%s: submit: %d %s", h.Name, r.code, r.body)
+			}
+			r.json(t, &sub)
+			ids[h.Name] = append(ids[h.Name], sub.RolloutIDs...)
 		}
-		r := e.do("POST", "/v1/rollouts", map[string]any{"task": task, "n": n, "max_turns": 30,
-			"sampling": map[string]any{"seed": 1, "max_total_tokens": 1000000},
-			"harness":  map[string]any{"name": h.Name, "instruction": h.Instruction(row["problem_statement"].(string)), "workdir": "/testbed"}})
-		if r.code != 202 {
-			t.Fatalf("%s: submit: %d %s", h.Name, r.code, r.body)
-		}
-		r.json(t, &sub)
-		ids[h.Name] = sub.RolloutIDs
 	}
 	for _, h := range run {
-		right, wrong := 0, 0
+		right, wrong, probed := 0, 0, 0
 		var merge []float64
 		for _, id := range ids[h.Name] {
 			res := e.wait(t, id)
@@ -149,16 +163,26 @@ for url, body in [('http://127.0.0.1:8642/v1/backends', None), ('http://127.0.0.
 			if want := map[bool]float64{true: 1, false: 0}[correct]; res.Reward != want {
 				t.Fatalf("%s %s: reward %v, the simulator played it %v: %s", h.Name, id, res.Reward, correct, res.Info)
 			}
-			if correct {
+			var info struct {
+				Patch string `json:"git_patch"`
+			}
+			_ = json.Unmarshal(res.Info, &info)
+			switch {
+			case correct:
 				right++
-				checkProbe(t, h.Name, res, hostAddr)
-			} else {
+				if res.TaskID == "prorl__calc-1" {
+					checkProbe(t, h.Name, res, hostAddr)
+					probed++
+				}
+			case res.TaskID == "prorl__srcpkg-90003" && info.Patch == "":
+				t.Fatalf("%s %s: the wrong patch was not applied, yet it is what the harness ran", h.Name, id)
+			default:
 				wrong++
 			}
 			merge = append(merge, res.Metrics["gateway_merge_rate"])
 		}
-		if right == 0 || wrong == 0 {
-			t.Fatalf("%s: %d right, %d wrong: the seeds should draw both", h.Name, right, wrong)
+		if right == 0 || wrong == 0 || probed == 0 {
+			t.Fatalf("%s: %d right, %d wrong, %d probed: the seeds should draw both", h.Name, right, wrong, probed)
 		}
 		t.Logf("%s: %d resolved, %d not; merge rates %v", h.Name, right, wrong, merge)
 	}

@@ -33,15 +33,18 @@ var Harnesses = []Harness{
 // the harnesses' scripts apart.
 func (h Harness) Instruction(task string) string { return "Using " + h.Name + ": " + task }
 
-// Script is a simulator script (one JSONL line) for the task: the commands,
-// then the harness's end; drawn wrong, the harness just ends.
-func (h Harness) Script(task string, cmds ...string) string {
-	var right []map[string]any
-	for _, c := range cmds {
-		right = append(right, h.Run(c))
+// Script is a simulator script (one JSONL line) for the task: the right
+// commands, then the harness's end; drawn wrong, the wrong commands (none:
+// it gives up), then its end.
+func (h Harness) Script(task string, right, wrong []string) string {
+	play := func(cmds []string) []map[string]any {
+		var calls []map[string]any
+		for _, c := range cmds {
+			calls = append(calls, h.Run(c))
+		}
+		return append(calls, h.Finish...)
 	}
-	right = append(right, h.Finish...)
-	s, _ := json.Marshal(map[string]any{"key": h.Instruction(task), "calls": right, "final": "Fixed.",
-		"wrong": map[string]any{"calls": h.Finish, "final": "I could not fix it."}})
+	s, _ := json.Marshal(map[string]any{"key": h.Instruction(task), "calls": play(right), "final": "Fixed.",
+		"wrong": map[string]any{"calls": play(wrong), "final": "Done."}})
 	return string(s)
 }
