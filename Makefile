@@ -48,6 +48,9 @@ deps:
 	@missing=""; for p in $(APT_DEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing >/dev/null; fi
 	@$(GO) mod download
+	@# A module built on the SDK elsewhere resolves the SDK's whole graph (go mod
+	@# tidy reads its dependencies' tests): TestOtherRepository takes it from this cache.
+	@$(GO) -C sdk mod download all
 	@bash scripts/install-apptainer.sh >/dev/null
 
 # The default sandbox image (Debian minbase + python3, pytest, git, patch), and
