@@ -215,16 +215,9 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errf(http.StatusNotFound, "not_found", "id", "no open session %q", id))
 		return
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ro.Done():
-		if res, ok := s.Store.Get(id); ok {
-			writeResult(w, res)
-			return
-		}
-	case <-t.C:
-	case <-r.Context().Done():
+	if res := s.awaitResult(r.Context(), ro, wait); res != nil {
+		writeResult(w, res)
+		return
 	}
 	writeJSON(w, http.StatusAccepted, map[string]string{"session_id": id, "status": "closing"})
 }

@@ -256,20 +256,31 @@ func (s *Server) getRollout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		select {
-		case <-ro.Done():
-			if res, ok := s.Store.Get(id); ok {
-				writeResult(w, res)
-				return
-			}
-		case <-t.C:
-		case <-r.Context().Done():
+		if res := s.awaitResult(r.Context(), ro, wait); res != nil {
+			writeResult(w, res)
+			return
+		}
+		if r.Context().Err() != nil {
 			return
 		}
 	}
 	writeJSON(w, http.StatusOK, s.Pipeline.Snapshot(ro))
+}
+
+// awaitResult waits up to wait (or until ctx ends) for a live rollout's
+// stored result; nil if it has none by then.
+func (s *Server) awaitResult(ctx context.Context, ro *pipeline.Rollout, wait time.Duration) *trajectory.Result {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ro.Done():
+		if res, ok := s.Store.Get(ro.ID); ok {
+			return res
+		}
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil
 }
 
 func (s *Server) listRollouts(w http.ResponseWriter, r *http.Request) {

@@ -54,23 +54,8 @@ type anthropicBlock struct {
 }
 
 func (b *anthropicBlocks) UnmarshalJSON(data []byte) error {
-	if string(data) == "null" {
-		return nil
-	}
-	if len(data) > 0 && data[0] == '"' {
-		var s string
-		if err := json.Unmarshal(data, &s); err != nil {
-			return err
-		}
-		*b = anthropicBlocks{{Type: "text", Text: s}}
-		return nil
-	}
-	var blocks []anthropicBlock
-	if err := json.Unmarshal(data, &blocks); err != nil {
-		return &fieldError{field: "content", msg: "must be a string or a list of content blocks: " + err.Error()}
-	}
-	*b = blocks
-	return nil
+	return oneOrList(data, (*[]anthropicBlock)(b), func(s string) []anthropicBlock { return []anthropicBlock{{Type: "text", Text: s}} },
+		"content", "a string or a list of content blocks")
 }
 
 // text joins text blocks; another block type is an error naming it.
@@ -195,21 +180,11 @@ func (q *messagesRequest) call() (Call, *apiError) {
 
 func (g *Gateway) messages(w http.ResponseWriter, r *http.Request, s *Session, _ provider) *apiError {
 	var q messagesRequest
-	if aerr := g.decode(w, r, &q); aerr != nil {
-		return aerr
-	}
-	c, aerr := q.call()
+	rep, aerr := g.complete(w, r, s, &q, q.call)
 	if aerr != nil {
 		return aerr
 	}
-	rep, err := s.Complete(r.Context(), c)
-	if err != nil {
-		return callError(err)
-	}
-	model := q.Model
-	if model == "" {
-		model = s.Model()
-	}
+	model := modelName(q.Model, s)
 	m := rep.Message
 	stop := map[string]string{"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}[rep.FinishReason]
 	thinking := q.Thinking != nil && q.Thinking.Type == "enabled" && m.ReasoningContent != ""
@@ -275,18 +250,13 @@ func signature(thinking string) string { return fmt.Sprintf("prorl-%d", len(thin
 
 func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request, s *Session, _ provider) *apiError {
 	var q messagesRequest
-	if aerr := g.decode(w, r, &q); aerr != nil {
-		return aerr
-	}
-	one := 1
-	q.MaxTokens = &one // count_tokens has no max_tokens
-	c, aerr := q.call()
+	n, aerr := g.count(w, r, s, &q, func() (Call, *apiError) {
+		one := 1
+		q.MaxTokens = &one // count_tokens has no max_tokens
+		return q.call()
+	}, "messages")
 	if aerr != nil {
 		return aerr
-	}
-	n, err := s.Count(r.Context(), c)
-	if err != nil {
-		return invalidf("messages", "render the chat template: %v", err)
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": n})
 	return nil

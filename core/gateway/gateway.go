@@ -290,6 +290,48 @@ type fieldError struct{ field, msg string }
 
 func (e *fieldError) Error() string { return e.field + ": " + e.msg }
 
+// complete decodes a provider's request into q, converts it with call
+// and answers it on the session.
+func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, s *Session, q any, call func() (Call, *apiError)) (*Reply, *apiError) {
+	if aerr := g.decode(w, r, q); aerr != nil {
+		return nil, aerr
+	}
+	c, aerr := call()
+	if aerr != nil {
+		return nil, aerr
+	}
+	rep, err := s.Complete(r.Context(), c)
+	if err != nil {
+		return nil, callError(err)
+	}
+	return rep, nil
+}
+
+// count is complete for the token-counting endpoints: it renders, generates nothing.
+func (g *Gateway) count(w http.ResponseWriter, r *http.Request, s *Session, q any, call func() (Call, *apiError), field string) (int, *apiError) {
+	if aerr := g.decode(w, r, q); aerr != nil {
+		return 0, aerr
+	}
+	c, aerr := call()
+	if aerr != nil {
+		return 0, aerr
+	}
+	n, err := s.Count(r.Context(), c)
+	if err != nil {
+		return 0, invalidf(field, "render the chat template: %v", err)
+	}
+	return n, nil
+}
+
+// modelName is the model a reply names: the one the harness asked for (it
+// checks), else the session's.
+func modelName(asked string, s *Session) string {
+	if asked == "" {
+		return s.Model()
+	}
+	return asked
+}
+
 // callError maps a session's error to the provider's.
 func callError(err error) *apiError {
 	var re *RequestError

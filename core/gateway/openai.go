@@ -107,22 +107,28 @@ func (c *chatContent) UnmarshalJSON(b []byte) error {
 type stringList []string
 
 func (s *stringList) UnmarshalJSON(b []byte) error {
+	return oneOrList(b, (*[]string)(s), func(one string) []string { return []string{one} }, "stop", "a string or a list of strings")
+}
+
+// oneOrList decodes a field the APIs allow as a string (one makes it a
+// list) or as a list; null leaves it empty.
+func oneOrList[T any](b []byte, dst *[]T, one func(string) []T, field, what string) error {
 	if string(b) == "null" {
 		return nil
 	}
 	if len(b) > 0 && b[0] == '"' {
-		var one string
-		if err := json.Unmarshal(b, &one); err != nil {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
 			return err
 		}
-		*s = []string{one}
+		*dst = one(s)
 		return nil
 	}
-	var many []string
+	var many []T
 	if err := json.Unmarshal(b, &many); err != nil {
-		return &fieldError{field: "stop", msg: "must be a string or a list of strings"}
+		return &fieldError{field: field, msg: "must be " + what + ": " + err.Error()}
 	}
-	*s = many
+	*dst = many
 	return nil
 }
 
@@ -260,21 +266,11 @@ func chatCalls(m trajectory.Message, indexed bool) []chatToolCallOut {
 
 func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, s *Session, _ provider) *apiError {
 	var q chatRequest
-	if aerr := g.decode(w, r, &q); aerr != nil {
-		return aerr
-	}
-	c, aerr := q.call()
+	rep, aerr := g.complete(w, r, s, &q, q.call)
 	if aerr != nil {
 		return aerr
 	}
-	rep, err := s.Complete(r.Context(), c)
-	if err != nil {
-		return callError(err)
-	}
-	model := q.Model
-	if model == "" {
-		model = s.Model()
-	}
+	model := modelName(q.Model, s)
 	id, created := "chatcmpl-"+rep.ID, time.Now().Unix()
 	usage := map[string]int{"prompt_tokens": rep.PromptTokens, "completion_tokens": rep.CompletionTokens, "total_tokens": rep.PromptTokens + rep.CompletionTokens}
 	m := rep.Message

@@ -92,20 +92,9 @@ type responsesItem struct {
 type responsesInput []responsesItem
 
 func (in *responsesInput) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*in = responsesInput{{Type: "message", Role: "user", Content: chatContent{Text: s}}}
-		return nil
-	}
-	var items []responsesItem
-	if err := json.Unmarshal(b, &items); err != nil {
-		return &fieldError{field: "input", msg: "must be a string or a list of input items: " + err.Error()}
-	}
-	*in = items
-	return nil
+	return oneOrList(b, (*[]responsesItem)(in), func(s string) []responsesItem {
+		return []responsesItem{{Type: "message", Role: "user", Content: chatContent{Text: s}}}
+	}, "input", "a string or a list of input items")
 }
 
 // call converts the request; the map gives each namespaced tool its
@@ -209,21 +198,15 @@ func (q *responsesRequest) call() (c Call, ns map[string]string, aerr *apiError)
 
 func (g *Gateway) responses(w http.ResponseWriter, r *http.Request, s *Session, _ provider) *apiError {
 	var q responsesRequest
-	if aerr := g.decode(w, r, &q); aerr != nil {
-		return aerr
-	}
-	c, ns, aerr := q.call()
+	var ns map[string]string
+	rep, aerr := g.complete(w, r, s, &q, func() (c Call, aerr *apiError) {
+		c, ns, aerr = q.call()
+		return c, aerr
+	})
 	if aerr != nil {
 		return aerr
 	}
-	rep, err := s.Complete(r.Context(), c)
-	if err != nil {
-		return callError(err)
-	}
-	model := q.Model
-	if model == "" {
-		model = s.Model()
-	}
+	model := modelName(q.Model, s)
 	m := rep.Message
 	var items []map[string]any
 	if m.ReasoningContent != "" {
@@ -305,16 +288,12 @@ func outputText(text string) map[string]any {
 
 func (g *Gateway) responsesInputTokens(w http.ResponseWriter, r *http.Request, s *Session, _ provider) *apiError {
 	var q responsesRequest
-	if aerr := g.decode(w, r, &q); aerr != nil {
-		return aerr
-	}
-	c, _, aerr := q.call()
+	n, aerr := g.count(w, r, s, &q, func() (Call, *apiError) {
+		c, _, aerr := q.call()
+		return c, aerr
+	}, "input")
 	if aerr != nil {
 		return aerr
-	}
-	n, err := s.Count(r.Context(), c)
-	if err != nil {
-		return invalidf("input", "render the chat template: %v", err)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "response.input_tokens", "input_tokens": n})
 	return nil
