@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -99,4 +100,45 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatalf("store check: %v\n%s", err, out)
 	}
 	t.Logf("%s", strings.TrimSpace(string(out)))
+}
+
+// TestSessionCrash: a gateway session open when the host is killed is
+// reported on restart (its agent ran elsewhere and cannot be re-run from
+// here: interrupted), its key answers 404, and a session closed before the
+// kill keeps its result.
+func TestSessionCrash(t *testing.T) {
+	e := newEnv(t, envOpts{staticBackend: true})
+	e.startHost()
+	var open, done struct {
+		ID  string `json:"session_id"`
+		Key string `json:"api_key"`
+	}
+	e.do("POST", "/v1/sessions", map[string]any{"max_turns": 4}).json(t, &open)
+	e.do("POST", "/v1/sessions", map[string]any{"max_turns": 4}).json(t, &done)
+	if r := e.do("POST", "/v1/sessions/"+done.ID+":close", map[string]any{"reward": 0.5}); r.code != 200 {
+		t.Fatalf("close: %d %s", r.code, r.body)
+	}
+	if err := e.hostP.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-e.hostP.done
+	e.hostP.done <- nil
+	e.startHost()
+	res := e.wait(t, open.ID)
+	if res.Status != trajectory.StatusFailed || res.Failure == nil || res.Failure.Reason != trajectory.ReasonInterrupted {
+		t.Fatalf("the open session after the crash: %s %+v", res.Status, res.Failure)
+	}
+	if kept := e.wait(t, done.ID); kept.Status != trajectory.StatusCompleted || kept.Reward != 0.5 {
+		t.Fatalf("the closed session after the crash: %s %v", kept.Status, kept.Reward)
+	}
+	req, _ := http.NewRequest("POST", e.host+"/gateway/"+open.ID+"/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+open.Key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("a call to the interrupted session: %d", resp.StatusCode)
+	}
 }

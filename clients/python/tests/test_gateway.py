@@ -290,3 +290,15 @@ def test_sessions_in_the_result_stream(host: Host) -> None:
     got = r.json()["results"]
     assert [x["id"] for x in got] == [s["session_id"]]
     assert got[0]["reward"] == 0.25
+
+
+def test_harness_refusals(host: Host) -> None:
+    """A harness rollout names a configured preset and needs sandboxes (this
+    host has them disabled): each refusal names its field."""
+    r = httpx.post(f"{host.url}/v1/rollouts", json={"task": MATH, "harness": {"name": "nope"}})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "harness.name"
+    assert "mini-swe-agent" in r.json()["error"]["message"]  # the configured presets are listed
+    r = httpx.post(f"{host.url}/v1/rollouts", json={"task": MATH, "harness": {"name": "mini-swe-agent"}})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "harness"
+    r = httpx.post(f"{host.url}/v1/rollouts", json={"task": MATH, "harness": {"name": "codex", "bogus": 1}})
+    assert r.status_code == 400 and "bogus" in r.json()["error"]["message"]
