@@ -302,3 +302,29 @@ def test_harness_refusals(host: Host) -> None:
     assert r.status_code == 422 and r.json()["error"]["field"] == "harness"
     r = httpx.post(f"{host.url}/v1/rollouts", json={"task": MATH, "harness": {"name": "codex", "bogus": 1}})
     assert r.status_code == 400 and "bogus" in r.json()["error"]["message"]
+
+
+def test_client_sessions(host: Host) -> None:
+    """The Python client opens and closes sessions, sync and asyncio."""
+    import asyncio
+
+    from prorl_client import AsyncClient, Client
+
+    with Client(host.url) as c:
+        s = c.open_session({"task": MATH, "max_turns": 2})
+        assert s["status"] == "running" and s["tools"] and s["messages"][-1]["role"] == "user"
+        oa = openai.OpenAI(base_url=s["openai_base_url"], api_key=s["api_key"], max_retries=0)
+        oa.chat.completions.create(model=MODEL, messages=s["messages"], tools=s["tools"])  # type: ignore[arg-type]
+        res = c.close_session(s["session_id"], reward=0.75, metrics={"agent_steps": 1})
+        assert res is not None and res["reward"] == 0.75 and res["metrics"]["agent_steps"] == 1
+        assert res["traces"][0]["calls"] == 1
+        with pytest.raises(ValueError):
+            c.close_session(s["session_id"])
+
+    async def run() -> None:
+        async with AsyncClient(host.url) as ac:
+            s = await ac.open_session()
+            res = await ac.close_session(s["session_id"], reward=1.0)
+            assert res is not None and res["status"] == "completed" and "traces" not in res
+
+    asyncio.run(run())

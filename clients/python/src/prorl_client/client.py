@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import httpx
 
-from .types import FINISHED, Evaluation, Result, SubmitRequest, SubmitResponse
+from .types import FINISHED, Evaluation, Result, Session, SessionRequest, SubmitRequest, SubmitResponse
 
 
 class ProrlError(Exception):
@@ -124,6 +124,27 @@ class _Calls:
     @staticmethod
     def evaluate(domain: str, task: dict[str, Any], response: str) -> _Call:
         return _Call("POST", "/v1/evaluate", body={"domain": domain, "task": task, "response": response})
+
+    @staticmethod
+    def open_session(req: SessionRequest) -> _Call:
+        return _Call("POST", "/v1/sessions", body=req, timeout=90)
+
+    @staticmethod
+    def close_session(
+        session_id: str,
+        reward: float | None,
+        evaluate: bool,
+        final_response: str | None,
+        metrics: dict[str, float] | None,
+    ) -> _Call:
+        if (reward is None) == (not evaluate):
+            raise ValueError("close a session with either reward or evaluate=True")
+        body: dict[str, Any] = {"evaluate": True} if evaluate else {"reward": reward}
+        if final_response is not None:
+            body["final_response"] = final_response
+        if metrics:
+            body["metrics"] = metrics
+        return _Call("POST", f"/v1/sessions/{session_id}:close", body=body, params={"wait": "60s"}, timeout=90)
 
     @staticmethod
     def add_backend(url: str, protocol: str, model: str | None, max_concurrency: int | None) -> _Call:
@@ -298,6 +319,25 @@ class Client:
     def domains(self) -> list[dict[str, Any]]:
         return cast(list[dict[str, Any]], self._do(_Call("GET", "/v1/domains"))["domains"])
 
+    def open_session(self, req: SessionRequest | None = None) -> Session:
+        """Opens a gateway session for an agent that runs elsewhere; with a
+        task, the answer carries its prompt and tools."""
+        return cast(Session, self._do(_Calls.open_session(req or {})))
+
+    def close_session(
+        self,
+        session_id: str,
+        *,
+        reward: float | None = None,
+        evaluate: bool = False,
+        final_response: str | None = None,
+        metrics: dict[str, float] | None = None,
+    ) -> Result | None:
+        """Ends a session with the agent's reward, or ``evaluate=True`` for the
+        task's domain to score it; returns its result (None if still scoring
+        after 60 s: it arrives in the results like any rollout's)."""
+        return _closed(self._do(_Calls.close_session(session_id, reward, evaluate, final_response, metrics)))
+
     def add_backend(
         self, url: str, *, protocol: str = "vllm", model: str | None = None, max_concurrency: int | None = None
     ) -> dict[str, Any]:
@@ -412,6 +452,25 @@ class AsyncClient:
 
     async def domains(self) -> list[dict[str, Any]]:
         return cast(list[dict[str, Any]], (await self._do(_Call("GET", "/v1/domains")))["domains"])
+
+    async def open_session(self, req: SessionRequest | None = None) -> Session:
+        return cast(Session, await self._do(_Calls.open_session(req or {})))
+
+    async def close_session(
+        self,
+        session_id: str,
+        *,
+        reward: float | None = None,
+        evaluate: bool = False,
+        final_response: str | None = None,
+        metrics: dict[str, float] | None = None,
+    ) -> Result | None:
+        return _closed(await self._do(_Calls.close_session(session_id, reward, evaluate, final_response, metrics)))
+
+
+def _closed(out: dict[str, Any]) -> Result | None:
+    """A close's answer: the result, or the 202 of one still being scored."""
+    return None if out.get("status") == "closing" else cast(Result, out)
 
 
 def finished(r: Result) -> bool:

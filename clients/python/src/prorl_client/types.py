@@ -37,6 +37,41 @@ class SubmitRequest(TypedDict, total=False):
     metadata: dict[str, Any]
     priority: int
     early_stop_min_usable: int
+    harness: Harness
+
+
+class Harness(TypedDict, total=False):
+    """An agent harness preset that runs the rollouts through the gateway."""
+
+    name: str
+    instruction: str
+    workdir: str
+
+
+class SessionRequest(TypedDict, total=False):
+    """A gateway session for an agent that runs elsewhere (POST /v1/sessions)."""
+
+    task: dict[str, Any]
+    sampling: Sampling
+    max_turns: int
+    timeout: str | float
+    group_id: str
+    metadata: dict[str, Any]
+
+
+class Session(TypedDict):
+    """Where the agent sends its calls: OpenAI and Anthropic clients take
+    ``openai_base_url`` / ``anthropic_base_url`` with ``api_key``."""
+
+    session_id: str
+    group_id: str
+    status: Literal["running", "starting"]
+    api_key: str
+    base_url: str
+    openai_base_url: str
+    anthropic_base_url: str
+    messages: list[Message]
+    tools: list[dict[str, Any]]
 
 
 class SubmitResponse(TypedDict):
@@ -93,6 +128,20 @@ class Turn(TypedDict, total=False):
     overhead_ms: float
 
 
+class Trace(TypedDict):
+    """One exact token sequence of a gateway session (Polar's fields)."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    loss_mask: list[int]
+    response_logprobs: list[float]
+    prompt_messages: list[Message]
+    response_messages: list[Message]
+    tools: list[dict[str, Any]]
+    finish_reason: str
+    calls: int
+
+
 class Timing(TypedDict):
     queued: float
     init: float
@@ -129,6 +178,7 @@ class Result(TypedDict):
     metadata: NotRequired[Any]
     finished_at: NotRequired[str]
     seq: NotRequired[int]
+    traces: NotRequired[list[Trace]]
 
 
 class Evaluation(TypedDict, total=False):
