@@ -15,6 +15,11 @@ import (
 	"github.com/prorl/prorl/internal/harnessplay"
 )
 
+// mathQuestion is asked of the harnesses that answer in their last reply:
+// the math domain's grader scores it, in no sandbox of the domain's own
+// (the harness gets the default image).
+const mathQuestion = "What is 17 + 25?"
+
 // harnessDir is where make harnesses installed a preset (as root, like the images).
 func harnessDir(name string) string {
 	if os.Geteuid() == 0 {
@@ -88,6 +93,9 @@ for url, body in [('http://127.0.0.1:8642/v1/backends', None), ('http://127.0.0.
 		run = append(run, h)
 		scripts = append(scripts, h.Script(row["problem_statement"].(string), []string{probe, fix}, nil),
 			h.Script(row2["problem_statement"].(string), []string{solution(row2)}, []string{wrongFix}))
+		if len(h.Finish) == 0 { // it ends on its last reply, which the math grader scores
+			scripts = append(scripts, h.Answer(mathQuestion, "The answer is \\boxed{42}.", "The answer is \\boxed{41}."))
+		}
 	}
 	if len(run) == 0 {
 		t.Skip("no harness installed (make harnesses)")
@@ -129,6 +137,19 @@ for url, body in [('http://127.0.0.1:8642/v1/backends', None), ('http://127.0.0.
 	const n = 6
 	ids := map[string][]string{}
 	for _, h := range run {
+		if len(h.Finish) == 0 {
+			var sub struct {
+				RolloutIDs []string `json:"rollout_ids"`
+			}
+			r := e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": mathQuestion, "answer": "42"},
+				"n": n, "sampling": map[string]any{"seed": 1, "max_total_tokens": 1000000},
+				"harness": map[string]any{"name": h.Name, "instruction": h.Instruction(mathQuestion)}})
+			if r.code != 202 {
+				t.Fatalf("%s: submit math: %d %s", h.Name, r.code, r.body)
+			}
+			r.json(t, &sub)
+			ids[h.Name] = append(ids[h.Name], sub.RolloutIDs...)
+		}
 		for _, rw := range []map[string]any{row, row2} {
 			task := maps(rw)
 			task["domain"] = "swe"
@@ -174,6 +195,8 @@ for url, body in [('http://127.0.0.1:8642/v1/backends', None), ('http://127.0.0.
 					checkProbe(t, h.Name, res, hostAddr)
 					probed++
 				}
+			case res.Domain == "math" && !strings.Contains(res.FinalResponse, "boxed{41}"):
+				t.Fatalf("%s %s: graded %q as wrong", h.Name, id, res.FinalResponse)
 			case res.TaskID == "prorl__srcpkg-90003" && info.Patch == "":
 				t.Fatalf("%s %s: the wrong patch was not applied, yet it is what the harness ran", h.Name, id)
 			default:

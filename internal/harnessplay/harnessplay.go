@@ -48,3 +48,10 @@ func (h Harness) Script(task string, right, wrong []string) string {
 		"wrong": map[string]any{"calls": play(wrong), "final": "Done."}})
 	return string(s)
 }
+
+// Answer is a script for a question the harness answers in its last reply
+// (Codex, Claude Code): no command, the right or the wrong answer.
+func (h Harness) Answer(question, right, wrong string) string {
+	s, _ := json.Marshal(map[string]any{"key": h.Instruction(question), "final": right, "wrong": map[string]any{"final": wrong}})
+	return string(s)
+}
