@@ -214,10 +214,10 @@ func (p *Pipeline) work(r *Rollout, idx int, fn func(context.Context, *Rollout) 
 	r.mu.Lock()
 	r.stage = stageNames[idx+1]
 	r.mu.Unlock()
-	if next == p.runQ && r.Req.Agent == AgentGateway {
+	if next == p.runQ && r.Req.Agent == AgentGateway && r.Req.Harness == "" {
 		// A session waits on an agent outside the host, not on a run
 		// worker: it runs beside the pool, so open sessions never starve
-		// the host's own rollouts.
+		// the host's own rollouts. (A harness runs here: it takes a worker.)
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
