@@ -29,6 +29,7 @@ class Host:
     url: str
     sim: str
     dir: Path
+    sim_pid: int
 
 
 def _binaries(tmp: Path) -> Path:
@@ -119,7 +120,7 @@ max_turns = 6
         )
         procs.append(h)
         url = "http://" + _wait_file(d / "host.addr", h)
-        yield Host(url=url, sim=sim_url, dir=d)
+        yield Host(url=url, sim=sim_url, dir=d, sim_pid=sim.pid)
     finally:
         for p in reversed(procs):
             if p.poll() is None:

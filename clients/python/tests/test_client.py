@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import signal
 import threading
 
 import pytest
@@ -58,8 +60,14 @@ def test_cancel_policy_and_errors(host: Host) -> None:
     with Client(host.url) as c:
         v = c.policy()
         assert c.set_policy(v + 1) == v + 1 and c.policy() == v + 1
-        g = c.submit({"task": MATH, "n": 6, "max_turns": 6})
-        c.cancel_group(g["group_id"])
+        # The simulator is paused while the group is submitted and cancelled,
+        # so the cancel finds it in flight however loaded the machine is.
+        os.kill(host.sim_pid, signal.SIGSTOP)
+        try:
+            g = c.submit({"task": MATH, "n": 6, "max_turns": 6})
+            c.cancel_group(g["group_id"])
+        finally:
+            os.kill(host.sim_pid, signal.SIGCONT)
         got = c.wait_groups([g], timeout=60)[g["group_id"]]
         assert len(got) == 6
         assert all(r["status"] in ("cancelled", "completed") for r in got)
