@@ -16,8 +16,8 @@ import (
 )
 
 // mathQuestion is asked of the harnesses that answer in their last reply:
-// the math domain's grader scores it, in no sandbox of the domain's own
-// (the harness gets the default image).
+// the math domain's grader scores it; the domain has no sandbox, so the
+// harness runs in the image the request names (the Debian default image).
 const mathQuestion = "What is 17 + 25?"
 
 // harnessDir is where make harnesses installed a preset (as root, like the images).
@@ -143,7 +143,7 @@ for url, body in [('http://127.0.0.1:8642/v1/backends', None), ('http://127.0.0.
 			}
 			r := e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": mathQuestion, "answer": "42"},
 				"n": n, "sampling": map[string]any{"seed": 1, "max_total_tokens": 1000000},
-				"harness": map[string]any{"name": h.Name, "instruction": h.Instruction(mathQuestion)}})
+				"harness": map[string]any{"name": h.Name, "instruction": h.Instruction(mathQuestion), "image": "default"}})
 			if r.code != 202 {
 				t.Fatalf("%s: submit math: %d %s", h.Name, r.code, r.body)
 			}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -142,8 +143,8 @@ func (s *Server) checkHarness(hr *HarnessRequest, field string) *Error {
 	if _, ok := s.Cfg.Harnesses[hr.Name]; !ok {
 		return invalid(field+".name", "unknown harness %q (configured: %s)", hr.Name, strings.Join(harnessNames(s.Cfg.Harnesses), ", "))
 	}
-	if d := s.Cfg.Sandbox.Driver; d == "disabled" || d == "none" {
-		return invalid(field, "a harness runs in a sandbox with the gateway as its only network; this host's [sandbox] driver is %q", d)
+	if hr.Image != "" && !imageName.MatchString(hr.Image) {
+		return invalid(field+".image", "must be an image's name in the deployment's image directory ([A-Za-z0-9][A-Za-z0-9._-]*), not a path")
 	}
 	if hr.Workdir != "" && !path.IsAbs(hr.Workdir) {
 		return invalid(field+".workdir", "must be an absolute path inside the sandbox")
@@ -151,8 +152,14 @@ func (s *Server) checkHarness(hr *HarnessRequest, field string) *Error {
 	if len(hr.Instruction) > maxMetadata*4 {
 		return invalid(field+".instruction", "at most %d bytes", maxMetadata*4)
 	}
+	if d := s.Cfg.Sandbox.Driver; d == "disabled" || d == "none" {
+		return invalid(field, "a harness runs in a sandbox with the gateway as its only network; this host's [sandbox] driver is %q", d)
+	}
 	return nil
 }
+
+// imageName is an image a trainer may name: a directory of image_dir, never a path.
+var imageName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 func harnessNames(hs map[string]*config.Harness) []string {
 	names := make([]string, 0, len(hs))

@@ -61,6 +61,10 @@ type HarnessRequest struct {
 	Name        string `json:"name"`
 	Instruction string `json:"instruction,omitempty"`
 	Workdir     string `json:"workdir,omitempty"`
+	// Image is the sandbox image (a name in the deployment's image_dir) for
+	// a task whose domain takes the default image or none (math, STEM); a
+	// domain with an image of its own (SWE: the instance's) decides it.
+	Image string `json:"image,omitempty"`
 }
 
 // BatchRequest is POST /v1/rollouts:batch.

@@ -96,7 +96,7 @@ func groupRequests(sr *SubmitRequest, plug *pluginhost.Plugin) ([]pipeline.Reque
 		}
 		if hr := sr.Harness; hr != nil {
 			rq.Agent, rq.SessionKey = pipeline.AgentGateway, newKey()
-			rq.Harness, rq.Instruction, rq.Workdir = hr.Name, hr.Instruction, hr.Workdir
+			rq.Harness, rq.Instruction, rq.Workdir, rq.HarnessImage = hr.Name, hr.Instruction, hr.Workdir, hr.Image
 		}
 		// Each sample of a seeded group gets its own seed, so a group is not n copies.
 		if sr.Sampling.Seed != nil {

@@ -32,8 +32,14 @@ func (p *Pipeline) rolloutSandbox(r *Rollout, sb *pb.SandboxSpec) (*sandbox.Spec
 	if err != nil {
 		return nil, err
 	}
-	if spec == nil {
-		spec = &sandbox.Spec{}
+	switch {
+	case spec == nil:
+		spec = &sandbox.Spec{Image: r.Req.HarnessImage}
+	case spec.Image == "":
+		// The domain takes the deployment's default image: the request may name another.
+		spec.Image = r.Req.HarnessImage
+	case r.Req.HarnessImage != "" && r.Req.HarnessImage != spec.Image:
+		return nil, &agent.Error{Reason: trajectory.ReasonInvalidTask, Err: fmt.Errorf("harness.image %q: domain %s runs this task in an image of its own (%s)", r.Req.HarnessImage, r.Req.Domain, spec.Image)}
 	}
 	if spec.Network {
 		// The domain's own network is not the harness's: a harness rollout

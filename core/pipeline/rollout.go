@@ -46,6 +46,8 @@ type Request struct {
 	Harness     string `json:"harness,omitempty"`
 	Instruction string `json:"instruction,omitempty"`
 	Workdir     string `json:"workdir,omitempty"`
+	// HarnessImage is the sandbox image when the domain has no sandbox.
+	HarnessImage string `json:"harness_image,omitempty"`
 }
 
 // AgentGateway marks a rollout whose agent drives it through the gateway.

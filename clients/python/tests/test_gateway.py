@@ -300,6 +300,8 @@ def test_harness_refusals(host: Host) -> None:
     assert "mini-swe-agent" in r.json()["error"]["message"]  # the configured presets are listed
     r = httpx.post(f"{host.url}/v1/rollouts", json={"task": MATH, "harness": {"name": "mini-swe-agent"}})
     assert r.status_code == 422 and r.json()["error"]["field"] == "harness"
+    r = httpx.post(f"{host.url}/v1/rollouts", json={"task": MATH, "harness": {"name": "codex", "image": "../../etc"}})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "harness.image"  # a name, never a path
     r = httpx.post(f"{host.url}/v1/rollouts", json={"task": MATH, "harness": {"name": "codex", "bogus": 1}})
     assert r.status_code == 400 and "bogus" in r.json()["error"]["message"]
 

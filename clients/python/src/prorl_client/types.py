@@ -46,6 +46,7 @@ class Harness(TypedDict, total=False):
     name: str
     instruction: str
     workdir: str
+    image: str
 
 
 class SessionRequest(TypedDict, total=False):
