@@ -142,3 +142,39 @@ func TestSessionCrash(t *testing.T) {
 		t.Fatalf("a call to the interrupted session: %d", resp.StatusCode)
 	}
 }
+
+// TestSessionTimeout: a session its agent never closes ends at the rollout
+// timeout as timeout, with the traces of the calls it made, never dropped;
+// a cancelled one likewise as cancelled.
+func TestSessionTimeout(t *testing.T) {
+	e := newEnv(t, envOpts{staticBackend: true})
+	e.startHost()
+	for _, how := range []string{"timeout", "cancel"} {
+		var s struct {
+			ID  string `json:"session_id"`
+			Key string `json:"api_key"`
+		}
+		e.do("POST", "/v1/sessions", map[string]any{"timeout": "3s"}).json(t, &s)
+		req, _ := http.NewRequest("POST", e.host+"/gateway/"+s.ID+"/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+s.Key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("call: %d", resp.StatusCode)
+		}
+		want := trajectory.StatusTimeout
+		if how == "cancel" {
+			want = trajectory.StatusCancelled
+			if r := e.do("DELETE", "/v1/rollouts/"+s.ID, nil); r.code != 200 {
+				t.Fatalf("cancel: %d %s", r.code, r.body)
+			}
+		}
+		res := e.wait(t, s.ID)
+		if res.Status != want || res.Failure == nil || res.Failure.Stage != trajectory.StageRun || len(res.Traces) != 1 || res.Traces[0].Calls != 1 {
+			t.Fatalf("%s: %s %+v, %d traces", how, res.Status, res.Failure, len(res.Traces))
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/tokenizer"
@@ -286,4 +287,36 @@ func TestParallelCalls(t *testing.T) {
 		t.Fatalf("%d turns", len(o.Turns))
 	}
 	f.exact(t, o)
+}
+
+// Closing a session cancels a call in flight: it gets ErrClosed and leaves
+// nothing half-recorded; Close returns once it is gone.
+func TestCloseCancelsInFlight(t *testing.T) {
+	log := &syncBuf{}
+	srv := httptest.NewServer(simllm.New(simllm.Options{TokenLatency: 50 * time.Millisecond, Log: log}))
+	defer srv.Close()
+	c, err := backend.NewClient("vllm", srv.URL, "prorl-sim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSession(Config{ID: "r-1", Key: "k", Gen: c, Tok: c, Splicer: tokenizer.NewSplicer(), Parser: toolcall.Hermes{},
+		MaxTokensPerCall: 256, MaxTotalTokens: 4096, Temperature: 1, TopP: 1})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.Complete(context.Background(), Call{Messages: []trajectory.Message{user("Unscripted question")}})
+		errc <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // generating: 50 ms a token
+	s.Close()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("the call in flight: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close returned, the call did not")
+	}
+	if o := s.Outcome(); len(o.Turns) != 0 || len(o.Traces) != 0 || o.Metrics["gateway_calls"] != 0 {
+		t.Fatalf("a cancelled call was recorded: %+v", o.Metrics)
+	}
 }
