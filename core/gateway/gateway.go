@@ -83,17 +83,6 @@ func (g *Gateway) Remove(id string) {
 	}
 }
 
-// Lookup returns a live session.
-func (g *Gateway) Lookup(id string) (*Session, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	e, ok := g.byID[id]
-	if !ok || e.s == nil {
-		return nil, false
-	}
-	return e.s, true
-}
-
 // Register adds the gateway's routes under /gateway; wrap (may be nil)
 // instruments each with its route name.
 func (g *Gateway) Register(r *mux.Router, wrap func(name string, h http.HandlerFunc) http.Handler) {
