@@ -178,6 +178,11 @@ func (p *Pipeline) work(r *Rollout, idx int, fn func(context.Context, *Rollout) 
 	p.activeStage[idx].Add(1)
 	start := time.Now()
 	err := fn(ctx, r)
+	if err == nil && r.cancelled.Load() != nil {
+		// Cancelled as the stage was finishing: its cancel came too late
+		// to interrupt it, but the rollout must not go on to the next one.
+		err = context.Canceled
+	}
 	el := time.Since(start)
 	p.activeStage[idx].Add(-1)
 	cancel()

@@ -209,6 +209,32 @@ func TestCancelQueuedAndRunning(t *testing.T) {
 	}
 }
 
+// A cancel that arrives as a stage finishes cannot interrupt it; the
+// rollout must still end cancelled there, not go on to the next stage (a
+// group cancelled under load once saw half its rollouts complete).
+func TestCancelAsStageFinishes(t *testing.T) {
+	f := newFixture(t, nil, nil) // started: work needs the pipeline's base context
+	r := f.p.newRollout("r-late", Request{GroupID: "g", Domain: "math", Task: mathTask(), Timeout: time.Minute}, 1, time.Now())
+	if err := f.store.Submit([]store.Pending{{ID: r.ID, Attempt: 1, Request: []byte(`{}`), SubmittedAt: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	f.p.mu.Lock()
+	f.p.track(r)
+	f.p.mu.Unlock()
+	next := make(chan *Rollout, 1)
+	f.p.work(r, 0, func(context.Context, *Rollout) error {
+		f.p.Cancel(r.ID, "late") // the stage's work is already done
+		return nil
+	}, next)
+	if len(next) != 0 {
+		t.Fatal("a cancelled rollout went on to the next stage")
+	}
+	res := f.result(t, r)
+	if res.Status != trajectory.StatusCancelled || res.Failure.Stage != trajectory.StageInit || res.Failure.Message != "late" {
+		t.Fatalf("%s %+v", res.Status, res.Failure)
+	}
+}
+
 func TestNoBackend(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	res := f.result(t, f.submit(t, 1, nil)[0])
