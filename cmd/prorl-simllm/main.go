@@ -49,12 +49,22 @@ func run(args []string, stdout, stderr io.Writer) error {
 	logPath := fs.String("log", "", "write every request and response as JSON lines to this file")
 	addrFile := fs.String("addr-file", "", "write the bound address here once listening")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile here until shutdown")
+	engine := fs.Bool("engine", false, "time generations by the batching-engine model (continuous batching, prefill, prefix cache; see simllm.EngineModel) instead of --token-latency/--slots")
+	engSlots := fs.Int("engine-slots", simllm.DefaultEngine().Slots, "with --engine: sequences batched at once (vLLM max_num_seqs)")
+	engSpeed := fs.Float64("engine-speed", 1, "with --engine: speed relative to the calibrated GPU (0.5: half as fast)")
+	engCache := fs.Int("engine-cache-tokens", simllm.DefaultEngine().CacheTokens, "with --engine: prefix cache capacity in tokens")
+	engScale := fs.Float64("engine-time-scale", 1, "with --engine: wall time per simulated time (0.05: twenty times faster)")
 	modelDir := fs.String("model-dir", "", "a Hugging Face model directory whose tokenizer and ChatML chat template replace the simulator's own")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	opt := simllm.Options{Model: *model, MaxModelLen: *maxLen, CorrectRate: *correct,
 		MalformedRate: *malformed, PlainRate: *plain, TokenLatency: *latency, Slots: *slots, FailRate: *failRate, DropRate: *dropRate}
+	if *engine {
+		m := simllm.DefaultEngine()
+		m.Slots, m.Speed, m.CacheTokens, m.TimeScale = *engSlots, *engSpeed, *engCache, *engScale
+		opt.Engine = &m
+	}
 	if *modelDir != "" {
 		l, err := tokenizer.LoadDir(*modelDir, tokenizer.LocalOptions{})
 		if err != nil {

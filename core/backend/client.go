@@ -26,6 +26,9 @@ type GenerateRequest struct {
 	TopK        int
 	Seed        *int64
 	Stop        []string
+	// IgnoreEOS generates exactly MaxTokens (vLLM's ignore_eos: fixed
+	// output lengths for benchmarks).
+	IgnoreEOS bool
 }
 
 // GenerateResult is token ids and their logprobs out.

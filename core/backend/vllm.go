@@ -33,6 +33,7 @@ type completionRequest struct {
 	ReturnTokensAsTokenIDs bool     `json:"return_tokens_as_token_ids"`
 	SkipSpecialTokens      bool     `json:"skip_special_tokens"`
 	Stream                 bool     `json:"stream"`
+	IgnoreEOS              bool     `json:"ignore_eos,omitempty"`
 }
 
 type completionResponse struct {
@@ -54,7 +55,7 @@ func (v *VLLM) Generate(ctx context.Context, r GenerateRequest) (*GenerateResult
 		TopK: r.TopK, Seed: r.Seed, Stop: r.Stop, Logprobs: 1,
 		// Exact ids as "token_id:N" in logprobs.tokens (vLLM >= 0.6). Not
 		// return_token_ids: it also echoes the whole prompt back, every turn.
-		ReturnTokensAsTokenIDs: true, SkipSpecialTokens: false,
+		ReturnTokensAsTokenIDs: true, SkipSpecialTokens: false, IgnoreEOS: r.IgnoreEOS,
 	}
 	var resp completionResponse
 	if err := postJSON(ctx, v.BaseURL+"/v1/completions", req, &resp); err != nil {

@@ -36,6 +36,9 @@ type Options struct {
 	// TokenLatency is the time per generated token; Slots bounds concurrent generations (0: unbounded).
 	TokenLatency time.Duration
 	Slots        int
+	// Engine, when set, times generations by a model of a batching engine
+	// with a prefix cache (and replaces TokenLatency and Slots).
+	Engine *EngineModel
 	// FailRate answers that share of generation requests with HTTP 500;
 	// DropRate closes that share of connections without an answer (chaos tests).
 	FailRate float64
@@ -58,6 +61,7 @@ type Server struct {
 	imEnd   int
 	scripts *scriptBook
 	slots   chan struct{}
+	engine  *Engine
 	logMu   sync.Mutex
 	logW    *bufio.Writer
 	n       atomic.Uint64
@@ -77,7 +81,9 @@ func New(opt Options) *Server {
 	if opt.Local != nil {
 		s.useModel(opt.Local)
 	}
-	if opt.Slots > 0 {
+	if opt.Engine != nil {
+		s.engine = NewEngine(*opt.Engine)
+	} else if opt.Slots > 0 {
 		s.slots = make(chan struct{}, opt.Slots)
 	}
 	if opt.Log != nil {
@@ -89,6 +95,7 @@ func New(opt Options) *Server {
 	s.mux.HandleFunc("POST /detokenize", s.detokenize)
 	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	s.mux.HandleFunc("GET /v1/models", s.models)
+	s.mux.HandleFunc("GET /sim/stats", s.engineStats)
 	return s
 }
 
@@ -375,7 +382,26 @@ type genOut struct {
 	decision Decision
 }
 
-func (s *Server) run(prompt []int, maxTokens int, seed int64, r *http.Request) (*genOut, error) {
+// EngineStats are the engine model's counters (false without one).
+func (s *Server) EngineStats() (EngineStats, bool) {
+	if s.engine == nil {
+		return EngineStats{}, false
+	}
+	return s.engine.Stats(), true
+}
+
+func (s *Server) engineStats(w http.ResponseWriter, _ *http.Request) {
+	st, ok := s.EngineStats()
+	if !ok {
+		s.apiError(w, 404, "the simulator runs without an engine model (--engine)")
+		return
+	}
+	writeJSON(w, st)
+}
+
+// run generates for prompt; with ignoreEOS (vLLM's ignore_eos, how
+// benchmarks fix output lengths) exactly maxTokens tokens come back.
+func (s *Server) run(prompt []int, maxTokens int, ignoreEOS bool, seed int64, r *http.Request) (*genOut, error) {
 	if len(prompt) == 0 {
 		return nil, fmt.Errorf("prompt is empty")
 	}
@@ -403,6 +429,15 @@ func (s *Server) run(prompt []int, maxTokens int, seed int64, r *http.Request) (
 	text, d := s.policy(prompt, seed)
 	ids := append(s.tok.Encode(text), s.imEnd)
 	finish := "stop"
+	if ignoreEOS && len(ids) < maxTokens {
+		body := ids[:len(ids)-1]
+		if len(body) == 0 {
+			body = ids
+		}
+		for len(ids) < maxTokens {
+			ids = append(ids, body[len(ids)%max(len(body), 1)])
+		}
+	}
 	if len(ids) > maxTokens {
 		ids, finish = ids[:maxTokens], "length"
 	}
@@ -410,7 +445,11 @@ func (s *Server) run(prompt []int, maxTokens int, seed int64, r *http.Request) (
 	for i, id := range ids {
 		lps[i] = -3 * unit("lp", seed, len(prompt), i, id)
 	}
-	if s.opt.TokenLatency > 0 {
+	if s.engine != nil {
+		if err := s.engine.Generate(r.Context(), prompt, ids); err != nil {
+			return nil, err
+		}
+	} else if s.opt.TokenLatency > 0 {
 		select {
 		case <-time.After(time.Duration(len(ids)) * s.opt.TokenLatency):
 		case <-r.Context().Done():
@@ -446,6 +485,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		ReturnTokensAsTokenIDs bool            `json:"return_tokens_as_token_ids"`
 		SkipSpecialTokens      *bool           `json:"skip_special_tokens"`
 		Stream                 bool            `json:"stream"`
+		IgnoreEOS              bool            `json:"ignore_eos"`
 	}
 	entry, ok := s.begin(w, r, &req, false)
 	if !ok {
@@ -478,7 +518,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		entry.Status = 500
 		return
 	}
-	out, err := s.run(prompt, req.MaxTokens, seed, r)
+	out, err := s.run(prompt, req.MaxTokens, req.IgnoreEOS, seed, r)
 	if err != nil {
 		entry.Status, entry.Response = 400, s.apiError(w, 400, err.Error())
 		return
@@ -532,7 +572,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		entry.Status = 500
 		return
 	}
-	out, err := s.run(req.PromptIDs, req.MaxTokens, seed, r)
+	out, err := s.run(req.PromptIDs, req.MaxTokens, false, seed, r)
 	if err != nil {
 		entry.Status, entry.Response = 400, s.apiError(w, 400, err.Error())
 		return

@@ -1,0 +1,95 @@
+package simllm
+
+import (
+	"context"
+	"math"
+	"sync"
+	"testing"
+	"time"
+)
+
+func seq(n, from int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = from + i
+	}
+	return out
+}
+
+// The engine's simulated time matches the model's arithmetic: a lone
+// request costs its prefill and one step per token at batch one; a second
+// request with the same prompt finds it in the prefix cache.
+func TestEngineArithmetic(t *testing.T) {
+	m := EngineModel{Slots: 4, StepBase: 6 * time.Millisecond, StepPerSeq: time.Millisecond, PrefillPerToken: 10 * time.Microsecond,
+		PrefillChunk: 8192, CacheTokens: 1 << 20, BlockSize: 16, Speed: 2, TimeScale: 0.01}
+	e := NewEngine(m)
+	prompt := seq(1600, 10)
+	if err := e.Generate(context.Background(), prompt, seq(100, 5000)); err != nil {
+		t.Fatal(err)
+	}
+	st := e.Stats()
+	// prefill step: 6 ms + 16 ms (1600 tokens), first token sampled; 99 decode steps of 7 ms; all at speed 2.
+	want := (0.006 + 0.016 + 99*0.007) / 2
+	if math.Abs(st.BusySeconds-want) > 1e-9 || st.GeneratedTokens != 100 || st.PrefillTokens != 1600 || st.CachedTokens != 0 {
+		t.Fatalf("stats %+v, want busy %.4f", st, want)
+	}
+	if err := e.Generate(context.Background(), prompt, seq(10, 7000)); err != nil {
+		t.Fatal(err)
+	}
+	st = e.Stats()
+	if st.CachedTokens != 1599 || st.PrefillTokens != 1601 {
+		t.Fatalf("second request: cached %d prefill %d", st.CachedTokens, st.PrefillTokens)
+	}
+	// The first conversation's prompt+output continues: its blocks are cached.
+	next := append(append(append([]int{}, prompt...), seq(100, 5000)...), seq(40, 9000)...)
+	if err := e.Generate(context.Background(), next, seq(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if st2 := e.Stats(); st2.CachedTokens-st.CachedTokens != 1696 {
+		t.Fatalf("continuation hit %d tokens, want 1696 (106 full blocks)", st2.CachedTokens-st.CachedTokens)
+	}
+}
+
+// Concurrent requests batch: eight at once take far less than eight times one.
+func TestEngineBatches(t *testing.T) {
+	m := EngineModel{Slots: 8, StepBase: 10 * time.Millisecond, StepPerSeq: time.Millisecond, PrefillPerToken: time.Microsecond,
+		CacheTokens: 0, BlockSize: 16, Speed: 1, TimeScale: 0.01}
+	e := NewEngine(m)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := e.Generate(context.Background(), seq(32, 100*i+1), seq(200, 1)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	st := e.Stats()
+	one := 200 * 0.011
+	if st.BusySeconds > 2*one || st.BusySeconds < one || st.GeneratedTokens != 1600 {
+		t.Fatalf("busy %.3f s for 8 batched requests (one alone: %.3f s); stats %+v", st.BusySeconds, one, st)
+	}
+	if u := st.SlotSeconds / (st.BusySeconds * 8); u < 0.8 {
+		t.Fatalf("slot occupancy %.2f while busy", u)
+	}
+}
+
+// A cancelled request leaves the batch and returns at once.
+func TestEngineCancel(t *testing.T) {
+	e := NewEngine(EngineModel{Slots: 1, StepBase: 10 * time.Millisecond, TimeScale: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := e.Generate(ctx, seq(8, 1), seq(10000, 1)); err == nil {
+		t.Fatal("a 100 s generation finished within its 50 ms deadline")
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatal("cancel did not return")
+	}
+	// The slot frees: the next request runs.
+	if err := e.Generate(context.Background(), seq(8, 1), seq(2, 1)); err != nil {
+		t.Fatal(err)
+	}
+}
