@@ -81,7 +81,7 @@ func groupRequests(sr *SubmitRequest, plug *pluginhost.Plugin) ([]pipeline.Reque
 	}
 	reqs := make([]pipeline.Request, n)
 	for i := range reqs {
-		rq := pipeline.Request{GroupID: gid, Index: i, Domain: plug.Name, Task: sr.Task, Sampling: sr.Sampling, Metadata: sr.Metadata}
+		rq := pipeline.Request{GroupID: gid, GroupSize: n, Index: i, Domain: plug.Name, Task: sr.Task, Sampling: sr.Sampling, Metadata: sr.Metadata}
 		if sr.MaxTurns != nil {
 			rq.MaxTurns = *sr.MaxTurns
 		}
@@ -527,6 +527,8 @@ type BackendRequest struct {
 	Protocol       string `json:"protocol"`
 	Model          string `json:"model"`
 	MaxConcurrency int    `json:"max_concurrency"`
+	// Weight is the backend's capacity relative to the others (default 1).
+	Weight float64 `json:"weight"`
 }
 
 func (s *Server) addBackendReq(ctx context.Context, req BackendRequest, field string) (backend.Status, int, *Error) {
@@ -553,6 +555,9 @@ func (s *Server) addBackendReq(ctx context.Context, req BackendRequest, field st
 	if req.MaxConcurrency < 0 {
 		return backend.Status{}, 0, invalid(field+"max_concurrency", "must not be negative")
 	}
+	if req.Weight < 0 {
+		return backend.Status{}, 0, invalid(field+"weight", "must not be negative")
+	}
 	if req.Model == "" {
 		req.Model = backend.Discover(ctx, base)
 	}
@@ -560,7 +565,7 @@ func (s *Server) addBackendReq(ctx context.Context, req BackendRequest, field st
 	if err != nil {
 		return backend.Status{}, 0, invalid(field+"protocol", "%v", err)
 	}
-	b, err := s.Pool.Add(&backend.Backend{URL: base, Protocol: req.Protocol, Model: req.Model, MaxConcurrency: req.MaxConcurrency, Client: c})
+	b, err := s.Pool.Add(&backend.Backend{URL: base, Protocol: req.Protocol, Model: req.Model, MaxConcurrency: req.MaxConcurrency, Weight: req.Weight, Client: c})
 	for _, st := range s.Pool.List() {
 		if st.ID == b.ID {
 			if errors.Is(err, backend.ErrDuplicate) {

@@ -24,10 +24,15 @@ type Backend struct {
 	Protocol       string `json:"protocol"`
 	Model          string `json:"model,omitempty"`
 	MaxConcurrency int    `json:"max_concurrency,omitempty"`
-	Client         Client `json:"-"`
+	// Weight is the backend's capacity relative to others (2: twice as
+	// fast); load-balancing routings divide load by it. 0 means 1.
+	Weight float64 `json:"weight,omitempty"`
+	Client Client  `json:"-"`
 
 	// guarded by Pool.mu
 	inflight int
+	requests int // generation requests in flight (per-request routings)
+	reqTotal int64
 	assigned int64
 	healthy  bool
 	removed  bool
@@ -45,6 +50,8 @@ type Status struct {
 	MaxConcurrency int       `json:"max_concurrency,omitempty"`
 	Healthy        bool      `json:"healthy"`
 	InFlight       int       `json:"in_flight"`
+	Requests       int       `json:"requests_in_flight"`
+	Weight         float64   `json:"weight"`
 	Assigned       int64     `json:"assigned"`
 	LastError      string    `json:"last_error,omitempty"`
 	Added          time.Time `json:"added"`
@@ -62,11 +69,33 @@ type Pool struct {
 	nextID atomic.Int64
 	// changed is closed and replaced whenever capacity may have appeared.
 	changed chan struct{}
+	route   Routing
+	groups  map[string]*groupPlace
+	rr      uint64
 }
 
 // NewPool returns an empty pool.
 func NewPool(log hclog.Logger) *Pool {
-	return &Pool{log: log, all: map[string]*Backend{}, byURL: map[string]*Backend{}, changed: make(chan struct{})}
+	return &Pool{log: log, all: map[string]*Backend{}, byURL: map[string]*Backend{}, changed: make(chan struct{}),
+		route: RouteSticky, groups: map[string]*groupPlace{}}
+}
+
+// SetRouting chooses how rollouts and requests are placed (see Routing).
+func (p *Pool) SetRouting(r Routing) error {
+	if err := r.Check(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.route = r
+	return nil
+}
+
+// Routing is the pool's placement policy.
+func (p *Pool) Routing() Routing {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.route
 }
 
 func (p *Pool) notifyLocked() {
@@ -149,7 +178,7 @@ func (p *Pool) List() []Status {
 	for _, b := range p.all {
 		out = append(out, Status{
 			ID: b.ID, URL: b.URL, Protocol: b.Protocol, Model: b.Model, MaxConcurrency: b.MaxConcurrency,
-			Healthy: b.healthy, InFlight: b.inflight, Assigned: b.assigned, LastError: b.lastErr, Added: b.added,
+			Healthy: b.healthy, InFlight: b.inflight, Requests: b.requests, Weight: b.weight(), Assigned: b.assigned, LastError: b.lastErr, Added: b.added,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -163,6 +192,7 @@ func (p *Pool) List() []Status {
 type Lease struct {
 	p    *Pool
 	B    *Backend
+	hint Hint
 	once sync.Once
 }
 
@@ -173,6 +203,7 @@ func (l *Lease) Release() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		l.B.inflight--
+		p.leaveGroupLocked(l)
 		if l.B.index >= 0 {
 			heap.Fix(&p.h, l.B.index)
 		}
@@ -182,11 +213,33 @@ func (l *Lease) Release() {
 
 func (b *Backend) full() bool { return b.MaxConcurrency > 0 && b.inflight >= b.MaxConcurrency }
 
-// tryAcquireLocked takes the least-loaded backend with spare capacity.
-func (p *Pool) tryAcquireLocked() *Backend {
+// tryAcquireLocked takes a backend with spare capacity by the routing.
+func (p *Pool) tryAcquireLocked(h Hint) *Backend {
 	if len(p.h) == 0 {
 		return nil
 	}
+	var b *Backend
+	switch p.route {
+	case RouteProRL:
+		b = p.pickLocked(func(a, c *Backend) bool { return a.assigned < c.assigned || a.assigned == c.assigned && a.ID < c.ID })
+	case RouteConsistentHash:
+		b = p.pickLocked(func(a, c *Backend) bool { return rendezvous(h.Key, a.ID) > rendezvous(h.Key, c.ID) })
+	case RouteGroup:
+		b = p.groupPickLocked(h)
+	default:
+		b = p.stickyPickLocked()
+	}
+	if b == nil {
+		return nil
+	}
+	b.inflight++
+	b.assigned++
+	heap.Fix(&p.h, b.index)
+	return b
+}
+
+// stickyPickLocked is the heap's least-loaded backend with room.
+func (p *Pool) stickyPickLocked() *Backend {
 	b := p.h[0]
 	if b.full() {
 		// The least-loaded is full; one with a higher cap may not be.
@@ -196,26 +249,31 @@ func (p *Pool) tryAcquireLocked() *Backend {
 				b = c
 			}
 		}
-		if b == nil {
-			return nil
-		}
 	}
-	b.inflight++
-	b.assigned++
-	heap.Fix(&p.h, b.index)
 	return b
 }
 
 // Acquire waits up to wait for a healthy backend with capacity.
 func (p *Pool) Acquire(ctx context.Context, wait time.Duration) (*Lease, error) {
+	return p.AcquireFor(ctx, wait, Hint{})
+}
+
+// AcquireFor is Acquire for a rollout the hint describes (its session and
+// group, for routings that place by them).
+func (p *Pool) AcquireFor(ctx context.Context, wait time.Duration, h Hint) (*Lease, error) {
 	var timer <-chan time.Time
 	for {
 		p.mu.Lock()
-		b := p.tryAcquireLocked()
+		b := p.tryAcquireLocked(h)
+		var l *Lease
+		if b != nil {
+			l = &Lease{p: p, B: b, hint: h}
+			p.joinGroupLocked(l)
+		}
 		ch := p.changed
 		p.mu.Unlock()
-		if b != nil {
-			return &Lease{p: p, B: b}, nil
+		if l != nil {
+			return l, nil
 		}
 		if timer == nil {
 			if wait <= 0 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prorl/prorl/core/config"
 )
 
 func newPool(t *testing.T, n int, maxc int) (*Pool, []*Backend) {
@@ -123,5 +124,124 @@ func TestHealthLeavesAndReturns(t *testing.T) {
 	l.Release() // a lease outliving its backend's removal is harmless
 	if _, err := p.Add(&Backend{URL: bs[1].URL}); !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("duplicate url: %v", err)
+	}
+}
+
+// Each routing places as it says, on the same pool code the pipeline uses.
+func TestRoutings(t *testing.T) {
+	ctx := context.Background()
+	acquire := func(t *testing.T, p *Pool, h Hint) *Lease {
+		t.Helper()
+		l, err := p.AcquireFor(ctx, 0, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	t.Run("prorl counts cumulative assignments, not load", func(t *testing.T) {
+		p, bs := newPool(t, 2, 0)
+		_ = p.SetRouting(RouteProRL)
+		for i := 0; i < 4; i++ {
+			acquire(t, p, Hint{}).Release() // b1, b2, b1, b2: all released
+		}
+		held := acquire(t, p, Hint{}) // b1 (tie on 2 each), held
+		if held.B != bs[0] {
+			t.Fatalf("got %s", held.B.ID)
+		}
+		acquire(t, p, Hint{}).Release() // b2: 3 each
+		if l := acquire(t, p, Hint{}); l.B != bs[0] {
+			// Cumulative counts tie, so b1 again although it holds a rollout.
+			t.Fatalf("prorl chose %s", l.B.ID)
+		}
+	})
+	t.Run("consistent-hash keeps a session on one backend", func(t *testing.T) {
+		p, _ := newPool(t, 4, 0)
+		_ = p.SetRouting(RouteConsistentHash)
+		seen := map[string]bool{}
+		for i := 0; i < 40; i++ {
+			key := fmt.Sprintf("r-%d", i)
+			a := acquire(t, p, Hint{Key: key})
+			b := acquire(t, p, Hint{Key: key})
+			if a.B != b.B {
+				t.Fatalf("session %s on %s then %s", key, a.B.ID, b.B.ID)
+			}
+			seen[a.B.ID] = true
+		}
+		if len(seen) != 4 {
+			t.Fatalf("40 sessions hashed onto %d of 4 backends", len(seen))
+		}
+	})
+	t.Run("group-aware keeps groups whole and follows weights", func(t *testing.T) {
+		p, bs := newPool(t, 3, 0)
+		bs[0].Weight = 2 // twice the others
+		_ = p.SetRouting(RouteGroup)
+		place := map[string]map[string]int{}
+		for g := 0; g < 8; g++ {
+			gid := fmt.Sprintf("g%d", g)
+			place[gid] = map[string]int{}
+			for i := 0; i < 8; i++ {
+				l := acquire(t, p, Hint{Key: fmt.Sprintf("%s-%d", gid, i), Group: gid, GroupSize: 8})
+				place[gid][l.B.ID]++
+			}
+		}
+		for gid, m := range place {
+			if len(m) != 1 {
+				t.Fatalf("group %s split: %v", gid, m)
+			}
+		}
+		st := p.List()
+		if st[0].InFlight != 32 || st[1].InFlight != 16 || st[2].InFlight != 16 {
+			t.Fatalf("load not by weight: %+v", st)
+		}
+	})
+	t.Run("round-robin and least-requests choose per request", func(t *testing.T) {
+		for _, r := range []Routing{RouteRoundRobin, RouteLeastRequests} {
+			p, _ := newPool(t, 3, 0)
+			_ = p.SetRouting(r)
+			l := acquire(t, p, Hint{Key: "s"})
+			got := map[string]int{}
+			var dones []func()
+			for i := 0; i < 6; i++ {
+				b, done := l.Route()
+				got[b.ID]++
+				dones = append(dones, done)
+			}
+			for _, d := range dones {
+				d()
+			}
+			if len(got) != 3 || got["b1"] != 2 || got["b2"] != 2 {
+				t.Fatalf("%s: one rollout's six requests went %v", r, got)
+			}
+			for _, s := range p.List() {
+				if s.Requests != 0 {
+					t.Fatalf("%s: requests in flight after all ended: %+v", r, s)
+				}
+			}
+		}
+	})
+	t.Run("sticky routes every request to the lease's backend", func(t *testing.T) {
+		p, _ := newPool(t, 3, 0)
+		l := acquire(t, p, Hint{})
+		for i := 0; i < 3; i++ {
+			b, done := l.Route()
+			done()
+			if b != l.B {
+				t.Fatalf("sticky lease on %s routed to %s", l.B.ID, b.ID)
+			}
+		}
+	})
+	if err := Routing("fastest").Check(); err == nil {
+		t.Fatal("an unknown routing passed")
+	}
+}
+
+func TestRoutingsMatchConfig(t *testing.T) {
+	if len(Routings) != len(config.Routings) {
+		t.Fatalf("backend %v, config %v", Routings, config.Routings)
+	}
+	for i, r := range Routings {
+		if string(r) != config.Routings[i] {
+			t.Fatalf("backend %v, config %v", Routings, config.Routings)
+		}
 	}
 }

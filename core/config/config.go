@@ -206,8 +206,11 @@ type Backends struct {
 	RequestTimeout Duration `toml:"request_timeout"`
 	WaitForBackend Duration `toml:"wait_for_backend"`
 	// IdleConnTimeout closes pooled backend connections unused this long.
-	IdleConnTimeout Duration  `toml:"idle_conn_timeout"`
-	Static          []Backend `toml:"static"`
+	IdleConnTimeout Duration `toml:"idle_conn_timeout"`
+	// Routing places rollouts and requests on backends: sticky (default),
+	// group-aware, prorl, consistent-hash, round-robin, least-requests.
+	Routing string    `toml:"routing"`
+	Static  []Backend `toml:"static"`
 }
 
 // Backend is one inference server.
@@ -216,6 +219,8 @@ type Backend struct {
 	Protocol       string `toml:"protocol"`
 	Model          string `toml:"model"`
 	MaxConcurrency int    `toml:"max_concurrency"`
+	// Weight is the backend's capacity relative to the others (default 1).
+	Weight float64 `toml:"weight"`
 }
 
 // Compat configures the ProRL-compatible endpoints.
@@ -283,6 +288,9 @@ func (c *Config) AddHarnesses(data []byte, name string) error {
 	}
 	return c.Validate()
 }
+
+// Routings are the backend routings (backend.Routings; the default first).
+var Routings = []string{"sticky", "group-aware", "prorl", "consistent-hash", "round-robin", "least-requests"}
 
 // Default returns the configuration with every default set.
 func Default() *Config {
@@ -545,6 +553,11 @@ func (c *Config) Validate() error {
 	} else if NeedsLocalTokenizer(c.Compat.Protocol) && c.Tokenizer.ModelDir == "" {
 		errs = append(errs, fe("compat.protocol", "%s has no chat tokenizer: set tokenizer.model_dir", c.Compat.Protocol))
 	}
+	if c.Backends.Routing == "" {
+		c.Backends.Routing = Routings[0]
+	} else if !oneOf(c.Backends.Routing, Routings) {
+		errs = append(errs, fe("backends.routing", "unknown routing %q (known: %s)", c.Backends.Routing, strings.Join(Routings, ", ")))
+	}
 	if c.Backends.HealthInterval.Duration <= 0 {
 		errs = append(errs, fe("backends.health_interval", "must be positive"))
 	}
@@ -552,6 +565,9 @@ func (c *Config) Validate() error {
 		key := fmt.Sprintf("backends.static[%d]", i)
 		if b.URL == "" {
 			errs = append(errs, fe(key+".url", "required"))
+		}
+		if b.Weight < 0 {
+			errs = append(errs, fe(key+".weight", "must not be negative"))
 		}
 		if b.Protocol == "" {
 			c.Backends.Static[i].Protocol = "vllm"

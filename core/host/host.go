@@ -95,6 +95,9 @@ func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, erro
 		}
 	}()
 	h.Pool = backend.NewPool(log.Named("backends"))
+	if err := h.Pool.SetRouting(backend.Routing(cfg.Backends.Routing)); err != nil {
+		return nil, fmt.Errorf("backends.routing: %w", err)
+	}
 	backend.SetIdleConnTimeout(cfg.Backends.IdleConnTimeout.Duration)
 	for _, b := range cfg.Backends.Static {
 		if b.Model == "" {
@@ -104,7 +107,7 @@ func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, erro
 		if err != nil {
 			return nil, err
 		}
-		if _, err := h.Pool.Add(&backend.Backend{URL: strings.TrimRight(b.URL, "/"), Protocol: b.Protocol, Model: b.Model, MaxConcurrency: b.MaxConcurrency, Client: c}); err != nil {
+		if _, err := h.Pool.Add(&backend.Backend{URL: strings.TrimRight(b.URL, "/"), Protocol: b.Protocol, Model: b.Model, MaxConcurrency: b.MaxConcurrency, Weight: b.Weight, Client: c}); err != nil {
 			return nil, fmt.Errorf("backend %s: %w", b.URL, err)
 		}
 	}

@@ -26,10 +26,19 @@ type failover struct {
 	turn  []string // backends that served the current generation
 }
 
-func (f *failover) retrying(l *backend.Lease) backend.Client {
-	return &backend.Retrying{Client: l.B.Client, Attempts: 4, Backoff: 100 * time.Millisecond, OnRetry: func(err error) {
-		f.p.d.Log.Warn("generation failed; retrying on the same backend", "rollout", f.r.ID, "backend", l.B.ID, "error", err)
+func (f *failover) retrying(b *backend.Backend) backend.Client {
+	return &backend.Retrying{Client: b.Client, Attempts: 4, Backoff: 100 * time.Millisecond, OnRetry: func(err error) {
+		f.p.d.Log.Warn("generation failed; retrying on the same backend", "rollout", f.r.ID, "backend", b.ID, "error", err)
 	}}
+}
+
+// hint is what the pool's routing knows of the rollout.
+func (f *failover) hint() backend.Hint {
+	return hintOf(f.r)
+}
+
+func hintOf(r *Rollout) backend.Hint {
+	return backend.Hint{Key: r.ID, Group: r.Req.GroupID, GroupSize: r.Req.GroupSize}
 }
 
 // do runs call against the current backend, moving to another on a
@@ -38,14 +47,18 @@ func (f *failover) do(ctx context.Context, call func(c backend.Client) error) er
 	for {
 		f.mu.Lock()
 		l, moves := f.lease, f.moves
-		f.turn = append(f.turn, l.B.ID)
 		f.mu.Unlock()
-		err := call(f.retrying(l))
+		b, done := l.Route() // the lease's backend, unless the routing picks per request
+		f.mu.Lock()
+		f.turn = append(f.turn, b.ID)
+		f.mu.Unlock()
+		err := call(f.retrying(b))
+		done()
 		if err == nil || !backend.Retriable(err) || ctx.Err() != nil || moves >= maxFailovers {
 			return err
 		}
-		f.p.d.Pool.SetHealth(l.B.ID, err)
-		next, aerr := f.p.d.Pool.Acquire(ctx, f.p.d.Cfg.Backends.WaitForBackend.Duration)
+		f.p.d.Pool.SetHealth(b.ID, err)
+		next, aerr := f.p.d.Pool.AcquireFor(ctx, f.p.d.Cfg.Backends.WaitForBackend.Duration, f.hint())
 		if aerr != nil {
 			return err
 		}

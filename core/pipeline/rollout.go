@@ -19,14 +19,17 @@ import (
 // Request creates one rollout. It is persisted as JSON before the
 // submission is acknowledged.
 type Request struct {
-	GroupID  string              `json:"group_id"`
-	Index    int                 `json:"index"`
-	Domain   string              `json:"domain"`
-	Task     json.RawMessage     `json:"task"`
-	Sampling trajectory.Sampling `json:"sampling"`
-	MaxTurns int                 `json:"max_turns,omitempty"`
-	Timeout  time.Duration       `json:"timeout,omitempty"`
-	Metadata json.RawMessage     `json:"metadata,omitempty"`
+	GroupID string `json:"group_id"`
+	Index   int    `json:"index"`
+	// GroupSize is how many rollouts the group was submitted with (for
+	// routings that place a group together).
+	GroupSize int                 `json:"group_size,omitempty"`
+	Domain    string              `json:"domain"`
+	Task      json.RawMessage     `json:"task"`
+	Sampling  trajectory.Sampling `json:"sampling"`
+	MaxTurns  int                 `json:"max_turns,omitempty"`
+	Timeout   time.Duration       `json:"timeout,omitempty"`
+	Metadata  json.RawMessage     `json:"metadata,omitempty"`
 	// MessageSpans asks for each initial message's own token span (ProRL compatibility).
 	MessageSpans bool `json:"message_spans,omitempty"`
 	// Priority orders the start of queued rollouts: higher first (0-100).

@@ -231,7 +231,7 @@ func (t *pluginTools) Call(ctx context.Context, id, name string, args json.RawMe
 }
 
 func (p *Pipeline) runStage(ctx context.Context, r *Rollout) error {
-	lease, err := p.d.Pool.Acquire(ctx, p.d.Cfg.Backends.WaitForBackend.Duration)
+	lease, err := p.d.Pool.AcquireFor(ctx, p.d.Cfg.Backends.WaitForBackend.Duration, hintOf(r))
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,186 @@
+package backend
+
+import (
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strings"
+)
+
+// Routing is how the pool places rollouts and their requests on backends.
+type Routing string
+
+// The routings. Sticky ones hold a rollout on one backend for its life (the
+// backend's prefix cache keeps its conversation); per-request ones choose
+// again for every generation, as a plain load balancer in front of
+// inference servers does.
+const (
+	// RouteSticky: fewest rollouts in flight, then fewest assigned (sticky).
+	RouteSticky Routing = "sticky"
+	// RouteGroup: a group's rollouts on one backend (its shared prompt is
+	// prefilled once) while that backend's load, per unit of weight, stays
+	// within a group's size of the least loaded; new groups go where they
+	// leave the load per weight lowest (sticky).
+	RouteGroup Routing = "group-aware"
+	// RouteProRL: ProRL Agent's min-heap on cumulative assignments (sticky).
+	RouteProRL Routing = "prorl"
+	// RouteConsistentHash: the session id hashed to a backend (rendezvous
+	// hashing; what SkyRL, slime and prime-rl's routers do), load ignored.
+	RouteConsistentHash Routing = "consistent-hash"
+	// RouteRoundRobin: each request to the next backend in turn.
+	RouteRoundRobin Routing = "round-robin"
+	// RouteLeastRequests: each request to the backend with the fewest
+	// requests in flight per unit of weight.
+	RouteLeastRequests Routing = "least-requests"
+)
+
+// Routings lists every routing, the default first.
+var Routings = []Routing{RouteSticky, RouteGroup, RouteProRL, RouteConsistentHash, RouteRoundRobin, RouteLeastRequests}
+
+// Check says whether r is a known routing.
+func (r Routing) Check() error {
+	for _, k := range Routings {
+		if r == k {
+			return nil
+		}
+	}
+	names := make([]string, len(Routings))
+	for i, k := range Routings {
+		names[i] = string(k)
+	}
+	return fmt.Errorf("unknown routing %q (one of %s)", r, strings.Join(names, ", "))
+}
+
+// PerRequest is whether the routing chooses a backend for every request.
+func (r Routing) PerRequest() bool { return r == RouteRoundRobin || r == RouteLeastRequests }
+
+// Hint describes the rollout a lease is for.
+type Hint struct {
+	Key       string // the session: stable across the rollout's calls
+	Group     string
+	GroupSize int
+}
+
+type groupPlace struct {
+	id string
+	n  int
+}
+
+func (b *Backend) weight() float64 {
+	if b.Weight <= 0 {
+		return 1
+	}
+	return b.Weight
+}
+
+// pickLocked is the backend with room that better ranks first.
+func (p *Pool) pickLocked(better func(a, b *Backend) bool) *Backend {
+	var b *Backend
+	for _, c := range p.h {
+		if !c.full() && (b == nil || better(c, b)) {
+			b = c
+		}
+	}
+	return b
+}
+
+func rendezvous(key, id string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(id))
+	return h.Sum64()
+}
+
+func (p *Pool) groupPickLocked(h Hint) *Backend {
+	g := float64(max(h.GroupSize, 1))
+	load := func(b *Backend, extra float64) float64 { return (float64(b.inflight) + extra) / b.weight() }
+	least := -1.0
+	for _, c := range p.h {
+		if !c.full() && (least < 0 || load(c, 1) < least) {
+			least = load(c, 1)
+		}
+	}
+	if least < 0 {
+		return nil
+	}
+	if gp := p.groups[h.Group]; h.Group != "" && gp != nil {
+		// Its place was chosen for the whole group: the rest of it follows;
+		// a later member (a retry) only while the place is not overloaded.
+		if b := p.all[gp.id]; b != nil && b.index >= 0 && !b.full() && (gp.n < int(g) || load(b, 1) <= least+g/b.weight()) {
+			return b
+		}
+	}
+	// A new group (or one that no longer fits): where the whole group
+	// leaves the load per weight lowest; ties to the faster backend.
+	return p.pickLocked(func(a, b *Backend) bool {
+		la, lb := load(a, g), load(b, g)
+		if la != lb {
+			return la < lb
+		}
+		if a.weight() != b.weight() {
+			return a.weight() > b.weight()
+		}
+		return a.ID < b.ID
+	})
+}
+
+func (p *Pool) joinGroupLocked(l *Lease) {
+	if l.hint.Group == "" || p.route != RouteGroup {
+		return
+	}
+	gp := p.groups[l.hint.Group]
+	if gp == nil {
+		p.groups[l.hint.Group] = &groupPlace{id: l.B.ID, n: 1}
+	} else if gp.id == l.B.ID {
+		gp.n++
+	}
+}
+
+func (p *Pool) leaveGroupLocked(l *Lease) {
+	gp := p.groups[l.hint.Group]
+	if gp == nil || gp.id != l.B.ID {
+		return
+	}
+	if gp.n--; gp.n <= 0 {
+		delete(p.groups, l.hint.Group)
+	}
+}
+
+// Route is the backend for the lease's next request, and the call that
+// ends it: the lease's own backend unless the routing chooses per request.
+func (l *Lease) Route() (*Backend, func()) {
+	p := l.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b := l.B
+	switch p.route {
+	case RouteRoundRobin:
+		if len(p.h) > 0 {
+			hs := append([]*Backend(nil), p.h...)
+			sort.Slice(hs, func(i, j int) bool { return hs[i].ID < hs[j].ID })
+			b = hs[p.rr%uint64(len(hs))]
+			p.rr++
+		}
+	case RouteLeastRequests:
+		if c := p.pickLocked(func(a, c *Backend) bool {
+			la, lc := float64(a.requests)/a.weight(), float64(c.requests)/c.weight()
+			if la != lc {
+				return la < lc
+			}
+			if a.reqTotal != c.reqTotal {
+				return a.reqTotal < c.reqTotal
+			}
+			return a.ID < c.ID
+		}); c != nil {
+			b = c
+		}
+	}
+	b.requests++
+	b.reqTotal++
+	return b, func() {
+		p.mu.Lock()
+		b.requests--
+		p.mu.Unlock()
+	}
+}
