@@ -54,6 +54,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	engSpeed := fs.Float64("engine-speed", 1, "with --engine: speed relative to the calibrated GPU (0.5: half as fast)")
 	engCache := fs.Int("engine-cache-tokens", simllm.DefaultEngine().CacheTokens, "with --engine: prefix cache capacity in tokens")
 	engScale := fs.Float64("engine-time-scale", 1, "with --engine: wall time per simulated time (0.05: twenty times faster)")
+	engPriority := fs.Bool("engine-priority", false, "with --engine: admit by request priority (vLLM --scheduling-policy priority)")
 	modelDir := fs.String("model-dir", "", "a Hugging Face model directory whose tokenizer and ChatML chat template replace the simulator's own")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -62,7 +63,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		MalformedRate: *malformed, PlainRate: *plain, TokenLatency: *latency, Slots: *slots, FailRate: *failRate, DropRate: *dropRate}
 	if *engine {
 		m := simllm.DefaultEngine()
-		m.Slots, m.Speed, m.CacheTokens, m.TimeScale = *engSlots, *engSpeed, *engCache, *engScale
+		m.Slots, m.Speed, m.CacheTokens, m.TimeScale, m.Priority = *engSlots, *engSpeed, *engCache, *engScale, *engPriority
 		opt.Engine = &m
 	}
 	if *modelDir != "" {

@@ -29,6 +29,9 @@ type GenerateRequest struct {
 	// IgnoreEOS generates exactly MaxTokens (vLLM's ignore_eos: fixed
 	// output lengths for benchmarks).
 	IgnoreEOS bool
+	// Priority is vLLM's request priority (lower is served first; needs
+	// --scheduling-policy priority, 0 otherwise).
+	Priority int
 }
 
 // GenerateResult is token ids and their logprobs out.

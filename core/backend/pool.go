@@ -31,7 +31,8 @@ type Backend struct {
 
 	// guarded by Pool.mu
 	inflight int
-	requests int // generation requests in flight (per-request routings)
+	requests int     // generation requests in flight (per-request routings)
+	load     float64 // expected work of the rollouts in flight (Hint.Cost)
 	reqTotal int64
 	assigned int64
 	healthy  bool
@@ -203,6 +204,7 @@ func (l *Lease) Release() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		l.B.inflight--
+		l.B.load -= l.hint.cost()
 		p.leaveGroupLocked(l)
 		if l.B.index >= 0 {
 			heap.Fix(&p.h, l.B.index)
@@ -234,6 +236,7 @@ func (p *Pool) tryAcquireLocked(h Hint) *Backend {
 	}
 	b.inflight++
 	b.assigned++
+	b.load += h.cost()
 	heap.Fix(&p.h, b.index)
 	return b
 }

@@ -59,6 +59,16 @@ type Hint struct {
 	Key       string // the session: stable across the rollout's calls
 	Group     string
 	GroupSize int
+	// Cost is the rollout's expected work (e.g. tokens it will generate);
+	// group-aware placement balances it per weight. 0: unknown, counted 1.
+	Cost float64
+}
+
+func (h Hint) cost() float64 {
+	if h.Cost <= 0 {
+		return 1
+	}
+	return h.Cost
 }
 
 type groupPlace struct {
@@ -94,11 +104,12 @@ func rendezvous(key, id string) uint64 {
 
 func (p *Pool) groupPickLocked(h Hint) *Backend {
 	g := float64(max(h.GroupSize, 1))
-	load := func(b *Backend, extra float64) float64 { return (float64(b.inflight) + extra) / b.weight() }
+	c := h.cost()
+	load := func(b *Backend, extra float64) float64 { return (b.load + extra) / b.weight() }
 	least := -1.0
-	for _, c := range p.h {
-		if !c.full() && (least < 0 || load(c, 1) < least) {
-			least = load(c, 1)
+	for _, b := range p.h {
+		if !b.full() && (least < 0 || load(b, c) < least) {
+			least = load(b, c)
 		}
 	}
 	if least < 0 {
@@ -107,14 +118,14 @@ func (p *Pool) groupPickLocked(h Hint) *Backend {
 	if gp := p.groups[h.Group]; h.Group != "" && gp != nil {
 		// Its place was chosen for the whole group: the rest of it follows;
 		// a later member (a retry) only while the place is not overloaded.
-		if b := p.all[gp.id]; b != nil && b.index >= 0 && !b.full() && (gp.n < int(g) || load(b, 1) <= least+g/b.weight()) {
+		if b := p.all[gp.id]; b != nil && b.index >= 0 && !b.full() && (gp.n < int(g) || load(b, c) <= least+g*c/b.weight()) {
 			return b
 		}
 	}
-	// A new group (or one that no longer fits): where the whole group
-	// leaves the load per weight lowest; ties to the faster backend.
+	// A new group (or one that no longer fits): where the whole group's
+	// expected work leaves the load per weight lowest; ties to the faster.
 	return p.pickLocked(func(a, b *Backend) bool {
-		la, lb := load(a, g), load(b, g)
+		la, lb := load(a, g*c), load(b, g*c)
 		if la != lb {
 			return la < lb
 		}

@@ -34,6 +34,7 @@ type completionRequest struct {
 	SkipSpecialTokens      bool     `json:"skip_special_tokens"`
 	Stream                 bool     `json:"stream"`
 	IgnoreEOS              bool     `json:"ignore_eos,omitempty"`
+	Priority               int      `json:"priority,omitempty"`
 }
 
 type completionResponse struct {
@@ -55,7 +56,7 @@ func (v *VLLM) Generate(ctx context.Context, r GenerateRequest) (*GenerateResult
 		TopK: r.TopK, Seed: r.Seed, Stop: r.Stop, Logprobs: 1,
 		// Exact ids as "token_id:N" in logprobs.tokens (vLLM >= 0.6). Not
 		// return_token_ids: it also echoes the whole prompt back, every turn.
-		ReturnTokensAsTokenIDs: true, SkipSpecialTokens: false, IgnoreEOS: r.IgnoreEOS,
+		ReturnTokensAsTokenIDs: true, SkipSpecialTokens: false, IgnoreEOS: r.IgnoreEOS, Priority: r.Priority,
 	}
 	var resp completionResponse
 	if err := postJSON(ctx, v.BaseURL+"/v1/completions", req, &resp); err != nil {

@@ -42,6 +42,10 @@ type EngineModel struct {
 	BlockSize       int
 	// Speed scales every step (0.5: a GPU half as fast).
 	Speed float64
+	// Priority admits waiting requests by their priority (lower first,
+	// then arrival), as vLLM's --scheduling-policy priority does (without
+	// its preemption of running requests); else first come, first served.
+	Priority bool
 	// TimeScale is real time per simulated time (0.02: fifty times faster
 	// than the modelled hardware); Stats are in simulated time.
 	TimeScale float64
@@ -71,6 +75,8 @@ type EngineStats struct {
 
 type engineSeq struct {
 	ctx         context.Context
+	priority    int
+	arrival     uint64
 	ids         []int // prompt then output, for the cache
 	promptLen   int
 	out         int
@@ -89,6 +95,7 @@ type Engine struct {
 	cache   *blockCache
 	stats   EngineStats
 	once    sync.Once
+	arrived uint64
 }
 
 // NewEngine returns an engine; its loop starts with the first request.
@@ -122,11 +129,14 @@ func (e *Engine) Stats() EngineStats {
 
 // Generate holds the caller for the simulated time the engine takes to
 // prefill prompt and decode out (the output ids, cached once done).
-func (e *Engine) Generate(ctx context.Context, prompt, out []int) error {
+// priority orders admission when the model schedules by priority.
+func (e *Engine) Generate(ctx context.Context, prompt, out []int, priority int) error {
 	e.once.Do(func() { go e.loop() })
 	s := &engineSeq{ctx: ctx, ids: append(append(make([]int, 0, len(prompt)+len(out)), prompt...), out...),
-		promptLen: len(prompt), out: len(out), done: make(chan struct{})}
+		promptLen: len(prompt), out: len(out), done: make(chan struct{}), priority: priority}
 	e.mu.Lock()
+	e.arrived++
+	s.arrival = e.arrived
 	e.waiting = append(e.waiting, s)
 	e.mu.Unlock()
 	select {
@@ -150,33 +160,43 @@ func (e *Engine) real(sim time.Duration) time.Duration {
 	return time.Duration(float64(sim) / e.m.Speed * e.m.TimeScale)
 }
 
+// maxLag bounds how far the engine's schedule may fall behind the wall
+// clock (a loaded machine) and still be caught up; beyond it, time is lost
+// rather than compressed.
+const maxLag = 2 * time.Millisecond
+
 func (e *Engine) loop() {
+	// Runs are scheduled back to back from an anchor, not from when the
+	// loop woke: a timer that fires late (they do, by tens of µs, which is
+	// a step at a small TimeScale) delays the next step's start on the
+	// wall clock but does not stretch the engine's time.
+	var anchor time.Time
 	for {
 		e.mu.Lock()
 		e.admitLocked()
 		if len(e.running) == 0 {
 			e.mu.Unlock()
 			<-e.wake
+			anchor = time.Time{}
 			continue
 		}
 		step, k, prefill := e.planLocked()
 		e.mu.Unlock()
+		if now := time.Now(); anchor.IsZero() || now.Sub(anchor) > maxLag {
+			anchor = now
+		}
 		// k identical steps; an arrival ends the run at the next step boundary.
-		start := time.Now()
-		total := time.Duration(k) * step
-		t := time.NewTimer(e.real(total))
+		t := time.NewTimer(time.Until(anchor.Add(e.real(time.Duration(k) * step))))
 		select {
 		case <-t.C:
 		case <-e.wake:
 			t.Stop()
-			done := int(time.Since(start)/e.real(step)) + 1
-			if done < k {
+			if done := int(time.Since(anchor)/e.real(step)) + 1; done < k {
 				k = done
-				if rest := e.real(time.Duration(k)*step) - time.Since(start); rest > 0 {
-					time.Sleep(rest)
-				}
+				time.Sleep(time.Until(anchor.Add(e.real(time.Duration(k) * step))))
 			}
 		}
+		anchor = anchor.Add(e.real(time.Duration(k) * step))
 		e.mu.Lock()
 		e.applyLocked(step, k, prefill)
 		e.mu.Unlock()
@@ -187,8 +207,16 @@ func (e *Engine) loop() {
 // prompts against the prefix cache.
 func (e *Engine) admitLocked() {
 	for len(e.running) < e.m.Slots && len(e.waiting) > 0 {
-		s := e.waiting[0]
-		e.waiting = e.waiting[1:]
+		i := 0
+		if e.m.Priority {
+			for j, w := range e.waiting {
+				if w.priority < e.waiting[i].priority {
+					i = j // ties keep arrival order: waiting is in arrival order
+				}
+			}
+		}
+		s := e.waiting[i]
+		e.waiting = append(e.waiting[:i], e.waiting[i+1:]...)
 		if s.ctx.Err() != nil {
 			close(s.done)
 			continue

@@ -2,6 +2,7 @@ package simllm
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -24,7 +25,7 @@ func TestEngineArithmetic(t *testing.T) {
 		PrefillChunk: 8192, CacheTokens: 1 << 20, BlockSize: 16, Speed: 2, TimeScale: 0.01}
 	e := NewEngine(m)
 	prompt := seq(1600, 10)
-	if err := e.Generate(context.Background(), prompt, seq(100, 5000)); err != nil {
+	if err := e.Generate(context.Background(), prompt, seq(100, 5000), 0); err != nil {
 		t.Fatal(err)
 	}
 	st := e.Stats()
@@ -33,7 +34,7 @@ func TestEngineArithmetic(t *testing.T) {
 	if math.Abs(st.BusySeconds-want) > 1e-9 || st.GeneratedTokens != 100 || st.PrefillTokens != 1600 || st.CachedTokens != 0 {
 		t.Fatalf("stats %+v, want busy %.4f", st, want)
 	}
-	if err := e.Generate(context.Background(), prompt, seq(10, 7000)); err != nil {
+	if err := e.Generate(context.Background(), prompt, seq(10, 7000), 0); err != nil {
 		t.Fatal(err)
 	}
 	st = e.Stats()
@@ -42,7 +43,7 @@ func TestEngineArithmetic(t *testing.T) {
 	}
 	// The first conversation's prompt+output continues: its blocks are cached.
 	next := append(append(append([]int{}, prompt...), seq(100, 5000)...), seq(40, 9000)...)
-	if err := e.Generate(context.Background(), next, seq(1, 1)); err != nil {
+	if err := e.Generate(context.Background(), next, seq(1, 1), 0); err != nil {
 		t.Fatal(err)
 	}
 	if st2 := e.Stats(); st2.CachedTokens-st.CachedTokens != 1696 {
@@ -60,7 +61,7 @@ func TestEngineBatches(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := e.Generate(context.Background(), seq(32, 100*i+1), seq(200, 1)); err != nil {
+			if err := e.Generate(context.Background(), seq(32, 100*i+1), seq(200, 1), 0); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -82,14 +83,47 @@ func TestEngineCancel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	if err := e.Generate(ctx, seq(8, 1), seq(10000, 1)); err == nil {
+	if err := e.Generate(ctx, seq(8, 1), seq(10000, 1), 0); err == nil {
 		t.Fatal("a 100 s generation finished within its 50 ms deadline")
 	}
 	if time.Since(start) > 5*time.Second {
 		t.Fatal("cancel did not return")
 	}
 	// The slot frees: the next request runs.
-	if err := e.Generate(context.Background(), seq(8, 1), seq(2, 1)); err != nil {
+	if err := e.Generate(context.Background(), seq(8, 1), seq(2, 1), 0); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// With priority scheduling, waiting requests are admitted lowest priority
+// value first, ties in arrival order.
+func TestEnginePriority(t *testing.T) {
+	e := NewEngine(EngineModel{Slots: 1, StepBase: time.Millisecond, TimeScale: 1, Priority: true})
+	started := make(chan struct{})
+	go func() {
+		close(started)
+		_ = e.Generate(context.Background(), seq(4, 1), seq(200, 1), 0) // holds the slot ~200 ms
+	}()
+	<-started
+	time.Sleep(20 * time.Millisecond)
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for _, p := range []int{5, 1, 3, 1} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := e.Generate(context.Background(), seq(4, 10*p), seq(30, 1), p); err != nil { // 30 ms each: completions far apart
+				t.Error(err)
+			}
+			mu.Lock()
+			order = append(order, p)
+			mu.Unlock()
+		}()
+		time.Sleep(10 * time.Millisecond) // arrival order as listed
+	}
+	wg.Wait()
+	if fmt.Sprint(order) != "[1 1 3 5]" {
+		t.Fatalf("admitted in order %v", order)
 	}
 }

@@ -401,7 +401,12 @@ func (s *Server) engineStats(w http.ResponseWriter, _ *http.Request) {
 
 // run generates for prompt; with ignoreEOS (vLLM's ignore_eos, how
 // benchmarks fix output lengths) exactly maxTokens tokens come back.
-func (s *Server) run(prompt []int, maxTokens int, ignoreEOS bool, seed int64, r *http.Request) (*genOut, error) {
+func (s *Server) run(prompt []int, maxTokens int, ignoreEOS bool, priority int, seed int64, r *http.Request) (*genOut, error) {
+	if priority != 0 && (s.engine == nil || !s.engine.m.Priority) {
+		// vLLM's answer when its scheduling policy is fcfs.
+		//lint:ignore ST1005 vLLM's message, word for word
+		return nil, fmt.Errorf("Got priority %d but Priority scheduling is not enabled.", priority)
+	}
 	if len(prompt) == 0 {
 		return nil, fmt.Errorf("prompt is empty")
 	}
@@ -426,17 +431,25 @@ func (s *Server) run(prompt []int, maxTokens int, ignoreEOS bool, seed int64, r 
 			return nil, r.Context().Err()
 		}
 	}
-	text, d := s.policy(prompt, seed)
-	ids := append(s.tok.Encode(text), s.imEnd)
+	var ids []int
+	var d Decision
 	finish := "stop"
-	if ignoreEOS && len(ids) < maxTokens {
-		body := ids[:len(ids)-1]
-		if len(body) == 0 {
-			body = ids
+	if ignoreEOS && maxTokens > 0 {
+		// A benchmark's request (fixed length): no scripted policy, which
+		// would decode the whole prompt; ids drawn from the seed.
+		ids = make([]int, maxTokens)
+		x := uint64(seed) ^ uint64(len(prompt))<<32
+		for i := range ids {
+			x += 0x9e3779b97f4a7c15 // splitmix64
+			z := (x ^ x>>30) * 0xbf58476d1ce4e5b9
+			z = (z ^ z>>27) * 0x94d049bb133111eb
+			ids[i] = byteBase + int((z^z>>31)%uint64(s.tok.VocabSize()-byteBase))
 		}
-		for len(ids) < maxTokens {
-			ids = append(ids, body[len(ids)%max(len(body), 1)])
-		}
+		finish = "length"
+	} else {
+		var text string
+		text, d = s.policy(prompt, seed)
+		ids = append(s.tok.Encode(text), s.imEnd)
 	}
 	if len(ids) > maxTokens {
 		ids, finish = ids[:maxTokens], "length"
@@ -446,7 +459,7 @@ func (s *Server) run(prompt []int, maxTokens int, ignoreEOS bool, seed int64, r 
 		lps[i] = -3 * unit("lp", seed, len(prompt), i, id)
 	}
 	if s.engine != nil {
-		if err := s.engine.Generate(r.Context(), prompt, ids); err != nil {
+		if err := s.engine.Generate(r.Context(), prompt, ids, priority); err != nil {
 			return nil, err
 		}
 	} else if s.opt.TokenLatency > 0 {
@@ -486,6 +499,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		SkipSpecialTokens      *bool           `json:"skip_special_tokens"`
 		Stream                 bool            `json:"stream"`
 		IgnoreEOS              bool            `json:"ignore_eos"`
+		Priority               int             `json:"priority"`
 	}
 	entry, ok := s.begin(w, r, &req, false)
 	if !ok {
@@ -518,7 +532,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		entry.Status = 500
 		return
 	}
-	out, err := s.run(prompt, req.MaxTokens, req.IgnoreEOS, seed, r)
+	out, err := s.run(prompt, req.MaxTokens, req.IgnoreEOS, req.Priority, seed, r)
 	if err != nil {
 		entry.Status, entry.Response = 400, s.apiError(w, 400, err.Error())
 		return
@@ -572,7 +586,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		entry.Status = 500
 		return
 	}
-	out, err := s.run(req.PromptIDs, req.MaxTokens, false, seed, r)
+	out, err := s.run(req.PromptIDs, req.MaxTokens, false, 0, seed, r)
 	if err != nil {
 		entry.Status, entry.Response = 400, s.apiError(w, 400, err.Error())
 		return

@@ -1,0 +1,281 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand"
+	"net/http/httptest"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/internal/simllm"
+)
+
+// Issue 19: how close one GRPO step's rollouts come to the fleet's
+// capacity, per routing. The fleet is four simulator engines (the batching
+// model of simllm.EngineModel: two at the calibrated H100 speed, two at
+// half, as a mixed H100/A100 pool) behind the real backend.Pool with each
+// routing and the real vLLM client; each rollout plays its turns as the
+// pipeline's failover does (a lease, then each request's backend from the
+// lease). What it leaves out: the agent loop, plugins and sandboxes (their
+// host cost is measured by BenchmarkIssue2Figures); tool calls are sleeps.
+//
+// Workloads (seeded, so every routing sees the same step):
+//   - SWE-like, 64 groups × 8: a group prompt of lognormal(median 3000,
+//     σ 0.5) tokens in [800, 10000]; a group difficulty of lognormal(median
+//     10, σ 0.6) turns, each rollout Poisson around it in [1, 40]; each turn
+//     answers lognormal(median 200, σ 0.9) tokens in [16, 4096], then a tool
+//     takes lognormal(median 1 s, σ 1.3) in [0.05 s, 120 s] (heavy-tailed:
+//     p99 ≈ 20 s, like test runs) and returns lognormal(median 250, σ 1)
+//     tokens in [8, 4096]; a rollout stops at 32k tokens of context.
+//   - Math, 64 groups × 8, single turn: a prompt of lognormal(median 150,
+//     σ 0.4) tokens, answers of lognormal(median 1200, σ 0.8) in [50, 8192].
+
+type wlTurn struct {
+	out, obs int
+	tool     time.Duration // simulated
+}
+
+type wlRollout struct {
+	group int
+	key   string
+	turns []wlTurn
+	// cost is what a trainer can know before the rollout runs: its
+	// group's expected generated tokens (the distribution's mean, not the
+	// drawn length); 0 when nothing is known (math).
+	cost float64
+}
+
+type workload struct {
+	name     string
+	prompts  [][]int
+	rollouts []wlRollout
+	size     int
+}
+
+func lognorm(r *rand.Rand, median, sigma, lo, hi float64) float64 {
+	return math.Min(hi, math.Max(lo, median*math.Exp(sigma*r.NormFloat64())))
+}
+
+func poisson(r *rand.Rand, mean float64) int {
+	l, k, p := math.Exp(-mean), 0, 1.0
+	for {
+		p *= r.Float64()
+		if p < l {
+			return k
+		}
+		k++
+	}
+}
+
+func randIDs(r *rand.Rand, n, vocab int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = 16 + r.Intn(vocab-16)
+	}
+	return out
+}
+
+func sweWorkload(groups, size, vocab int) *workload {
+	r := rand.New(rand.NewSource(19))
+	w := &workload{name: "SWE-like", size: size}
+	for g := 0; g < groups; g++ {
+		prompt := randIDs(r, int(lognorm(r, 3000, 0.5, 800, 10000)), vocab)
+		w.prompts = append(w.prompts, prompt)
+		diff := lognorm(r, 10, 0.6, 2, 30)
+		for i := 0; i < size; i++ {
+			n := min(max(poisson(r, diff), 1), 40)
+			ctx := len(prompt)
+			// E[answer tokens] = 200·exp(0.9²/2) ≈ 300 per turn.
+			ro := wlRollout{group: g, key: fmt.Sprintf("g%d-r%d", g, i), cost: diff * 300}
+			for k := 0; k < n && ctx < 32768; k++ {
+				t := wlTurn{out: int(lognorm(r, 200, 0.9, 16, 4096)), obs: int(lognorm(r, 250, 1, 8, 4096)),
+					tool: time.Duration(lognorm(r, 1, 1.3, 0.05, 120) * float64(time.Second))}
+				ctx += t.out + t.obs
+				ro.turns = append(ro.turns, t)
+			}
+			w.rollouts = append(w.rollouts, ro)
+		}
+	}
+	return w
+}
+
+func mathWorkload(groups, size, vocab int) *workload {
+	r := rand.New(rand.NewSource(1919))
+	w := &workload{name: "math", size: size}
+	for g := 0; g < groups; g++ {
+		w.prompts = append(w.prompts, randIDs(r, int(lognorm(r, 150, 0.4, 40, 1000)), vocab))
+		for i := 0; i < size; i++ {
+			w.rollouts = append(w.rollouts, wlRollout{group: g, key: fmt.Sprintf("m%d-r%d", g, i),
+				turns: []wlTurn{{out: int(lognorm(r, 1200, 0.8, 50, 8192))}}})
+		}
+	}
+	return w
+}
+
+type fleetBackend struct {
+	speed float64
+}
+
+// lowerBound is the step's makespan no routing can beat: the fleet's work
+// at full batches (the cheapest tokens) with every shared token prefilled
+// once, over the fleet's speed; or the longest rollout alone on the
+// fastest backend (batch one, its tools included), if longer.
+func lowerBound(w *workload, m simllm.EngineModel, fleet []fleetBackend) (work, critical float64) {
+	perTokFull := (m.StepBase + time.Duration(m.Slots)*m.StepPerSeq).Seconds() / float64(m.Slots)
+	perTokOne := (m.StepBase + m.StepPerSeq).Seconds()
+	c := m.PrefillPerToken.Seconds()
+	var decode, prefill float64
+	for _, p := range w.prompts {
+		prefill += float64(len(p))
+	}
+	fast, speeds := 0.0, 0.0
+	for _, b := range fleet {
+		speeds += b.speed
+		fast = math.Max(fast, b.speed)
+	}
+	for _, ro := range w.rollouts {
+		cp := 0.0
+		for k, t := range ro.turns {
+			decode += float64(t.out)
+			if k+1 < len(ro.turns) {
+				prefill += float64(t.obs)
+				cp += t.tool.Seconds() + c*float64(t.obs)/fast
+			}
+			cp += float64(t.out) * perTokOne / fast
+		}
+		critical = math.Max(critical, cp)
+	}
+	return (decode*perTokFull + prefill*c) / speeds, critical
+}
+
+type utilResult struct {
+	makespan, tail, util, hit float64
+	generated                 int64
+}
+
+func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBackend, routing backend.Routing, longestFirst bool) utilResult {
+	var sims []*simllm.Server
+	pool := backend.NewPool(hclog.NewNullLogger())
+	if err := pool.SetRouting(routing); err != nil {
+		b.Fatal(err)
+	}
+	for _, fb := range fleet {
+		em := m
+		em.Speed = fb.speed
+		s := simllm.New(simllm.Options{Engine: &em, MaxModelLen: 1 << 20})
+		ts := httptest.NewServer(s)
+		b.Cleanup(ts.Close)
+		c, err := backend.NewClient("vllm", ts.URL, "prorl-sim")
+		if err != nil {
+			b.Fatal(err)
+		}
+		be, err := pool.Add(&backend.Backend{URL: ts.URL, Protocol: "vllm", Client: c, Weight: fb.speed})
+		if err != nil {
+			b.Fatal(err)
+		}
+		pool.SetHealth(be.ID, nil)
+		sims = append(sims, s)
+	}
+	ctx := context.Background()
+	start := time.Now()
+	done := make([]float64, len(w.rollouts))
+	var wg sync.WaitGroup
+	order := make([]int, len(w.rollouts))
+	for i := range order {
+		order[i] = i
+	}
+	if longestFirst {
+		// Longest expected first (LPT): the big groups are placed, and start, first.
+		sort.SliceStable(order, func(a, b int) bool { return w.rollouts[order[a]].cost > w.rollouts[order[b]].cost })
+	}
+	for _, i := range order {
+		ro := w.rollouts[i]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lease, err := pool.AcquireFor(ctx, time.Minute, backend.Hint{Key: ro.key, Group: strconv.Itoa(ro.group), GroupSize: w.size, Cost: ro.cost})
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			defer lease.Release()
+			r := rand.New(rand.NewSource(int64(i)))
+			ids := append([]int(nil), w.prompts[ro.group]...)
+			for k, t := range ro.turns {
+				be, end := lease.Route()
+				seed := int64(i)<<16 | int64(k)
+				prio := 0
+				if longestFirst {
+					// The most expected work left goes first (vLLM's priority: lower first).
+					prio = -int(max(ro.cost-300*float64(k), 0))
+				}
+				res, err := be.Client.Generate(ctx, backend.GenerateRequest{PromptIDs: ids, MaxTokens: t.out, IgnoreEOS: true, Temperature: 1, Seed: &seed, Priority: prio})
+				end()
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				ids = append(ids, res.IDs...)
+				if k+1 == len(ro.turns) {
+					break
+				}
+				time.Sleep(time.Duration(float64(t.tool) * m.TimeScale))
+				ids = append(ids, randIDs(r, t.obs, 1000)...)
+			}
+			done[i] = time.Since(start).Seconds() / m.TimeScale
+		}()
+	}
+	wg.Wait()
+	makespan := time.Since(start).Seconds() / m.TimeScale
+	sort.Float64s(done)
+	var slotSec, slots, cached, prompt float64
+	var gen int64
+	for _, s := range sims {
+		st, _ := s.EngineStats()
+		slotSec += st.SlotSeconds
+		slots += float64(st.Slots)
+		cached += float64(st.CachedTokens)
+		prompt += float64(st.PromptTokens)
+		gen += st.GeneratedTokens
+	}
+	return utilResult{makespan: makespan, tail: done[len(done)-1] - done[int(0.9*float64(len(done)))-1],
+		util: slotSec / (slots * makespan), hit: cached / math.Max(prompt, 1), generated: gen}
+}
+
+func BenchmarkIssue19Utilisation(b *testing.B) {
+	scale := 0.015
+	if v, err := strconv.ParseFloat(os.Getenv("PRORL_BENCH_TIME_SCALE"), 64); err == nil && v > 0 {
+		scale = v
+	}
+	m := simllm.DefaultEngine()
+	m.Slots, m.TimeScale, m.Priority = 32, scale, true
+	fleet := []fleetBackend{{1}, {1}, {0.5}, {0.5}}
+	vocab := simllm.NewTokenizer().VocabSize()
+	for _, w := range []*workload{sweWorkload(64, 8, vocab), mathWorkload(64, 8, vocab)} {
+		work, crit := lowerBound(w, m, fleet)
+		lb := math.Max(work, crit)
+		var rows []row
+		res := map[backend.Routing]utilResult{}
+		for _, rt := range []backend.Routing{backend.RouteProRL, backend.RouteSticky, backend.RouteRoundRobin, backend.RouteLeastRequests, backend.RouteConsistentHash, backend.RouteGroup} {
+			r := runStep(b, w, m, fleet, rt, rt == backend.RouteGroup)
+			res[rt] = r
+			rows = append(rows, row{name: fmt.Sprintf("%-15s makespan / lower bound", rt), measured: fmt.Sprintf("%.0f s / %.0f s = %.2f×", r.makespan, lb, r.makespan/lb)},
+				row{name: fmt.Sprintf("%-15s slot use, cache hits, 90→100%% tail", rt), measured: fmt.Sprintf("%.0f%%, %.0f%%, %.0f s", 100*r.util, 100*r.hit, r.tail)})
+		}
+		ours, prorl := res[backend.RouteGroup], res[backend.RouteProRL]
+		rows = append(rows,
+			row{name: "group-aware: makespan / lower bound", measured: fmt.Sprintf("%.2f×", ours.makespan/lb), target: "≤ 1.10×", ok: ours.makespan/lb <= 1.10},
+			row{name: "group-aware speed-up over ProRL's routing", measured: fmt.Sprintf("%.2f×", prorl.makespan/ours.makespan), target: "≥ 1.25×", ok: prorl.makespan/ours.makespan >= 1.25},
+			row{name: "group-aware slot use while work remains", measured: fmt.Sprintf("%.0f%%", 100*ours.util), target: "≥ 95%", ok: ours.util >= 0.95})
+		printTable(fmt.Sprintf("Issue 19 — one GRPO step, %s, %d rollouts; fleet 2×H100 + 2×half-speed, %d slots each (simulated s; lower bound = max(work %.0f s, longest rollout %.0f s); time scale %g)",
+			w.name, len(w.rollouts), m.Slots, work, crit, scale), rows)
+	}
+}
