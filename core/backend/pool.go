@@ -30,16 +30,17 @@ type Backend struct {
 	Client Client  `json:"-"`
 
 	// guarded by Pool.mu
-	inflight int
-	requests int     // generation requests in flight (per-request routings)
-	load     float64 // expected work of the rollouts in flight (Hint.Cost)
-	reqTotal int64
-	assigned int64
-	healthy  bool
-	removed  bool
-	lastErr  string
-	index    int // in the heap; -1 when out
-	added    time.Time
+	inflight   int
+	requests   int     // generation requests in flight (per-request routings)
+	load       float64 // expected work of the rollouts in flight (Hint.Cost)
+	migratedIn int64   // rollouts moved here by rebalancing
+	reqTotal   int64
+	assigned   int64
+	healthy    bool
+	removed    bool
+	lastErr    string
+	index      int // in the heap; -1 when out
+	added      time.Time
 }
 
 // Status is a backend as GET /v1/backends shows it.
@@ -52,6 +53,7 @@ type Status struct {
 	Healthy        bool      `json:"healthy"`
 	InFlight       int       `json:"in_flight"`
 	Requests       int       `json:"requests_in_flight"`
+	MigratedIn     int64     `json:"migrated_in,omitempty"`
 	Weight         float64   `json:"weight"`
 	Assigned       int64     `json:"assigned"`
 	LastError      string    `json:"last_error,omitempty"`
@@ -179,7 +181,7 @@ func (p *Pool) List() []Status {
 	for _, b := range p.all {
 		out = append(out, Status{
 			ID: b.ID, URL: b.URL, Protocol: b.Protocol, Model: b.Model, MaxConcurrency: b.MaxConcurrency,
-			Healthy: b.healthy, InFlight: b.inflight, Requests: b.requests, Weight: b.weight(), Assigned: b.assigned, LastError: b.lastErr, Added: b.added,
+			Healthy: b.healthy, InFlight: b.inflight, Requests: b.requests, MigratedIn: b.migratedIn, Weight: b.weight(), Assigned: b.assigned, LastError: b.lastErr, Added: b.added,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool {

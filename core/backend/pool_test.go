@@ -245,3 +245,79 @@ func TestRoutingsMatchConfig(t *testing.T) {
 		}
 	}
 }
+
+// Group-aware leases move off a backend whose requests queue up while
+// another has room; a long rollout is not moved to a slower backend.
+func TestGroupAwareRebalance(t *testing.T) {
+	ctx := context.Background()
+	acquire := func(p *Pool, key, group string, size int, cost float64) *Lease {
+		l, err := p.AcquireFor(ctx, 0, Hint{Key: key, Group: group, GroupSize: size, Cost: cost})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	p, bs := newPool(t, 2, 0)
+	_ = p.SetRouting(RouteGroup)
+	var ls []*Lease
+	for i := 0; i < 20; i++ {
+		if l := acquire(p, fmt.Sprint(i), "g", 20, 10); l.B != bs[0] {
+			t.Fatal("the group was not placed together")
+		} else {
+			ls = append(ls, l)
+		}
+	}
+	var ends []func()
+	for _, l := range ls[:9] {
+		b, end := l.Route()
+		if b != bs[0] {
+			t.Fatalf("moved while the queues were within the slack (%s)", b.ID)
+		}
+		ends = append(ends, end)
+	}
+	// b1 has 9 requests in flight, b2 none: the next rollout moves, and stays.
+	if b, end := ls[9].Route(); b != bs[1] || ls[9].B != bs[1] {
+		t.Fatalf("not moved: %s", b.ID)
+	} else {
+		end()
+	}
+	if st := p.List(); st[0].InFlight != 19 || st[1].InFlight != 1 || st[1].MigratedIn != 1 {
+		t.Fatalf("counts after the move: %+v", st)
+	}
+	for _, e := range ends {
+		e()
+	}
+	for _, l := range ls {
+		l.Release()
+	}
+
+	p, bs = newPool(t, 2, 0)
+	_ = p.SetRouting(RouteGroup)
+	bs[1].Weight = 0.5
+	var short []*Lease
+	for i := 0; i < 11; i++ {
+		short = append(short, acquire(p, fmt.Sprint(i), "s", 11, 1))
+	}
+	long := acquire(p, "long", "l", 1, 1000)
+	if long.B != bs[0] || short[10].B != bs[0] {
+		t.Fatal("placement")
+	}
+	ends = ends[:0]
+	for _, l := range short[:10] {
+		_, e := l.Route()
+		ends = append(ends, e)
+	}
+	if b, e := long.Route(); b != bs[0] {
+		t.Fatalf("the long rollout moved to the slower %s", b.ID)
+	} else {
+		ends = append(ends, e)
+	}
+	if b, e := short[10].Route(); b != bs[1] {
+		t.Fatalf("a short rollout stayed in the queue (%s)", b.ID)
+	} else {
+		ends = append(ends, e)
+	}
+	for _, e := range ends {
+		e()
+	}
+}

@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"container/heap"
 	"fmt"
 	"hash/fnv"
 	"sort"
@@ -158,6 +159,43 @@ func (p *Pool) leaveGroupLocked(l *Lease) {
 	}
 }
 
+// migrateSlack is how many more requests in flight per unit of weight a
+// rollout's backend must have than the least busy one before the rollout
+// moves there: enough that the move's cost (prefilling its context again
+// on a backend without it cached) is paid back by the queue it leaves.
+const migrateSlack = 8
+
+// rebalanceLocked moves a group-aware lease off a backend whose requests
+// queue up while another has room: placement at the start balances the
+// expected work, this corrects for what the rollouts really do.
+func (p *Pool) rebalanceLocked(l *Lease) *Backend {
+	cur := l.B
+	if cur.index < 0 || cur.removed {
+		return cur // out of rotation: the failover moves it, not this
+	}
+	best := p.pickLocked(func(a, c *Backend) bool {
+		return float64(a.requests)/a.weight() < float64(c.requests)/c.weight()
+	})
+	if best == nil || best == cur || float64(cur.requests+1)/cur.weight() <= float64(best.requests+1)/best.weight()+migrateSlack {
+		return cur
+	}
+	if best.weight() < cur.weight() && cur.inflight > 0 && l.hint.cost() > cur.load/float64(cur.inflight) {
+		// A long rollout stays on the faster backend: the short ones move.
+		return cur
+	}
+	p.leaveGroupLocked(l)
+	cur.inflight--
+	cur.load -= l.hint.cost()
+	heap.Fix(&p.h, cur.index)
+	best.inflight++
+	best.assigned++
+	best.load += l.hint.cost()
+	heap.Fix(&p.h, best.index)
+	best.migratedIn++
+	l.B = best
+	return best
+}
+
 // Route is the backend for the lease's next request, and the call that
 // ends it: the lease's own backend unless the routing chooses per request.
 func (l *Lease) Route() (*Backend, func()) {
@@ -166,6 +204,8 @@ func (l *Lease) Route() (*Backend, func()) {
 	defer p.mu.Unlock()
 	b := l.B
 	switch p.route {
+	case RouteGroup:
+		b = p.rebalanceLocked(l)
 	case RouteRoundRobin:
 		if len(p.h) > 0 {
 			hs := append([]*Backend(nil), p.h...)
