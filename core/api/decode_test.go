@@ -62,6 +62,8 @@ func TestDecodeErrors(t *testing.T) {
 		{`{"task":{},"timeout":0}`, 0, "", "", "timeout"},
 		{`{"task":{},"priority":101}`, 0, "", "", "priority"},
 		{`{"task":{},"priority":-1}`, 0, "", "", "priority"},
+		{`{"task":{},"expected_tokens":-5}`, 0, "", "", "expected_tokens"},
+		{`{"task":{},"expected_tokens":4000,"n":8}`, 0, "", "", ""},
 		{`{"task":{},"priority":100,"n":4,"early_stop_min_usable":4}`, 0, "", "", ""},
 		{`{"task":{},"n":4,"early_stop_min_usable":5}`, 0, "", "", "early_stop_min_usable"},
 		{`{"task":{},"early_stop_min_usable":0}`, 0, "", "", "early_stop_min_usable"},

@@ -46,6 +46,10 @@ type SubmitRequest struct {
 	// Priority (0-100, default 0): queued rollouts of higher priority start
 	// first; started ones are never preempted.
 	Priority *int `json:"priority,omitempty"`
+	// ExpectedTokens is what the trainer expects each rollout to generate
+	// (e.g. from the task's earlier epochs): with [backends] routing =
+	// "group-aware" the host balances it across backends.
+	ExpectedTokens *int `json:"expected_tokens,omitempty"`
 	// EarlyStopMinUsable cancels the group's unfinished rollouts once this
 	// many finished usable (scored, with trainable tokens).
 	EarlyStopMinUsable *int `json:"early_stop_min_usable,omitempty"`
@@ -160,6 +164,9 @@ func (s *SubmitRequest) validate(prefix string, maxSamples int) *Error {
 	}
 	if len(s.Metadata) > maxMetadata {
 		return invalid(f("metadata"), "at most %d bytes", maxMetadata)
+	}
+	if s.ExpectedTokens != nil && *s.ExpectedTokens < 0 {
+		return invalid(f("expected_tokens"), "must not be negative, got %d", *s.ExpectedTokens)
 	}
 	if s.Priority != nil && (*s.Priority < 0 || *s.Priority > maxPriority) {
 		return invalid(f("priority"), "must be between 0 and %d, got %d", maxPriority, *s.Priority)

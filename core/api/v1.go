@@ -88,6 +88,9 @@ func groupRequests(sr *SubmitRequest, plug *pluginhost.Plugin) ([]pipeline.Reque
 		if sr.Timeout != nil {
 			rq.Timeout = time.Duration(*sr.Timeout)
 		}
+		if sr.ExpectedTokens != nil {
+			rq.ExpectedTokens = *sr.ExpectedTokens
+		}
 		if sr.Priority != nil {
 			rq.Priority = *sr.Priority
 		}

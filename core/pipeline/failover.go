@@ -38,7 +38,7 @@ func (f *failover) hint() backend.Hint {
 }
 
 func hintOf(r *Rollout) backend.Hint {
-	return backend.Hint{Key: r.ID, Group: r.Req.GroupID, GroupSize: r.Req.GroupSize}
+	return backend.Hint{Key: r.ID, Group: r.Req.GroupID, GroupSize: r.Req.GroupSize, Cost: float64(r.Req.ExpectedTokens)}
 }
 
 // do runs call against the current backend, moving to another on a

@@ -23,13 +23,15 @@ type Request struct {
 	Index   int    `json:"index"`
 	// GroupSize is how many rollouts the group was submitted with (for
 	// routings that place a group together).
-	GroupSize int                 `json:"group_size,omitempty"`
-	Domain    string              `json:"domain"`
-	Task      json.RawMessage     `json:"task"`
-	Sampling  trajectory.Sampling `json:"sampling"`
-	MaxTurns  int                 `json:"max_turns,omitempty"`
-	Timeout   time.Duration       `json:"timeout,omitempty"`
-	Metadata  json.RawMessage     `json:"metadata,omitempty"`
+	GroupSize int `json:"group_size,omitempty"`
+	// ExpectedTokens is the trainer's estimate of the tokens it generates.
+	ExpectedTokens int                 `json:"expected_tokens,omitempty"`
+	Domain         string              `json:"domain"`
+	Task           json.RawMessage     `json:"task"`
+	Sampling       trajectory.Sampling `json:"sampling"`
+	MaxTurns       int                 `json:"max_turns,omitempty"`
+	Timeout        time.Duration       `json:"timeout,omitempty"`
+	Metadata       json.RawMessage     `json:"metadata,omitempty"`
 	// MessageSpans asks for each initial message's own token span (ProRL compatibility).
 	MessageSpans bool `json:"message_spans,omitempty"`
 	// Priority orders the start of queued rollouts: higher first (0-100).

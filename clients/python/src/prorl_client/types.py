@@ -36,6 +36,7 @@ class SubmitRequest(TypedDict, total=False):
     idempotency_key: str
     metadata: dict[str, Any]
     priority: int
+    expected_tokens: int
     early_stop_min_usable: int
     harness: Harness
 
