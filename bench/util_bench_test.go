@@ -58,6 +58,7 @@ type workload struct {
 	prompts  [][]int
 	rollouts []wlRollout
 	size     int
+	vocab    int // token ids drawn below it
 }
 
 func lognorm(r *rand.Rand, median, sigma, lo, hi float64) float64 {
@@ -85,7 +86,7 @@ func randIDs(r *rand.Rand, n, vocab int) []int {
 
 func sweWorkload(groups, size, vocab int) *workload {
 	r := rand.New(rand.NewSource(19))
-	w := &workload{name: "SWE-like", size: size}
+	w := &workload{name: "SWE-like", size: size, vocab: vocab}
 	for g := 0; g < groups; g++ {
 		prompt := randIDs(r, int(lognorm(r, 3000, 0.5, 800, 10000)), vocab)
 		w.prompts = append(w.prompts, prompt)
@@ -109,7 +110,7 @@ func sweWorkload(groups, size, vocab int) *workload {
 
 func mathWorkload(groups, size, vocab int) *workload {
 	r := rand.New(rand.NewSource(1919))
-	w := &workload{name: "math", size: size}
+	w := &workload{name: "math", size: size, vocab: vocab}
 	for g := 0; g < groups; g++ {
 		w.prompts = append(w.prompts, randIDs(r, int(lognorm(r, 150, 0.4, 40, 1000)), vocab))
 		for i := 0; i < size; i++ {
@@ -228,7 +229,7 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 					break
 				}
 				time.Sleep(time.Duration(float64(t.tool) * m.TimeScale))
-				ids = append(ids, randIDs(r, t.obs, 1000)...)
+				ids = append(ids, randIDs(r, t.obs, w.vocab)...)
 			}
 			done[i] = time.Since(start).Seconds() / m.TimeScale
 		}()

@@ -94,13 +94,6 @@ func (p *Pool) SetRouting(r Routing) error {
 	return nil
 }
 
-// Routing is the pool's placement policy.
-func (p *Pool) Routing() Routing {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.route
-}
-
 func (p *Pool) notifyLocked() {
 	close(p.changed)
 	p.changed = make(chan struct{})

@@ -196,6 +196,14 @@ func (p *Pool) rebalanceLocked(l *Lease) *Backend {
 	return best
 }
 
+// Current is the lease's backend, read under the pool's lock: rebalancing
+// moves a group-aware lease between its requests.
+func (l *Lease) Current() *Backend {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	return l.B
+}
+
 // Route is the backend for the lease's next request, and the call that
 // ends it: the lease's own backend unless the routing chooses per request.
 func (l *Lease) Route() (*Backend, func()) {

@@ -32,11 +32,7 @@ func (f *failover) retrying(b *backend.Backend) backend.Client {
 	}}
 }
 
-// hint is what the pool's routing knows of the rollout.
-func (f *failover) hint() backend.Hint {
-	return hintOf(f.r)
-}
-
+// hintOf is what the pool's routing knows of the rollout.
 func hintOf(r *Rollout) backend.Hint {
 	return backend.Hint{Key: r.ID, Group: r.Req.GroupID, GroupSize: r.Req.GroupSize, Cost: float64(r.Req.ExpectedTokens)}
 }
@@ -52,17 +48,22 @@ func (f *failover) do(ctx context.Context, call func(c backend.Client) error) er
 		f.mu.Lock()
 		f.turn = append(f.turn, b.ID)
 		f.mu.Unlock()
+		if cur := l.Current(); cur == b { // a sticky lease: it may have been moved (rebalancing)
+			f.r.mu.Lock()
+			f.r.backendID = cur.ID
+			f.r.mu.Unlock()
+		}
 		err := call(f.retrying(b))
 		done()
 		if err == nil || !backend.Retriable(err) || ctx.Err() != nil || moves >= maxFailovers {
 			return err
 		}
 		f.p.d.Pool.SetHealth(b.ID, err)
-		next, aerr := f.p.d.Pool.AcquireFor(ctx, f.p.d.Cfg.Backends.WaitForBackend.Duration, f.hint())
+		next, aerr := f.p.d.Pool.AcquireFor(ctx, f.p.d.Cfg.Backends.WaitForBackend.Duration, hintOf(f.r))
 		if aerr != nil {
 			return err
 		}
-		f.p.d.Log.Warn("backend keeps failing; rollout moves to another", "rollout", f.r.ID, "from", l.B.ID, "to", next.B.ID, "error", err)
+		f.p.d.Log.Warn("backend keeps failing; rollout moves to another", "rollout", f.r.ID, "from", b.ID, "to", next.B.ID, "error", err)
 		l.Release()
 		f.mu.Lock()
 		f.lease = next
@@ -120,5 +121,5 @@ func (f *failover) Health(ctx context.Context) error {
 	f.mu.Lock()
 	l := f.lease
 	f.mu.Unlock()
-	return l.B.Client.Health(ctx)
+	return l.Current().Client.Health(ctx)
 }
