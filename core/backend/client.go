@@ -6,6 +6,7 @@ package backend
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	json "github.com/goccy/go-json"
 	"io"
@@ -40,8 +41,33 @@ type GenerateResult struct {
 	Logprobs     []float64
 	Text         string
 	HasText      bool
-	FinishReason string // "stop" or "length"
+	FinishReason string // "stop", "length", or FinishAbort
+	// Segments, when a generation was paused and continued, are its
+	// consecutive parts, each with the policy version that produced it.
+	Segments []Segment
 }
+
+// Segment is a run of a generation's tokens made by one request.
+type Segment struct {
+	Tokens int
+	Policy int64
+}
+
+// FinishAbort is the finish reason of a request the server aborted (vLLM's
+// pause in abort mode): its tokens so far come back with it.
+const FinishAbort = "abort"
+
+// Pauser is a server that stops generating for a weight update: Pause with
+// abort ends its in-flight requests (they answer FinishAbort with their
+// tokens so far) and holds new ones until Resume.
+type Pauser interface {
+	Pause(ctx context.Context, abort bool) error
+	Resume(ctx context.Context) error
+}
+
+// ErrNoPause: the protocol has no pause; in-flight requests are cancelled
+// instead and their turn generates again from its start.
+var ErrNoPause = errors.New("this backend protocol cannot pause generation")
 
 // Client is one inference server's protocol.
 type Client interface {
@@ -111,6 +137,24 @@ func postJSON(ctx context.Context, url string, in, out any) error {
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("%s: decode response: %w", url, err)
+	}
+	return nil
+}
+
+// postQuery posts an empty request to url and expects a 2xx answer.
+func postQuery(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := HTTPClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode/100 != 2 {
+		return &StatusError{URL: url, Status: resp.StatusCode, Body: string(data)}
 	}
 	return nil
 }

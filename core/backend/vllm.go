@@ -131,6 +131,20 @@ func (v *VLLM) Decode(ctx context.Context, ids []int) (string, error) {
 	return resp.Prompt, nil
 }
 
+// Pause implements Pauser with vLLM's POST /pause (mode=abort: in-flight
+// requests end with finish_reason "abort" and their tokens so far; the
+// prefix cache is cleared, as after a weight update it must be).
+func (v *VLLM) Pause(ctx context.Context, abort bool) error {
+	mode := "wait"
+	if abort {
+		mode = "abort"
+	}
+	return postQuery(ctx, v.BaseURL+"/pause?mode="+mode)
+}
+
+// Resume implements Pauser (POST /resume).
+func (v *VLLM) Resume(ctx context.Context) error { return postQuery(ctx, v.BaseURL+"/resume") }
+
 // Health implements Client.
 func (v *VLLM) Health(ctx context.Context) error { return getOK(ctx, v.BaseURL+"/health") }
 
@@ -187,6 +201,12 @@ type generateResponse struct {
 	Logprobs     []float64 `json:"logprobs"`
 	FinishReason string    `json:"finish_reason"`
 }
+
+// Pause: NeMo RL's worker server has no pause endpoint.
+func (g *Generate) Pause(context.Context, bool) error { return ErrNoPause }
+
+// Resume: see Pause.
+func (g *Generate) Resume(context.Context) error { return ErrNoPause }
 
 // Generate implements Client.
 func (g *Generate) Generate(ctx context.Context, r GenerateRequest) (*GenerateResult, error) {

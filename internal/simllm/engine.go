@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"hash/fnv"
 	"sync"
 	"time"
@@ -82,6 +83,7 @@ type engineSeq struct {
 	out         int
 	prefillLeft int
 	decoded     int
+	aborted     bool
 	done        chan struct{}
 }
 
@@ -96,7 +98,15 @@ type Engine struct {
 	stats   EngineStats
 	once    sync.Once
 	arrived uint64
+	// aborts are AbortAll calls waiting for the loop (closed when done).
+	aborts []chan struct{}
 }
+
+// Aborted is Generate's error for a request ended by AbortAll: Decoded
+// tokens of its output had been generated.
+type Aborted struct{ Decoded int }
+
+func (a *Aborted) Error() string { return fmt.Sprintf("aborted after %d tokens", a.Decoded) }
 
 // NewEngine returns an engine; its loop starts with the first request.
 func NewEngine(m EngineModel) *Engine {
@@ -145,6 +155,9 @@ func (e *Engine) Generate(ctx context.Context, prompt, out []int, priority int) 
 	}
 	select {
 	case <-s.done:
+		if s.aborted {
+			return &Aborted{Decoded: s.decoded}
+		}
 		return nil
 	case <-ctx.Done():
 		select { // the loop drops it at its next step boundary
@@ -165,6 +178,51 @@ func (e *Engine) real(sim time.Duration) time.Duration {
 // rather than compressed.
 const maxLag = 2 * time.Millisecond
 
+// AbortAll ends every waiting and running request at the next step
+// boundary, as vLLM's pause in abort mode does; each one's Generate returns
+// *Aborted with the tokens decoded so far.
+func (e *Engine) AbortAll(ctx context.Context) error {
+	e.once.Do(func() { go e.loop() })
+	done := make(chan struct{})
+	e.mu.Lock()
+	e.aborts = append(e.aborts, done)
+	e.mu.Unlock()
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ClearCache empties the prefix cache (vLLM's pause clears it by default:
+// cached blocks hold the old weights' keys and values).
+func (e *Engine) ClearCache() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.cache = newBlockCache(e.m.CacheTokens / e.m.BlockSize)
+}
+
+// abortLocked ends every request (the loop is between steps).
+func (e *Engine) abortLocked() {
+	for _, q := range [][]*engineSeq{e.waiting, e.running} {
+		for _, s := range q {
+			s.aborted = true
+			e.cache.insert(s.ids[:s.promptLen+s.decoded], e.m.BlockSize)
+			close(s.done)
+		}
+	}
+	e.waiting, e.running = nil, nil
+	for _, c := range e.aborts {
+		close(c)
+	}
+	e.aborts = nil
+}
+
 func (e *Engine) loop() {
 	// Runs are scheduled back to back from an anchor, not from when the
 	// loop woke: a timer that fires late (they do, by tens of µs, which is
@@ -173,6 +231,9 @@ func (e *Engine) loop() {
 	var anchor time.Time
 	for {
 		e.mu.Lock()
+		if len(e.aborts) > 0 {
+			e.abortLocked()
+		}
 		e.admitLocked()
 		if len(e.running) == 0 {
 			e.mu.Unlock()

@@ -3,6 +3,7 @@ package simllm
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	json "github.com/goccy/go-json"
@@ -66,6 +67,7 @@ type Server struct {
 	logW    *bufio.Writer
 	n       atomic.Uint64
 	mux     *http.ServeMux
+	pause   pauseState
 }
 
 // New returns a simulator.
@@ -96,6 +98,10 @@ func New(opt Options) *Server {
 	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	s.mux.HandleFunc("GET /v1/models", s.models)
 	s.mux.HandleFunc("GET /sim/stats", s.engineStats)
+	s.mux.HandleFunc("POST /pause", s.pauseHandler)
+	s.mux.HandleFunc("POST /resume", s.resumeHandler)
+	s.mux.HandleFunc("GET /is_paused", s.isPaused)
+	s.pause.abort = make(chan struct{})
 	return s
 }
 
@@ -400,8 +406,12 @@ func (s *Server) engineStats(w http.ResponseWriter, _ *http.Request) {
 }
 
 // run generates for prompt; with ignoreEOS (vLLM's ignore_eos, how
-// benchmarks fix output lengths) exactly maxTokens tokens come back.
-func (s *Server) run(prompt []int, maxTokens int, ignoreEOS bool, priority int, seed int64, r *http.Request) (*genOut, error) {
+// benchmarks fix output lengths) exactly maxTokens tokens come back. A
+// prompt that ends inside an assistant message (a generation aborted by
+// /pause, resumed with its kept tokens) continues that message: the
+// scripted policy is deterministic, so the continuation is the rest of what
+// it would have written, with the same seed and logprobs.
+func (s *Server) run(prompt []int, maxTokens int, ignoreEOS bool, priority int, reqSeed *int64, r *http.Request) (*genOut, error) {
 	if priority != 0 && (s.engine == nil || !s.engine.m.Priority) {
 		// vLLM's answer when its scheduling policy is fcfs.
 		//lint:ignore ST1005 vLLM's message, word for word
@@ -423,17 +433,31 @@ func (s *Server) run(prompt []int, maxTokens int, ignoreEOS bool, priority int, 
 		return nil, fmt.Errorf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
 			s.opt.MaxModelLen, len(prompt)+maxTokens, len(prompt), maxTokens)
 	}
-	if s.slots != nil {
-		select {
-		case s.slots <- struct{}{}:
-			defer func() { <-s.slots }()
-		case <-r.Context().Done():
-			return nil, r.Context().Err()
-		}
+	abort, leave, err := s.admit(r.Context())
+	if err != nil {
+		return nil, err
 	}
+	defer leave()
+	base, partial := prompt, []int(nil)
+	if !ignoreEOS {
+		base, partial = s.continuation(prompt)
+	}
+	seed := seedOf(reqSeed, base)
 	var ids []int
 	var d Decision
 	finish := "stop"
+	if len(partial) > 0 {
+		text, dec := s.policy(base, seed)
+		full := append(s.tok.Encode(text), s.imEnd)
+		if len(partial) < len(full) && slices.Equal(full[:len(partial)], partial) {
+			ids, d = full[len(partial):], dec
+		} else {
+			// Not its own message so far (a template's generation prompt
+			// longer than the header): the whole prompt is the prompt.
+			base, partial = prompt, nil
+			seed = seedOf(reqSeed, base)
+		}
+	}
 	if ignoreEOS && maxTokens > 0 {
 		// A benchmark's request (fixed length): no scripted policy, which
 		// would decode the whole prompt; ids drawn from the seed.
@@ -446,9 +470,9 @@ func (s *Server) run(prompt []int, maxTokens int, ignoreEOS bool, priority int, 
 			ids[i] = byteBase + int((z^z>>31)%uint64(s.tok.VocabSize()-byteBase))
 		}
 		finish = "length"
-	} else {
+	} else if ids == nil {
 		var text string
-		text, d = s.policy(prompt, seed)
+		text, d = s.policy(base, seed)
 		ids = append(s.tok.Encode(text), s.imEnd)
 	}
 	if len(ids) > maxTokens {
@@ -456,20 +480,65 @@ func (s *Server) run(prompt []int, maxTokens int, ignoreEOS bool, priority int, 
 	}
 	lps := make([]float64, len(ids))
 	for i, id := range ids {
-		lps[i] = -3 * unit("lp", seed, len(prompt), i, id)
+		lps[i] = -3 * unit("lp", seed, len(base), len(partial)+i, id)
 	}
-	if s.engine != nil {
-		if err := s.engine.Generate(r.Context(), prompt, ids, priority); err != nil {
-			return nil, err
-		}
-	} else if s.opt.TokenLatency > 0 {
-		select {
-		case <-time.After(time.Duration(len(ids)) * s.opt.TokenLatency):
-		case <-r.Context().Done():
-			return nil, r.Context().Err()
-		}
+	decoded, err := s.wait(r.Context(), abort, prompt, ids, priority)
+	if err != nil {
+		return nil, err
+	}
+	if decoded < len(ids) { // aborted by /pause: the tokens so far
+		ids, lps, finish = ids[:decoded], lps[:decoded], "abort"
 	}
 	return &genOut{ids: ids, logprobs: lps, text: s.tok.Decode(ids), finish: finish, decision: d}, nil
+}
+
+// wait holds a generation for its simulated time; it returns how many of
+// out's tokens were generated (fewer when /pause aborted it).
+func (s *Server) wait(ctx context.Context, abort <-chan struct{}, prompt, out []int, priority int) (int, error) {
+	if s.engine != nil {
+		err := s.engine.Generate(ctx, prompt, out, priority)
+		if a, ok := err.(*Aborted); ok {
+			return a.Decoded, nil
+		}
+		return len(out), err
+	}
+	if s.slots != nil {
+		select {
+		case s.slots <- struct{}{}:
+			defer func() { <-s.slots }()
+		case <-abort:
+			return 0, nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	if s.opt.TokenLatency <= 0 {
+		return len(out), nil
+	}
+	t0 := time.Now()
+	select {
+	case <-time.After(time.Duration(len(out)) * s.opt.TokenLatency):
+		return len(out), nil
+	case <-abort:
+		return min(len(out), int(time.Since(t0)/s.opt.TokenLatency)), nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// continuation splits a prompt that ends inside an assistant message into
+// the prompt up to that message's header and the message's tokens so far.
+func (s *Server) continuation(prompt []int) (base, partial []int) {
+	hdr := s.tok.Encode("<|im_start|>assistant\n")
+	for i := len(prompt) - len(hdr); i >= 0; i-- {
+		if prompt[i] == s.imEnd {
+			return prompt, nil // the last message is closed
+		}
+		if slices.Equal(prompt[i:i+len(hdr)], hdr) {
+			return prompt[:i+len(hdr)], prompt[i+len(hdr):]
+		}
+	}
+	return prompt, nil
 }
 
 func seedOf(seed *int64, prompt []int) int64 {
@@ -532,7 +601,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		entry.Status = 500
 		return
 	}
-	out, err := s.run(prompt, req.MaxTokens, req.IgnoreEOS, req.Priority, seed, r)
+	out, err := s.run(prompt, req.MaxTokens, req.IgnoreEOS, req.Priority, req.Seed, r)
 	if err != nil {
 		entry.Status, entry.Response = 400, s.apiError(w, 400, err.Error())
 		return
@@ -586,7 +655,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		entry.Status = 500
 		return
 	}
-	out, err := s.run(req.PromptIDs, req.MaxTokens, false, 0, seed, r)
+	out, err := s.run(req.PromptIDs, req.MaxTokens, false, 0, req.Seed, r)
 	if err != nil {
 		entry.Status, entry.Response = 400, s.apiError(w, 400, err.Error())
 		return
