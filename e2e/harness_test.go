@@ -298,6 +298,7 @@ func readEntries(t *testing.T, path string) []simEntry {
 }
 
 type simEntry struct {
+	Time     time.Time       `json:"time"`
 	Path     string          `json:"path"`
 	Request  json.RawMessage `json:"request"`
 	Response json.RawMessage `json:"response"`

@@ -194,6 +194,7 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 		}
 		tk.Logprobs = append(tk.Logprobs, g.Logprobs...)
 		turn.ResponseIDs, turn.Logprobs, turn.FinishReason = g.IDs, g.Logprobs, g.FinishReason
+		turn.PolicyVersion, turn.PolicySpans = g.PolicySpans(turn.PolicyVersion)
 		parsed := parser.Parse(text)
 		am := trajectory.Message{Role: "assistant", Content: parsed.Content, ReasoningContent: parsed.Reasoning, Span: &[2]int{start, len(tk.IDs)}}
 		for j, c := range parsed.Calls {

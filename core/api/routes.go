@@ -101,6 +101,8 @@ func (s *Server) routes() []route {
 		{"/v1/backends/{id}", http.MethodDelete, "remove_backend", adminLevel, s.removeBackend},
 		{"/v1/policy", http.MethodPut, "set_policy", adminLevel, s.setPolicy},
 		{"/v1/policy", http.MethodGet, "get_policy", userLevel, s.getPolicy},
+		{"/v1/policy:pause", http.MethodPost, "pause_policy", adminLevel, s.pausePolicy},
+		{"/v1/policy:resume", http.MethodPost, "resume_policy", adminLevel, s.resumePolicy},
 		{"/v1/domains", http.MethodGet, "domains", userLevel, s.domains},
 		{"/v1/evaluate", http.MethodPost, "evaluate", userLevel, s.evaluate},
 		// Sessions: rollouts whose agent runs elsewhere and calls the gateway.

@@ -616,24 +616,97 @@ func (s *Server) setPolicy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	if req.Version == nil || *req.Version < 0 || *req.Version > maxPolicyVersion {
-		writeError(w, invalid("version", "required, an integer from 0 to %d", int64(maxPolicyVersion)))
-		return
-	}
-	cur := s.Pipeline.Policy()
-	if *req.Version < cur {
-		writeError(w, errf(http.StatusConflict, "policy_regression", "version", "version %d is older than the current %d", *req.Version, cur))
-		return
-	}
-	// A training run steps its policy by one at a time (or a few): a jump
-	// this large is a mistake that would make every real version after it
-	// a regression.
-	if *req.Version-cur > maxPolicyJump {
-		writeError(w, invalid("version", "version %d jumps more than %d past the current %d", *req.Version, int64(maxPolicyJump), cur))
+	if e := s.checkVersion(req.Version, true); e != nil {
+		writeError(w, e)
 		return
 	}
 	s.Pipeline.SetPolicy(*req.Version)
 	writeJSON(w, http.StatusOK, map[string]int64{"version": *req.Version})
+}
+
+// checkVersion validates a new policy version against the current one.
+func (s *Server) checkVersion(v *int64, required bool) *Error {
+	if v == nil {
+		if required {
+			return invalid("version", "required, an integer from 0 to %d", int64(maxPolicyVersion))
+		}
+		return nil
+	}
+	if *v < 0 || *v > maxPolicyVersion {
+		return invalid("version", "an integer from 0 to %d", int64(maxPolicyVersion))
+	}
+	cur := s.Pipeline.Policy()
+	if *v < cur {
+		return errf(http.StatusConflict, "policy_regression", "version", "version %d is older than the current %d", *v, cur)
+	}
+	// A training run steps its policy by one at a time (or a few): a jump
+	// this large is a mistake that would make every real version after it
+	// a regression.
+	if *v-cur > maxPolicyJump {
+		return invalid("version", "version %d jumps more than %d past the current %d", *v, int64(maxPolicyJump), cur)
+	}
+	return nil
+}
+
+// pausePolicy stops generation for a weight update: drain waits for the
+// requests in flight, abort ends them keeping their tokens (see
+// Pipeline.Pause). It answers once no generation is in flight; past
+// timeout_s it answers 504 and generation stays paused.
+func (s *Server) pausePolicy(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Mode     string   `json:"mode"`
+		TimeoutS *float64 `json:"timeout_s"`
+	}
+	if e := decode(w, r, 1<<16, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if req.Mode != "drain" && req.Mode != "abort" {
+		writeError(w, invalid("mode", "required: drain (wait for generation in flight) or abort (end it, keeping its tokens)"))
+		return
+	}
+	timeout := 300 * time.Second
+	if req.TimeoutS != nil {
+		if *req.TimeoutS <= 0 || *req.TimeoutS > 3600 {
+			writeError(w, invalid("timeout_s", "seconds, more than 0 and at most 3600"))
+			return
+		}
+		timeout = time.Duration(*req.TimeoutS * float64(time.Second))
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	rep, err := s.Pipeline.Pause(ctx, req.Mode == "abort")
+	if err != nil {
+		if r.Context().Err() != nil {
+			return // the caller left; generation stays paused
+		}
+		writeJSON(w, http.StatusGatewayTimeout, map[string]any{"error": map[string]any{"code": "timeout", "field": "timeout_s",
+			"message": fmt.Sprintf("%d generation requests still in flight after %v; generation stays paused: pause again (mode abort ends them) or resume", rep.Left, timeout)},
+			"pause": rep})
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+// resumePolicy lets generation continue under a new policy version
+// (validated as PUT /v1/policy; absent: the current one).
+func (s *Server) resumePolicy(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Version *int64 `json:"version"`
+	}
+	if e := decode(w, r, 1<<16, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := s.checkVersion(req.Version, false); e != nil {
+		writeError(w, e)
+		return
+	}
+	v := s.Pipeline.Policy()
+	if req.Version != nil {
+		v = *req.Version
+	}
+	writeJSON(w, http.StatusOK, s.Pipeline.Resume(r.Context(), v))
 }
 
 // Policy versions are integers JSON carries exactly (2^53-1), stepped by
@@ -644,7 +717,12 @@ const (
 )
 
 func (s *Server) getPolicy(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]int64{"version": s.Pipeline.Policy()})
+	paused, mode := s.Pipeline.Paused()
+	out := map[string]any{"version": s.Pipeline.Policy(), "paused": paused}
+	if paused {
+		out["mode"] = mode
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) domains(w http.ResponseWriter, _ *http.Request) {

@@ -47,6 +47,26 @@ type GenerateResult struct {
 	Segments []Segment
 }
 
+// PolicySpans are the result's token spans with the policy version of
+// each (nil for a generation made by one request) and the version of its
+// first token (def when it has none).
+func (g *GenerateResult) PolicySpans(def int64) (int64, []trajectory.PolicySpan) {
+	if len(g.Segments) == 0 {
+		return def, nil
+	}
+	first := g.Segments[0].Policy
+	if len(g.Segments) == 1 {
+		return first, nil
+	}
+	spans := make([]trajectory.PolicySpan, 0, len(g.Segments))
+	at := 0
+	for _, s := range g.Segments {
+		spans = append(spans, trajectory.PolicySpan{Start: at, End: at + s.Tokens, Version: s.Policy})
+		at += s.Tokens
+	}
+	return first, spans
+}
+
 // Segment is a run of a generation's tokens made by one request.
 type Segment struct {
 	Tokens int

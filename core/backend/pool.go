@@ -183,6 +183,17 @@ func (p *Pool) List() []Status {
 	return out
 }
 
+// Backends returns the backends (a snapshot, in no order).
+func (p *Pool) Backends() []*Backend {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*Backend, 0, len(p.all))
+	for _, b := range p.all {
+		out = append(out, b)
+	}
+	return out
+}
+
 // Lease is a rollout's hold on one backend for its whole life (sticky, so the
 // server's prefix cache keeps the conversation).
 type Lease struct {

@@ -331,8 +331,9 @@ func (s *Session) Complete(ctx context.Context, c Call) (*Reply, error) {
 			backendID = bs[len(bs)-1]
 		}
 	}
+	version, spans := g.PolicySpans(s.cfg.Policy())
 	s.turns = append(s.turns, trajectory.Turn{Index: len(s.turns), Trace: idx, PromptDeltaIDs: delta, ResponseIDs: g.IDs, Logprobs: lp,
-		FinishReason: g.FinishReason, Backend: backendID, PolicyVersion: s.cfg.Policy(), ToolCalls: len(am.ToolCalls),
+		FinishReason: g.FinishReason, Backend: backendID, PolicyVersion: version, PolicySpans: spans, ToolCalls: len(am.ToolCalls),
 		GenerateMS: ms(genDur), OverheadMS: ms(time.Since(start) - genDur)})
 	s.lastText = am.Content
 	return reply, nil

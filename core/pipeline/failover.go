@@ -2,6 +2,9 @@ package pipeline
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,7 +42,7 @@ func hintOf(r *Rollout) backend.Hint {
 
 // do runs call against the current backend, moving to another on a
 // retriable failure.
-func (f *failover) do(ctx context.Context, call func(c backend.Client) error) error {
+func (f *failover) do(ctx context.Context, call func(b *backend.Backend, c backend.Client) error) error {
 	for {
 		f.mu.Lock()
 		l, moves := f.lease, f.moves
@@ -53,9 +56,9 @@ func (f *failover) do(ctx context.Context, call func(c backend.Client) error) er
 			f.r.backendID = cur.ID
 			f.r.mu.Unlock()
 		}
-		err := call(f.retrying(b))
+		err := call(b, f.retrying(b))
 		done()
-		if err == nil || !backend.Retriable(err) || ctx.Err() != nil || moves >= maxFailovers {
+		if err == nil || errors.Is(err, errCut) || !backend.Retriable(err) || ctx.Err() != nil || moves >= maxFailovers {
 			return err
 		}
 		f.p.d.Pool.SetHealth(b.ID, err)
@@ -81,13 +84,73 @@ func (f *failover) release() {
 	f.lease.Release()
 }
 
+// maxContinuations bounds how often one turn may be aborted and continued.
+const maxContinuations = 64
+
+// Generate runs one turn's generation. Each request passes the policy gate
+// (held while paused); a request aborted by a pause comes back with its
+// tokens so far, and the turn continues from them under the next policy;
+// one cut (its backend cannot abort) generates again.
 func (f *failover) Generate(ctx context.Context, req backend.GenerateRequest) (*backend.GenerateResult, error) {
 	f.mu.Lock()
 	f.turn = f.turn[:0]
 	f.mu.Unlock()
-	var res *backend.GenerateResult
-	err := f.do(ctx, func(c backend.Client) (err error) { res, err = c.Generate(ctx, req); return err })
-	return res, err
+	var out *backend.GenerateResult
+	for n := 0; ; n++ {
+		if n > maxContinuations {
+			return nil, fmt.Errorf("the generation was aborted %d times", maxContinuations)
+		}
+		var res *backend.GenerateResult
+		var version int64
+		err := f.do(ctx, func(b *backend.Backend, c backend.Client) error {
+			gctx, v, slot, err := f.p.gate.enter(ctx, b.ID)
+			if err != nil {
+				return err
+			}
+			version = v
+			res, err = c.Generate(gctx, req)
+			if f.p.gate.leave(slot) && ctx.Err() == nil {
+				return errCut
+			}
+			return err
+		})
+		if errors.Is(err, errCut) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = appendSegment(out, res, version)
+		if res.FinishReason != backend.FinishAbort {
+			return out, nil
+		}
+		f.p.gate.countAbort()
+		if req.MaxTokens -= len(res.IDs); req.MaxTokens <= 0 {
+			out.FinishReason = "length"
+			return out, nil
+		}
+		req.PromptIDs = append(slices.Clip(req.PromptIDs), res.IDs...)
+	}
+}
+
+// appendSegment adds one request's tokens to a turn's generation.
+func appendSegment(out, res *backend.GenerateResult, version int64) *backend.GenerateResult {
+	if out == nil {
+		r := *res
+		if len(res.IDs) > 0 {
+			r.Segments = []backend.Segment{{Tokens: len(res.IDs), Policy: version}}
+		}
+		return &r
+	}
+	if len(res.IDs) > 0 {
+		out.IDs = append(out.IDs, res.IDs...)
+		out.Logprobs = append(out.Logprobs, res.Logprobs...)
+		// The text is decoded whole: a character may straddle the parts.
+		out.Text, out.HasText = "", false
+		out.Segments = append(out.Segments, backend.Segment{Tokens: len(res.IDs), Policy: version})
+	}
+	out.FinishReason = res.FinishReason
+	return out
 }
 
 // TakeTurnBackends implements agent.TurnBackends.
@@ -107,13 +170,16 @@ func (f *failover) TakeTurnBackends() []string {
 
 func (f *failover) Render(ctx context.Context, msgs []trajectory.Message, tools []trajectory.Tool, opts tokenizer.RenderOptions) ([]int, error) {
 	var ids []int
-	err := f.do(ctx, func(c backend.Client) (err error) { ids, err = c.Render(ctx, msgs, tools, opts); return err })
+	err := f.do(ctx, func(_ *backend.Backend, c backend.Client) (err error) {
+		ids, err = c.Render(ctx, msgs, tools, opts)
+		return err
+	})
 	return ids, err
 }
 
 func (f *failover) Decode(ctx context.Context, ids []int) (string, error) {
 	var text string
-	err := f.do(ctx, func(c backend.Client) (err error) { text, err = c.Decode(ctx, ids); return err })
+	err := f.do(ctx, func(_ *backend.Backend, c backend.Client) (err error) { text, err = c.Decode(ctx, ids); return err })
 	return text, err
 }
 

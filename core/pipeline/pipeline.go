@@ -58,6 +58,7 @@ type Pipeline struct {
 	d      Deps
 	runner *agent.Runner
 	policy atomic.Int64
+	gate   *gate
 
 	initQ        *startQueue
 	runQ, evalQ  chan *Rollout
@@ -94,6 +95,7 @@ func New(d Deps) (*Pipeline, error) {
 		early:  map[string]*earlyStop{},
 		gw:     gateway.New(d.Log.Named("gateway"), d.Cfg.Server.MaxBodyBytes),
 	}
+	p.gate = newGate(p)
 	p.runner = &agent.Runner{Parser: parser, Policy: p.policy.Load}
 	if tc := d.Cfg.Tokenizer; tc.ModelDir != "" {
 		opts := tokenizer.LocalOptions{ArgumentsAsString: tc.ArgumentsAsString, NullContentWithToolCalls: tc.NullContentWithToolCalls}

@@ -1,0 +1,247 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prorl/prorl/core/backend"
+)
+
+// gate holds generation requests while the policy's weights change
+// (POST /v1/policy:pause ... :resume). Everything else — tools, sandboxes,
+// grading — keeps running: only the backends must be idle.
+type gate struct {
+	p        *Pipeline
+	mu       sync.Mutex
+	paused   bool
+	mode     string
+	since    time.Time
+	open     chan struct{} // closed by resume
+	inflight map[*genSlot]struct{}
+	drained  chan struct{} // closed when inflight empties
+	aborted  int           // requests cut or aborted since the pause
+	// held are the backends paused by their own API (vLLM's /pause), to
+	// resume at :resume.
+	held map[*backend.Backend]bool
+}
+
+// genSlot is one generation request in flight.
+type genSlot struct {
+	backend string
+	cancel  context.CancelFunc
+	cut     bool
+}
+
+// errCut: the gate cancelled a request to a backend that cannot abort
+// by itself; the generation starts again after the pause.
+var errCut = errors.New("generation cut by a policy pause")
+
+// abortGrace is how long an abort waits for requests on a backend that
+// paused by its own API: their answers are in transit, or (sent just
+// after the backend paused) they wait in its queue with nothing generated
+// and are cut.
+const abortGrace = 2 * time.Second
+
+func newGate(p *Pipeline) *gate {
+	return &gate{p: p, inflight: map[*genSlot]struct{}{}, held: map[*backend.Backend]bool{}}
+}
+
+// enter waits while paused, then counts a request to backend b in flight;
+// ctx is the request's context and version the policy it runs under.
+func (g *gate) enter(ctx context.Context, b string) (context.Context, int64, *genSlot, error) {
+	for {
+		g.mu.Lock()
+		if !g.paused {
+			s := &genSlot{backend: b}
+			gctx, cancel := context.WithCancel(ctx)
+			s.cancel = cancel
+			g.inflight[s] = struct{}{}
+			v := g.p.policy.Load()
+			g.mu.Unlock()
+			return gctx, v, s, nil
+		}
+		open := g.open
+		g.mu.Unlock()
+		select {
+		case <-open:
+		case <-ctx.Done():
+			return nil, 0, nil, ctx.Err()
+		}
+	}
+}
+
+// leave ends a request; it reports whether the gate cut it.
+func (g *gate) leave(s *genSlot) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.inflight, s)
+	s.cancel()
+	if len(g.inflight) == 0 && g.drained != nil {
+		close(g.drained)
+		g.drained = nil
+	}
+	return s.cut
+}
+
+func (g *gate) countAbort() {
+	g.mu.Lock()
+	g.aborted++
+	g.mu.Unlock()
+}
+
+// PauseReport is what a pause did.
+type PauseReport struct {
+	Paused   bool    `json:"paused"`
+	Mode     string  `json:"mode"`
+	InFlight int     `json:"in_flight"` // generation requests in flight when it began
+	Aborted  int     `json:"aborted"`   // of those, ended early (their tokens kept where the backend could abort)
+	Left     int     `json:"left"`      // still in flight (when the wait timed out)
+	WaitedMS float64 `json:"waited_ms"`
+	Version  int64   `json:"version"`
+}
+
+// Pause stops new generation requests. drain waits for the in-flight ones;
+// abort ends them: backends with a pause API (vLLM) abort and answer with
+// their tokens so far, which the rollout keeps; the others' requests are
+// cancelled and generate again after the pause. It returns once no request
+// is in flight, or with ctx's error (still paused) when ctx ends first.
+func (p *Pipeline) Pause(ctx context.Context, abort bool) (PauseReport, error) {
+	g := p.gate
+	t0 := time.Now()
+	g.mu.Lock()
+	if !g.paused {
+		g.paused, g.open, g.since, g.aborted, g.mode = true, make(chan struct{}), t0, 0, "drain"
+	}
+	if abort {
+		g.mode = "abort"
+	}
+	rep := PauseReport{Paused: true, Mode: g.mode, InFlight: len(g.inflight), Version: p.policy.Load()}
+	g.mu.Unlock()
+	p.d.Log.Info("policy pause", "mode", rep.Mode, "in_flight", rep.InFlight)
+	if abort {
+		p.abortBackends(ctx)
+	}
+	deadline := time.Now().Add(abortGrace)
+	for {
+		g.mu.Lock()
+		if len(g.inflight) == 0 {
+			rep.Aborted = g.aborted
+			g.mu.Unlock()
+			rep.WaitedMS = float64(time.Since(t0).Microseconds()) / 1000
+			return rep, nil
+		}
+		if g.drained == nil {
+			g.drained = make(chan struct{})
+		}
+		drained := g.drained
+		g.mu.Unlock()
+		var grace <-chan time.Time
+		if abort {
+			grace = time.After(time.Until(deadline))
+		}
+		select {
+		case <-drained:
+		case <-grace:
+			g.cut(func(*genSlot) bool { return true })
+		case <-ctx.Done():
+			g.mu.Lock()
+			rep.Aborted, rep.Left = g.aborted, len(g.inflight)
+			g.mu.Unlock()
+			rep.WaitedMS = float64(time.Since(t0).Microseconds()) / 1000
+			return rep, fmt.Errorf("%d generation requests still in flight: %w", rep.Left, ctx.Err())
+		}
+	}
+}
+
+// abortBackends pauses every backend that can abort by itself and cuts the
+// requests in flight to the others.
+func (p *Pipeline) abortBackends(ctx context.Context) {
+	g := p.gate
+	var mu sync.Mutex
+	paused := map[string]bool{}
+	var wg sync.WaitGroup
+	for _, b := range p.d.Pool.Backends() {
+		pz, ok := b.Client.(backend.Pauser)
+		if !ok {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := pz.Pause(ctx, true)
+			if err != nil {
+				if !errors.Is(err, backend.ErrNoPause) {
+					p.d.Log.Warn("backend did not pause; its requests are cut instead", "backend", b.ID, "error", err)
+				}
+				return
+			}
+			mu.Lock()
+			paused[b.ID] = true
+			mu.Unlock()
+			g.mu.Lock()
+			g.held[b] = true
+			g.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	g.cut(func(s *genSlot) bool { return !paused[s.backend] })
+}
+
+// cut cancels the in-flight requests that match.
+func (g *gate) cut(match func(*genSlot) bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for s := range g.inflight {
+		if !s.cut && match(s) {
+			s.cut = true
+			s.cancel()
+			g.aborted++
+		}
+	}
+}
+
+// ResumeReport is what a resume did.
+type ResumeReport struct {
+	Version   int64    `json:"version"`
+	WasPaused bool     `json:"was_paused"`
+	PausedMS  float64  `json:"paused_ms"`
+	Errors    []string `json:"backend_errors,omitempty"`
+}
+
+// Resume sets the policy version and lets generation continue: backends
+// paused by their API resume first, then the held requests go, stamped with
+// the new version.
+func (p *Pipeline) Resume(ctx context.Context, version int64) ResumeReport {
+	g := p.gate
+	g.mu.Lock()
+	held := g.held
+	g.held = map[*backend.Backend]bool{}
+	g.mu.Unlock()
+	rep := ResumeReport{Version: version}
+	for b := range held {
+		if err := b.Client.(backend.Pauser).Resume(ctx); err != nil {
+			p.d.Log.Warn("backend did not resume", "backend", b.ID, "error", err)
+			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v", b.ID, err))
+		}
+	}
+	g.mu.Lock()
+	p.policy.Store(version)
+	if g.paused {
+		rep.WasPaused, rep.PausedMS = true, float64(time.Since(g.since).Microseconds())/1000
+		g.paused = false
+		close(g.open)
+	}
+	g.mu.Unlock()
+	p.d.Log.Info("policy resume", "version", version, "paused_ms", rep.PausedMS)
+	return rep
+}
+
+// Paused reports whether generation is paused, and how.
+func (p *Pipeline) Paused() (bool, string) {
+	p.gate.mu.Lock()
+	defer p.gate.mu.Unlock()
+	return p.gate.paused, p.gate.mode
+}
