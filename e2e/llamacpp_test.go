@@ -23,8 +23,15 @@ finish ::= "<tool_call>\n{\"name\": \"finish\", \"arguments\": {\"message\": \"\
 `
 
 // startLlamaCpp runs scripts/llamacpp/server.mjs (node-llama-cpp, CPU) on
-// the tiny model `make models` generates; it returns the URL and log path.
+// the tiny model `make models` generates, sampling constrained to tool
+// calls; it returns the URL and log path.
 func startLlamaCpp(t *testing.T, modelDir string) (url, logPath string) {
+	return startLlamaCppWith(t, modelDir, true)
+}
+
+// startLlamaCppWith is startLlamaCpp with or without the tool-call grammar
+// and with more server flags.
+func startLlamaCppWith(t *testing.T, modelDir string, withGrammar bool, flags ...string) (url, logPath string) {
 	t.Helper()
 	home, _ := os.UserHomeDir()
 	npm := filepath.Join(home, ".cache", "prorl", "npm")
@@ -46,8 +53,11 @@ func startLlamaCpp(t *testing.T, modelDir string) (url, logPath string) {
 		t.Fatal(err)
 	}
 	logPath, addr := filepath.Join(dir, "llamacpp.jsonl"), filepath.Join(dir, "llamacpp.addr")
-	p := startCmd(t, "llama.cpp server", exec.Command("node", script, "--model", filepath.Join(modelDir, "model.gguf"), "--listen", "127.0.0.1:0",
-		"--addr-file", addr, "--log", logPath, "--grammar", grammar, "--slots", "2"))
+	args := []string{script, "--model", filepath.Join(modelDir, "model.gguf"), "--listen", "127.0.0.1:0", "--addr-file", addr, "--log", logPath, "--slots", "2"}
+	if withGrammar {
+		args = append(args, "--grammar", grammar)
+	}
+	p := startCmd(t, "llama.cpp server", exec.Command("node", append(args, flags...)...))
 	return "http://" + waitFile(t, addr, p), logPath
 }
 

@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"net/http"
+	"path/filepath"
+
 	"encoding/json"
+	"github.com/prorl/prorl/internal/testmodels"
 	"slices"
 	"strings"
 	"testing"
@@ -45,7 +49,7 @@ func TestPolicyPauseResume(t *testing.T) {
 		version := int64(round + 1)
 		var sub api.SubmitResponse
 		e.do("POST", "/v1/rollouts", map[string]any{"task": task, "n": 8}).json(t, &sub)
-		time.Sleep(250 * time.Millisecond) // every rollout is generating its first turn (~0.5 s)
+		waitGenerating(t, e, 8)
 		r := e.do("POST", "/v1/policy:pause", map[string]any{"mode": mode})
 		paused := time.Now()
 		var rep pipeline.PauseReport
@@ -56,9 +60,9 @@ func TestPolicyPauseResume(t *testing.T) {
 		if (mode == "abort") != (rep.Aborted > 0) {
 			t.Fatalf("%s pause aborted %d of %d", mode, rep.Aborted, rep.InFlight)
 		}
-		var pol map[string]any
+		var pol pipeline.PolicyState
 		e.do("GET", "/v1/policy", nil).json(t, &pol)
-		if pol["paused"] != true || pol["mode"] != mode {
+		if !pol.Paused || pol.Mode != mode || pol.Generating != 0 {
 			t.Fatalf("policy while paused: %v", pol)
 		}
 		time.Sleep(300 * time.Millisecond) // tools and plugins run on; generation waits
@@ -138,7 +142,7 @@ func TestPolicyPauseCutsWithoutPauseAPI(t *testing.T) {
 	task := map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}
 	var sub api.SubmitResponse
 	e.do("POST", "/v1/rollouts", map[string]any{"task": task, "n": 4}).json(t, &sub)
-	time.Sleep(250 * time.Millisecond)
+	waitGenerating(t, e, 4)
 	var rep pipeline.PauseReport
 	if r := e.do("POST", "/v1/policy:pause", map[string]any{"mode": "abort"}); r.code != 200 {
 		t.Fatalf("pause: %d %s", r.code, r.body)
@@ -164,5 +168,91 @@ func TestPolicyPauseCutsWithoutPauseAPI(t *testing.T) {
 				t.Fatalf("%s turn %d: version %d spans %+v", id, turn.Index, turn.PolicyVersion, turn.PolicySpans)
 			}
 		}
+	}
+}
+
+// The same pause against a real inference engine (llama.cpp through
+// scripts/llamacpp/server.mjs, which implements vLLM's /pause): aborted
+// generations come back with their tokens so far, the turns continue from
+// them under the new version, and every span's ids and logprobs are
+// exactly what the engine returned for that span's request.
+func TestPolicyPauseLlamaCpp(t *testing.T) {
+	modelDir := filepath.Join(testmodels.Dir(t), "tiny-gpt2-llama")
+	url, logPath := startLlamaCppWith(t, modelDir, false, "--token-delay-ms", "10")
+	e := newEnv(t, envOpts{extraTOML: "[tokenizer]\nmodel_dir = \"" + modelDir + "\"\n"})
+	e.startHost()
+	if r := e.do("POST", "/v1/backends", map[string]any{"url": url, "protocol": "vllm"}); r.code != 201 {
+		t.Fatalf("add backend: %d %s", r.code, r.body)
+	}
+	waitHealthy(t, e, 1)
+	var sub api.SubmitResponse
+	e.do("POST", "/v1/rollouts", map[string]any{
+		"task":     map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"},
+		"sampling": map[string]any{"temperature": 1.0, "max_tokens_per_turn": 80, "seed": 5},
+		"n":        2, "max_turns": 2,
+	}).json(t, &sub)
+	waitGenerating(t, e, 2)
+	var rep pipeline.PauseReport
+	if r := e.do("POST", "/v1/policy:pause", map[string]any{"mode": "abort"}); r.code != 200 {
+		t.Fatalf("pause: %d %s", r.code, r.body)
+	} else {
+		r.json(t, &rep)
+	}
+	if rep.Aborted == 0 {
+		t.Fatalf("nothing aborted: %+v", rep)
+	}
+	var paused struct {
+		IsPaused bool `json:"is_paused"`
+	}
+	if r, err := http.Get(url + "/is_paused"); err != nil {
+		t.Fatal(err)
+	} else {
+		json.NewDecoder(r.Body).Decode(&paused)
+		r.Body.Close()
+	}
+	if !paused.IsPaused {
+		t.Fatal("the engine was not paused")
+	}
+	if r := e.do("POST", "/v1/policy:resume", map[string]any{"version": 4}); r.code != 200 {
+		t.Fatalf("resume: %d %s", r.code, r.body)
+	}
+	spanned := 0
+	for _, id := range sub.RolloutIDs {
+		res := e.wait(t, id)
+		if res.Status != trajectory.StatusCompleted && res.Status != trajectory.StatusTruncated {
+			t.Fatalf("%s: %s %+v", id, res.Status, res.Failure)
+		}
+		checkTokens(t, res, readEntries(t, logPath))
+		for _, turn := range res.Turns {
+			if s := turn.PolicySpans; s != nil {
+				spanned++
+				if s[0].Version != 0 || s[len(s)-1].Version != 4 || s[len(s)-1].End != len(turn.ResponseIDs) {
+					t.Fatalf("%s turn %d: spans %+v of %d tokens", id, turn.Index, s, len(turn.ResponseIDs))
+				}
+			}
+		}
+	}
+	if spanned == 0 {
+		t.Fatal("no turn was continued across the pause")
+	}
+	t.Logf("llama.cpp: %d in flight, %d aborted; %d turns continued under version 4, every span exactly the engine's", rep.InFlight, rep.Aborted, spanned)
+}
+
+// waitGenerating waits until n generation requests are in flight, then a
+// little longer, so that each has generated some tokens.
+func waitGenerating(t *testing.T, e *env, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var st pipeline.PolicyState
+		e.do("GET", "/v1/policy", nil).json(t, &st)
+		if st.Generating >= n {
+			time.Sleep(100 * time.Millisecond)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d generations in flight after 30 s, want %d", st.Generating, n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -717,12 +717,7 @@ const (
 )
 
 func (s *Server) getPolicy(w http.ResponseWriter, _ *http.Request) {
-	paused, mode := s.Pipeline.Paused()
-	out := map[string]any{"version": s.Pipeline.Policy(), "paused": paused}
-	if paused {
-		out["mode"] = mode
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, s.Pipeline.PolicyState())
 }
 
 func (s *Server) domains(w http.ResponseWriter, _ *http.Request) {

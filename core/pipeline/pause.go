@@ -239,9 +239,23 @@ func (p *Pipeline) Resume(ctx context.Context, version int64) ResumeReport {
 	return rep
 }
 
-// Paused reports whether generation is paused, and how.
-func (p *Pipeline) Paused() (bool, string) {
-	p.gate.mu.Lock()
-	defer p.gate.mu.Unlock()
-	return p.gate.paused, p.gate.mode
+// PolicyState is the policy version and the gate's state.
+type PolicyState struct {
+	Version int64  `json:"version"`
+	Paused  bool   `json:"paused"`
+	Mode    string `json:"mode,omitempty"`
+	// Generating is the generation requests in flight to backends.
+	Generating int `json:"generating"`
+}
+
+// PolicyState returns the policy version and whether generation is paused.
+func (p *Pipeline) PolicyState() PolicyState {
+	g := p.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st := PolicyState{Version: p.policy.Load(), Paused: g.paused, Generating: len(g.inflight)}
+	if g.paused {
+		st.Mode = g.mode
+	}
+	return st
 }

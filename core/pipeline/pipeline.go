@@ -121,6 +121,13 @@ func New(d Deps) (*Pipeline, error) {
 			m.Gauge("prorl_stage_active", "Rollouts inside a stage.", map[string]string{"stage": name}, func() float64 { return float64(p.activeStage[i].Load()) })
 		}
 		m.Gauge("prorl_policy_version", "Current policy version.", nil, func() float64 { return float64(p.policy.Load()) })
+		m.Gauge("prorl_generation_paused", "1 while generation is paused for a weight update.", nil, func() float64 {
+			if p.PolicyState().Paused {
+				return 1
+			}
+			return 0
+		})
+		m.Gauge("prorl_generations_in_flight", "Generation requests in flight to backends.", nil, func() float64 { return float64(p.PolicyState().Generating) })
 	}
 	return p, nil
 }

@@ -3,7 +3,7 @@
 // exactness: token-id prompts in; token ids ("token_id:N") and logprobs out.
 //
 //   node server.mjs --model M.gguf [--listen 127.0.0.1:0] [--addr-file F]
-//                   [--log F.jsonl] [--grammar G.gbnf] [--slots N]
+//                   [--log F.jsonl] [--grammar G.gbnf] [--slots N] [--token-delay-ms N]
 //
 // Endpoints: vLLM's POST /v1/completions (prompt as token ids, logprobs,
 // return_tokens_as_token_ids), POST /tokenize {prompt}, POST /detokenize
@@ -12,6 +12,11 @@
 // constrained by a GBNF grammar (llama.cpp's own feature), so a random
 // model still writes well-formed tool calls. Every request and response is
 // appended to --log as a JSON line {path, request, response, status}.
+// vLLM's generation pause: POST /pause?mode=abort|wait (abort ends the
+// generations in flight, which answer finish_reason "abort" with their
+// tokens so far; new ones wait until POST /resume), GET /is_paused.
+// --token-delay-ms slows each sampled token (a test knob: the tiny model
+// generates faster than a test can pause it).
 import { getLlama, LlamaGrammarEvaluationState } from 'node-llama-cpp';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -34,10 +39,36 @@ for (let i = 0; i < slots; i++) free.push(context.getSequence());
 const waiting = [];
 const acquire = () => (free.length ? Promise.resolve(free.pop()) : new Promise((r) => waiting.push(r)));
 const release = (s) => (waiting.length ? waiting.shift()(s) : free.push(s));
+const tokenDelay = Number(args['token-delay-ms'] || 0);
 const grammar = args.grammar ? await llama.createGrammar({ grammar: fs.readFileSync(args.grammar, 'utf8') }) : null;
 const logFile = args.log ? fs.openSync(args.log, 'a') : null;
 
 class BadRequest extends Error {}
+
+// The pause state (vLLM's /pause, /resume).
+let paused = false;
+let resumeWaiters = [];
+let abortEpoch = 0;
+let inflight = 0;
+let drainWaiters = [];
+const drained = () => (inflight === 0 ? Promise.resolve() : new Promise((r) => drainWaiters.push(r)));
+
+async function pause(_req, query) {
+  const mode = query.get('mode') || (query.get('wait_for_inflight_requests') === 'true' ? 'wait' : 'abort');
+  need(mode === 'abort' || mode === 'wait', 'mode must be abort or wait (keep is not supported here)');
+  paused = true;
+  if (mode === 'abort') abortEpoch++;
+  await drained();
+  return { status: 'paused' };
+}
+
+async function resume() {
+  paused = false;
+  const w = resumeWaiters;
+  resumeWaiters = [];
+  w.forEach((r) => r());
+  return { status: 'resumed' };
+}
 
 function need(cond, msg) {
   if (!cond) throw new BadRequest(msg);
@@ -51,8 +82,13 @@ async function generate(prompt, p) {
   need(prompt.every((t) => t >= 0 && t < vocabSize), 'the prompt has a token id outside the vocabulary');
   need(Number.isInteger(p.maxTokens) && p.maxTokens > 0, 'the maximum number of new tokens must be a positive integer');
   need(prompt.length + p.maxTokens <= 4096, "This model's maximum context length is 4096 tokens");
-  const seq = await acquire();
+  while (paused) await new Promise((r) => resumeWaiters.push(r));
+  inflight++;
+  const epoch = abortEpoch;
+  let seq = null;
   try {
+    seq = await acquire();
+    if (abortEpoch !== epoch) return { ids: [], lps: [], finish: 'abort', text: '' };
     await seq.clearHistory();
     // yieldEogToken: the end-of-generation token the engine sampled is reported.
     const opts = { temperature: p.temperature ?? 1, topP: p.topP ?? 1, topK: p.topK > 0 ? p.topK : 0, yieldEogToken: true };
@@ -63,6 +99,11 @@ async function generate(prompt, p) {
     let finish = 'length';
     const stops = p.stop || [];
     for await (const r of seq.evaluateWithMetadata(prompt, { confidence: true }, opts)) {
+      if (abortEpoch !== epoch) {
+        finish = 'abort';
+        break;
+      }
+      if (tokenDelay) await new Promise((res) => setTimeout(res, tokenDelay));
       ids.push(r.token);
       lps.push(Math.log(r.confidence));
       if (model.isEogToken(r.token) || (stops.length && stops.some((s) => model.detokenize(ids, true).endsWith(s)))) {
@@ -73,7 +114,12 @@ async function generate(prompt, p) {
     }
     return { ids, lps, finish, text: model.detokenize(ids, !(p.skipSpecialTokens ?? true)) };
   } finally {
-    release(seq);
+    if (seq) release(seq);
+    if (--inflight === 0) {
+      const w = drainWaiters;
+      drainWaiters = [];
+      w.forEach((r) => r());
+    }
   }
 }
 
@@ -105,6 +151,9 @@ const routes = {
   'GET /v1/models': async () => ({ object: 'list', data: [{ id: modelName, object: 'model', max_model_len: 4096 }] }),
   'POST /v1/completions': completions,
   'POST /generate': sglangGenerate,
+  'POST /pause': pause,
+  'POST /resume': resume,
+  'GET /is_paused': async () => ({ is_paused: paused }),
   'POST /tokenize': async (req) => {
     need(typeof req.prompt === 'string', 'prompt must be a string (chat messages are not supported here)');
     const tokens = model.tokenize(req.prompt, true);
@@ -131,7 +180,7 @@ const server = http.createServer((hreq, hres) => {
         out = { error: { message: `no route ${hreq.method} ${path}` } };
       } else {
         req = body ? JSON.parse(body) : {};
-        out = await route(req);
+        out = await route(req, new URL(hreq.url, 'http://localhost').searchParams);
       }
     } catch (e) {
       status = e instanceof BadRequest || e instanceof SyntaxError ? 400 : 500;

@@ -60,6 +60,10 @@ def test_cancel_policy_and_errors(host: Host) -> None:
     with Client(host.url) as c:
         v = c.policy()
         assert c.set_policy(v + 1) == v + 1 and c.policy() == v + 1
+        rep = c.pause("drain", timeout_s=30)
+        assert rep["paused"] and rep["mode"] == "drain"
+        res = c.resume(v + 2)
+        assert res["was_paused"] and res["version"] == v + 2 and c.policy() == v + 2
         # The simulator is paused while the group is submitted and cancelled,
         # so the cancel finds it in flight however loaded the machine is.
         os.kill(host.sim_pid, signal.SIGSTOP)

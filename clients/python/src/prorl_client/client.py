@@ -122,6 +122,14 @@ class _Calls:
         return _Call("PUT", "/v1/policy", body={"version": version})
 
     @staticmethod
+    def pause(mode: str, timeout_s: float) -> _Call:
+        return _Call("POST", "/v1/policy:pause", body={"mode": mode, "timeout_s": timeout_s}, timeout=timeout_s + 30)
+
+    @staticmethod
+    def resume(version: int | None) -> _Call:
+        return _Call("POST", "/v1/policy:resume", body={} if version is None else {"version": version})
+
+    @staticmethod
     def evaluate(domain: str, task: dict[str, Any], response: str) -> _Call:
         return _Call("POST", "/v1/evaluate", body={"domain": domain, "task": task, "response": response})
 
@@ -312,6 +320,16 @@ class Client:
     def policy(self) -> int:
         return int(self._do(_Call("GET", "/v1/policy"))["version"])
 
+    def pause(self, mode: str = "abort", timeout_s: float = 300) -> dict[str, Any]:
+        """Stops generation for a weight update (admin token). "drain" waits
+        for the generations in flight; "abort" ends them, keeping their
+        tokens: the turns continue after resume. Returns once none is in flight."""
+        return cast(dict[str, Any], self._do(_Calls.pause(mode, timeout_s)))
+
+    def resume(self, version: int | None = None) -> dict[str, Any]:
+        """Lets generation continue, stamped with the new policy version (admin token)."""
+        return cast(dict[str, Any], self._do(_Calls.resume(version)))
+
     def evaluate(self, domain: str, task: dict[str, Any], response: str) -> Evaluation:
         """Scores a response with the domain's reward, without generating."""
         return cast(Evaluation, self._do(_Calls.evaluate(domain, task, response)))
@@ -446,6 +464,12 @@ class AsyncClient:
 
     async def policy(self) -> int:
         return int((await self._do(_Call("GET", "/v1/policy")))["version"])
+
+    async def pause(self, mode: str = "abort", timeout_s: float = 300) -> dict[str, Any]:
+        return cast(dict[str, Any], await self._do(_Calls.pause(mode, timeout_s)))
+
+    async def resume(self, version: int | None = None) -> dict[str, Any]:
+        return cast(dict[str, Any], await self._do(_Calls.resume(version)))
 
     async def evaluate(self, domain: str, task: dict[str, Any], response: str) -> Evaluation:
         return cast(Evaluation, await self._do(_Calls.evaluate(domain, task, response)))
