@@ -74,6 +74,12 @@ type HarnessRequest struct {
 // BatchRequest is POST /v1/rollouts:batch.
 type BatchRequest struct {
 	Requests []SubmitRequest `json:"requests"`
+	// InformativeGroups asks for dynamic sampling (DAPO): the requests are
+	// a pool of groups that start in order as workers free up; once this
+	// many finished informative (at least two usable results with
+	// different rewards), the rest are cancelled (status cancelled, reason
+	// early_stopped).
+	InformativeGroups *int `json:"informative_groups,omitempty"`
 }
 
 // SubmitResponse names a group and its rollouts.

@@ -188,6 +188,14 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, invalid("requests", "must hold between 1 and %d requests, got %d", s.Cfg.Server.MaxBatch, len(br.Requests)))
 		return
 	}
+	dynamic := ""
+	if k := br.InformativeGroups; k != nil {
+		if *k < 1 || *k > len(br.Requests) {
+			writeError(w, invalid("informative_groups", "between 1 and the number of requests (%d), got %d", len(br.Requests), *k))
+			return
+		}
+		dynamic = pipeline.NewID("d-")
+	}
 	var all []pipeline.Request
 	var groups []SubmitResponse
 	for i := range br.Requests {
@@ -199,6 +207,15 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 		if e != nil {
 			writeError(w, e)
 			return
+		}
+		if dynamic != "" {
+			if len(reqs) < 2 {
+				writeError(w, invalid(fmt.Sprintf("requests[%d].n", i), "dynamic sampling (informative_groups) needs groups of at least 2: one sample has no reward variance"))
+				return
+			}
+			for j := range reqs {
+				reqs[j].Dynamic, reqs[j].DynamicK = dynamic, *br.InformativeGroups
+			}
 		}
 		all = append(all, reqs...)
 		groups = append(groups, SubmitResponse{GroupID: gid, RolloutIDs: make([]string, len(reqs))})
@@ -215,7 +232,11 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 			k++
 		}
 	}
-	writeJSON(w, http.StatusAccepted, map[string]any{"groups": groups})
+	out := map[string]any{"groups": groups}
+	if dynamic != "" {
+		out["dynamic_id"] = dynamic
+	}
+	writeJSON(w, http.StatusAccepted, out)
 }
 
 func parseWait(q url.Values, max time.Duration) (time.Duration, *Error) {

@@ -70,6 +70,9 @@ type Pipeline struct {
 	// early counts, per group submitted with an early stop, its live
 	// rollouts and usable results.
 	early map[string]*earlyStop
+	// dynamic follows each dynamic-sampling batch with live rollouts.
+	dynamic  map[string]*dynBatch
+	dynStops []string // batches that just reached their K (p.mu)
 
 	splicers sync.Map // backend id -> *tokenizer.Splicer
 	gw       *gateway.Gateway
@@ -87,13 +90,14 @@ func New(d Deps) (*Pipeline, error) {
 		return nil, err
 	}
 	p := &Pipeline{
-		d:      d,
-		initQ:  newStartQueue(d.Cfg.Pipeline.InitQueue),
-		runQ:   make(chan *Rollout, d.Cfg.Pipeline.RunQueue),
-		evalQ:  make(chan *Rollout, d.Cfg.Pipeline.EvalQueue),
-		active: map[string]*Rollout{},
-		early:  map[string]*earlyStop{},
-		gw:     gateway.New(d.Log.Named("gateway"), d.Cfg.Server.MaxBodyBytes),
+		d:       d,
+		initQ:   newStartQueue(d.Cfg.Pipeline.InitQueue),
+		runQ:    make(chan *Rollout, d.Cfg.Pipeline.RunQueue),
+		evalQ:   make(chan *Rollout, d.Cfg.Pipeline.EvalQueue),
+		active:  map[string]*Rollout{},
+		early:   map[string]*earlyStop{},
+		dynamic: map[string]*dynBatch{},
+		gw:      gateway.New(d.Log.Named("gateway"), d.Cfg.Server.MaxBodyBytes),
 	}
 	p.gate = newGate(p)
 	p.runner = &agent.Runner{Parser: parser, Policy: p.policy.Load}
@@ -288,6 +292,7 @@ type earlyStop struct {
 // track registers a live rollout; p.mu is held.
 func (p *Pipeline) track(r *Rollout) {
 	p.active[r.ID] = r
+	p.trackDynamic(r)
 	if r.Req.EarlyStopMin <= 0 {
 		return
 	}
@@ -304,6 +309,9 @@ func (p *Pipeline) track(r *Rollout) {
 // are then cancelled); p.mu is held.
 func (p *Pipeline) untrack(r *Rollout, res *trajectory.Result) (stop bool, usable int) {
 	delete(p.active, r.ID)
+	if p.untrackDynamic(r, res) {
+		p.dynStops = append(p.dynStops, r.Req.Dynamic)
+	}
 	e := p.early[r.Req.GroupID]
 	if r.Req.EarlyStopMin <= 0 || e == nil {
 		return false, 0
@@ -557,8 +565,14 @@ func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Fail
 	}
 	p.mu.Lock()
 	stop, usable := p.untrack(r, res)
+	dyn := p.dynStops
+	p.dynStops = nil
 	p.mu.Unlock()
 	close(r.done)
+	for _, id := range dyn {
+		why := fmt.Sprintf("dynamic sampling: %d informative groups of batch %s are done", r.Req.DynamicK, id)
+		p.cancelWhere(func(o *Rollout) bool { return o.Req.Dynamic == id }, trajectory.ReasonEarlyStopped, why)
+	}
 	if stop {
 		why := fmt.Sprintf("early stop: %d usable results in group %s reached early_stop_min_usable=%d", usable, r.Req.GroupID, r.Req.EarlyStopMin)
 		p.cancelWhere(func(o *Rollout) bool { return o.Req.GroupID == r.Req.GroupID }, trajectory.ReasonEarlyStopped, why)

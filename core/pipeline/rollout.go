@@ -39,6 +39,11 @@ type Request struct {
 	// EarlyStopMin cancels the rest of the group once this many of its
 	// rollouts finished usable (0: off).
 	EarlyStopMin int `json:"early_stop_min,omitempty"`
+	// Dynamic names the dynamic-sampling batch the rollout's group belongs
+	// to (DAPO): once DynamicK of its groups finished informative (their
+	// usable rewards differ), the batch's unfinished rollouts are cancelled.
+	Dynamic  string `json:"dynamic,omitempty"`
+	DynamicK int    `json:"dynamic_k,omitempty"`
 	// Agent is who runs the run stage: "" the host's agent loop, "gateway"
 	// an agent outside the host that calls the gateway with SessionKey
 	// until the session is closed.

@@ -22,6 +22,9 @@ type Script struct {
 	Key string `json:"key"`
 	Play
 	Wrong *Play `json:"wrong,omitempty"`
+	// CorrectRate, when set, replaces Options.CorrectRate for this task
+	// (tasks of different difficulty: some always solved, some never).
+	CorrectRate *float64 `json:"correct_rate,omitempty"`
 }
 
 // Play is one way through a task.
@@ -40,6 +43,9 @@ type Call struct {
 func (s *Script) Check() error {
 	if strings.TrimSpace(s.Key) == "" {
 		return fmt.Errorf("key: empty (the text of the task's first user message)")
+	}
+	if r := s.CorrectRate; r != nil && (*r < 0 || *r > 1) {
+		return fmt.Errorf("correct_rate: %v is not in [0, 1]", *r)
 	}
 	plays := map[string]*Play{"": &s.Play, "wrong.": s.Wrong}
 	for prefix, p := range plays {

@@ -279,7 +279,11 @@ func (s *Server) policy(prompt []int, seed int64) (string, Decision) {
 		return s.final(d, text, seed, q)
 	}
 	d.Scripted = true
-	d.Correct = unit("correct", seed, q) < s.opt.CorrectRate
+	rate := s.opt.CorrectRate
+	if sc.CorrectRate != nil {
+		rate = *sc.CorrectRate
+	}
+	d.Correct = unit("correct", seed, q) < rate
 	play := &sc.Play
 	if !d.Correct && sc.Wrong != nil {
 		play = sc.Wrong
