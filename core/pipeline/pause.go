@@ -124,7 +124,13 @@ func (p *Pipeline) Pause(ctx context.Context, abort bool) (PauseReport, error) {
 	if abort {
 		p.abortBackends(ctx)
 	}
-	deadline := time.Now().Add(abortGrace)
+	// After the grace the rest are cut, once: the timer fires one time.
+	var grace <-chan time.Time
+	if abort {
+		t := time.NewTimer(abortGrace)
+		defer t.Stop()
+		grace = t.C
+	}
 	for {
 		g.mu.Lock()
 		if len(g.inflight) == 0 {
@@ -138,14 +144,11 @@ func (p *Pipeline) Pause(ctx context.Context, abort bool) (PauseReport, error) {
 		}
 		drained := g.drained
 		g.mu.Unlock()
-		var grace <-chan time.Time
-		if abort {
-			grace = time.After(time.Until(deadline))
-		}
 		select {
 		case <-drained:
 		case <-grace:
 			g.cut(func(*genSlot) bool { return true })
+			grace = nil
 		case <-ctx.Done():
 			g.mu.Lock()
 			rep.Aborted, rep.Left = g.aborted, len(g.inflight)
