@@ -162,22 +162,7 @@ func postJSON(ctx context.Context, url string, in, out any) error {
 }
 
 // postQuery posts an empty request to url and expects a 2xx answer.
-func postQuery(ctx context.Context, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := HTTPClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	if resp.StatusCode/100 != 2 {
-		return &StatusError{URL: url, Status: resp.StatusCode, Body: string(data)}
-	}
-	return nil
-}
+func postQuery(ctx context.Context, url string) error { return send(ctx, http.MethodPost, url, nil) }
 
 func getOK(ctx context.Context, url string) error { return getJSON(ctx, url, nil) }
 
@@ -213,7 +198,12 @@ func openAIMessages(msgs []trajectory.Message) []chatMessage {
 }
 
 func getJSON(ctx context.Context, url string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	return send(ctx, http.MethodGet, url, out)
+}
+
+// send makes a bodiless request and decodes a 2xx answer into out (nil: ignored).
+func send(ctx context.Context, method, url string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
 	if err != nil {
 		return err
 	}
