@@ -50,12 +50,10 @@ func TestPolicyPauseResume(t *testing.T) {
 		var sub api.SubmitResponse
 		e.do("POST", "/v1/rollouts", map[string]any{"task": task, "n": 8}).json(t, &sub)
 		waitGenerating(t, e, 8)
-		r := e.do("POST", "/v1/policy:pause", map[string]any{"mode": mode})
+		rep := pause(t, e, mode)
 		paused := time.Now()
-		var rep pipeline.PauseReport
-		r.json(t, &rep)
-		if r.code != 200 || rep.InFlight == 0 || rep.Mode != mode {
-			t.Fatalf("%s pause: %d %s", mode, r.code, r.body)
+		if rep.InFlight == 0 || rep.Mode != mode {
+			t.Fatalf("%s pause: %+v", mode, rep)
 		}
 		if (mode == "abort") != (rep.Aborted > 0) {
 			t.Fatalf("%s pause aborted %d of %d", mode, rep.Aborted, rep.InFlight)
@@ -143,12 +141,7 @@ func TestPolicyPauseCutsWithoutPauseAPI(t *testing.T) {
 	var sub api.SubmitResponse
 	e.do("POST", "/v1/rollouts", map[string]any{"task": task, "n": 4}).json(t, &sub)
 	waitGenerating(t, e, 4)
-	var rep pipeline.PauseReport
-	if r := e.do("POST", "/v1/policy:pause", map[string]any{"mode": "abort"}); r.code != 200 {
-		t.Fatalf("pause: %d %s", r.code, r.body)
-	} else {
-		r.json(t, &rep)
-	}
+	rep := pause(t, e, "abort")
 	if rep.InFlight == 0 || rep.Aborted != rep.InFlight {
 		t.Fatalf("pause: %+v", rep)
 	}
@@ -192,12 +185,7 @@ func TestPolicyPauseLlamaCpp(t *testing.T) {
 		"n":        2, "max_turns": 2,
 	}).json(t, &sub)
 	waitGenerating(t, e, 2)
-	var rep pipeline.PauseReport
-	if r := e.do("POST", "/v1/policy:pause", map[string]any{"mode": "abort"}); r.code != 200 {
-		t.Fatalf("pause: %d %s", r.code, r.body)
-	} else {
-		r.json(t, &rep)
-	}
+	rep := pause(t, e, "abort")
 	if rep.Aborted == 0 {
 		t.Fatalf("nothing aborted: %+v", rep)
 	}
@@ -255,4 +243,16 @@ func waitGenerating(t *testing.T, e *env, n int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// pause pauses generation in mode and returns the host's report.
+func pause(t *testing.T, e *env, mode string) pipeline.PauseReport {
+	t.Helper()
+	r := e.do("POST", "/v1/policy:pause", map[string]any{"mode": mode})
+	if r.code != 200 {
+		t.Fatalf("%s pause: %d %s", mode, r.code, r.body)
+	}
+	var rep pipeline.PauseReport
+	r.json(t, &rep)
+	return rep
 }

@@ -149,10 +149,7 @@ func (e *Engine) Generate(ctx context.Context, prompt, out []int, priority int) 
 	s.arrival = e.arrived
 	e.waiting = append(e.waiting, s)
 	e.mu.Unlock()
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
+	e.poke()
 	select {
 	case <-s.done:
 		if s.aborted {
@@ -160,11 +157,16 @@ func (e *Engine) Generate(ctx context.Context, prompt, out []int, priority int) 
 		}
 		return nil
 	case <-ctx.Done():
-		select { // the loop drops it at its next step boundary
-		case e.wake <- struct{}{}:
-		default:
-		}
+		e.poke() // the loop drops it at its next step boundary
 		return ctx.Err()
+	}
+}
+
+// poke wakes the loop (it may already be awake).
+func (e *Engine) poke() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -187,10 +189,7 @@ func (e *Engine) AbortAll(ctx context.Context) error {
 	e.mu.Lock()
 	e.aborts = append(e.aborts, done)
 	e.mu.Unlock()
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
+	e.poke()
 	select {
 	case <-done:
 		return nil
