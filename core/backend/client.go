@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prorl/prorl/core/tokenizer"
@@ -130,12 +131,30 @@ func SetIdleConnTimeout(d time.Duration) {
 // maxResponseBytes bounds what a backend may send back.
 const maxResponseBytes = 256 << 20
 
+// bufs are request and response buffers: a turn's two calls would
+// otherwise allocate (and zero) their bodies each time.
+var bufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func getBuf() *bytes.Buffer {
+	b := bufs.Get().(*bytes.Buffer)
+	b.Reset()
+	return b
+}
+
+// putBuf keeps ordinary buffers only: one huge answer must not stay pinned.
+func putBuf(b *bytes.Buffer) {
+	if b.Cap() <= 4<<20 {
+		bufs.Put(b)
+	}
+}
+
 func postJSON(ctx context.Context, url string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
+	reqBuf := getBuf()
+	defer putBuf(reqBuf)
+	if err := json.NewEncoder(reqBuf).Encode(in); err != nil {
 		return fmt.Errorf("encode request: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(reqBuf.Bytes()))
 	if err != nil {
 		return err
 	}
@@ -145,21 +164,34 @@ func postJSON(ctx context.Context, url string, in, out any) error {
 		return err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
-	if err != nil {
+	respBuf := getBuf()
+	defer putBuf(respBuf)
+	if resp.ContentLength > 0 && resp.ContentLength <= maxResponseBytes {
+		respBuf.Grow(int(resp.ContentLength))
+	}
+	if _, err := respBuf.ReadFrom(io.LimitReader(resp.Body, maxResponseBytes)); err != nil {
 		return fmt.Errorf("%s: read response: %w", url, err)
 	}
+	data := respBuf.Bytes()
 	if resp.StatusCode/100 != 2 {
 		if len(data) > 512 {
 			data = data[:512]
 		}
 		return &StatusError{URL: url, Status: resp.StatusCode, Body: string(data)}
 	}
+	// Decoders copy what they keep: data goes back to the pool.
+	if f, ok := out.(fastDecoder); ok && f.decodeFast(data) {
+		return nil
+	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("%s: decode response: %w", url, err)
 	}
 	return nil
 }
+
+// fastDecoder is a response with a decoder for its usual shape (fastjson.go);
+// false (with out reset) sends the bytes to the generic decoder.
+type fastDecoder interface{ decodeFast([]byte) bool }
 
 // postQuery posts an empty request to url and expects a 2xx answer.
 func postQuery(ctx context.Context, url string) error { return send(ctx, http.MethodPost, url, nil) }

@@ -38,15 +38,35 @@ type completionRequest struct {
 }
 
 type completionResponse struct {
-	Choices []struct {
-		Text         string `json:"text"`
-		FinishReason string `json:"finish_reason"`
-		TokenIDs     []int  `json:"token_ids"`
-		Logprobs     *struct {
-			Tokens        []string   `json:"tokens"`
-			TokenLogprobs []*float64 `json:"token_logprobs"`
-		} `json:"logprobs"`
-	} `json:"choices"`
+	Choices []completionChoice `json:"choices"`
+}
+
+type completionChoice struct {
+	Text         string              `json:"text"`
+	FinishReason string              `json:"finish_reason"`
+	TokenIDs     []int               `json:"token_ids"`
+	Logprobs     *completionLogprobs `json:"logprobs"`
+}
+
+type completionLogprobs struct {
+	Tokens        []string   `json:"tokens"`
+	TokenLogprobs []*float64 `json:"token_logprobs"`
+}
+
+func (r *completionResponse) decodeFast(b []byte) bool {
+	if decodeCompletion(b, r) {
+		return true
+	}
+	*r = completionResponse{} // the generic decoder starts from nothing
+	return false
+}
+
+func (r *tokenizeResponse) decodeFast(b []byte) bool {
+	if decodeTokenize(b, r) {
+		return true
+	}
+	*r = tokenizeResponse{}
+	return false
 }
 
 // Generate implements Client.

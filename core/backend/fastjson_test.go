@@ -1,0 +1,184 @@
+package backend
+
+import (
+	"os"
+	"reflect"
+	"testing"
+
+	json "github.com/goccy/go-json"
+)
+
+// vLLM's CompletionResponse with every field it sends (protocol.py): the
+// decoder must pass over what it does not read.
+const vllmCompletion = `{"id":"cmpl-5d6c","object":"text_completion","created":1732000000,"model":"Qwen/Qwen3-8B",
+ "choices":[{"index":0,"text":"Hi \u003cthere\u003e \"x\"\n\ud83d\ude00","logprobs":{"text_offset":[0,2],
+ "token_logprobs":[-0.0031802367977797985,null,-1e-7,0],"tokens":["token_id:9707","token_id:151645","token_id:1","token_id:2"],
+ "top_logprobs":[{"token_id:9707":-0.0031802367977797985},null,{"a":1},{}]},
+ "finish_reason":"stop","stop_reason":null,"prompt_logprobs":null,"prompt_token_ids":null,"token_ids":null}],
+ "service_tier":null,"system_fingerprint":null,"usage":{"prompt_tokens":12,"total_tokens":14,"completion_tokens":2,"prompt_tokens_details":null},
+ "kv_transfer_params":null}`
+
+const vllmTokenize = `{"count":5,"max_model_len":40960,"tokens":[151644,872,198,-0,1],"token_strs":null}`
+
+// decodeBoth decodes data with the fast and the generic decoder and fails
+// when the fast one succeeds with anything but the generic one's result.
+func decodeBoth[T any, P interface {
+	*T
+	fastDecoder
+}](t *testing.T, data []byte) (fastOK bool) {
+	var fast, generic T
+	fastOK = P(&fast).decodeFast(data)
+	gerr := json.Unmarshal(data, &generic)
+	if !fastOK {
+		var zero T
+		if !reflect.DeepEqual(fast, zero) {
+			t.Fatalf("a refused fast decode left %+v behind", fast)
+		}
+		return false
+	}
+	if gerr != nil {
+		t.Fatalf("fast decoder accepted %q, the generic one refuses it: %v", data, gerr)
+	}
+	if !reflect.DeepEqual(fast, generic) {
+		fj, _ := json.Marshal(fast)
+		gj, _ := json.Marshal(generic)
+		t.Fatalf("decoders differ on %q:\nfast    %s\ngeneric %s", data, fj, gj)
+	}
+	return true
+}
+
+func TestFastDecodeCompletion(t *testing.T) {
+	sim, err := os.ReadFile("testdata/sim_completion.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, in string
+		fast     bool // the fast path must take it (else it is never exercised)
+	}{
+		{"vllm", vllmCompletion, true},
+		{"simulator", string(sim), true},
+		{"token ids", `{"choices":[{"text":"a","token_ids":[1,2],"logprobs":{"tokens":[],"token_logprobs":[]},"finish_reason":"length"}]}`, true},
+		{"null choices", `{"choices":null}`, true},
+		{"empty choices", `{"choices":[]}`, true},
+		{"no logprobs", `{"choices":[{"text":"a","logprobs":null,"finish_reason":null}]}`, true},
+		{"whitespace", " \n{ \"choices\" : [ { \"text\" : \"a\" } ] } \t", true},
+		{"escaped text", `{"choices":[{"text":"\\u00e9\\n\\\\"}]}`, true},
+		{"invalid utf8", "{\"choices\":[{\"text\":\"\xff\"}]}", true}, // that string alone goes to the generic decoder
+		{"folded key", `{"Choices":[{"text":"a"}]}`, false},
+		{"folded inner key", `{"choices":[{"TEXT":"a"}]}`, false},
+		{"duplicate key", `{"choices":[],"choices":[{"text":"a"}]}`, false},
+		{"escaped key", `{"\u0063hoices":[{"text":"a"}]}`, false},
+		{"float out of range", `{"choices":[{"logprobs":{"token_logprobs":[1e400]}}]}`, false},
+		{"id as float", `{"choices":[{"token_ids":[1.0]}]}`, false},
+		{"huge id", `{"choices":[{"token_ids":[99999999999999999999]}]}`, false},
+		{"trailing garbage", `{"choices":[]} x`, false},
+		{"trailing comma", `{"choices":[],}`, false},
+		{"bad number", `{"choices":[],"created":01}`, false},
+		{"control char", "{\"choices\":[{\"text\":\"a\x01\"}]}", false},
+		{"text not a string", `{"choices":[{"text":5}]}`, false},
+		{"deep skip", `{"x":` + nest(100) + `,"choices":[]}`, false},
+		{"truncated", `{"choices":[{"text":"a"`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := decodeBoth[completionResponse](t, []byte(tc.in)); got != tc.fast {
+				t.Fatalf("fast path taken = %v, want %v", got, tc.fast)
+			}
+		})
+	}
+}
+
+func TestFastDecodeTokenize(t *testing.T) {
+	sim, err := os.ReadFile("testdata/sim_tokenize.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, in string
+		fast     bool
+	}{
+		{"vllm", vllmTokenize, true},
+		{"simulator", string(sim), true},
+		{"null tokens", `{"count":0,"tokens":null}`, true},
+		{"negative and big", `{"tokens":[-2147483648,9223372036854775807,1234567890]}`, true},
+		{"overflow", `{"tokens":[9223372036854775808]}`, false},
+		{"exponent", `{"tokens":[1e3]}`, false},
+		{"string id", `{"tokens":["1"]}`, false},
+		{"not an object", `[1,2]`, false},
+		{"empty", ``, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := decodeBoth[tokenizeResponse](t, []byte(tc.in)); got != tc.fast {
+				t.Fatalf("fast path taken = %v, want %v", got, tc.fast)
+			}
+		})
+	}
+}
+
+func nest(n int) string {
+	s := "1"
+	for range n {
+		s = "[" + s + "]"
+	}
+	return s
+}
+
+// FuzzFastDecode: whatever the fast decoders accept, the generic decoder
+// accepts with the same result.
+func FuzzFastDecode(f *testing.F) {
+	for _, s := range []string{vllmCompletion, vllmTokenize, `{"choices":[{"text":"a","token_ids":[1]}]}`, `{"tokens":[1,-2]}`} {
+		f.Add([]byte(s))
+	}
+	for _, p := range []string{"testdata/sim_completion.json", "testdata/sim_tokenize.json"} {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		decodeBoth[completionResponse](t, data)
+		decodeBoth[tokenizeResponse](t, data)
+	})
+}
+
+func BenchmarkDecodeResponses(b *testing.B) {
+	comp, err := os.ReadFile("testdata/sim_completion.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tok, err := os.ReadFile("testdata/sim_tokenize.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("completion/fast", func(b *testing.B) {
+		for b.Loop() {
+			var r completionResponse
+			if !r.decodeFast(comp) {
+				b.Fatal("refused")
+			}
+		}
+	})
+	b.Run("completion/generic", func(b *testing.B) {
+		for b.Loop() {
+			var r completionResponse
+			if err := json.Unmarshal(comp, &r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("tokenize/fast", func(b *testing.B) {
+		for b.Loop() {
+			var r tokenizeResponse
+			if !r.decodeFast(tok) {
+				b.Fatal("refused")
+			}
+		}
+	})
+	b.Run("tokenize/generic", func(b *testing.B) {
+		for b.Loop() {
+			var r tokenizeResponse
+			if err := json.Unmarshal(tok, &r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
