@@ -57,7 +57,9 @@ const maxUnwritten = 1 << 20
 
 // OpenBolt opens (or creates) the store file.
 func OpenBolt(path string, retention int) (*Bolt, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	// etcd's settings: the freelist is rebuilt on open instead of written
+	// with every commit, and kept as a map (no sorting of free page ids).
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w (is another host using it?)", path, err)
 	}
