@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	fastjson "github.com/goccy/go-json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -387,7 +386,7 @@ func encoded(r *trajectory.Result) []byte {
 	if len(r.Encoded) > 0 {
 		return r.Encoded
 	}
-	b, err := fastjson.Marshal(r)
+	b, err := trajectory.MarshalResult(r)
 	if err != nil {
 		return []byte("null")
 	}

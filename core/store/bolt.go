@@ -172,7 +172,7 @@ func (b *Bolt) Finish(r *trajectory.Result) error {
 	seq := b.seq
 	b.mu.Unlock()
 	r.Seq = seq
-	v, err := json.Marshal(r)
+	v, err := trajectory.MarshalResult(r)
 	if err != nil {
 		b.publish(seq, nil)
 		return fmt.Errorf("store result %s: %w", r.ID, err)
