@@ -4,6 +4,7 @@
 package bench
 
 import (
+	"cmp"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -326,7 +327,8 @@ func BenchmarkIssue2Figures(b *testing.B) {
 			appendFile(b, cfgPath, fmt.Sprintf("[tokenizer]\nmodel_dir = %q\n", modelDir))
 		}
 		args := []string{"serve", "--config", cfgPath}
-		if p := os.Getenv("PRORL_BENCH_CPUPROFILE"); p != "" && storeDriver == "bbolt" {
+		profDriver := cmp.Or(os.Getenv("PRORL_BENCH_CPUPROFILE_DRIVER"), "bbolt")
+		if p := os.Getenv("PRORL_BENCH_CPUPROFILE"); p != "" && storeDriver == profDriver {
 			args = append(args, "--cpuprofile", p) // written when the host stops gracefully
 		}
 		host := spawn(b, dir, "prorl-host", args...)
