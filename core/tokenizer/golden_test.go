@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/prorl/prorl/core/tokenizer/jinja"
+	"github.com/prorl/prorl/core/trajectory"
 )
 
 type chatCase struct {
@@ -79,6 +80,25 @@ func TestChatTemplatesMatchReference(t *testing.T) {
 				}
 				if ids := l.tok.Encode(text); !slices.Equal(ids, c.IDs) {
 					t.Fatalf("ids differ\ngot  %v\nwant %v", ids, c.IDs)
+				}
+				// The host's path for tools: trajectory.Tool through
+				// ToolsValue, parsed the first time and cached after.
+				var tt []trajectory.Tool
+				if err := json.Unmarshal(c.Tools, &tt); err != nil || len(tt) == 0 {
+					return
+				}
+				for range 2 {
+					tv, err := ToolsValue(tt)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := l.RenderValues(msgs.([]jinja.Value), tv, RenderOptions{AddGenerationPrompt: c.AddGenerationPrompt, Kwargs: c.Kwargs})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got != c.Text {
+						t.Fatalf("with ToolsValue, text differs at byte %d", firstDiff(got, c.Text))
+					}
 				}
 			})
 		}

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/prorl/prorl/core/tokenizer/bpe"
 	"github.com/prorl/prorl/core/tokenizer/jinja"
@@ -258,6 +260,53 @@ func ToolsValue(tools []trajectory.Tool) (jinja.Value, error) {
 	if len(tools) == 0 {
 		return nil, nil
 	}
+	// A domain offers the same tools to every rollout and every turn:
+	// their schemas are parsed once. Templates cannot change the values
+	// (only namespace() objects are mutable), so sharing them is safe.
+	key := toolsKey(tools)
+	if key != "" {
+		toolsMu.RLock()
+		v, ok := toolsCache[key]
+		toolsMu.RUnlock()
+		if ok {
+			return v, nil
+		}
+	}
+	v, err := toolsValue(tools)
+	if err != nil || key == "" {
+		return v, err
+	}
+	toolsMu.Lock()
+	if len(toolsCache) >= 256 {
+		clear(toolsCache)
+	}
+	toolsCache[key] = v
+	toolsMu.Unlock()
+	return v, nil
+}
+
+var (
+	toolsMu    sync.RWMutex
+	toolsCache = map[string]jinja.Value{}
+)
+
+// toolsKey is the tools' identity ("" when too large to be worth keeping).
+func toolsKey(tools []trajectory.Tool) string {
+	var b strings.Builder
+	for _, t := range tools {
+		for _, f := range []string{t.Type, t.Function.Name, t.Function.Description, string(t.Function.Parameters)} {
+			b.WriteString(strconv.Itoa(len(f)))
+			b.WriteByte(':')
+			b.WriteString(f)
+		}
+		if b.Len() > 64<<10 {
+			return ""
+		}
+	}
+	return b.String()
+}
+
+func toolsValue(tools []trajectory.Tool) (jinja.Value, error) {
 	out := make([]jinja.Value, len(tools))
 	for i, t := range tools {
 		fn := jinja.NewMap()

@@ -117,3 +117,44 @@ func TestConcurrentEncode(t *testing.T) {
 		t.Error(e)
 	}
 }
+
+// TestSegmentCache: text between added tokens comes from the segment
+// cache the second time with the ids a cold encode gives (the goldens, and
+// for long pieces — the goldens have none — an encoder without the cache),
+// whatever the caller did to the ids it got the first time.
+func TestSegmentCache(t *testing.T) {
+	dir := testmodels.Dir(t)
+	corpus := testmodels.MixedCorpus(t)
+	for _, m := range goldenModels {
+		t.Run(m, func(t *testing.T) {
+			tok, err := Load(filepath.Join(dir, m, "tokenizer.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cold, err := Load(filepath.Join(dir, m, "tokenizer.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cold.WithoutSegmentCache()
+			var cases []encodeCase
+			readJSON(t, filepath.Join("..", "testdata", "golden", m, "encode.json"), &cases)
+			special := tok.pieces[tok.added[0].ID]
+			for at := 0; at+3000 < len(corpus) && at < 200000; at += 2999 {
+				text := special + corpus[at:at+3000] + special + corpus[at:at+300]
+				cases = append(cases, encodeCase{Text: text, IDs: cold.Encode(text)})
+			}
+			for _, c := range cases {
+				first := tok.Encode(c.Text)
+				for i := range first {
+					first[i] = -1 // the cache must have kept its own copy
+				}
+				if got := tok.Encode(c.Text); !slices.Equal(got, c.IDs) {
+					t.Fatalf("%.80q from the cache:\ngot  %v\nwant %v", c.Text, got, c.IDs)
+				}
+			}
+			if len(tok.segs.m) < 10 {
+				t.Fatalf("%d cached segments: the cache was not exercised", len(tok.segs.m))
+			}
+		})
+	}
+}

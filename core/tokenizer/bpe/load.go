@@ -107,6 +107,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 		vocab:        m.Vocab,
 		ignoreMerges: m.IgnoreMerges,
 		cache:        newCache(1 << 18),
+		segs:         &segCache{m: map[string][]int{}},
 	}
 	maxID := -1
 	for _, id := range m.Vocab {

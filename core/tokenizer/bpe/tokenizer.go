@@ -2,7 +2,9 @@ package bpe
 
 import (
 	"hash/maphash"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
@@ -29,6 +31,7 @@ type Tokenizer struct {
 	firstByte      [256]bool
 	prefix, suffix []int // what add_special_tokens adds
 	cache          *cache
+	segs           *segCache
 }
 
 // VocabSize is one more than the largest id.
@@ -132,11 +135,27 @@ func wordEdge(s string, i int, before bool) bool {
 	return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_')
 }
 
-// appendText encodes text that holds no added tokens.
+// appendText encodes text that holds no added tokens. A piece of text
+// between added tokens is encoded on its own (as Hugging Face splits on
+// them first), so a long one — a system prompt, a tools block, repeated in
+// every rollout and every turn — is encoded once and then looked up.
 func (t *Tokenizer) appendText(dst []int, s string) []int {
 	if s == "" {
 		return dst
 	}
+	if t.segs != nil && len(s) >= minSegment && len(s) <= maxSegment {
+		if ids, ok := t.segs.get(s); ok {
+			return append(dst, ids...)
+		}
+		n := len(dst)
+		dst = t.encodeText(dst, s)
+		t.segs.put(s, dst[n:])
+		return dst
+	}
+	return t.encodeText(dst, s)
+}
+
+func (t *Tokenizer) encodeText(dst []int, s string) []int {
 	if t.normalize != nil {
 		s = t.normalize(s)
 	}
@@ -317,6 +336,49 @@ func (c *cache) get(k string) ([]int32, bool) {
 
 func (c *cache) put(k string, v []int32) {
 	c.slot(k).Store(&cacheEntry{key: strings.Clone(k), ids: v})
+}
+
+const (
+	minSegment   = 256 // shorter text encodes faster than a lookup pays
+	maxSegment   = 64 << 10
+	maxSegmBytes = 32 << 20 // the whole segment cache, keys and ids
+)
+
+// segCache maps whole text pieces to their ids, bounded in bytes: when
+// full it starts over (the pieces worth keeping come back at once).
+type segCache struct {
+	mu    sync.RWMutex
+	m     map[string][]int
+	bytes int
+}
+
+func (c *segCache) get(s string) ([]int, bool) {
+	c.mu.RLock()
+	ids, ok := c.m[s]
+	c.mu.RUnlock()
+	return ids, ok
+}
+
+func (c *segCache) put(s string, ids []int) {
+	size := len(s) + 8*len(ids)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[s]; ok {
+		return
+	}
+	if c.bytes+size > maxSegmBytes {
+		c.m, c.bytes = map[string][]int{}, 0
+	}
+	c.m[strings.Clone(s)] = slices.Clone(ids)
+	c.bytes += size
+}
+
+// WithoutSegmentCache turns the whole-piece cache off: throughput
+// benchmarks encode the same text over and over, which it would answer
+// from memory.
+func (t *Tokenizer) WithoutSegmentCache() *Tokenizer {
+	t.segs = nil
+	return t
 }
 
 // IsAdded reports whether id is an added token (special or not).
