@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -157,6 +158,14 @@ func lowerBound(w *workload, m simllm.EngineModel, fleet []fleetBackend) (work, 
 	return (decode*perTokFull + prefill*c) / speeds, critical
 }
 
+// cacheFactor scales the cache budget given to admission (experiments).
+var cacheFactor = func() float64 {
+	if v, err := strconv.ParseFloat(os.Getenv("PRORL_BENCH_CACHE_FACTOR"), 64); err == nil {
+		return v
+	}
+	return 1
+}()
+
 type utilResult struct {
 	makespan, tail, util, hit float64
 	generated                 int64
@@ -178,7 +187,14 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 		if err != nil {
 			b.Fatal(err)
 		}
-		be, err := pool.Add(&backend.Backend{URL: ts.URL, Protocol: "vllm", Client: c, Weight: fb.speed})
+		slots, cache := 0, 0
+		if longestFirst {
+			// Ours: the host admits up to the engine's batch size, and
+			// rollouts while their contexts fit its KV cache (admit.go).
+			slots = m.Slots
+			cache = int(float64(m.CacheTokens) * cacheFactor)
+		}
+		be, err := pool.Add(&backend.Backend{URL: ts.URL, Protocol: "vllm", Client: c, Weight: fb.speed, Slots: slots, CacheTokens: cache})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -211,12 +227,16 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 			r := rand.New(rand.NewSource(int64(i)))
 			ids := append([]int(nil), w.prompts[ro.group]...)
 			for k, t := range ro.turns {
-				be, end := lease.Route()
 				seed := int64(i)<<16 | int64(k)
 				prio := 0
 				if longestFirst {
 					// The most expected work left goes first (vLLM's priority: lower first).
 					prio = -int(max(ro.cost-300*float64(k), 0))
+				}
+				be, end, err := lease.RouteWait(ctx, prio, len(ids))
+				if err != nil {
+					b.Error(err)
+					return
 				}
 				res, err := be.Client.Generate(ctx, backend.GenerateRequest{PromptIDs: ids, MaxTokens: t.out, IgnoreEOS: true, Temperature: 1, Seed: &seed, Priority: prio})
 				end()
@@ -246,6 +266,9 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 		cached += float64(st.CachedTokens)
 		prompt += float64(st.PromptTokens)
 		gen += st.GeneratedTokens
+		if os.Getenv("PRORL_BENCH_DEBUG") != "" { // where each engine's time went
+			fmt.Printf("DEBUG engine speed %.1f busy %.0f s of %.0f s, slot-s %.0f, requests %d, prompt %d prefill %d generated %d\n", st.Speed, st.BusySeconds, makespan, st.SlotSeconds, st.Requests, st.PromptTokens, st.PrefillTokens, st.GeneratedTokens)
+		}
 	}
 	return utilResult{makespan: makespan, tail: done[len(done)-1] - done[int(0.9*float64(len(done)))-1],
 		util: slotSec / (slots * makespan), hit: cached / math.Max(prompt, 1), generated: gen}
@@ -265,7 +288,14 @@ func BenchmarkIssue19Utilisation(b *testing.B) {
 		lb := math.Max(work, crit)
 		var rows []row
 		res := map[backend.Routing]utilResult{}
-		for _, rt := range []backend.Routing{backend.RouteProRL, backend.RouteSticky, backend.RouteRoundRobin, backend.RouteLeastRequests, backend.RouteConsistentHash, backend.RouteGroup} {
+		routings := []backend.Routing{backend.RouteProRL, backend.RouteSticky, backend.RouteRoundRobin, backend.RouteLeastRequests, backend.RouteConsistentHash, backend.RouteGroup}
+		if v := os.Getenv("PRORL_BENCH_ROUTINGS"); v != "" {
+			routings = nil
+			for _, r := range strings.Split(v, ",") {
+				routings = append(routings, backend.Routing(r))
+			}
+		}
+		for _, rt := range routings {
 			r := runStep(b, w, m, fleet, rt, rt == backend.RouteGroup)
 			res[rt] = r
 			rows = append(rows, row{name: fmt.Sprintf("%-15s makespan / lower bound", rt), measured: fmt.Sprintf("%.0f s / %.0f s = %.2f×", r.makespan, lb, r.makespan/lb)},

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,4 +87,54 @@ func waitHealthy(t *testing.T, e *env, n int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("%d backends never became healthy", n)
+}
+
+// TestAdmissionEndToEnd: two backends of one slot each and a KV budget of
+// about one rollout, registered through the API (negative values refused,
+// naming the field): twelve multi-turn rollouts queue in the host, all
+// complete with the simulators' exact tokens, and afterwards no request,
+// context or lease is still counted.
+func TestAdmissionEndToEnd(t *testing.T) {
+	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--think-turns", "2", "--token-latency", "2ms"}, backendsTOML: "routing = \"group-aware\"\n"})
+	log2 := filepath.Join(e.dir, "sim2.jsonl")
+	sim2 := start(t, "prorl-simllm", "--listen", "127.0.0.1:0", "--addr-file", filepath.Join(e.dir, "sim2.addr"), "--answers", e.tasks,
+		"--correct-rate", "1", "--think-turns", "2", "--token-latency", "2ms", "--log", log2)
+	url2 := "http://" + waitFile(t, filepath.Join(e.dir, "sim2.addr"), sim2)
+	e.startHost()
+	for _, bad := range []struct {
+		field string
+		body  map[string]any
+	}{{"slots", map[string]any{"url": url2, "slots": -1}}, {"cache_tokens", map[string]any{"url": url2, "cache_tokens": -1}}} {
+		if r := e.do("POST", "/v1/backends", bad.body); r.code != 422 || !strings.Contains(string(r.body), `"field":"`+bad.field+`"`) {
+			t.Fatalf("%s < 0: %d %s", bad.field, r.code, r.body)
+		}
+	}
+	for _, u := range []string{e.sim, url2} {
+		if r := e.do("POST", "/v1/backends", map[string]any{"url": u, "slots": 1, "cache_tokens": 600}); r.code != 201 {
+			t.Fatalf("add backend: %d %s", r.code, r.body)
+		}
+	}
+	waitHealthy(t, e, 2)
+	var subs []api.SubmitResponse
+	for range 3 {
+		var sub api.SubmitResponse
+		e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}, "n": 4}).json(t, &sub)
+		subs = append(subs, sub)
+	}
+	for _, sub := range subs {
+		for _, id := range sub.RolloutIDs {
+			res := e.wait(t, id)
+			if res.Status != trajectory.StatusCompleted || res.Reward != 1 || len(res.Turns) < 2 {
+				t.Fatalf("%s: %s %d turns %+v", id, res.Status, len(res.Turns), res.Failure)
+			}
+			checkTokens(t, res, append(e.simEntries(), readEntries(t, log2)...))
+		}
+	}
+	var bs struct{ Backends []backend.Status }
+	e.do("GET", "/v1/backends", nil).json(t, &bs)
+	for _, b := range bs.Backends {
+		if b.Slots != 1 || b.CacheTokens != 600 || b.Requests != 0 || b.ContextTokens != 0 || b.InFlight != 0 {
+			t.Fatalf("after the step: %+v", b)
+		}
+	}
 }

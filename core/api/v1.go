@@ -550,6 +550,12 @@ type BackendRequest struct {
 	Protocol       string `json:"protocol"`
 	Model          string `json:"model"`
 	MaxConcurrency int    `json:"max_concurrency"`
+	// Slots is the server's batch size (vLLM's --max-num-seqs): requests
+	// beyond it wait in the host for a free slot on any backend. 0: no limit.
+	Slots int `json:"slots"`
+	// CacheTokens is the server's KV cache in tokens: rollouts start on it
+	// only while their contexts fit. 0: no limit.
+	CacheTokens int `json:"cache_tokens"`
 	// Weight is the backend's capacity relative to the others (default 1).
 	Weight float64 `json:"weight"`
 }
@@ -581,6 +587,12 @@ func (s *Server) addBackendReq(ctx context.Context, req BackendRequest, field st
 	if req.Weight < 0 {
 		return backend.Status{}, 0, invalid(field+"weight", "must not be negative")
 	}
+	if req.Slots < 0 {
+		return backend.Status{}, 0, invalid(field+"slots", "must not be negative")
+	}
+	if req.CacheTokens < 0 {
+		return backend.Status{}, 0, invalid(field+"cache_tokens", "must not be negative")
+	}
 	if req.Model == "" {
 		req.Model = backend.Discover(ctx, base)
 	}
@@ -588,7 +600,7 @@ func (s *Server) addBackendReq(ctx context.Context, req BackendRequest, field st
 	if err != nil {
 		return backend.Status{}, 0, invalid(field+"protocol", "%v", err)
 	}
-	b, err := s.Pool.Add(&backend.Backend{URL: base, Protocol: req.Protocol, Model: req.Model, MaxConcurrency: req.MaxConcurrency, Weight: req.Weight, Client: c})
+	b, err := s.Pool.Add(&backend.Backend{URL: base, Protocol: req.Protocol, Model: req.Model, MaxConcurrency: req.MaxConcurrency, Slots: req.Slots, CacheTokens: req.CacheTokens, Weight: req.Weight, Client: c})
 	for _, st := range s.Pool.List() {
 		if st.ID == b.ID {
 			if errors.Is(err, backend.ErrDuplicate) {

@@ -24,6 +24,17 @@ type Backend struct {
 	Protocol       string `json:"protocol"`
 	Model          string `json:"model,omitempty"`
 	MaxConcurrency int    `json:"max_concurrency,omitempty"`
+	// Slots is the server's batch size (vLLM's --max-num-seqs): the host
+	// sends it at most that many requests at once and holds the rest,
+	// giving each freed slot to the request that should have it (admit.go).
+	// 0: no limit, the server queues.
+	Slots int `json:"slots,omitempty"`
+	// CacheTokens is the server's prefix-cache capacity in tokens (vLLM
+	// logs it as "GPU KV cache size"). With it, a rollout starts on the
+	// backend only while the contexts of the rollouts already there fit:
+	// more would evict each other's conversations between turns and pay
+	// their prefill again. 0: no limit.
+	CacheTokens int `json:"cache_tokens,omitempty"`
 	// Weight is the backend's capacity relative to others (2: twice as
 	// fast); load-balancing routings divide load by it. 0 means 1.
 	Weight float64 `json:"weight,omitempty"`
@@ -32,6 +43,7 @@ type Backend struct {
 	// guarded by Pool.mu
 	inflight   int
 	requests   int     // generation requests in flight (per-request routings)
+	ctxTokens  int     // context of the rollouts active here (admit.go)
 	load       float64 // expected work of the rollouts in flight (Hint.Cost)
 	migratedIn int64   // rollouts moved here by rebalancing
 	reqTotal   int64
@@ -50,6 +62,9 @@ type Status struct {
 	Protocol       string    `json:"protocol"`
 	Model          string    `json:"model,omitempty"`
 	MaxConcurrency int       `json:"max_concurrency,omitempty"`
+	Slots          int       `json:"slots,omitempty"`
+	CacheTokens    int       `json:"cache_tokens,omitempty"`
+	ContextTokens  int       `json:"context_tokens,omitempty"`
 	Healthy        bool      `json:"healthy"`
 	InFlight       int       `json:"in_flight"`
 	Requests       int       `json:"requests_in_flight"`
@@ -75,6 +90,9 @@ type Pool struct {
 	route   Routing
 	groups  map[string]*groupPlace
 	rr      uint64
+	// waiting are requests held for a free slot (admit.go).
+	waiting []*waiter
+	wseq    uint64
 }
 
 // NewPool returns an empty pool.
@@ -97,6 +115,7 @@ func (p *Pool) SetRouting(r Routing) error {
 func (p *Pool) notifyLocked() {
 	close(p.changed)
 	p.changed = make(chan struct{})
+	p.dispatchLocked()
 }
 
 // ErrDuplicate is returned when a URL is already registered.
@@ -173,7 +192,7 @@ func (p *Pool) List() []Status {
 	out := make([]Status, 0, len(p.all))
 	for _, b := range p.all {
 		out = append(out, Status{
-			ID: b.ID, URL: b.URL, Protocol: b.Protocol, Model: b.Model, MaxConcurrency: b.MaxConcurrency,
+			ID: b.ID, URL: b.URL, Protocol: b.Protocol, Model: b.Model, MaxConcurrency: b.MaxConcurrency, Slots: b.Slots, CacheTokens: b.CacheTokens, ContextTokens: b.ctxTokens,
 			Healthy: b.healthy, InFlight: b.inflight, Requests: b.requests, MigratedIn: b.migratedIn, Weight: b.weight(), Assigned: b.assigned, LastError: b.lastErr, Added: b.added,
 		})
 	}
@@ -201,6 +220,9 @@ type Lease struct {
 	B    *Backend
 	hint Hint
 	once sync.Once
+	// active: its context counts against its backend's CacheTokens.
+	active bool
+	ctx    int
 }
 
 // Release returns the lease's capacity.
@@ -211,6 +233,7 @@ func (l *Lease) Release() {
 		defer p.mu.Unlock()
 		l.B.inflight--
 		l.B.load -= l.hint.cost()
+		p.deactivateLocked(l)
 		p.leaveGroupLocked(l)
 		if l.B.index >= 0 {
 			heap.Fix(&p.h, l.B.index)

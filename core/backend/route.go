@@ -1,7 +1,7 @@
 package backend
 
 import (
-	"container/heap"
+	"context"
 	"fmt"
 	"hash/fnv"
 	"sort"
@@ -183,17 +183,7 @@ func (p *Pool) rebalanceLocked(l *Lease) *Backend {
 		// A long rollout stays on the faster backend: the short ones move.
 		return cur
 	}
-	p.leaveGroupLocked(l)
-	cur.inflight--
-	cur.load -= l.hint.cost()
-	heap.Fix(&p.h, cur.index)
-	best.inflight++
-	best.assigned++
-	best.load += l.hint.cost()
-	heap.Fix(&p.h, best.index)
-	best.migratedIn++
-	l.B = best
-	return best
+	return p.moveLocked(l, best)
 }
 
 // Current is the lease's backend, read under the pool's lock: rebalancing
@@ -206,10 +196,22 @@ func (l *Lease) Current() *Backend {
 
 // Route is the backend for the lease's next request, and the call that
 // ends it: the lease's own backend unless the routing chooses per request.
+// With admission (Backend.Slots) it may wait: see RouteWait.
 func (l *Lease) Route() (*Backend, func()) {
-	p := l.p
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	b, end, _ := l.RouteWait(context.Background(), 0, 0)
+	return b, end
+}
+
+// RouteNow is the backend for a call that takes no engine slot (rendering,
+// decoding): the routing's choice, not counted, never waiting.
+func (l *Lease) RouteNow() (*Backend, func()) {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	return l.p.chooseLocked(l), func() {}
+}
+
+// chooseLocked is the backend the routing picks for the lease's next request.
+func (p *Pool) chooseLocked(l *Lease) *Backend {
 	b := l.B
 	switch p.route {
 	case RouteGroup:
@@ -235,11 +237,5 @@ func (l *Lease) Route() (*Backend, func()) {
 			b = c
 		}
 	}
-	b.requests++
-	b.reqTotal++
-	return b, func() {
-		p.mu.Lock()
-		b.requests--
-		p.mu.Unlock()
-	}
+	return b
 }

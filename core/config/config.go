@@ -219,6 +219,14 @@ type Backend struct {
 	Protocol       string `toml:"protocol"`
 	Model          string `toml:"model"`
 	MaxConcurrency int    `toml:"max_concurrency"`
+	// Slots is the server's batch size (vLLM's --max-num-seqs): requests
+	// beyond it wait in the host for the first free slot on any backend
+	// instead of in this server's queue. 0: no limit.
+	Slots int `toml:"slots"`
+	// CacheTokens is the server's KV cache in tokens (vLLM logs "GPU KV
+	// cache size: N tokens"): rollouts start on it only while their
+	// contexts fit, so they do not evict each other between turns. 0: no limit.
+	CacheTokens int `toml:"cache_tokens"`
 	// Weight is the backend's capacity relative to the others (default 1).
 	Weight float64 `toml:"weight"`
 }
@@ -568,6 +576,12 @@ func (c *Config) Validate() error {
 		}
 		if b.Weight < 0 {
 			errs = append(errs, fe(key+".weight", "must not be negative"))
+		}
+		if b.Slots < 0 {
+			errs = append(errs, fe(key+".slots", "must not be negative"))
+		}
+		if b.CacheTokens < 0 {
+			errs = append(errs, fe(key+".cache_tokens", "must not be negative"))
 		}
 		if b.Protocol == "" {
 			c.Backends.Static[i].Protocol = "vllm"

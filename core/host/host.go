@@ -107,7 +107,7 @@ func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, erro
 		if err != nil {
 			return nil, err
 		}
-		if _, err := h.Pool.Add(&backend.Backend{URL: strings.TrimRight(b.URL, "/"), Protocol: b.Protocol, Model: b.Model, MaxConcurrency: b.MaxConcurrency, Weight: b.Weight, Client: c}); err != nil {
+		if _, err := h.Pool.Add(&backend.Backend{URL: strings.TrimRight(b.URL, "/"), Protocol: b.Protocol, Model: b.Model, MaxConcurrency: b.MaxConcurrency, Slots: b.Slots, CacheTokens: b.CacheTokens, Weight: b.Weight, Client: c}); err != nil {
 			return nil, fmt.Errorf("backend %s: %w", b.URL, err)
 		}
 	}

@@ -41,13 +41,22 @@ func hintOf(r *Rollout) backend.Hint {
 }
 
 // do runs call against the current backend, moving to another on a
-// retriable failure.
-func (f *failover) do(ctx context.Context, call func(b *backend.Backend, c backend.Client) error) error {
+// retriable failure. A generation of tokens context (>= 0) passes the
+// pool's admission; other calls (rendering, decoding) take no engine slot.
+func (f *failover) do(ctx context.Context, tokens int, call func(b *backend.Backend, c backend.Client) error) error {
 	for {
 		f.mu.Lock()
 		l, moves := f.lease, f.moves
 		f.mu.Unlock()
-		b, done := l.Route() // the lease's backend, unless the routing picks per request
+		// The lease's backend, unless the routing picks per request; with
+		// admission it waits for a slot (a rollout of higher priority first).
+		b, done := l.RouteNow()
+		if tokens >= 0 {
+			var err error
+			if b, done, err = l.RouteWait(ctx, -f.r.Req.Priority, tokens); err != nil {
+				return err
+			}
+		}
 		f.mu.Lock()
 		f.turn = append(f.turn, b.ID)
 		f.mu.Unlock()
@@ -102,7 +111,7 @@ func (f *failover) Generate(ctx context.Context, req backend.GenerateRequest) (*
 		}
 		var res *backend.GenerateResult
 		var version int64
-		err := f.do(ctx, func(b *backend.Backend, c backend.Client) error {
+		err := f.do(ctx, len(req.PromptIDs), func(b *backend.Backend, c backend.Client) error {
 			gctx, v, slot, err := f.p.gate.enter(ctx, b.ID)
 			if err != nil {
 				return err
@@ -170,7 +179,7 @@ func (f *failover) TakeTurnBackends() []string {
 
 func (f *failover) Render(ctx context.Context, msgs []trajectory.Message, tools []trajectory.Tool, opts tokenizer.RenderOptions) ([]int, error) {
 	var ids []int
-	err := f.do(ctx, func(_ *backend.Backend, c backend.Client) (err error) {
+	err := f.do(ctx, -1, func(_ *backend.Backend, c backend.Client) (err error) {
 		ids, err = c.Render(ctx, msgs, tools, opts)
 		return err
 	})
@@ -179,7 +188,7 @@ func (f *failover) Render(ctx context.Context, msgs []trajectory.Message, tools 
 
 func (f *failover) Decode(ctx context.Context, ids []int) (string, error) {
 	var text string
-	err := f.do(ctx, func(_ *backend.Backend, c backend.Client) (err error) { text, err = c.Decode(ctx, ids); return err })
+	err := f.do(ctx, -1, func(_ *backend.Backend, c backend.Client) (err error) { text, err = c.Decode(ctx, ids); return err })
 	return text, err
 }
 

@@ -1,0 +1,232 @@
+package backend
+
+import (
+	"container/heap"
+	"context"
+	"sort"
+)
+
+// Admission: a backend with Slots (its engine's batch size, vLLM's
+// --max-num-seqs) is sent at most that many generation requests at once.
+// The rest wait here rather than in the engine's own queue, because a
+// request queued inside one engine cannot move when another engine frees a
+// slot: with engine-side queues a step ended with fast backends idle while
+// slow ones still worked through theirs. A freed slot goes to the best
+// request waiting for that backend (lowest priority value, as vLLM orders,
+// then the oldest); when none waits for it, to the best one waiting
+// anywhere (work stealing: its lease moves, so its conversation's prefix is
+// prefilled once more there, which is far cheaper than idling a slot).
+//
+// A backend with CacheTokens also bounds the rollouts active on it: a
+// rollout's first request there waits while the contexts of those already
+// active would not leave room for its own (unless none is active). With
+// SWE-like agents the contexts of every rollout in flight far exceed the
+// fleet's KV cache; admitting them all made each turn's context evicted
+// during its tool call, and half the engines' time went to prefilling it
+// again.
+
+type waiter struct {
+	l      *Lease
+	home   *Backend
+	prio   int
+	seq    uint64
+	tokens int
+	got    chan *Backend // buffered: the dispatcher never blocks
+	b      *Backend      // set under the pool's lock once admitted
+}
+
+// admitLocked decides at once or queues: the backend to use now, or a
+// waiter to wait on.
+func (p *Pool) admitLocked(l *Lease, b *Backend, prio, tokens int) (*Backend, *waiter) {
+	if p.fitsLocked(l, b, tokens) && !p.waitingForLocked(b) {
+		return b, nil
+	}
+	// Its backend is full: a backend with room and nobody waiting for it
+	// takes the request now (the fastest such).
+	if o := p.freeBackendLocked(l, tokens); o != nil {
+		return p.moveLocked(l, o), nil
+	}
+	p.wseq++
+	w := &waiter{l: l, home: b, prio: prio, seq: p.wseq, tokens: tokens, got: make(chan *Backend, 1)}
+	p.waiting = append(p.waiting, w)
+	return nil, w
+}
+
+// fitsLocked is whether b can take l's request of tokens context now.
+func (p *Pool) fitsLocked(l *Lease, b *Backend, tokens int) bool {
+	return (b.Slots <= 0 || b.requests < b.Slots) && p.fitsCacheLocked(l, b, tokens)
+}
+
+// fitsCacheLocked is whether l's context fits b's cache budget.
+func (p *Pool) fitsCacheLocked(l *Lease, b *Backend, tokens int) bool {
+	if b.CacheTokens <= 0 || p.route.PerRequest() || (l.active && l.B == b) || b.ctxTokens == 0 {
+		return true
+	}
+	return b.ctxTokens+tokens <= b.CacheTokens
+}
+
+// startLocked counts the request on b (and l's context, once admitted).
+func (p *Pool) startLocked(l *Lease, b *Backend, tokens int) {
+	b.requests++
+	b.reqTotal++
+	if l == nil || p.route.PerRequest() {
+		return
+	}
+	if l.active && l.B == b {
+		b.ctxTokens += tokens - l.ctx
+	} else {
+		b.ctxTokens += tokens
+		l.active = true
+	}
+	l.ctx = tokens
+}
+
+// deactivateLocked takes l's context off its backend.
+func (p *Pool) deactivateLocked(l *Lease) {
+	if l.active {
+		l.B.ctxTokens -= l.ctx
+		l.active, l.ctx = false, 0
+	}
+}
+
+// waitingForLocked is whether a request waits only for a slot of b: a
+// newcomer must not pass it (one waiting for cache room does not hold up
+// the rollouts already there, or they could never finish and make room).
+func (p *Pool) waitingForLocked(b *Backend) bool {
+	for _, w := range p.waiting {
+		if w.home == b && p.fitsCacheLocked(w.l, b, w.tokens) {
+			return true
+		}
+	}
+	return false
+}
+
+// freeBackendLocked is the fastest healthy backend with room for l's
+// request that no request waits for (nil: none).
+func (p *Pool) freeBackendLocked(l *Lease, tokens int) *Backend {
+	var best *Backend
+	for _, c := range p.h {
+		if (c.Slots > 0 || c.CacheTokens > 0) && c != l.B && p.fitsLocked(l, c, tokens) && !p.waitingForLocked(c) &&
+			(best == nil || c.weight() > best.weight() || c.weight() == best.weight() && c.requests < best.requests) {
+			best = c
+		}
+	}
+	return best
+}
+
+// moveLocked moves a sticky lease to o (per-request routings hold no
+// backend between requests: nothing to move).
+func (p *Pool) moveLocked(l *Lease, o *Backend) *Backend {
+	if p.route.PerRequest() || l.B == o {
+		return o
+	}
+	cur := l.B
+	p.deactivateLocked(l)
+	p.leaveGroupLocked(l)
+	cur.inflight--
+	cur.load -= l.hint.cost()
+	if cur.index >= 0 {
+		heap.Fix(&p.h, cur.index)
+	}
+	o.inflight++
+	o.assigned++
+	o.load += l.hint.cost()
+	if o.index >= 0 {
+		heap.Fix(&p.h, o.index)
+	}
+	o.migratedIn++
+	l.B = o
+	return o
+}
+
+// dispatchLocked gives free slots to waiting requests: each backend's own
+// first, then, fastest backends first, the best waiting anywhere.
+func (p *Pool) dispatchLocked() {
+	if len(p.waiting) == 0 {
+		return
+	}
+	better := func(a, b *waiter) bool { return a.prio < b.prio || a.prio == b.prio && a.seq < b.seq }
+	pick := func(b *Backend, own bool) int {
+		at := -1
+		for i, w := range p.waiting {
+			if (!own || w.home == b) && p.fitsLocked(w.l, b, w.tokens) && (at < 0 || better(w, p.waiting[at])) {
+				at = i
+			}
+		}
+		return at
+	}
+	bs := make([]*Backend, 0, len(p.h))
+	for _, b := range p.h {
+		if b.Slots > 0 || b.CacheTokens > 0 {
+			bs = append(bs, b)
+		}
+	}
+	sort.Slice(bs, func(i, j int) bool {
+		return bs[i].weight() > bs[j].weight() || bs[i].weight() == bs[j].weight() && bs[i].ID < bs[j].ID
+	})
+	for _, own := range []bool{true, false} {
+		for _, b := range bs {
+			for {
+				at := pick(b, own)
+				if at < 0 {
+					break
+				}
+				w := p.waiting[at]
+				p.waiting = append(p.waiting[:at], p.waiting[at+1:]...)
+				w.b = p.moveLocked(w.l, b)
+				p.startLocked(w.l, w.b, w.tokens)
+				w.got <- w.b
+			}
+		}
+	}
+}
+
+// cancelWaitLocked takes a waiter out; if it was admitted meanwhile, its
+// slot is given back.
+func (p *Pool) cancelWaitLocked(w *waiter) {
+	if w.b != nil {
+		w.b.requests--
+		p.dispatchLocked()
+		return
+	}
+	for i, x := range p.waiting {
+		if x == w {
+			p.waiting = append(p.waiting[:i], p.waiting[i+1:]...)
+			return
+		}
+	}
+}
+
+// RouteWait is Route under admission: it waits (until ctx ends) while the
+// request's backend has no room (a free slot; for a rollout new there, its
+// context of tokens within the cache) and no other backend has. prio orders
+// waiting requests, lower first.
+func (l *Lease) RouteWait(ctx context.Context, prio, tokens int) (*Backend, func(), error) {
+	p := l.p
+	p.mu.Lock()
+	b, w := p.admitLocked(l, p.chooseLocked(l), prio, tokens)
+	if w == nil {
+		p.startLocked(l, b, tokens)
+		p.mu.Unlock()
+		return b, p.endRequest(b), nil
+	}
+	p.mu.Unlock()
+	select {
+	case b = <-w.got:
+		return b, p.endRequest(b), nil
+	case <-ctx.Done():
+		p.mu.Lock()
+		p.cancelWaitLocked(w)
+		p.mu.Unlock()
+		return nil, nil, ctx.Err()
+	}
+}
+
+func (p *Pool) endRequest(b *Backend) func() {
+	return func() {
+		p.mu.Lock()
+		b.requests--
+		p.dispatchLocked()
+		p.mu.Unlock()
+	}
+}

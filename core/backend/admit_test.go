@@ -1,0 +1,168 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// routeAsync starts a RouteWait and returns where its answer will arrive.
+func routeAsync(ctx context.Context, l *Lease, prio, tokens int) chan routed {
+	ch := make(chan routed, 1)
+	go func() {
+		b, end, err := l.RouteWait(ctx, prio, tokens)
+		ch <- routed{b, end, err}
+	}()
+	return ch
+}
+
+type routed struct {
+	b   *Backend
+	end func()
+	err error
+}
+
+func waitRouted(t *testing.T, ch chan routed) routed {
+	t.Helper()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request was never admitted")
+	}
+	return routed{}
+}
+
+func notYet(t *testing.T, ch chan routed) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Fatalf("admitted to %v while it should wait", r.b.ID)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// TestAdmissionSlots: a backend gets at most Slots requests; the rest wait
+// in the host and a freed slot goes to the best waiting one (lowest
+// priority value, then the oldest).
+func TestAdmissionSlots(t *testing.T) {
+	p, bs := newPool(t, 1, 0)
+	bs[0].Slots = 2
+	ctx := context.Background()
+	var ls []*Lease
+	for range 5 {
+		l, err := p.Acquire(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	a := waitRouted(t, routeAsync(ctx, ls[0], 0, 10))
+	b := waitRouted(t, routeAsync(ctx, ls[1], 0, 10))
+	late := routeAsync(ctx, ls[2], 5, 10)
+	notYet(t, late)
+	urgent := routeAsync(ctx, ls[3], -1, 10)
+	notYet(t, urgent)
+	a.end()
+	u := waitRouted(t, urgent) // the lower priority value passes the older request
+	notYet(t, late)
+	b.end()
+	l := waitRouted(t, late)
+	u.end()
+	l.end()
+	if st := p.List()[0]; st.Requests != 0 {
+		t.Fatalf("%d requests still counted", st.Requests)
+	}
+}
+
+// TestAdmissionSteals: a request whose backend is full goes at once to a
+// backend with a free slot, and the lease moves with it.
+func TestAdmissionSteals(t *testing.T) {
+	p, bs := newPool(t, 2, 0)
+	for _, b := range bs {
+		b.Slots = 1
+	}
+	ctx := context.Background()
+	// l1 and l3 on the first backend (the second out of rotation meanwhile).
+	p.SetHealth(bs[1].ID, errors.New("down"))
+	l1, _ := p.Acquire(ctx, 0)
+	l3, _ := p.Acquire(ctx, 0)
+	p.SetHealth(bs[1].ID, nil)
+	l2, _ := p.Acquire(ctx, 0)
+	if l1.B != bs[0] || l3.B != bs[0] || l2.B != bs[1] {
+		t.Fatal("placement")
+	}
+	r1 := waitRouted(t, routeAsync(ctx, l1, 0, 10))
+	r3 := waitRouted(t, routeAsync(ctx, l3, 0, 10))
+	if r3.b != bs[1] || l3.Current() != bs[1] {
+		t.Fatalf("not moved to the free backend: %s (lease on %s)", r3.b.ID, l3.Current().ID)
+	}
+	// Both slots are taken now: l2 waits for its own, whoever frees first.
+	w := routeAsync(ctx, l2, 0, 10)
+	notYet(t, w)
+	r1.end()
+	r2 := waitRouted(t, w)
+	r2.end()
+	r3.end()
+}
+
+// TestAdmissionCacheBudget: a rollout starts on a backend only while the
+// contexts already there leave room for its own; the rollouts already
+// there are never held up by it (else none could finish and make room).
+func TestAdmissionCacheBudget(t *testing.T) {
+	p, bs := newPool(t, 1, 0)
+	bs[0].CacheTokens = 100
+	ctx := context.Background()
+	l1, _ := p.Acquire(ctx, 0)
+	l2, _ := p.Acquire(ctx, 0)
+	r1 := waitRouted(t, routeAsync(ctx, l1, 0, 80))
+	r1.end()
+	w := routeAsync(ctx, l2, 0, 50)
+	notYet(t, w)
+	// l1's next turn, with a longer context, goes ahead of the waiting newcomer.
+	r1 = waitRouted(t, routeAsync(ctx, l1, 0, 90))
+	r1.end()
+	if st := p.List()[0]; st.ContextTokens != 90 {
+		t.Fatalf("context counted %d, want 90", st.ContextTokens)
+	}
+	l1.Release()
+	r2 := waitRouted(t, w)
+	r2.end()
+	if st := p.List()[0]; st.ContextTokens != 50 {
+		t.Fatalf("context counted %d, want 50", st.ContextTokens)
+	}
+	// Alone on a backend, a context larger than the budget still runs.
+	l2.Release()
+	l3, _ := p.Acquire(ctx, 0)
+	waitRouted(t, routeAsync(ctx, l3, 0, 500)).end()
+	l3.Release()
+	if st := p.List()[0]; st.ContextTokens != 0 {
+		t.Fatalf("context counted %d after every release", st.ContextTokens)
+	}
+}
+
+// TestAdmissionCancel: a waiting request whose context ends returns its
+// error and holds nothing.
+func TestAdmissionCancel(t *testing.T) {
+	p, bs := newPool(t, 1, 0)
+	bs[0].Slots = 1
+	l1, _ := p.Acquire(context.Background(), 0)
+	l2, _ := p.Acquire(context.Background(), 0)
+	r1 := waitRouted(t, routeAsync(context.Background(), l1, 0, 1))
+	ctx, cancel := context.WithCancel(context.Background())
+	w := routeAsync(ctx, l2, 0, 1)
+	notYet(t, w)
+	cancel()
+	if r := <-w; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("err %v", r.err)
+	}
+	r1.end()
+	if st := p.List()[0]; st.Requests != 0 {
+		t.Fatalf("%d requests still counted", st.Requests)
+	}
+	waitRouted(t, routeAsync(context.Background(), l2, 0, 1)).end()
+}
