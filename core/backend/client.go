@@ -151,7 +151,13 @@ func putBuf(b *bytes.Buffer) {
 func postJSON(ctx context.Context, url string, in, out any) error {
 	reqBuf := getBuf()
 	defer putBuf(reqBuf)
-	if err := json.NewEncoder(reqBuf).Encode(in); err != nil {
+	if a, ok := in.(appender); ok {
+		body, err := a.appendJSON(reqBuf.AvailableBuffer())
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		reqBuf.Write(body)
+	} else if err := json.NewEncoder(reqBuf).Encode(in); err != nil {
 		return fmt.Errorf("encode request: %w", err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(reqBuf.Bytes()))

@@ -79,7 +79,7 @@ func (v *VLLM) Generate(ctx context.Context, r GenerateRequest) (*GenerateResult
 		ReturnTokensAsTokenIDs: true, SkipSpecialTokens: false, IgnoreEOS: r.IgnoreEOS, Priority: r.Priority,
 	}
 	var resp completionResponse
-	if err := postJSON(ctx, v.BaseURL+"/v1/completions", req, &resp); err != nil {
+	if err := postJSON(ctx, v.BaseURL+"/v1/completions", &req, &resp); err != nil {
 		return nil, err
 	}
 	if len(resp.Choices) != 1 {
@@ -134,7 +134,7 @@ func (v *VLLM) Render(ctx context.Context, msgs []trajectory.Message, tools []tr
 		AddGenerationPrompt: opts.AddGenerationPrompt, ChatTemplateKwargs: opts.Kwargs,
 	}
 	var resp tokenizeResponse
-	if err := postJSON(ctx, v.BaseURL+"/tokenize", req, &resp); err != nil {
+	if err := postJSON(ctx, v.BaseURL+"/tokenize", &req, &resp); err != nil {
 		return nil, err
 	}
 	return resp.Tokens, nil

@@ -24,6 +24,27 @@ func (r *Result) AppendJSON(b []byte) ([]byte, error) {
 	return e.b, e.err
 }
 
+// AppendToolsJSON appends tools as encoding/json encodes them.
+func AppendToolsJSON(b []byte, tools []Tool) ([]byte, error) {
+	e := encoder{b: b}
+	e.tools(tools)
+	return e.b, e.err
+}
+
+// AppendJSONString appends s quoted as encoding/json quotes it.
+func AppendJSONString(b []byte, s string) []byte { return appendString(b, s) }
+
+// AppendJSONFloat appends f as encoding/json formats it (false for NaN
+// and ±Inf, which JSON cannot hold).
+func AppendJSONFloat(b []byte, f float64) ([]byte, bool) { return appendFloat(b, f) }
+
+// AppendJSONInts appends ids as a JSON array (null for nil).
+func AppendJSONInts(b []byte, ids []int) []byte {
+	e := encoder{b: b}
+	e.ints(ids)
+	return e.b
+}
+
 // MarshalResult returns r's JSON encoding.
 func MarshalResult(r *Result) ([]byte, error) {
 	// Room for the usual rollout: ids and mask ~8 bytes a token, a
