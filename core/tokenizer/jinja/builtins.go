@@ -165,6 +165,9 @@ func applyFilter(name string, v Value, args []Value, kw map[string]Value) (Value
 		if err := writeJSON(&b, v, indent, 0, sortKeys, seps); err != nil {
 			return nil, err
 		}
+		if x, ok := kw["ensure_ascii"]; ok && truthy(x) {
+			return asciiJSON(b.String()), nil
+		}
 		return b.String(), nil
 	case "trim":
 		s := str(v)

@@ -307,11 +307,18 @@ func (st *state) eval(e expr, f *frame) (Value, error) {
 		if err != nil {
 			return nil, err
 		}
+		if _, undef := obj.(Undefined); undef {
+			// Jinja2's Undefined raises on any attribute (UndefinedError).
+			return nil, fmt.Errorf("undefined value has no attribute %q", e.name)
+		}
 		return getAttr(obj, e.name), nil
 	case *indexExpr:
 		obj, err := st.eval(e.obj, f)
 		if err != nil {
 			return nil, err
+		}
+		if _, undef := obj.(Undefined); undef {
+			return nil, fmt.Errorf("undefined value is not subscriptable")
 		}
 		idx, err := st.eval(e.index, f)
 		if err != nil {

@@ -10,6 +10,34 @@ import (
 	"strings"
 )
 
+// asciiJSON escapes every non-ASCII character of JSON text as Python's
+// json.dumps(ensure_ascii=True) does: \uXXXX, lowercase, surrogate pairs
+// beyond the BMP. Non-ASCII only occurs inside strings, so the whole text
+// can be rewritten.
+func asciiJSON(s string) string {
+	var b strings.Builder
+	const hex = "0123456789abcdef"
+	u := func(r rune) {
+		b.WriteString(`\u`)
+		for shift := 12; shift >= 0; shift -= 4 {
+			b.WriteByte(hex[(r>>shift)&0xF])
+		}
+	}
+	for _, r := range s {
+		switch {
+		case r < 0x80:
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			r -= 0x10000
+			u(0xD800 + (r >> 10))
+			u(0xDC00 + (r & 0x3FF))
+		default:
+			u(r)
+		}
+	}
+	return b.String()
+}
+
 // writeJSON writes v as Python's json.dumps(v, ensure_ascii=False,
 // indent=indent, sort_keys=sortKeys) does, which is what Hugging Face's
 // tojson filter calls: ", " and ": " separators without indent, "," and

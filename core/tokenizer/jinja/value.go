@@ -369,8 +369,9 @@ func iterate(v Value) ([]Value, error) {
 			out = append(out, string(r))
 		}
 		return out, nil
-	case nil, Undefined:
-		return nil, nil
+	case Undefined:
+		return nil, nil // Jinja2's Undefined iterates as empty
 	}
+	// None too: Jinja2 raises TypeError ('NoneType' object is not iterable).
 	return nil, fmt.Errorf("%s is not iterable", typeName(v))
 }
