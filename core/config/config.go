@@ -188,6 +188,10 @@ type Tokenizer struct {
 	ModelDir string `toml:"model_dir"`
 	// ChatTemplate is a file that replaces the model's chat template.
 	ChatTemplate string `toml:"chat_template"`
+	// ChatTemplateName picks one of the model's named templates; empty:
+	// "tool_use" for renders with tools when the model has it, else
+	// "default" (as transformers chooses).
+	ChatTemplateName string `toml:"chat_template_name"`
 	// ArgumentsAsString passes tool-call arguments to the template as the
 	// JSON string the model wrote (DeepSeek V3); default: parsed, as vLLM.
 	ArgumentsAsString bool `toml:"arguments_as_string"`

@@ -102,7 +102,7 @@ func New(d Deps) (*Pipeline, error) {
 	p.gate = newGate(p)
 	p.runner = &agent.Runner{Parser: parser, Policy: p.policy.Load}
 	if tc := d.Cfg.Tokenizer; tc.ModelDir != "" {
-		opts := tokenizer.LocalOptions{ArgumentsAsString: tc.ArgumentsAsString, NullContentWithToolCalls: tc.NullContentWithToolCalls}
+		opts := tokenizer.LocalOptions{ArgumentsAsString: tc.ArgumentsAsString, NullContentWithToolCalls: tc.NullContentWithToolCalls, TemplateName: tc.ChatTemplateName}
 		if tc.ChatTemplate != "" {
 			b, err := os.ReadFile(tc.ChatTemplate)
 			if err != nil {

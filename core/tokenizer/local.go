@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +29,11 @@ type LocalOptions struct {
 	NullContentWithToolCalls bool
 	// ChatTemplate overrides the model's template (file contents).
 	ChatTemplate string
+	// TemplateName picks one of the model's named templates (Hugging
+	// Face's apply_chat_template(chat_template=NAME)). Empty: as
+	// transformers chooses, "tool_use" when tools are given and the model
+	// has one, else "default".
+	TemplateName string
 }
 
 // Local is a Go tokenizer loaded from a model directory: Hugging Face's
@@ -36,9 +42,12 @@ type LocalOptions struct {
 type Local struct {
 	tok     *bpe.Tokenizer
 	tmpl    *jinja.Template
-	special map[string]jinja.Value
-	stops   []int
-	opts    LocalOptions
+	toolUse *jinja.Template // the named "tool_use" template, for renders with tools
+	// noDefault: the model has named templates but no "default" one.
+	noDefault error
+	special   map[string]jinja.Value
+	stops     []int
+	opts      LocalOptions
 }
 
 var _ Tokenizer = (*Local)(nil)
@@ -78,49 +87,83 @@ func LoadDir(dir string, opts LocalOptions) (*Local, error) {
 			l.special[name] = s
 		}
 	}
-	src := opts.ChatTemplate
-	if src == "" {
-		if b, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
-			src = string(b)
-		} else if raw, ok := cfg["chat_template"]; ok {
-			if src, err = pickTemplate(raw); err != nil {
-				return nil, fmt.Errorf("tokenizer_config.json chat_template: %w", err)
-			}
-		}
+	src, toolSrc, err := chooseTemplates(dir, cfg, opts)
+	if err != nil {
+		return nil, err
 	}
 	if src == "" {
-		return nil, fmt.Errorf("%s: no chat template (chat_template.jinja or tokenizer_config.json chat_template)", dir)
-	}
-	if l.tmpl, err = jinja.Parse(src); err != nil {
+		// Only named templates and none is "default": renders with tools
+		// take "tool_use" (if there is one), others fail, as in transformers.
+		l.noDefault = fmt.Errorf("%s: the model has several chat templates and none is \"default\": name one (tokenizer.chat_template_name)", dir)
+	} else if l.tmpl, err = jinja.Parse(src); err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	if toolSrc != "" {
+		if l.toolUse, err = jinja.Parse(toolSrc); err != nil {
+			return nil, fmt.Errorf("%s: tool_use template: %w", dir, err)
+		}
 	}
 	l.stops = stopIDs(dir, tok, l.special)
 	return l, nil
 }
 
-// pickTemplate reads chat_template: a string, or a list of named
-// templates of which "default" is used.
-func pickTemplate(raw json.RawMessage) (string, error) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
+// chooseTemplates finds the template to render with and, when the model
+// has one and no template was named, its "tool_use" template, as
+// transformers does: tokenizer_config.json's chat_template is a string or
+// a list of {name, template}; chat_template.jinja is the default and
+// additional_chat_templates/NAME.jinja the named ones.
+func chooseTemplates(dir string, cfg map[string]json.RawMessage, opts LocalOptions) (src, toolUse string, err error) {
+	if opts.ChatTemplate != "" {
+		return opts.ChatTemplate, "", nil
 	}
-	var named []struct {
-		Name     string `json:"name"`
-		Template string `json:"template"`
-	}
-	if err := json.Unmarshal(raw, &named); err != nil {
-		return "", err
-	}
-	for _, n := range named {
-		if n.Name == "default" {
-			return n.Template, nil
+	named := map[string]string{}
+	if raw, ok := cfg["chat_template"]; ok {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			named["default"] = s
+		} else {
+			var list []struct {
+				Name     string `json:"name"`
+				Template string `json:"template"`
+			}
+			if err := json.Unmarshal(raw, &list); err != nil {
+				return "", "", fmt.Errorf("tokenizer_config.json chat_template: %w", err)
+			}
+			for _, n := range list {
+				named[n.Name] = n.Template
+			}
 		}
 	}
-	if len(named) > 0 {
-		return named[0].Template, nil
+	if b, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
+		named["default"] = string(b)
 	}
-	return "", fmt.Errorf("empty list")
+	extra, _ := filepath.Glob(filepath.Join(dir, "additional_chat_templates", "*.jinja"))
+	for _, p := range extra {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return "", "", err
+		}
+		named[strings.TrimSuffix(filepath.Base(p), ".jinja")] = string(b)
+	}
+	names := make([]string, 0, len(named))
+	for n := range named {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	if opts.TemplateName != "" {
+		t, ok := named[opts.TemplateName]
+		if !ok {
+			return "", "", fmt.Errorf("%s: no chat template named %q (the model has: %s)", dir, opts.TemplateName, strings.Join(names, ", "))
+		}
+		return t, "", nil
+	}
+	if len(named) == 0 {
+		return "", "", fmt.Errorf("%s: no chat template (chat_template.jinja or tokenizer_config.json chat_template)", dir)
+	}
+	if named["tool_use"] == "" && named["default"] == "" {
+		return "", "", fmt.Errorf("%s: the model has several chat templates (%s) and none is \"default\": name one (tokenizer.chat_template_name)", dir, strings.Join(names, ", "))
+	}
+	return named["default"], named["tool_use"], nil
 }
 
 // stopIDs: generation_config.json's eos_token_id (a number or a list),
@@ -201,6 +244,12 @@ func (l *Local) RenderValues(msgs []jinja.Value, tools jinja.Value, opts RenderO
 	vars["messages"] = msgs
 	vars["tools"] = tools
 	vars["add_generation_prompt"] = opts.AddGenerationPrompt
+	if tools != nil && l.toolUse != nil {
+		return l.toolUse.Render(vars) // transformers: tools given, a "tool_use" template exists
+	}
+	if l.tmpl == nil {
+		return "", l.noDefault
+	}
 	return l.tmpl.Render(vars)
 }
 
