@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/prorl/prorl/core/toolcall"
 )
 
 // Duration is a time.Duration written as "30s" in TOML.
@@ -272,7 +274,7 @@ var Protocols = []string{"vllm", "generate", "sglang"}
 func NeedsLocalTokenizer(protocol string) bool { return protocol == "sglang" }
 
 // ToolCallFormats are the tool-call formats the host parses.
-var ToolCallFormats = []string{"hermes", "llama3_json", "qwen3_coder"}
+var ToolCallFormats = toolcall.Formats
 
 // AddHarnesses adds preset harnesses (a TOML document of [harnesses.*]
 // tables) that the configuration does not define itself.

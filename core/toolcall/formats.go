@@ -165,11 +165,23 @@ func jsonString(s string) json.RawMessage {
 // ForTools returns a parser that knows the episode's tool schemas, for
 // formats whose values are untyped text.
 func ForTools(p Parser, tools []ToolSchema) Parser {
-	q, ok := p.(Qwen3Coder)
-	if !ok || len(tools) == 0 {
+	if len(tools) == 0 {
 		return p
 	}
-	q.Types = map[string]map[string]string{}
+	switch q := p.(type) {
+	case Qwen3Coder:
+		q.Types = schemaTypes(tools)
+		return q
+	case GLM45:
+		q.Types = schemaTypes(tools)
+		return q
+	}
+	return p
+}
+
+// schemaTypes maps tool -> parameter -> its JSON-schema type.
+func schemaTypes(tools []ToolSchema) map[string]map[string]string {
+	out := map[string]map[string]string{}
 	for _, t := range tools {
 		var schema struct {
 			Properties map[string]struct {
@@ -185,9 +197,9 @@ func ForTools(p Parser, tools []ToolSchema) Parser {
 				types[k] = s
 			}
 		}
-		q.Types[t.Name] = types
+		out[t.Name] = types
 	}
-	return q
+	return out
 }
 
 // ToolSchema is a tool's name and JSON-schema parameters.

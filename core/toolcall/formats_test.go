@@ -83,12 +83,17 @@ func check(t *testing.T, p Parsed, calls []string, content string, errs int) {
 }
 
 func FuzzFormats(f *testing.F) {
-	for _, s := range []string{`{"name": "a", "parameters": {}}`, "<tool_call>\n<function=a>\n<parameter=b>\nc\n</parameter>\n</function>\n</tool_call>", "<think>x</think>y"} {
+	for _, s := range []string{`{"name": "a", "parameters": {}}`, "<tool_call>\n<function=a>\n<parameter=b>\nc\n</parameter>\n</function>\n</tool_call>", "<think>x</think>y",
+		"<|tool_calls_section_begin|><|tool_call_begin|>functions.a:0<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>",
+		"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>a<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+		`[TOOL_CALLS]a[ARGS]{"b": 1}`, `[TOOL_CALLS][{"name": "a", "arguments": {}}]`,
+		"<tool_call>a\n<arg_key>b</arg_key>\n<arg_value>1</arg_value>\n</tool_call>"} {
 		f.Add(s)
 	}
 	q := ForTools(Qwen3Coder{}, []ToolSchema{{Name: "a", Parameters: json.RawMessage(`{"properties":{"b":{"type":"integer"}}}`)}})
 	f.Fuzz(func(t *testing.T, s string) {
-		for _, p := range []Parser{Llama3JSON{}, q, Hermes{}} {
+		glm := ForTools(GLM45{}, []ToolSchema{{Name: "a", Parameters: json.RawMessage(`{"properties":{"b":{"type":"string"}}}`)}})
+		for _, p := range []Parser{Llama3JSON{}, q, Hermes{}, KimiK2{}, DeepSeekV31{}, Mistral{}, glm} {
 			for _, c := range p.Parse(s).Calls {
 				if c.Name == "" || !json.Valid(c.Arguments) || c.Arguments[0] != '{' {
 					t.Fatalf("%T: bad call %q %s", p, c.Name, c.Arguments)

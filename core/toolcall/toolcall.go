@@ -30,8 +30,13 @@ type Parser interface {
 	Parse(text string) Parsed
 }
 
+// Formats are the tool-call formats by name (vLLM's --tool-call-parser
+// names where it has one).
+var Formats = []string{"hermes", "llama3_json", "qwen3_coder", "kimi_k2", "deepseek_v31", "deepseek_v3", "mistral", "glm45"}
+
 // New returns the parser of a named format: hermes (Hermes, Qwen2.5,
-// Qwen3), llama3_json (Llama 3.x) or qwen3_coder (Qwen3-Coder's XML).
+// Qwen3), llama3_json (Llama 3.x), qwen3_coder (Qwen3-Coder's XML),
+// kimi_k2, deepseek_v31 (also reads V3's), mistral, glm45 (GLM-4.5–4.7).
 func New(format string) (Parser, error) {
 	switch format {
 	case "hermes", "":
@@ -40,8 +45,16 @@ func New(format string) (Parser, error) {
 		return Llama3JSON{}, nil
 	case "qwen3_coder":
 		return Qwen3Coder{}, nil
+	case "kimi_k2":
+		return KimiK2{}, nil
+	case "deepseek_v31", "deepseek_v3":
+		return DeepSeekV31{}, nil
+	case "mistral":
+		return Mistral{}, nil
+	case "glm45":
+		return GLM45{}, nil
 	}
-	return nil, fmt.Errorf("unknown tool call format %q", format)
+	return nil, fmt.Errorf("unknown tool call format %q (one of %s)", format, strings.Join(Formats, ", "))
 }
 
 // splitReasoning takes a leading <think>...</think> block off the text.
@@ -70,7 +83,7 @@ const (
 
 // endMarkers are end-of-turn tokens that appear in generated text when
 // special tokens are not skipped (they must not be, or tool tags vanish).
-var endMarkers = []string{"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "</s>", "<｜end▁of▁sentence｜>", "<|return|>", "<|end|>"}
+var endMarkers = []string{"<|im_end|>", "<|user|>", "<|observation|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "</s>", "<｜end▁of▁sentence｜>", "<|return|>", "<|end|>"}
 
 // TrimEnd removes trailing end-of-turn markers from generated text.
 func TrimEnd(text string) string {

@@ -1,0 +1,330 @@
+package toolcall
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// The tool-call formats of current open agent models, each as its chat
+// template writes a call back into the prompt (so parsing what the model
+// generates and rendering it again agree). Lenient parsers elsewhere turn
+// garbage into calls (a name "unknown" with the raw text); here a
+// malformed call is an error the model is shown, never a call.
+
+// jsonObject checks that s is one JSON object and returns it compacted
+// only of surrounding space.
+func jsonObject(tool, s string) (json.RawMessage, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return json.RawMessage("{}"), nil
+	}
+	if s[0] != '{' || !json.Valid([]byte(s)) {
+		return nil, fmt.Errorf("tool call %q: arguments must be a JSON object, got %.60q", tool, s)
+	}
+	return json.RawMessage(s), nil
+}
+
+// KimiK2 parses Kimi K2's special-token calls:
+//
+//	<|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>{...}<|tool_call_end|><|tool_calls_section_end|>
+type KimiK2 struct{}
+
+const (
+	kimiSectionBegin = "<|tool_calls_section_begin|>"
+	kimiSectionEnd   = "<|tool_calls_section_end|>"
+	kimiCallBegin    = "<|tool_call_begin|>"
+	kimiCallEnd      = "<|tool_call_end|>"
+	kimiArgBegin     = "<|tool_call_argument_begin|>"
+)
+
+var kimiIDRe = regexp.MustCompile(`(?s)^\s*(?:functions\.)?(.+?):\d+\s*$`)
+
+// Parse implements Parser.
+func (KimiK2) Parse(text string) Parsed {
+	var p Parsed
+	var rest string
+	p.Reasoning, rest = splitReasoning(TrimEnd(text))
+	var content strings.Builder
+	for {
+		i := strings.Index(rest, kimiSectionBegin)
+		if i < 0 {
+			content.WriteString(rest)
+			break
+		}
+		content.WriteString(rest[:i])
+		section := rest[i+len(kimiSectionBegin):]
+		end := strings.Index(section, kimiSectionEnd)
+		if end < 0 {
+			end = len(section) // generation may stop on the section's end token
+			rest = ""
+		} else {
+			rest = section[end+len(kimiSectionEnd):]
+		}
+		section = section[:end]
+		for {
+			section = strings.TrimSpace(section)
+			if section == "" {
+				break
+			}
+			if !strings.HasPrefix(section, kimiCallBegin) {
+				p.Errors = append(p.Errors, fmt.Errorf("expected %s in the tool calls section, got %.40q", kimiCallBegin, section))
+				break
+			}
+			body := section[len(kimiCallBegin):]
+			e := strings.Index(body, kimiCallEnd)
+			if e < 0 {
+				p.Errors = append(p.Errors, fmt.Errorf("unclosed %s: expected %s", kimiCallBegin, kimiCallEnd))
+				break
+			}
+			section = body[e+len(kimiCallEnd):]
+			c, err := kimiCall(body[:e])
+			if err != nil {
+				p.Errors = append(p.Errors, err)
+				continue
+			}
+			p.Calls = append(p.Calls, c)
+		}
+	}
+	p.Content = strings.TrimSpace(content.String())
+	return p
+}
+
+func kimiCall(s string) (Call, error) {
+	id, args, ok := strings.Cut(s, kimiArgBegin)
+	if !ok {
+		return Call{}, fmt.Errorf("tool call %.40q has no %s", s, kimiArgBegin)
+	}
+	m := kimiIDRe.FindStringSubmatch(id)
+	if m == nil {
+		return Call{}, fmt.Errorf("tool call id %.40q: expected functions.NAME:INDEX", strings.TrimSpace(id))
+	}
+	a, err := jsonObject(m[1], args)
+	if err != nil {
+		return Call{}, err
+	}
+	return Call{Name: m[1], Arguments: a}, nil
+}
+
+// DeepSeekV31 parses DeepSeek V3.1's calls (and V3's, whose arguments sit
+// in a ```json block after "function<｜tool▁sep｜>NAME"):
+//
+//	<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜><｜tool▁calls▁end｜>
+type DeepSeekV31 struct{}
+
+const (
+	dsCallsBegin = "<｜tool▁calls▁begin｜>"
+	dsCallsEnd   = "<｜tool▁calls▁end｜>"
+	dsCallBegin  = "<｜tool▁call▁begin｜>"
+	dsCallEnd    = "<｜tool▁call▁end｜>"
+	dsSep        = "<｜tool▁sep｜>"
+)
+
+var dsV3Re = regexp.MustCompile("(?s)^([^\n]+)\n```json\n(.*)\n```\\s*$")
+
+// Parse implements Parser.
+func (DeepSeekV31) Parse(text string) Parsed {
+	var p Parsed
+	var rest string
+	p.Reasoning, rest = splitReasoning(TrimEnd(text))
+	i := strings.Index(rest, dsCallsBegin)
+	if i < 0 {
+		if strings.Contains(rest, dsCallBegin) {
+			p.Errors = append(p.Errors, fmt.Errorf("%s outside %s", dsCallBegin, dsCallsBegin))
+		}
+		p.Content = strings.TrimSpace(rest)
+		return p
+	}
+	content := rest[:i]
+	section := rest[i+len(dsCallsBegin):]
+	if e := strings.Index(section, dsCallsEnd); e >= 0 {
+		content += section[e+len(dsCallsEnd):]
+		section = section[:e]
+	}
+	for {
+		section = strings.TrimSpace(section)
+		if section == "" {
+			break
+		}
+		if !strings.HasPrefix(section, dsCallBegin) {
+			p.Errors = append(p.Errors, fmt.Errorf("expected %s, got %.40q", dsCallBegin, section))
+			break
+		}
+		body := section[len(dsCallBegin):]
+		e := strings.Index(body, dsCallEnd)
+		if e < 0 {
+			p.Errors = append(p.Errors, fmt.Errorf("unclosed %s: expected %s", dsCallBegin, dsCallEnd))
+			break
+		}
+		section = body[e+len(dsCallEnd):]
+		name, args, ok := strings.Cut(body[:e], dsSep)
+		if !ok {
+			p.Errors = append(p.Errors, fmt.Errorf("tool call %.40q has no %s", body[:e], dsSep))
+			continue
+		}
+		name = strings.TrimSpace(name)
+		if name == "function" { // V3: function<｜tool▁sep｜>NAME\n```json\n{...}\n```
+			m := dsV3Re.FindStringSubmatch(args)
+			if m == nil {
+				p.Errors = append(p.Errors, fmt.Errorf("tool call %.40q: expected NAME and a ```json block", args))
+				continue
+			}
+			name, args = strings.TrimSpace(m[1]), m[2]
+		}
+		if name == "" {
+			p.Errors = append(p.Errors, errors.New("tool call has no name"))
+			continue
+		}
+		a, err := jsonObject(name, args)
+		if err != nil {
+			p.Errors = append(p.Errors, err)
+			continue
+		}
+		p.Calls = append(p.Calls, Call{Name: name, Arguments: a})
+	}
+	p.Content = strings.TrimSpace(content)
+	return p
+}
+
+// Mistral parses [TOOL_CALLS] calls: a JSON list of {"name", "arguments"}
+// (tokenizer v3) or NAME[ARGS]{...} after each [TOOL_CALLS] (v11 and
+// later: Devstral, Magistral, Mistral Small 3.2). [THINK]…[/THINK] is
+// reasoning.
+type Mistral struct{}
+
+const (
+	mistralCalls = "[TOOL_CALLS]"
+	mistralArgs  = "[ARGS]"
+)
+
+var mistralNameRe = regexp.MustCompile(`^\s*([\w-]+)\s*$`)
+
+// Parse implements Parser.
+func (Mistral) Parse(text string) Parsed {
+	var p Parsed
+	rest := TrimEnd(text)
+	if i := strings.Index(rest, "[/THINK]"); i >= 0 {
+		p.Reasoning = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(rest[:i]), "[THINK]"))
+		rest = rest[i+len("[/THINK]"):]
+	}
+	parts := strings.Split(rest, mistralCalls)
+	p.Content = strings.TrimSpace(parts[0])
+	for _, part := range parts[1:] {
+		part = strings.TrimSpace(part)
+		if strings.HasPrefix(part, "[") { // v3: a JSON list
+			var list []json.RawMessage
+			if err := json.Unmarshal([]byte(part), &list); err != nil {
+				p.Errors = append(p.Errors, fmt.Errorf("tool calls are not a valid JSON list: %v", err))
+				continue
+			}
+			for _, raw := range list {
+				c, err := parseBody(string(raw))
+				if err != nil {
+					p.Errors = append(p.Errors, err)
+					continue
+				}
+				p.Calls = append(p.Calls, c)
+			}
+			continue
+		}
+		for part != "" {
+			name, after, ok := strings.Cut(part, mistralArgs)
+			if !ok || !mistralNameRe.MatchString(name) {
+				p.Errors = append(p.Errors, fmt.Errorf("expected NAME[ARGS]{...} after [TOOL_CALLS], got %.40q", part))
+				break
+			}
+			name = strings.TrimSpace(name)
+			dec := json.NewDecoder(strings.NewReader(after))
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				p.Errors = append(p.Errors, fmt.Errorf("tool call %q: arguments are not valid JSON: %v", name, err))
+				break
+			}
+			raw = bytes.TrimSpace(raw)
+			if len(raw) == 0 || raw[0] != '{' {
+				p.Errors = append(p.Errors, fmt.Errorf("tool call %q: arguments must be a JSON object", name))
+				break
+			}
+			p.Calls = append(p.Calls, Call{Name: name, Arguments: raw})
+			part = strings.TrimSpace(after[dec.InputOffset():])
+		}
+	}
+	return p
+}
+
+// GLM45 parses GLM-4.5/4.6/4.7's calls: the name, then key/value pairs,
+//
+//	<tool_call>NAME
+//	<arg_key>KEY</arg_key>
+//	<arg_value>VALUE</arg_value>
+//	</tool_call>
+//
+// A value is text for parameters the tool's schema types as strings, else
+// JSON (true, 3, {...}), else text — as GLM's template writes them (it
+// writes non-strings with tojson).
+type GLM45 struct {
+	Types map[string]map[string]string
+}
+
+var (
+	glmNameRe = regexp.MustCompile(`(?s)^(.*?)(?:<arg_key>|$)`)
+	glmPairRe = regexp.MustCompile(`(?s)<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>`)
+)
+
+// Parse implements Parser.
+func (g GLM45) Parse(text string) Parsed {
+	var p Parsed
+	var rest string
+	p.Reasoning, rest = splitReasoning(TrimEnd(text))
+	return tagged(p, rest, g.parseBody)
+}
+
+func (g GLM45) parseBody(s string) (Call, error) {
+	name := strings.TrimSpace(glmNameRe.FindStringSubmatch(s)[1])
+	if name == "" || strings.ContainsAny(name, "<>{}\n") {
+		return Call{}, fmt.Errorf("tool call must start with the tool's name, got %.40q", name)
+	}
+	inner := s[strings.Index(s, name)+len(name):]
+	var b bytes.Buffer
+	b.WriteByte('{')
+	seen := map[string]bool{}
+	for i, m := range glmPairRe.FindAllStringSubmatch(inner, -1) {
+		key, val := strings.TrimSpace(m[1]), strings.TrimSpace(m[2])
+		if seen[key] {
+			return Call{}, fmt.Errorf("tool call %q: parameter %q given twice", name, key)
+		}
+		seen[key] = true
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(jsonString(key))
+		b.WriteByte(':')
+		b.Write(g.value(name, key, val))
+	}
+	b.WriteByte('}')
+	if left := strings.TrimSpace(glmPairRe.ReplaceAllString(inner, "")); left != "" {
+		return Call{}, fmt.Errorf("tool call %q: text outside <arg_key>/<arg_value> pairs: %.40q", name, left)
+	}
+	return Call{Name: name, Arguments: b.Bytes()}, nil
+}
+
+func (g GLM45) value(tool, key, val string) json.RawMessage {
+	if g.Types[tool][key] == "string" {
+		return jsonString(val)
+	}
+	if json.Valid([]byte(val)) {
+		return json.RawMessage(val)
+	}
+	switch val { // Python literals, as the model may write them
+	case "True":
+		return json.RawMessage("true")
+	case "False":
+		return json.RawMessage("false")
+	case "None":
+		return json.RawMessage("null")
+	}
+	return jsonString(val)
+}

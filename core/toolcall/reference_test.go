@@ -1,0 +1,173 @@
+package toolcall
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/prorl/prorl/sdk/sdktest"
+)
+
+// refCase is a model message in a format's canonical form (as its chat
+// template writes calls back), parsed by us and by mlx-lm's parser.
+type refCase struct {
+	Format string `json:"format"`
+	Text   string `json:"text"`
+	Tools  []any  `json:"tools"`
+	calls  []refCall
+}
+
+type refCall struct {
+	Name      string         `json:"name"`
+	Arguments map[string]any `json:"arguments"`
+}
+
+var refStrings = []string{"ls -la", "é 日本 😀", `say "hi" \ bye`, "two\nlines", "a < b && c > d", "{not json", "  padded  ", "42abc"}
+
+// genArgs draws arguments and the schema that types them.
+func genArgs(rng *rand.Rand) (map[string]any, map[string]any) {
+	args, props := map[string]any{}, map[string]any{}
+	for i := range rng.IntN(4) {
+		k := fmt.Sprintf("p%d_%s", i, []string{"path", "count", "flag", "opts", "items"}[rng.IntN(5)])
+		switch rng.IntN(5) {
+		case 0:
+			args[k], props[k] = refStrings[rng.IntN(len(refStrings))], map[string]any{"type": "string"}
+		case 1:
+			args[k], props[k] = float64(rng.IntN(2000)-1000), map[string]any{"type": "integer"}
+		case 2:
+			args[k], props[k] = rng.IntN(2) == 0, map[string]any{"type": "boolean"}
+		case 3:
+			args[k], props[k] = map[string]any{"x": []any{1.0, "y", nil}, "z": map[string]any{}}, map[string]any{"type": "object"}
+		case 4:
+			args[k], props[k] = []any{"a", 2.5, false}, map[string]any{"type": "array"}
+		}
+	}
+	return args, props
+}
+
+func jsonText(v any) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// render writes calls as the format's chat template does.
+func render(format, content string, calls []refCall, rng *rand.Rand) string {
+	var b strings.Builder
+	b.WriteString(content)
+	switch format {
+	case "kimi_k2":
+		b.WriteString(kimiSectionBegin)
+		for i, c := range calls {
+			fmt.Fprintf(&b, "%sfunctions.%s:%d%s%s%s", kimiCallBegin, c.Name, i, kimiArgBegin, jsonText(c.Arguments), kimiCallEnd)
+		}
+		b.WriteString(kimiSectionEnd)
+	case "mistral":
+		if rng.IntN(2) == 0 { // tokenizer v3: a JSON list
+			b.WriteString(mistralCalls + jsonText(calls))
+			break
+		}
+		for _, c := range calls {
+			b.WriteString(mistralCalls + c.Name + mistralArgs + jsonText(c.Arguments))
+		}
+	case "glm45":
+		for _, c := range calls {
+			b.WriteString("<tool_call>" + c.Name + "\n")
+			for k, v := range c.Arguments {
+				s, ok := v.(string)
+				if !ok {
+					s = jsonText(v)
+				}
+				fmt.Fprintf(&b, "<arg_key>%s</arg_key>\n<arg_value>%s</arg_value>\n", k, s)
+			}
+			b.WriteString("</tool_call>")
+		}
+	}
+	return b.String()
+}
+
+// TestFormatsAgainstMLX: on messages in each format's canonical form, our
+// parsers find the calls mlx-lm's parsers (vLLM's, ported) find.
+func TestFormatsAgainstMLX(t *testing.T) {
+	py := sdktest.ReferencePython(t, "../../scripts/transformers/install.sh", "PRORL_REQUIRE_TRANSFORMERS")
+	rng := rand.New(rand.NewPCG(20, 26))
+	var cases []refCase
+	for _, format := range []string{"kimi_k2", "mistral", "glm45"} {
+		for range 200 {
+			var calls []refCall
+			var tools []any
+			for i := range 1 + rng.IntN(3) {
+				name := []string{"bash", "str_replace_editor", "get-weather", "finish"}[rng.IntN(4)] + fmt.Sprint(i)
+				args, props := genArgs(rng)
+				if strings.Contains(name, "-") && format == "glm45" && rng.IntN(2) == 0 {
+					name = fmt.Sprint("search", i)
+				}
+				calls = append(calls, refCall{Name: name, Arguments: args})
+				tools = append(tools, map[string]any{"type": "function", "function": map[string]any{"name": name, "parameters": map[string]any{"type": "object", "properties": props}}})
+			}
+			content := []string{"", "Let me check.\n", "I will run two tools. "}[rng.IntN(3)]
+			cases = append(cases, refCase{Format: format, Text: render(format, content, calls, rng), Tools: tools, calls: calls})
+		}
+	}
+	out, err := sdktest.RunJSONLines(py, "../../scripts/transformers/toolcalls.py", cases, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cases {
+		var ref struct {
+			Calls []refCall `json:"calls"`
+			Error string    `json:"error"`
+		}
+		if err := json.Unmarshal(out[i], &ref); err != nil {
+			t.Fatal(err)
+		}
+		if ref.Error != "" {
+			t.Fatalf("%s: the reference fails on a canonical message %q: %s", c.Format, c.Text, ref.Error)
+		}
+		p, _ := New(c.Format)
+		var schemas []ToolSchema
+		for _, tl := range c.Tools {
+			fn := tl.(map[string]any)["function"].(map[string]any)
+			schemas = append(schemas, ToolSchema{Name: fn["name"].(string), Parameters: []byte(jsonText(fn["parameters"]))})
+		}
+		got := ForTools(p, schemas).Parse(c.Text)
+		if len(got.Errors) > 0 {
+			t.Fatalf("%s: %q: errors %v", c.Format, c.Text, got.Errors)
+		}
+		var ours []refCall
+		for _, call := range got.Calls {
+			var a map[string]any
+			if err := json.Unmarshal(call.Arguments, &a); err != nil {
+				t.Fatalf("%s: arguments %s: %v", c.Format, call.Arguments, err)
+			}
+			ours = append(ours, refCall{Name: call.Name, Arguments: a})
+		}
+		norm := func(cs []refCall) []refCall {
+			for i := range cs {
+				if cs[i].Arguments == nil {
+					cs[i].Arguments = map[string]any{}
+				}
+			}
+			return cs
+		}
+		written := norm(c.calls)
+		if c.Format == "glm45" { // the format cannot carry space around a value: both parsers trim it
+			for _, w := range written {
+				for k, v := range w.Arguments {
+					if s, ok := v.(string); ok {
+						w.Arguments[k] = strings.TrimSpace(s)
+					}
+				}
+			}
+		}
+		if !reflect.DeepEqual(norm(ours), norm(ref.Calls)) || !reflect.DeepEqual(norm(ours), written) {
+			t.Fatalf("%s: %q\nours      %#v\nreference %#v\nwritten   %#v", c.Format, c.Text, ours, ref.Calls, written)
+		}
+	}
+	t.Logf("%d canonical messages in 3 formats: the same calls as mlx-lm's parsers", len(cases))
+}
