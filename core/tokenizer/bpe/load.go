@@ -1,7 +1,8 @@
-// Package bpe implements Hugging Face's byte-level BPE tokenizers (the
-// tokenizer.json of Qwen2.5/Qwen3, Llama 3.x, DeepSeek V3, GPT-2 and their
-// kin) in Go: added and special tokens, normalizers, pre-tokenizer splits,
-// the byte-level alphabet, BPE merges, and decoding.
+// Package bpe implements Hugging Face's BPE tokenizers in Go: byte-level
+// ones (the tokenizer.json of Qwen2.5/Qwen3, Llama 3.x, DeepSeek V3, GPT-2
+// and their kin) and SentencePiece-style ones (Gemma, Llama 2, Mistral:
+// characters with byte fallback, see sentencepiece.go): added and special
+// tokens, normalizers, pre-tokenizer splits, BPE merges, and decoding.
 package bpe
 
 import (
@@ -11,6 +12,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"unicode"
 
 	"golang.org/x/text/unicode/norm"
 
@@ -41,6 +43,7 @@ type fileJSON struct {
 		ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
 		EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
 		ByteFallback            bool            `json:"byte_fallback"`
+		FuseUnk                 bool            `json:"fuse_unk"`
 		IgnoreMerges            bool            `json:"ignore_merges"`
 		Vocab                   map[string]int  `json:"vocab"`
 		Merges                  json.RawMessage `json:"merges"`
@@ -64,6 +67,14 @@ type component struct {
 	UseRegex       *bool `json:"use_regex"`
 	// Digits
 	IndividualDigits bool `json:"individual_digits"`
+	// Replace, Prepend, Strip (normalizers); Metaspace
+	Content       string `json:"content"`
+	Prepend       string `json:"prepend"`
+	Left          bool   `json:"left"`
+	Right         bool   `json:"right"`
+	Replacement   string `json:"replacement"`
+	PrependScheme string `json:"prepend_scheme"`
+	Split         *bool  `json:"split"`
 }
 
 // gpt2Pattern is the ByteLevel pre-tokenizer's own regex (use_regex).
@@ -97,9 +108,6 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if m.Dropout != nil && *m.Dropout != 0 {
 		return nil, fmt.Errorf("model.dropout: BPE dropout is not supported")
 	}
-	if m.ByteFallback {
-		return nil, fmt.Errorf("model.byte_fallback: only byte-level BPE is supported")
-	}
 	if (m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "") || (m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "") {
 		return nil, fmt.Errorf("model: subword prefixes and suffixes are not supported")
 	}
@@ -127,21 +135,50 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if err := t.loadMerges(m.Merges); err != nil {
 		return nil, err
 	}
-	for i := range 256 {
-		if _, ok := m.Vocab[string(byteToRune[i])]; !ok {
-			return nil, fmt.Errorf("model.vocab: byte-level symbol %q (byte %d) missing; not a byte-level BPE vocabulary", byteToRune[i], i)
-		}
-		t.byteID[i] = int32(m.Vocab[string(byteToRune[i])])
-	}
 	var err error
 	if t.normalize, err = parseNormalizer(f.Normalizer); err != nil {
 		return nil, fmt.Errorf("normalizer: %w", err)
 	}
-	if t.splits, t.byteLevel, err = parsePreTokenizer(f.PreTokenizer); err != nil {
+	if t.splits, t.byteLevel, err = t.parsePreTokenizer(f.PreTokenizer, 0); err != nil {
 		return nil, fmt.Errorf("pre_tokenizer: %w", err)
 	}
-	if !t.byteLevel {
-		return nil, fmt.Errorf("pre_tokenizer: no ByteLevel step; only byte-level BPE is supported")
+	if t.byteLevel {
+		if m.ByteFallback {
+			return nil, fmt.Errorf("model.byte_fallback: not with a ByteLevel pre-tokenizer")
+		}
+		for i := range 256 {
+			if _, ok := m.Vocab[string(byteToRune[i])]; !ok {
+				return nil, fmt.Errorf("model.vocab: byte-level symbol %q (byte %d) missing; not a byte-level BPE vocabulary", byteToRune[i], i)
+			}
+			t.byteID[i] = int32(m.Vocab[string(byteToRune[i])])
+		}
+	} else {
+		// SentencePiece-style: characters, byte fallback, the decoder chain.
+		cm := &charModel{byteFallback: m.ByteFallback, unk: -1, fuseUnk: m.FuseUnk}
+		for i := range 256 {
+			cm.byteIDs[i] = -1
+			if id, ok := m.Vocab[fmt.Sprintf("<0x%02X>", i)]; ok {
+				cm.byteIDs[i] = int32(id)
+			}
+		}
+		if m.UnkToken != nil {
+			id, ok := m.Vocab[*m.UnkToken]
+			if !ok {
+				for _, a := range f.AddedTokens {
+					if a.Content == *m.UnkToken {
+						id, ok = a.ID, true
+					}
+				}
+			}
+			if !ok {
+				return nil, fmt.Errorf("model.unk_token %q is not in the vocabulary", *m.UnkToken)
+			}
+			cm.unk = int32(id)
+		}
+		if cm.decoders, err = parseDecoder(f.Decoder); err != nil {
+			return nil, fmt.Errorf("decoder: %w", err)
+		}
+		t.chars = cm
 	}
 	if err := t.parsePostProcessor(f.PostProcessor); err != nil {
 		return nil, fmt.Errorf("post_processor: %w", err)
@@ -157,6 +194,11 @@ func Parse(data []byte) (*Tokenizer, error) {
 		t.isAdded[a.ID] = true
 		t.addedByContent[a.Content] = a.ID
 		t.firstByte[a.Content[0]] = true
+	}
+	// By first byte, longest first (Gemma 3 has 6,415 added tokens).
+	t.addedByFirst = map[byte][]AddedToken{}
+	for _, a := range t.added {
+		t.addedByFirst[a.Content[0]] = append(t.addedByFirst[a.Content[0]], a)
 	}
 	return t, nil
 }
@@ -213,6 +255,52 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 		return norm.NFKD.String, nil
 	case "Lowercase":
 		return strings.ToLower, nil
+	case "Replace":
+		if c.Pattern == nil {
+			return nil, fmt.Errorf("Replace: no pattern")
+		}
+		if c.Pattern.String != nil {
+			from, to := *c.Pattern.String, c.Content
+			return func(s string) string { return strings.ReplaceAll(s, from, to) }, nil
+		}
+		if c.Pattern.Regex == nil {
+			return nil, fmt.Errorf("Replace: no pattern")
+		}
+		re, err := regex.Compile(*c.Pattern.Regex)
+		if err != nil {
+			return nil, fmt.Errorf("Replace: %w", err)
+		}
+		to := c.Content
+		return func(s string) string {
+			var b strings.Builder
+			last := 0
+			re.FindAll(s, func(a, e int) {
+				b.WriteString(s[last:a])
+				b.WriteString(to)
+				last = e
+			})
+			b.WriteString(s[last:])
+			return b.String()
+		}, nil
+	case "Prepend":
+		pre := c.Prepend
+		return func(s string) string {
+			if s == "" {
+				return s
+			}
+			return pre + s
+		}, nil
+	case "Strip":
+		left, right := c.Left, c.Right
+		return func(s string) string {
+			if left {
+				s = strings.TrimLeftFunc(s, unicode.IsSpace)
+			}
+			if right {
+				s = strings.TrimRightFunc(s, unicode.IsSpace)
+			}
+			return s
+		}, nil
 	case "Sequence":
 		var fs []normalizer
 		for i, sub := range c.Normalizers {
@@ -244,9 +332,11 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 type split struct {
 	re      *regex.Regexp
 	removed bool // behavior Removed: matches are dropped
+	// mergePrev, mergeNext: a match joins the piece before it or after it.
+	mergePrev, mergeNext bool
 }
 
-func parsePreTokenizer(raw json.RawMessage) (splits []split, byteLevel bool, err error) {
+func (t *Tokenizer) parsePreTokenizer(raw json.RawMessage, at int) (splits []split, byteLevel bool, err error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, false, nil
 	}
@@ -257,7 +347,7 @@ func parsePreTokenizer(raw json.RawMessage) (splits []split, byteLevel bool, err
 	switch c.Type {
 	case "Sequence":
 		for i, sub := range c.Pretokenizers {
-			s, bl, err := parsePreTokenizer(sub)
+			s, bl, err := t.parsePreTokenizer(sub, at+i)
 			if err != nil {
 				return nil, false, fmt.Errorf("pretokenizers[%d]: %w", i, err)
 			}
@@ -291,6 +381,10 @@ func parsePreTokenizer(raw json.RawMessage) (splits []split, byteLevel bool, err
 			return []split{{re: re}}, false, nil
 		case "Removed":
 			return []split{{re: re, removed: true}}, false, nil
+		case "MergedWithPrevious":
+			return []split{{re: re, mergePrev: true}}, false, nil
+		case "MergedWithNext":
+			return []split{{re: re, mergeNext: true}}, false, nil
 		}
 		return nil, false, fmt.Errorf("split: behavior %q is not supported", c.Behavior)
 	case "ByteLevel":
@@ -301,6 +395,25 @@ func parsePreTokenizer(raw json.RawMessage) (splits []split, byteLevel bool, err
 			splits = append(splits, split{re: regex.MustCompile(gpt2Pattern)})
 		}
 		return splits, true, nil
+	case "Metaspace":
+		if at > 0 {
+			return nil, false, fmt.Errorf("Metaspace: only as the first pre-tokenizer")
+		}
+		m := &metaspace{replacement: c.Replacement, prepend: c.PrependScheme}
+		if m.replacement == "" {
+			m.replacement = "▁"
+		}
+		if m.prepend == "" { // older files: add_prefix_space
+			m.prepend = "always"
+			if !c.AddPrefixSpace && strings.Contains(string(raw), `"add_prefix_space"`) {
+				m.prepend = "never"
+			}
+		}
+		t.meta = m
+		if c.Split == nil || *c.Split {
+			return []split{{re: regex.MustCompile(quoteMeta(m.replacement)), mergeNext: true}}, false, nil
+		}
+		return nil, false, nil
 	case "Digits":
 		pat := `\p{N}+`
 		if c.IndividualDigits {

