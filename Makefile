@@ -181,6 +181,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzAgainstReference -fuzztime $(FUZZTIME) ./core/tokenizer/regex
 	$(GO) test -run '^$$' -fuzz FuzzEncodeDecode -fuzztime $(FUZZTIME) ./core/tokenizer/bpe
 	$(GO) test -run '^$$' -fuzz FuzzSentencePiece -fuzztime $(FUZZTIME) ./core/tokenizer/bpe
+	$(GO) test -run '^$$' -fuzz FuzzSpaceSplit -fuzztime $(FUZZTIME) ./core/tokenizer/bpe
 	$(GO) test -run '^$$' -fuzz FuzzTemplate -fuzztime $(FUZZTIME) ./core/tokenizer/jinja
 	$(GO) -C sdk test -run '^$$' -fuzz FuzzValidate -fuzztime $(FUZZTIME) ./schema
 	$(GO) -C sdk test -run '^$$' -fuzz FuzzChoice -fuzztime $(FUZZTIME) ./stemans

@@ -1,7 +1,5 @@
 package bpe
 
-import "container/heap"
-
 // byteToRune is GPT-2's byte-level alphabet: printable bytes map to
 // themselves, the rest to code points from U+0100 on, so every byte string
 // is a printable string the vocabulary can hold.
@@ -36,30 +34,32 @@ func runeToByte(r rune) (byte, bool) {
 // Hugging Face's Word::merge_all.
 func (t *Tokenizer) bpeHeap(syms []int32) []int32 {
 	n := len(syms)
-	prev := make([]int, n)
-	next := make([]int, n)
-	alive := make([]bool, n)
+	prev := make([]int32, n)
+	next := make([]int32, n)
 	for i := range syms {
-		prev[i], next[i], alive[i] = i-1, i+1, true
+		prev[i], next[i] = int32(i-1), int32(i+1)
 	}
 	next[n-1] = -1
-	q := &mergeQueue{}
-	push := func(i int) {
+	q := make(candHeap, 0, n)
+	push := func(i int32) {
+		if i < 0 {
+			return
+		}
 		j := next[i]
-		if i < 0 || j < 0 {
+		if j < 0 {
 			return
 		}
 		if m, ok := t.merges[pairKey(syms[i], syms[j])]; ok {
-			heap.Push(q, cand{rank: m.rank, pos: i, left: syms[i], right: syms[j], id: m.id})
+			q.push(cand{key: uint64(m.rank)<<32 | uint64(i), left: syms[i], right: syms[j], id: m.id})
 		}
 	}
 	for i := 0; i+1 < n; i++ {
-		push(i)
+		push(int32(i))
 	}
-	for q.Len() > 0 {
-		c := heap.Pop(q).(cand)
-		i := c.pos
-		if !alive[i] || syms[i] != c.left {
+	for len(q) > 0 {
+		c := q.pop()
+		i := int32(c.key) // the position; the rank is the high half
+		if syms[i] != c.left || syms[i] < 0 {
 			continue
 		}
 		j := next[i]
@@ -67,42 +67,67 @@ func (t *Tokenizer) bpeHeap(syms []int32) []int32 {
 			continue
 		}
 		syms[i] = c.id
-		alive[j] = false
+		syms[j] = -1 // merged away
 		next[i] = next[j]
 		if next[j] >= 0 {
 			prev[next[j]] = i
 		}
-		if prev[i] >= 0 {
-			push(prev[i])
-		}
+		push(prev[i])
 		push(i)
 	}
 	out := make([]int32, 0, n)
-	for i := 0; i >= 0; i = next[i] {
+	for i := int32(0); i >= 0; i = next[i] {
 		out = append(out, syms[i])
 	}
 	return out
 }
 
+// cand is a possible merge: key orders by rank, then position (the low
+// half), as Hugging Face's Word::merge_all does.
 type cand struct {
-	rank, left, right, id int32
-	pos                   int
+	key             uint64
+	left, right, id int32
 }
 
-type mergeQueue []cand
+// candHeap is a binary min-heap of candidates, written out: the generic
+// container/heap's interface calls were most of the time on long words.
+type candHeap []cand
 
-func (q mergeQueue) Len() int { return len(q) }
-func (q mergeQueue) Less(i, j int) bool {
-	if q[i].rank != q[j].rank {
-		return q[i].rank < q[j].rank
+func (h *candHeap) push(c cand) {
+	q := append(*h, c)
+	i := len(q) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if q[p].key <= q[i].key {
+			break
+		}
+		q[p], q[i] = q[i], q[p]
+		i = p
 	}
-	return q[i].pos < q[j].pos
+	*h = q
 }
-func (q mergeQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *mergeQueue) Push(x any)   { *q = append(*q, x.(cand)) }
-func (q *mergeQueue) Pop() any {
-	old := *q
-	c := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return c
+
+func (h *candHeap) pop() cand {
+	q := *h
+	top := q[0]
+	last := len(q) - 1
+	q[0] = q[last]
+	q = q[:last]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= len(q) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(q) && q[r].key < q[l].key {
+			m = r
+		}
+		if q[i].key <= q[m].key {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	*h = q
+	return top
 }

@@ -179,6 +179,13 @@ func Parse(data []byte) (*Tokenizer, error) {
 			return nil, fmt.Errorf("decoder: %w", err)
 		}
 		t.chars = cm
+		t.spaceSplit = true
+		for piece := range m.Vocab {
+			if innerSpace(piece) {
+				t.spaceSplit = false
+				break
+			}
+		}
 	}
 	if err := t.parsePostProcessor(f.PostProcessor); err != nil {
 		return nil, fmt.Errorf("post_processor: %w", err)

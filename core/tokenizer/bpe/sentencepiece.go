@@ -77,6 +77,48 @@ func (t *Tokenizer) charSymbols(w string) []int32 {
 	return syms
 }
 
+// spaceMark is SentencePiece's space.
+const spaceMark = "▁"
+
+// innerSpace reports whether a piece holds "▁" after another character
+// (then merges may cross the start of a "▁" run; runs like "▁▁▁" alone do
+// not count).
+func innerSpace(piece string) bool {
+	for i := strings.Index(piece, spaceMark); i >= 0; {
+		if i > 0 && !strings.HasSuffix(piece[:i], spaceMark) {
+			return true
+		}
+		j := strings.Index(piece[i+len(spaceMark):], spaceMark)
+		if j < 0 {
+			break
+		}
+		i += len(spaceMark) + j
+	}
+	return false
+}
+
+// appendSpaceWords encodes a word in pieces cut where a "▁" run starts
+// after another character: the same ids as the whole word (no piece spans
+// such a cut, see spaceSplit), with words short enough for the cache. A
+// SentencePiece model without a pre-tokenizer otherwise sees a whole
+// segment as one word.
+func (t *Tokenizer) appendSpaceWords(dst []int, s string) []int {
+	start := 0
+	for i := 1; i < len(s); {
+		j := strings.Index(s[i:], spaceMark)
+		if j < 0 {
+			break
+		}
+		at := i + j
+		if !strings.HasSuffix(s[:at], spaceMark) {
+			dst = t.appendWord(dst, s[start:at])
+			start = at
+		}
+		i = at + len(spaceMark)
+	}
+	return t.appendWord(dst, s[start:])
+}
+
 // bpeChars runs the merges over a word's character symbols.
 func (t *Tokenizer) bpeChars(w string) []int32 {
 	if t.ignoreMerges {

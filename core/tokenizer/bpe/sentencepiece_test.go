@@ -30,10 +30,10 @@ var hardTexts = []string{
 	"𝔘𝔫𝔦𝔠𝔬𝔡𝔢 ꙮ ᚠᛇᚻ ⟨⟩ ﷽", "a\u0301e\u0301 (combining)", "\U0010FFFF\uE000 private use",
 }
 
-// TestSentencePieceAgainstRust encodes the hard cases and a mixed corpus
-// with our tokenizer and with Hugging Face's Rust tokenizers: the same
-// ids, and the same decoded text.
-func TestSentencePieceAgainstRust(t *testing.T) {
+// TestAgainstRust encodes the hard cases and a mixed corpus with our
+// tokenizer and with Hugging Face's Rust tokenizers, for the byte-level and
+// the SentencePiece-style models: the same ids, and the same decoded text.
+func TestAgainstRust(t *testing.T) {
 	py := sdktest.ReferencePython(t, "../../../scripts/transformers/install.sh", "PRORL_REQUIRE_TRANSFORMERS")
 	dir := testmodels.Dir(t)
 	corpus := testmodels.MixedCorpus(t)
@@ -42,7 +42,8 @@ func TestSentencePieceAgainstRust(t *testing.T) {
 		Text      string `json:"text"`
 	}
 	var cases []in
-	for _, m := range spModels {
+	models := append(slices.Clone(goldenModels), spModels...)
+	for _, m := range models {
 		path := filepath.Join(dir, m, "tokenizer.json")
 		for _, s := range hardTexts {
 			cases = append(cases, in{path, s})
@@ -90,8 +91,8 @@ func TestSentencePieceAgainstRust(t *testing.T) {
 			}
 		}
 	}
-	for _, m := range spModels {
-		t.Logf("%s: %d of %d texts match the Rust library", m, len(cases)/len(spModels)-bad[m], len(cases)/len(spModels))
+	for _, m := range models {
+		t.Logf("%s: %d of %d texts match the Rust library", m, len(cases)/len(models)-bad[m], len(cases)/len(models))
 	}
 }
 
@@ -125,6 +126,29 @@ func FuzzSentencePiece(f *testing.F) {
 		}
 		if got := tok.Decode(ids); got != s {
 			t.Fatalf("round trip %q -> %v -> %q", s, ids, got)
+		}
+	})
+}
+
+// FuzzSpaceSplit: cutting Llama 2's words where a "▁" run starts (no piece
+// spans such a cut) gives the ids the whole word gives.
+func FuzzSpaceSplit(f *testing.F) {
+	path := filepath.Join(testmodels.Dir(f), "llama2", "tokenizer.json")
+	cut, err := Load(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	whole, _ := Load(path)
+	if !cut.spaceSplit {
+		f.Fatal("llama2 should allow cutting at spaces")
+	}
+	whole.spaceSplit = false
+	for _, s := range hardTexts {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if a, b := cut.Encode(s), whole.Encode(s); !slices.Equal(a, b) {
+			t.Fatalf("%q: cut %v, whole %v", s, a, b)
 		}
 	})
 }

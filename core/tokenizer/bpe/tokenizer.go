@@ -33,8 +33,11 @@ type Tokenizer struct {
 	cache          *cache
 	segs           *segCache
 	chars          *charModel // SentencePiece-style models; nil: byte-level
-	meta           *metaspace
-	addedByFirst   map[byte][]AddedToken
+	// spaceSplit: no piece holds "▁" after another character, so no merge
+	// crosses the start of a "▁" run and a word can be cut there.
+	spaceSplit   bool
+	meta         *metaspace
+	addedByFirst map[byte][]AddedToken
 }
 
 // VocabSize is one more than the largest id.
@@ -174,6 +177,9 @@ func (t *Tokenizer) splitAndEncode(dst []int, s string, level int) []int {
 		return dst
 	}
 	if level == len(t.splits) {
+		if t.spaceSplit {
+			return t.appendSpaceWords(dst, s)
+		}
 		return t.appendWord(dst, s)
 	}
 	sp := t.splits[level]
