@@ -80,6 +80,7 @@ models:
 golden: models
 	cp scripts/golden/gen.mjs $(NPM_DIR)/gen.mjs
 	cd $(NPM_DIR) && node gen.mjs $(MODELS_DIR) $(CURDIR)/core/tokenizer/testdata
+	"$$(bash scripts/transformers/install.sh)" scripts/transformers/make_unigram.py /usr/share/common-licenses/GPL-3 core/tokenizer/bpe/testdata/unigram
 
 # Math-Verify (PyPI, pinned) in a venv: the reference the math reward is tested against.
 mathverify:

@@ -1,8 +1,9 @@
 // Package bpe implements Hugging Face's BPE tokenizers in Go: byte-level
 // ones (the tokenizer.json of Qwen2.5/Qwen3, Llama 3.x, DeepSeek V3, GPT-2
 // and their kin) and SentencePiece-style ones (Gemma, Llama 2, Mistral:
-// characters with byte fallback, see sentencepiece.go): added and special
-// tokens, normalizers, pre-tokenizer splits, BPE merges, and decoding.
+// characters with byte fallback, see sentencepiece.go), and the Unigram
+// model (unigram.go): added and special tokens, normalizers, pre-tokenizer
+// splits, BPE merges, and decoding.
 package bpe
 
 import (
@@ -45,7 +46,9 @@ type fileJSON struct {
 		ByteFallback            bool            `json:"byte_fallback"`
 		FuseUnk                 bool            `json:"fuse_unk"`
 		IgnoreMerges            bool            `json:"ignore_merges"`
-		Vocab                   map[string]int  `json:"vocab"`
+		RawVocab                json.RawMessage `json:"vocab"`
+		Vocab                   map[string]int  `json:"-"`
+		UnkID                   *int            `json:"unk_id"`
 		Merges                  json.RawMessage `json:"merges"`
 	} `json:"model"`
 }
@@ -101,9 +104,21 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("parse tokenizer.json: %w", err)
 	}
-	m := f.Model
-	if m.Type != "BPE" && !(m.Type == "" && m.Vocab != nil) {
-		return nil, fmt.Errorf("model.type %q: only BPE is supported", m.Type)
+	m := &f.Model
+	var uni *unigram
+	switch m.Type {
+	case "BPE", "":
+		if err := json.Unmarshal(m.RawVocab, &m.Vocab); err != nil || m.Vocab == nil {
+			return nil, fmt.Errorf("model.vocab: %v", err)
+		}
+	case "Unigram":
+		var err error
+		if uni, m.Vocab, err = parseUnigram(m.RawVocab, m.UnkID); err != nil {
+			return nil, fmt.Errorf("model: %w", err)
+		}
+		m.FuseUnk = true // Hugging Face's Unigram always fuses unknown characters
+	default:
+		return nil, fmt.Errorf("model.type %q: only BPE and Unigram are supported", m.Type)
 	}
 	if m.Dropout != nil && *m.Dropout != 0 {
 		return nil, fmt.Errorf("model.dropout: BPE dropout is not supported")
@@ -132,7 +147,9 @@ func Parse(data []byte) (*Tokenizer, error) {
 		}
 		t.pieces[id] = s
 	}
-	if err := t.loadMerges(m.Merges); err != nil {
+	if uni != nil {
+		t.uni, t.merges = uni, map[uint64]merge{}
+	} else if err := t.loadMerges(m.Merges); err != nil {
 		return nil, err
 	}
 	var err error
@@ -141,6 +158,9 @@ func Parse(data []byte) (*Tokenizer, error) {
 	}
 	if t.splits, t.byteLevel, err = t.parsePreTokenizer(f.PreTokenizer, 0); err != nil {
 		return nil, fmt.Errorf("pre_tokenizer: %w", err)
+	}
+	if t.byteLevel && uni != nil {
+		return nil, fmt.Errorf("pre_tokenizer: ByteLevel with a Unigram model is not supported")
 	}
 	if t.byteLevel {
 		if m.ByteFallback {
@@ -161,7 +181,9 @@ func Parse(data []byte) (*Tokenizer, error) {
 				cm.byteIDs[i] = int32(id)
 			}
 		}
-		if m.UnkToken != nil {
+		if uni != nil {
+			cm.unk = uni.unk
+		} else if m.UnkToken != nil {
 			id, ok := m.Vocab[*m.UnkToken]
 			if !ok {
 				for _, a := range f.AddedTokens {
@@ -179,7 +201,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 			return nil, fmt.Errorf("decoder: %w", err)
 		}
 		t.chars = cm
-		t.spaceSplit = true
+		t.spaceSplit = uni == nil // Viterbi over a word may cross anything
 		for piece := range m.Vocab {
 			if innerSpace(piece) {
 				t.spaceSplit = false
@@ -243,6 +265,21 @@ func (t *Tokenizer) loadMerges(raw json.RawMessage) error {
 
 type normalizer func(string) string
 
+// nmt is SentencePiece's NMT normalization as Hugging Face's Nmt does it:
+// some control characters dropped, other spacing characters made spaces.
+func nmt(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 0x01 && r <= 0x08, r == 0x0B, r >= 0x0E && r <= 0x1F, r == 0x7F, r == 0x8F, r == 0x9F:
+			return -1
+		case r == 0x09, r == 0x0A, r == 0x0C, r == 0x0D, r == 0x1680, r >= 0x200B && r <= 0x200F,
+			r == 0x2028, r == 0x2029, r == 0x2581, r == 0xFEFF, r == 0xFFFD:
+			return ' '
+		}
+		return r
+	}, s)
+}
+
 func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -262,6 +299,8 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 		return norm.NFKD.String, nil
 	case "Lowercase":
 		return strings.ToLower, nil
+	case "Nmt":
+		return nmt, nil
 	case "Replace":
 		if c.Pattern == nil {
 			return nil, fmt.Errorf("Replace: no pattern")

@@ -43,8 +43,18 @@ func TestAgainstRust(t *testing.T) {
 	}
 	var cases []in
 	models := append(slices.Clone(goldenModels), spModels...)
+	paths := map[string]string{}
 	for _, m := range models {
-		path := filepath.Join(dir, m, "tokenizer.json")
+		paths[m] = filepath.Join(dir, m, "tokenizer.json")
+	}
+	// Unigram: small models trained by the Rust library itself
+	// (scripts/transformers/make_unigram.py).
+	for _, m := range []string{"plain", "bytefallback"} {
+		models = append(models, "unigram-"+m)
+		paths["unigram-"+m] = filepath.Join("testdata", "unigram", m, "tokenizer.json")
+	}
+	for _, m := range models {
+		path := paths[m]
 		for _, s := range hardTexts {
 			cases = append(cases, in{path, s})
 		}
@@ -78,6 +88,9 @@ func TestAgainstRust(t *testing.T) {
 			toks[c.Tokenizer] = tok
 		}
 		name := filepath.Base(filepath.Dir(c.Tokenizer))
+		if strings.Contains(c.Tokenizer, "unigram") {
+			name = "unigram-" + name
+		}
 		got := tok.Encode(c.Text)
 		if !slices.Equal(got, ref.IDs) {
 			if bad[name]++; bad[name] <= 3 {
@@ -105,9 +118,13 @@ func head(ids []int) string {
 
 // FuzzSentencePiece: Gemma 3's encoding decodes back to the text (valid
 // UTF-8 without "▁", which decodes as a space), through byte fallback for
-// characters outside the vocabulary.
+// characters outside the vocabulary; the Unigram model takes any input.
 func FuzzSentencePiece(f *testing.F) {
 	tok, err := Load(filepath.Join(testmodels.Dir(f), "gemma3", "tokenizer.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	uni, err := Load(filepath.Join("testdata", "unigram", "bytefallback", "tokenizer.json"))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -115,6 +132,11 @@ func FuzzSentencePiece(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		for _, id := range uni.Encode(s) { // Unigram: any input, ids in range
+			if id < 0 || id >= uni.VocabSize() {
+				t.Fatalf("unigram id %d out of range", id)
+			}
+		}
 		if !utf8.ValidString(s) || strings.Contains(s, "▁") {
 			return
 		}

@@ -36,6 +36,7 @@ type Tokenizer struct {
 	// spaceSplit: no piece holds "▁" after another character, so no merge
 	// crosses the start of a "▁" run and a word can be cut there.
 	spaceSplit   bool
+	uni          *unigram // the Unigram model; nil: BPE
 	meta         *metaspace
 	addedByFirst map[byte][]AddedToken
 }
@@ -149,25 +150,30 @@ func (t *Tokenizer) appendText(dst []int, s string, first bool) []int {
 	if s == "" {
 		return dst
 	}
-	if t.meta != nil {
-		// Metaspace: spaces become the replacement, which may be prepended.
-		s = t.meta.apply(s, first)
-	}
 	if t.segs != nil && len(s) >= minSegment && len(s) <= maxSegment {
-		if ids, ok := t.segs.get(s); ok {
+		key := s
+		if first && t.meta != nil && t.meta.prepend == "first" {
+			key = "\x00first\x00" + s // encodes differently at the start of the input
+		}
+		if ids, ok := t.segs.get(key); ok {
 			return append(dst, ids...)
 		}
 		n := len(dst)
-		dst = t.encodeText(dst, s)
-		t.segs.put(s, dst[n:])
+		dst = t.encodeText(dst, s, first)
+		t.segs.put(key, dst[n:])
 		return dst
 	}
-	return t.encodeText(dst, s)
+	return t.encodeText(dst, s, first)
 }
 
-func (t *Tokenizer) encodeText(dst []int, s string) []int {
+// encodeText normalizes, then pre-tokenizes (Metaspace, splits) and
+// encodes, in Hugging Face's order.
+func (t *Tokenizer) encodeText(dst []int, s string, first bool) []int {
 	if t.normalize != nil {
 		s = t.normalize(s)
+	}
+	if t.meta != nil {
+		s = t.meta.apply(s, first)
 	}
 	return t.splitAndEncode(dst, s, 0)
 }
@@ -233,6 +239,9 @@ func (t *Tokenizer) appendWord(dst []int, w string) []int {
 const maxCachedWord = 256
 
 func (t *Tokenizer) bpe(w string) []int32 {
+	if t.uni != nil {
+		return t.viterbi(w)
+	}
 	if t.chars != nil {
 		return t.bpeChars(w)
 	}
