@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -327,4 +329,168 @@ func (g GLM45) value(tool, key, val string) json.RawMessage {
 		return json.RawMessage("null")
 	}
 	return jsonString(val)
+}
+
+// MiniMaxM2 parses MiniMax-M2's XML calls:
+//
+//	<minimax:tool_call>
+//	<invoke name="NAME">
+//	<parameter name="KEY">VALUE</parameter>
+//	</invoke>
+//	</minimax:tool_call>
+//
+// Values are text, converted by the tool's schema type as vLLM's parser
+// does (integer, number, boolean, object/array as JSON; "null" is null).
+type MiniMaxM2 struct {
+	Types map[string]map[string]string
+}
+
+const (
+	minimaxOpen  = "<minimax:tool_call>"
+	minimaxClose = "</minimax:tool_call>"
+)
+
+var (
+	invokeRe = regexp.MustCompile(`(?s)<invoke name=([^>]*)>(.*?)</invoke>`)
+	paramRe  = regexp.MustCompile(`(?s)<parameter name=([^>]*)>(.*?)</parameter>`)
+)
+
+// Parse implements Parser.
+func (m MiniMaxM2) Parse(text string) Parsed {
+	var p Parsed
+	var rest string
+	p.Reasoning, rest = splitReasoning(TrimEnd(text))
+	var content strings.Builder
+	for {
+		i := strings.Index(rest, minimaxOpen)
+		if i < 0 {
+			if strings.Contains(rest, minimaxClose) {
+				p.Errors = append(p.Errors, fmt.Errorf("found %s without a matching %s", minimaxClose, minimaxOpen))
+				rest = strings.Replace(rest, minimaxClose, "", 1)
+				continue
+			}
+			content.WriteString(rest)
+			break
+		}
+		content.WriteString(rest[:i])
+		block := rest[i+len(minimaxOpen):]
+		end := strings.Index(block, minimaxClose)
+		if end < 0 {
+			p.Errors = append(p.Errors, fmt.Errorf("unclosed %s: expected %s", minimaxOpen, minimaxClose))
+			break
+		}
+		rest = block[end+len(minimaxClose):]
+		calls, err := m.block(block[:end])
+		if err != nil {
+			p.Errors = append(p.Errors, err)
+			continue
+		}
+		p.Calls = append(p.Calls, calls...)
+	}
+	p.Content = strings.TrimSpace(content.String())
+	return p
+}
+
+// block parses the invokes of one tool-call block.
+func (m MiniMaxM2) block(s string) ([]Call, error) {
+	found := invokeRe.FindAllStringSubmatchIndex(s, -1)
+	if len(found) == 0 {
+		return nil, errors.New(`tool call block has no <invoke name="...">...</invoke>`)
+	}
+	var out []Call
+	last := 0
+	for _, f := range found {
+		if t := strings.TrimSpace(s[last:f[0]]); t != "" {
+			return nil, fmt.Errorf("text outside <invoke>: %.40q", t)
+		}
+		c, err := m.invoke(unquote(s[f[2]:f[3]]), s[f[4]:f[5]])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+		last = f[1]
+	}
+	if t := strings.TrimSpace(s[last:]); t != "" {
+		return nil, fmt.Errorf("text outside <invoke>: %.40q", t)
+	}
+	return out, nil
+}
+
+func (m MiniMaxM2) invoke(name, body string) (Call, error) {
+	if name == "" {
+		return Call{}, errors.New("invoke has no name")
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	seen := map[string]bool{}
+	last := 0
+	for i, f := range paramRe.FindAllStringSubmatchIndex(body, -1) {
+		if strings.TrimSpace(body[last:f[0]]) != "" {
+			return Call{}, fmt.Errorf("tool call %q: text outside <parameter>: %.40q", name, strings.TrimSpace(body[last:f[0]]))
+		}
+		last = f[1]
+		key := unquote(body[f[2]:f[3]])
+		if seen[key] {
+			return Call{}, fmt.Errorf("tool call %q: parameter %q given twice", name, key)
+		}
+		seen[key] = true
+		val := strings.TrimSpace(body[f[4]:f[5]])
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(jsonString(key))
+		b.WriteByte(':')
+		b.Write(m.value(name, key, val))
+	}
+	if strings.TrimSpace(body[last:]) != "" {
+		return Call{}, fmt.Errorf("tool call %q: text outside <parameter>: %.40q", name, strings.TrimSpace(body[last:]))
+	}
+	b.WriteByte('}')
+	return Call{Name: name, Arguments: b.Bytes()}, nil
+}
+
+// value converts a parameter's text by its schema type.
+func (m MiniMaxM2) value(tool, key, v string) json.RawMessage {
+	if strings.EqualFold(v, "null") {
+		return json.RawMessage("null")
+	}
+	switch m.Types[tool][key] {
+	case "integer":
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return json.RawMessage(strconv.FormatInt(n, 10))
+		}
+	case "number":
+		if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+			if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+				return json.RawMessage(strconv.FormatInt(int64(f), 10))
+			}
+			return json.RawMessage(strconv.FormatFloat(f, 'g', -1, 64))
+		}
+	case "boolean":
+		switch strings.ToLower(v) {
+		case "true", "1", "yes", "on":
+			return json.RawMessage("true")
+		case "false", "0", "no", "off":
+			return json.RawMessage("false")
+		}
+	case "object", "array":
+		if json.Valid([]byte(v)) {
+			return json.RawMessage(v)
+		}
+	default:
+		return jsonString(v)
+	}
+	// The type did not fit: JSON if it is, else text (as vLLM falls back).
+	if json.Valid([]byte(v)) {
+		return json.RawMessage(v)
+	}
+	return jsonString(v)
+}
+
+func unquote(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) >= 2 && (s[0] == '"' && s[len(s)-1] == '"' || s[0] == '\'' && s[len(s)-1] == '\'') {
+		return s[1 : len(s)-1]
+	}
+	return s
 }

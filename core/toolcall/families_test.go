@@ -9,6 +9,9 @@ import (
 // cards), with content, reasoning and malformed calls around them.
 func TestFamilies(t *testing.T) {
 	glm := ForTools(GLM45{}, []ToolSchema{{Name: "get_weather", Parameters: json.RawMessage(`{"properties":{"city":{"type":"string"},"days":{"type":"integer"}}}`)}})
+	mm := ForTools(MiniMaxM2{}, []ToolSchema{{Name: "search_web", Parameters: json.RawMessage(`{"properties":{"query_tag":{"type":"array"},"query_list":{"type":"array"},"n":{"type":"integer"},"t":{"type":"number"},"safe":{"type":"boolean"}}}`)}})
+	mmCard := "<minimax:tool_call>\n<invoke name=\"search_web\">\n<parameter name=\"query_tag\">[\"technology\", \"events\"]</parameter>\n<parameter name=\"query_list\">[\"\\\"OpenAI\\\" \\\"latest\\\" \\\"release\\\"\"]</parameter>\n</invoke>\n" +
+		"<invoke name=\"search_web\">\n<parameter name=\"query_tag\">[\"technology\", \"events\"]</parameter>\n<parameter name=\"query_list\">[\"\\\"Gemini\\\" \\\"latest\\\" \\\"release\\\"\"]</parameter>\n</invoke>\n</minimax:tool_call>"
 	cases := []struct {
 		name    string
 		p       Parser
@@ -53,6 +56,14 @@ func TestFamilies(t *testing.T) {
 		{"glm: python literal", glm, "<tool_call>f\n<arg_key>ok</arg_key>\n<arg_value>True</arg_value>\n</tool_call>", []string{`f {"ok":true}`}, "", 0},
 		{"glm: stray text", glm, "<tool_call>get_weather\n<arg_key>city</arg_key>\nParis\n</tool_call>", nil, "", 1},
 		{"glm: duplicate key", glm, "<tool_call>f<arg_key>a</arg_key><arg_value>1</arg_value><arg_key>a</arg_key><arg_value>2</arg_value></tool_call>", nil, "", 1},
+		{"minimax: model card, two invokes", mm, "<think>search both</think>\n" + mmCard,
+			[]string{`search_web {"query_tag":["technology", "events"],"query_list":["\"OpenAI\" \"latest\" \"release\""]}`, `search_web {"query_tag":["technology", "events"],"query_list":["\"Gemini\" \"latest\" \"release\""]}`}, "", 0},
+		{"minimax: typed values", mm, "Looking.\n<minimax:tool_call>\n<invoke name=search_web>\n<parameter name=\"n\">5</parameter>\n<parameter name=\"t\">2.0</parameter>\n<parameter name='safe'>Yes</parameter>\n<parameter name=\"other\">null</parameter>\n</invoke>\n</minimax:tool_call>",
+			[]string{`search_web {"n":5,"t":2,"safe":true,"other":null}`}, "Looking.", 0},
+		{"minimax: unclosed", mm, "<minimax:tool_call>\n<invoke name=\"a\">\n</invoke>\n", nil, "", 1},
+		{"minimax: stray text", mm, "<minimax:tool_call>\nhello\n<invoke name=\"a\"></invoke>\n</minimax:tool_call>", nil, "", 1},
+		{"minimax: no invoke", mm, "<minimax:tool_call>{\"name\": \"a\"}</minimax:tool_call>", nil, "", 1},
+		{"minimax: duplicate parameter", mm, "<minimax:tool_call><invoke name=\"a\"><parameter name=\"x\">1</parameter><parameter name=\"x\">2</parameter></invoke></minimax:tool_call>", nil, "", 1},
 		{"glm: no name", glm, "<tool_call><arg_key>a</arg_key><arg_value>1</arg_value></tool_call>", nil, "", 1},
 	}
 	for _, c := range cases {

@@ -175,6 +175,9 @@ func ForTools(p Parser, tools []ToolSchema) Parser {
 	case GLM45:
 		q.Types = schemaTypes(tools)
 		return q
+	case MiniMaxM2:
+		q.Types = schemaTypes(tools)
+		return q
 	}
 	return p
 }

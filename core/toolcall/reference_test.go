@@ -75,6 +75,20 @@ func render(format, content string, calls []refCall, rng *rand.Rand) string {
 		for _, c := range calls {
 			b.WriteString(mistralCalls + c.Name + mistralArgs + jsonText(c.Arguments))
 		}
+	case "minimax_m2":
+		b.WriteString(minimaxOpen + "\n")
+		for _, c := range calls {
+			fmt.Fprintf(&b, "<invoke name=\"%s\">\n", c.Name)
+			for k, v := range c.Arguments {
+				s, ok := v.(string)
+				if !ok {
+					s = jsonText(v)
+				}
+				fmt.Fprintf(&b, "<parameter name=\"%s\">%s</parameter>\n", k, s)
+			}
+			b.WriteString("</invoke>\n")
+		}
+		b.WriteString(minimaxClose)
 	case "glm45":
 		for _, c := range calls {
 			b.WriteString("<tool_call>" + c.Name + "\n")
@@ -97,14 +111,14 @@ func TestFormatsAgainstMLX(t *testing.T) {
 	py := sdktest.ReferencePython(t, "../../scripts/transformers/install.sh", "PRORL_REQUIRE_TRANSFORMERS")
 	rng := rand.New(rand.NewPCG(20, 26))
 	var cases []refCase
-	for _, format := range []string{"kimi_k2", "mistral", "glm45"} {
+	for _, format := range []string{"kimi_k2", "mistral", "glm45", "minimax_m2"} {
 		for range 200 {
 			var calls []refCall
 			var tools []any
 			for i := range 1 + rng.IntN(3) {
 				name := []string{"bash", "str_replace_editor", "get-weather", "finish"}[rng.IntN(4)] + fmt.Sprint(i)
 				args, props := genArgs(rng)
-				if strings.Contains(name, "-") && format == "glm45" && rng.IntN(2) == 0 {
+				if strings.Contains(name, "-") && format != "kimi_k2" && format != "mistral" && rng.IntN(2) == 0 {
 					name = fmt.Sprint("search", i)
 				}
 				calls = append(calls, refCall{Name: name, Arguments: args})
@@ -156,7 +170,7 @@ func TestFormatsAgainstMLX(t *testing.T) {
 			return cs
 		}
 		written := norm(c.calls)
-		if c.Format == "glm45" { // the format cannot carry space around a value: both parsers trim it
+		if c.Format == "glm45" || c.Format == "minimax_m2" { // the format cannot carry space around a value: both parsers trim it
 			for _, w := range written {
 				for k, v := range w.Arguments {
 					if s, ok := v.(string); ok {
@@ -169,5 +183,5 @@ func TestFormatsAgainstMLX(t *testing.T) {
 			t.Fatalf("%s: %q\nours      %#v\nreference %#v\nwritten   %#v", c.Format, c.Text, ours, ref.Calls, written)
 		}
 	}
-	t.Logf("%d canonical messages in 3 formats: the same calls as mlx-lm's parsers", len(cases))
+	t.Logf("%d canonical messages in 4 formats: the same calls as mlx-lm's parsers", len(cases))
 }

@@ -32,11 +32,12 @@ type Parser interface {
 
 // Formats are the tool-call formats by name (vLLM's --tool-call-parser
 // names where it has one).
-var Formats = []string{"hermes", "llama3_json", "qwen3_coder", "kimi_k2", "deepseek_v31", "deepseek_v3", "mistral", "glm45"}
+var Formats = []string{"hermes", "llama3_json", "qwen3_coder", "kimi_k2", "deepseek_v31", "deepseek_v3", "mistral", "glm45", "minimax_m2"}
 
 // New returns the parser of a named format: hermes (Hermes, Qwen2.5,
 // Qwen3), llama3_json (Llama 3.x), qwen3_coder (Qwen3-Coder's XML),
-// kimi_k2, deepseek_v31 (also reads V3's), mistral, glm45 (GLM-4.5–4.7).
+// kimi_k2, deepseek_v31 (also reads V3's), mistral, glm45 (GLM-4.5–4.7),
+// minimax_m2.
 func New(format string) (Parser, error) {
 	switch format {
 	case "hermes", "":
@@ -53,6 +54,8 @@ func New(format string) (Parser, error) {
 		return Mistral{}, nil
 	case "glm45":
 		return GLM45{}, nil
+	case "minimax_m2":
+		return MiniMaxM2{}, nil
 	}
 	return nil, fmt.Errorf("unknown tool call format %q (one of %s)", format, strings.Join(Formats, ", "))
 }
@@ -112,13 +115,18 @@ func (Hermes) Parse(text string) Parsed {
 // tagged parses <tool_call>...</tool_call> blocks with body, keeping the
 // text around them as content.
 func tagged(p Parsed, rest string, body func(string) (Call, error)) Parsed {
+	return taggedWith(p, rest, openTag, closeTag, body)
+}
+
+// taggedWith is tagged for another pair of tags.
+func taggedWith(p Parsed, rest, openTag, closeTag string, body func(string) (Call, error)) Parsed {
 	var content strings.Builder
 	for {
 		i := strings.Index(rest, openTag)
 		j := strings.Index(rest, closeTag)
 		if i < 0 {
 			if j >= 0 {
-				p.Errors = append(p.Errors, errors.New("found </tool_call> without a matching <tool_call>"))
+				p.Errors = append(p.Errors, fmt.Errorf("found %s without a matching %s", closeTag, openTag))
 				rest = strings.Replace(rest, closeTag, "", 1)
 				continue
 			}
@@ -126,7 +134,7 @@ func tagged(p Parsed, rest string, body func(string) (Call, error)) Parsed {
 			break
 		}
 		if j >= 0 && j < i {
-			p.Errors = append(p.Errors, errors.New("found </tool_call> without a matching <tool_call>"))
+			p.Errors = append(p.Errors, fmt.Errorf("found %s without a matching %s", closeTag, openTag))
 			content.WriteString(rest[:j])
 			rest = rest[j+len(closeTag):]
 			continue
@@ -135,11 +143,11 @@ func tagged(p Parsed, rest string, body func(string) (Call, error)) Parsed {
 		inner := rest[i+len(openTag):]
 		end := strings.Index(inner, closeTag)
 		if end < 0 {
-			p.Errors = append(p.Errors, errors.New("unclosed <tool_call>: expected </tool_call>"))
+			p.Errors = append(p.Errors, fmt.Errorf("unclosed %s: expected %s", openTag, closeTag))
 			break
 		}
 		if nested := strings.Index(inner[:end], openTag); nested >= 0 {
-			p.Errors = append(p.Errors, errors.New("nested <tool_call> inside a tool call"))
+			p.Errors = append(p.Errors, fmt.Errorf("nested %s inside a tool call", openTag))
 			rest = inner[end+len(closeTag):]
 			continue
 		}
