@@ -494,3 +494,86 @@ func unquote(s string) string {
 	}
 	return s
 }
+
+// Harmony parses GPT-OSS's messages (OpenAI's harmony format), as the
+// model writes them after "<|start|>assistant":
+//
+//	<|channel|>analysis<|message|>…<|end|><|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{…}<|call|>
+//
+// The analysis channel is reasoning, final (and commentary without a
+// recipient, a preamble) is content, a message to a recipient is a call:
+// functions.NAME calls NAME; other recipients (browser.search, python)
+// are called by their full name.
+type Harmony struct{}
+
+const (
+	hStart   = "<|start|>"
+	hChannel = "<|channel|>"
+	hMessage = "<|message|>"
+)
+
+var harmonyEnds = []string{"<|end|>", "<|call|>", "<|return|>"}
+
+// Parse implements Parser.
+func (Harmony) Parse(text string) Parsed {
+	var p Parsed
+	var reasoning, content []string
+	s := text
+	for {
+		s = strings.TrimPrefix(s, hStart)
+		if strings.TrimSpace(s) == "" {
+			break
+		}
+		i := strings.Index(s, hMessage)
+		if i < 0 {
+			p.Errors = append(p.Errors, fmt.Errorf("harmony message without %s: %.40q", hMessage, s))
+			break
+		}
+		header, body := s[:i], s[i+len(hMessage):]
+		end, endTok := len(body), ""
+		for _, e := range harmonyEnds {
+			if j := strings.Index(body, e); j >= 0 && j < end {
+				end, endTok = j, e
+			}
+		}
+		s = body[min(end+len(endTok), len(body)):]
+		body = body[:end]
+		channel, recipient := harmonyHeader(header)
+		switch {
+		case recipient != "":
+			name := strings.TrimPrefix(recipient, "functions.")
+			if name == "" {
+				p.Errors = append(p.Errors, errors.New("harmony message to an empty recipient"))
+				continue
+			}
+			a, err := jsonObject(name, body)
+			if err != nil {
+				p.Errors = append(p.Errors, err)
+				continue
+			}
+			p.Calls = append(p.Calls, Call{Name: name, Arguments: a})
+		case channel == "analysis":
+			reasoning = append(reasoning, body)
+		default:
+			content = append(content, body)
+		}
+	}
+	p.Reasoning = strings.TrimSpace(strings.Join(reasoning, "\n"))
+	p.Content = strings.TrimSpace(strings.Join(content, "\n"))
+	return p
+}
+
+// harmonyHeader reads a message header: [role][ to=R]<|channel|>NAME[ to=R][ <|constrain|>TYPE | TYPE].
+func harmonyHeader(h string) (channel, recipient string) {
+	pre, post, _ := strings.Cut(h, hChannel)
+	fields := strings.Fields(strings.ReplaceAll(pre+" "+post, "<|constrain|>", " "))
+	if f := strings.Fields(post); len(f) > 0 {
+		channel = f[0]
+	}
+	for _, f := range fields {
+		if r, ok := strings.CutPrefix(f, "to="); ok {
+			recipient = r
+		}
+	}
+	return channel, recipient
+}

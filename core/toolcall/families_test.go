@@ -64,6 +64,13 @@ func TestFamilies(t *testing.T) {
 		{"minimax: stray text", mm, "<minimax:tool_call>\nhello\n<invoke name=\"a\"></invoke>\n</minimax:tool_call>", nil, "", 1},
 		{"minimax: no invoke", mm, "<minimax:tool_call>{\"name\": \"a\"}</minimax:tool_call>", nil, "", 1},
 		{"minimax: duplicate parameter", mm, "<minimax:tool_call><invoke name=\"a\"><parameter name=\"x\">1</parameter><parameter name=\"x\">2</parameter></invoke></minimax:tool_call>", nil, "", 1},
+		{"harmony: call", Harmony{}, "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"location\":\"Tokyo\"}<|call|>",
+			[]string{`get_weather {"location":"Tokyo"}`}, "", 0},
+		{"harmony: final", Harmony{}, "<|channel|>analysis<|message|>2+2<|end|><|start|>assistant<|channel|>final<|message|>4<|return|>", nil, "4", 0},
+		{"harmony: built-in tool", Harmony{}, "<|channel|>analysis to=browser.search<|message|>{\"query\": \"x\"}<|call|>", []string{`browser.search {"query": "x"}`}, "", 0},
+		{"harmony: cut short", Harmony{}, "<|channel|>final<|message|>partial ans", nil, "partial ans", 0},
+		{"harmony: arguments not JSON", Harmony{}, "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{oops<|call|>", nil, "", 1},
+		{"harmony: no message", Harmony{}, "<|channel|>final", nil, "", 1},
 		{"glm: no name", glm, "<tool_call><arg_key>a</arg_key><arg_value>1</arg_value></tool_call>", nil, "", 1},
 	}
 	for _, c := range cases {

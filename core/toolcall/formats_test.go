@@ -88,14 +88,15 @@ func FuzzFormats(f *testing.F) {
 		"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>a<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
 		`[TOOL_CALLS]a[ARGS]{"b": 1}`, `[TOOL_CALLS][{"name": "a", "arguments": {}}]`,
 		"<tool_call>a\n<arg_key>b</arg_key>\n<arg_value>1</arg_value>\n</tool_call>",
-		"<minimax:tool_call>\n<invoke name=\"a\">\n<parameter name=\"b\">1</parameter>\n</invoke>\n</minimax:tool_call>"} {
+		"<minimax:tool_call>\n<invoke name=\"a\">\n<parameter name=\"b\">1</parameter>\n</invoke>\n</minimax:tool_call>",
+		"<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>commentary to=functions.a <|constrain|>json<|message|>{}<|call|>"} {
 		f.Add(s)
 	}
 	q := ForTools(Qwen3Coder{}, []ToolSchema{{Name: "a", Parameters: json.RawMessage(`{"properties":{"b":{"type":"integer"}}}`)}})
 	f.Fuzz(func(t *testing.T, s string) {
 		glm := ForTools(GLM45{}, []ToolSchema{{Name: "a", Parameters: json.RawMessage(`{"properties":{"b":{"type":"string"}}}`)}})
 		mm := ForTools(MiniMaxM2{}, []ToolSchema{{Name: "a", Parameters: json.RawMessage(`{"properties":{"b":{"type":"number"},"c":{"type":"object"}}}`)}})
-		for _, p := range []Parser{Llama3JSON{}, q, Hermes{}, KimiK2{}, DeepSeekV31{}, Mistral{}, glm, mm} {
+		for _, p := range []Parser{Llama3JSON{}, q, Hermes{}, KimiK2{}, DeepSeekV31{}, Mistral{}, glm, mm, Harmony{}} {
 			for _, c := range p.Parse(s).Calls {
 				if c.Name == "" || !json.Valid(c.Arguments) || c.Arguments[0] != '{' {
 					t.Fatalf("%T: bad call %q %s", p, c.Name, c.Arguments)

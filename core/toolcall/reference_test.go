@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prorl/prorl/internal/testmodels"
 	"github.com/prorl/prorl/sdk/sdktest"
 )
 
@@ -184,4 +185,94 @@ func TestFormatsAgainstMLX(t *testing.T) {
 		}
 	}
 	t.Logf("%d canonical messages in 4 formats: the same calls as mlx-lm's parsers", len(cases))
+}
+
+// TestHarmonyAgainstOpenAI: GPT-OSS completions in harmony form, split
+// into messages by openai-harmony (OpenAI's parser); ours gives the same
+// reasoning (analysis), content (final, preambles) and calls.
+func TestHarmonyAgainstOpenAI(t *testing.T) {
+	py := sdktest.ReferencePython(t, "../../scripts/transformers/install.sh", "PRORL_REQUIRE_TRANSFORMERS")
+	rng := rand.New(rand.NewPCG(21, 2))
+	type in struct {
+		Text      string `json:"text"`
+		ModelsDir string `json:"models_dir"`
+	}
+	texts := []string{"Thinking about it.", "é 日本 😀 tabs\tand\nlines", `quotes " and \ slashes`, "a < b > c & d", "42"}
+	var cases []in
+	for range 300 {
+		var b strings.Builder
+		first := true
+		msg := func(header, body, end string) {
+			if !first {
+				b.WriteString("<|start|>assistant")
+			}
+			first = false
+			b.WriteString(header + "<|message|>" + body + end)
+		}
+		if rng.IntN(3) > 0 {
+			msg("<|channel|>analysis", texts[rng.IntN(len(texts))], "<|end|>")
+		}
+		if rng.IntN(3) == 0 {
+			msg("<|channel|>commentary", texts[rng.IntN(len(texts))], "<|end|>")
+		}
+		switch rng.IntN(3) {
+		case 0:
+			msg("<|channel|>final", texts[rng.IntN(len(texts))], "<|return|>")
+		default:
+			for range 1 + rng.IntN(2) {
+				args, _ := genArgs(rng)
+				name := []string{"get_weather", "bash", "str_replace_editor"}[rng.IntN(3)]
+				header := "<|channel|>commentary to=functions." + name + " <|constrain|>json"
+				if rng.IntN(3) == 0 {
+					header = " to=functions." + name + "<|channel|>commentary json"
+				}
+				msg(header, jsonText(args), "<|call|>")
+			}
+		}
+		cases = append(cases, in{Text: b.String(), ModelsDir: testmodels.Dir(t)})
+	}
+	out, err := sdktest.RunJSONLines(py, "../../scripts/transformers/harmony.py", cases, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cases {
+		var ref struct {
+			Messages []struct{ Channel, Recipient, Text string } `json:"messages"`
+			Error    string                                      `json:"error"`
+		}
+		if err := json.Unmarshal(out[i], &ref); err != nil {
+			t.Fatal(err)
+		}
+		if ref.Error != "" {
+			t.Fatalf("openai-harmony fails on %q: %s", c.Text, ref.Error)
+		}
+		var reasoning, content []string
+		var calls []refCall
+		for _, m := range ref.Messages {
+			switch {
+			case m.Recipient != "":
+				var a map[string]any
+				if err := json.Unmarshal([]byte(m.Text), &a); err != nil {
+					t.Fatalf("reference call arguments %q: %v", m.Text, err)
+				}
+				calls = append(calls, refCall{Name: strings.TrimPrefix(m.Recipient, "functions."), Arguments: a})
+			case m.Channel == "analysis":
+				reasoning = append(reasoning, m.Text)
+			default:
+				content = append(content, m.Text)
+			}
+		}
+		got := Harmony{}.Parse(c.Text)
+		var ours []refCall
+		for _, call := range got.Calls {
+			var a map[string]any
+			_ = json.Unmarshal(call.Arguments, &a)
+			ours = append(ours, refCall{Name: call.Name, Arguments: a})
+		}
+		wantR, wantC := strings.TrimSpace(strings.Join(reasoning, "\n")), strings.TrimSpace(strings.Join(content, "\n"))
+		if len(got.Errors) > 0 || got.Reasoning != wantR || got.Content != wantC || !reflect.DeepEqual(ours, calls) {
+			t.Fatalf("%q:\nours      reasoning %q content %q calls %v errors %v\nreference reasoning %q content %q calls %v", c.Text, got.Reasoning, got.Content, ours, got.Errors, wantR, wantC, calls)
+		}
+	}
+	t.Logf("%d GPT-OSS completions: the same messages as openai-harmony", len(cases))
 }

@@ -32,12 +32,12 @@ type Parser interface {
 
 // Formats are the tool-call formats by name (vLLM's --tool-call-parser
 // names where it has one).
-var Formats = []string{"hermes", "llama3_json", "qwen3_coder", "kimi_k2", "deepseek_v31", "deepseek_v3", "mistral", "glm45", "minimax_m2"}
+var Formats = []string{"hermes", "llama3_json", "qwen3_coder", "kimi_k2", "deepseek_v31", "deepseek_v3", "mistral", "glm45", "minimax_m2", "harmony"}
 
 // New returns the parser of a named format: hermes (Hermes, Qwen2.5,
 // Qwen3), llama3_json (Llama 3.x), qwen3_coder (Qwen3-Coder's XML),
 // kimi_k2, deepseek_v31 (also reads V3's), mistral, glm45 (GLM-4.5–4.7),
-// minimax_m2.
+// minimax_m2, harmony (GPT-OSS).
 func New(format string) (Parser, error) {
 	switch format {
 	case "hermes", "":
@@ -56,6 +56,8 @@ func New(format string) (Parser, error) {
 		return GLM45{}, nil
 	case "minimax_m2":
 		return MiniMaxM2{}, nil
+	case "harmony":
+		return Harmony{}, nil
 	}
 	return nil, fmt.Errorf("unknown tool call format %q (one of %s)", format, strings.Join(Formats, ", "))
 }
