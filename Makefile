@@ -76,10 +76,10 @@ harnesses: build
 models:
 	@bash scripts/models.sh
 
-# Regenerate the tokenizer goldens from the reference (transformers.js).
-golden: models
-	cp scripts/golden/gen.mjs $(NPM_DIR)/gen.mjs
-	cd $(NPM_DIR) && node gen.mjs $(MODELS_DIR) $(CURDIR)/core/tokenizer/testdata
+# Regenerate the tokenizer goldens from the reference: transformers and the
+# Rust tokenizers from PyPI (and the small Unigram models they train).
+golden: models transformers
+	"$$(bash scripts/transformers/install.sh)" scripts/golden/gen.py $(MODELS_DIR) $(CURDIR)/core/tokenizer/testdata
 	"$$(bash scripts/transformers/install.sh)" scripts/transformers/make_unigram.py /usr/share/common-licenses/GPL-3 core/tokenizer/bpe/testdata/unigram
 
 # Math-Verify (PyPI, pinned) in a venv: the reference the math reward is tested against.

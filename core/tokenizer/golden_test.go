@@ -25,7 +25,7 @@ type chatCase struct {
 
 // TestChatTemplatesMatchReference renders every golden conversation with
 // the Go template engine and tokenizer and compares text and ids with
-// transformers.js.
+// transformers and the Rust tokenizers (make golden).
 func TestChatTemplatesMatchReference(t *testing.T) {
 	dir := testmodels.Dir(t)
 	for _, model := range []string{"qwen3", "llama3_1", "deepseek_v3"} {
