@@ -68,6 +68,9 @@ var jinja2Cases = []jinja2Case{
 	{`{{ x }}`, json.RawMessage(`{"x": 1.5e-7}`)},
 	{`{% for x in 5 %}{% endfor %}`, json.RawMessage(`{}`)},
 	{`{{ s.items() }}`, json.RawMessage(`{"s": "str"}`)},
+	{`{{ strftime_now("%Y") }}|{{ strftime_now("%d %B") | length > 3 }}`, json.RawMessage(`{}`)},
+	{`{% if true %}{{ raise_exception("stop here") }}{% endif %}`, json.RawMessage(`{}`)},
+	{`{{ x | tojson(indent=2, sort_keys=true) }}`, json.RawMessage(`{"x": [{"b": null, "a": {"d": 1, "c": [2, 3]}}]}`)},
 }
 
 // TestAgainstJinja2 renders every case with our engine and with
