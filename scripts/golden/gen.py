@@ -144,6 +144,11 @@ MODELS: dict[str, dict[str, Any]] = {
 }
 
 
+# Models with token goldens only (no chat template goldens): the other byte-
+# level families and the SentencePiece-style ones.
+ENCODE_ONLY = ["gemma3", "llama2", "gemini", "gptoss", "gpt4o", "gpt35turbo", "llama3", "claude"]
+
+
 def for_deepseek(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """DeepSeek V3's template concatenates arguments as a string and expects
     null content on tool-calling turns."""
@@ -234,6 +239,15 @@ def main() -> None:
         write(out / "encode_special.json", special)
         write(out / "chat.json", chat)
         print(f"{name}: {len(encode)} encode cases, {len(chat)} chat cases")
+    for name in ENCODE_ONLY:
+        from tokenizers import Tokenizer
+
+        rust = Tokenizer.from_file(str(models_dir / name / "tokenizer.json"))
+        out = testdata / "golden" / name
+        out.mkdir(parents=True, exist_ok=True)
+        write(out / "encode.json", [{"text": t, "ids": rust.encode(t, add_special_tokens=False).ids} for t in texts + rand])
+        write(out / "encode_special.json", [{"text": t, "ids": rust.encode(t, add_special_tokens=True).ids} for t in texts[:5]])
+        print(f"{name}: {len(texts) + len(rand)} encode cases")
 
 
 if __name__ == "__main__":
