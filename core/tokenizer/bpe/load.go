@@ -303,18 +303,18 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 		return nmt, nil
 	case "Replace":
 		if c.Pattern == nil {
-			return nil, fmt.Errorf("Replace: no pattern")
+			return nil, fmt.Errorf("replace: no pattern")
 		}
 		if c.Pattern.String != nil {
 			from, to := *c.Pattern.String, c.Content
 			return func(s string) string { return strings.ReplaceAll(s, from, to) }, nil
 		}
 		if c.Pattern.Regex == nil {
-			return nil, fmt.Errorf("Replace: no pattern")
+			return nil, fmt.Errorf("replace: no pattern")
 		}
 		re, err := regex.Compile(*c.Pattern.Regex)
 		if err != nil {
-			return nil, fmt.Errorf("Replace: %w", err)
+			return nil, fmt.Errorf("replace: %w", err)
 		}
 		to := c.Content
 		return func(s string) string {
@@ -447,7 +447,7 @@ func (t *Tokenizer) parsePreTokenizer(raw json.RawMessage, at int) (splits []spl
 		return splits, true, nil
 	case "Metaspace":
 		if at > 0 {
-			return nil, false, fmt.Errorf("Metaspace: only as the first pre-tokenizer")
+			return nil, false, fmt.Errorf("metaspace: only as the first pre-tokenizer")
 		}
 		m := &metaspace{replacement: c.Replacement, prepend: c.PrependScheme}
 		if m.replacement == "" {

@@ -26,7 +26,6 @@ type charModel struct {
 type metaspace struct {
 	replacement string
 	prepend     string // "always", "first" or "never"
-	split       bool
 }
 
 // apply replaces spaces and prepends the replacement (first: only to the
@@ -184,7 +183,7 @@ func parseDecoder(raw json.RawMessage) ([]decoderStep, error) {
 		return out, nil
 	case "Replace":
 		if c.Pattern == nil || c.Pattern.String == nil {
-			return nil, fmt.Errorf("Replace: only a String pattern is supported")
+			return nil, fmt.Errorf("replace: only a String pattern is supported")
 		}
 		from, to := *c.Pattern.String, c.Content
 		return []decoderStep{func(ts []string) []string {
