@@ -1,0 +1,288 @@
+// Package jsonw writes JSON by hand, byte for byte as encoding/json
+// writes it (HTML escaping, its float format, compacted raw messages), for
+// the hot encoders that reflection made slow: finished results (every
+// rollout) and the requests every turn sends to a backend. Each user
+// proves the equality with a differential test against encoding/json.
+package jsonw
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+)
+
+// Writer appends JSON to B; the first unsupported value (NaN, ±Inf,
+// invalid raw JSON) is kept in Err.
+type Writer struct {
+	B   []byte
+	Err error
+}
+
+// Raw appends s as it is.
+func (w *Writer) Raw(s string) { w.B = append(w.B, s...) }
+
+// Key writes `,"name":` (no comma for the first field of an object).
+func (w *Writer) Key(k string) {
+	if c := w.B[len(w.B)-1]; c != '{' && c != '[' {
+		w.B = append(w.B, ',')
+	}
+	w.B = append(w.B, '"')
+	w.B = append(w.B, k...)
+	w.B = append(w.B, '"', ':')
+}
+
+// Str writes a string.
+func (w *Writer) Str(s string) { w.B = AppendString(w.B, s) }
+
+// Int writes an integer.
+func (w *Writer) Int(n int64) { w.B = strconv.AppendInt(w.B, n, 10) }
+
+// Uint writes an unsigned integer.
+func (w *Writer) Uint(n uint64) { w.B = strconv.AppendUint(w.B, n, 10) }
+
+// Bool writes true or false.
+func (w *Writer) Bool(v bool) { w.B = strconv.AppendBool(w.B, v) }
+
+// Float writes f as encoding/json does (NaN and ±Inf are errors).
+func (w *Writer) Float(f float64) {
+	var ok bool
+	if w.B, ok = AppendFloat(w.B, f); !ok {
+		w.unsupported(f)
+	}
+}
+
+func (w *Writer) unsupported(f float64) {
+	if w.Err == nil {
+		w.Err = &json.UnsupportedValueError{Str: strconv.FormatFloat(f, 'g', -1, 64)}
+	}
+}
+
+// List writes a JSON array of n elements, each written by elem (null
+// when null is set, as encoding/json writes a nil slice).
+func (w *Writer) List(null bool, n int, elem func(i int)) {
+	if null {
+		w.Raw("null")
+		return
+	}
+	w.B = append(w.B, '[')
+	for i := range n {
+		if i > 0 {
+			w.B = append(w.B, ',')
+		}
+		elem(i)
+	}
+	w.B = append(w.B, ']')
+}
+
+// Value writes v through encoding/json (rare fields).
+func (w *Writer) Value(v any) {
+	out, err := json.Marshal(v)
+	if err != nil && w.Err == nil {
+		w.Err = err
+	}
+	w.B = append(w.B, out...)
+}
+
+// Strs writes a list of strings.
+func (w *Writer) Strs(v []string) { w.List(v == nil, len(v), func(i int) { w.Str(v[i]) }) }
+
+// AppendFloat formats like encoding/json: %f, or %e for very small or
+// large magnitudes with a short exponent (1e-07 -> 1e-7).
+func AppendFloat(b []byte, f float64) ([]byte, bool) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(b, '0'), false
+	}
+	if f == 0 && !math.Signbit(f) {
+		return append(b, '0'), true
+	}
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		n := len(b)
+		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b, true
+}
+
+// The loops below work on a local slice: appending through w.B stores a
+// pointer into the writer on every element (a write barrier while the GC
+// runs), which cost more than the formatting.
+
+// Ints writes token ids.
+func (w *Writer) Ints(v []int) {
+	if v == nil {
+		w.Raw("null")
+		return
+	}
+	b := append(w.B, '[')
+	for i, n := range v {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendInt(b, n)
+	}
+	w.B = append(b, ']')
+}
+
+// appendInt is strconv.AppendInt with a quicker path for token ids.
+func appendInt(b []byte, n int) []byte {
+	if n < 0 || n >= 1e8 {
+		return strconv.AppendInt(b, int64(n), 10)
+	}
+	var d [8]byte
+	i := len(d)
+	for {
+		i--
+		d[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			break
+		}
+	}
+	return append(b, d[i:]...)
+}
+
+// Mask writes a loss mask.
+func (w *Writer) Mask(v []int8) {
+	if v == nil {
+		w.Raw("null")
+		return
+	}
+	b := append(w.B, '[')
+	for i, n := range v {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if n == 0 || n == 1 {
+			b = append(b, '0'+byte(n))
+		} else {
+			b = strconv.AppendInt(b, int64(n), 10)
+		}
+	}
+	w.B = append(b, ']')
+}
+
+// Floats writes logprobs.
+func (w *Writer) Floats(v []float64) {
+	if v == nil {
+		w.Raw("null")
+		return
+	}
+	b := append(w.B, '[')
+	for i, f := range v {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var ok bool
+		if b, ok = AppendFloat(b, f); !ok {
+			w.unsupported(f)
+		}
+	}
+	w.B = append(b, ']')
+}
+
+// RawJSON writes a RawMessage as encoding/json does (compacted, HTML
+// escaped, an error if invalid). Tool schemas repeat in every rollout of a
+// domain and every turn, so small ones are compacted once.
+func (w *Writer) RawJSON(m json.RawMessage) {
+	if len(m) <= maxCachedRaw {
+		rawMu.RLock()
+		v, ok := rawCache[string(m)]
+		rawMu.RUnlock()
+		if ok {
+			w.B = append(w.B, v...)
+			return
+		}
+	}
+	v, err := json.Marshal(m)
+	if err != nil {
+		if w.Err == nil {
+			w.Err = err
+		}
+		return
+	}
+	if len(m) <= maxCachedRaw {
+		rawMu.Lock()
+		if len(rawCache) >= maxCachedRaws {
+			clear(rawCache) // bounded: an unusual workload just stops hitting
+		}
+		rawCache[string(m)] = v
+		rawMu.Unlock()
+	}
+	w.B = append(w.B, v...)
+}
+
+const (
+	maxCachedRaw  = 16 << 10
+	maxCachedRaws = 256
+)
+
+var (
+	rawMu    sync.RWMutex
+	rawCache = map[string][]byte{}
+)
+
+const hexDigits = "0123456789abcdef"
+
+// AppendString quotes s exactly as encoding/json does with HTML escaping:
+// invalid UTF-8 becomes U+FFFD, and U+2028/U+2029 are escaped.
+func AppendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
