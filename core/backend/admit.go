@@ -69,7 +69,7 @@ func (p *Pool) fitsCacheLocked(l *Lease, b *Backend, tokens int) bool {
 func (p *Pool) startLocked(l *Lease, b *Backend, tokens int) {
 	b.requests++
 	b.reqTotal++
-	if l == nil || p.route.PerRequest() {
+	if p.route.PerRequest() {
 		return
 	}
 	if l.active && l.B == b {

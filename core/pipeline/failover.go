@@ -50,8 +50,11 @@ func (f *failover) do(ctx context.Context, tokens int, call func(b *backend.Back
 		f.mu.Unlock()
 		// The lease's backend, unless the routing picks per request; with
 		// admission it waits for a slot (a rollout of higher priority first).
-		b, done := l.RouteNow()
-		if tokens >= 0 {
+		var b *backend.Backend
+		var done func()
+		if tokens < 0 {
+			b, done = l.RouteNow()
+		} else {
 			var err error
 			if b, done, err = l.RouteWait(ctx, -f.r.Req.Priority, tokens); err != nil {
 				return err
