@@ -125,25 +125,7 @@ func (t *Tokenizer) bpeChars(w string) []int32 {
 			return []int32{int32(id)}
 		}
 	}
-	syms := t.charSymbols(w)
-	if len(syms) > 64 {
-		return t.bpeHeap(syms)
-	}
-	for len(syms) > 1 {
-		best, at := merge{rank: -1}, -1
-		for i := 0; i+1 < len(syms); i++ {
-			m, ok := t.merges[pairKey(syms[i], syms[i+1])]
-			if ok && (at < 0 || m.rank < best.rank) {
-				best, at = m, i
-			}
-		}
-		if at < 0 {
-			break
-		}
-		syms[at] = best.id
-		syms = append(syms[:at+1], syms[at+2:]...)
-	}
-	return syms
+	return t.mergeAll(t.charSymbols(w))
 }
 
 // decoderStep is one step of Hugging Face's decoder chain, over the tokens'

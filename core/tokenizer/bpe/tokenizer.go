@@ -263,6 +263,12 @@ func (t *Tokenizer) bpe(w string) []int32 {
 	for i := 0; i < len(w); i++ {
 		syms[i] = t.byteID[w[i]]
 	}
+	return t.mergeAll(syms)
+}
+
+// mergeAll applies the merges to a word's initial symbols, lowest rank
+// first, leftmost among equals: a scan for short words, a heap for long.
+func (t *Tokenizer) mergeAll(syms []int32) []int32 {
 	if len(syms) > 64 {
 		return t.bpeHeap(syms)
 	}
