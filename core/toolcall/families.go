@@ -66,30 +66,7 @@ func (KimiK2) Parse(text string) Parsed {
 		} else {
 			rest = section[end+len(kimiSectionEnd):]
 		}
-		section = section[:end]
-		for {
-			section = strings.TrimSpace(section)
-			if section == "" {
-				break
-			}
-			if !strings.HasPrefix(section, kimiCallBegin) {
-				p.Errors = append(p.Errors, fmt.Errorf("expected %s in the tool calls section, got %.40q", kimiCallBegin, section))
-				break
-			}
-			body := section[len(kimiCallBegin):]
-			e := strings.Index(body, kimiCallEnd)
-			if e < 0 {
-				p.Errors = append(p.Errors, fmt.Errorf("unclosed %s: expected %s", kimiCallBegin, kimiCallEnd))
-				break
-			}
-			section = body[e+len(kimiCallEnd):]
-			c, err := kimiCall(body[:e])
-			if err != nil {
-				p.Errors = append(p.Errors, err)
-				continue
-			}
-			p.Calls = append(p.Calls, c)
-		}
+		sectionCalls(&p, section[:end], kimiCallBegin, kimiCallEnd, kimiCall)
 	}
 	p.Content = strings.TrimSpace(content.String())
 	return p
@@ -146,49 +123,63 @@ func (DeepSeekV31) Parse(text string) Parsed {
 		content += section[e+len(dsCallsEnd):]
 		section = section[:e]
 	}
+	sectionCalls(&p, section, dsCallBegin, dsCallEnd, dsCall)
+	p.Content = strings.TrimSpace(content)
+	return p
+}
+
+// dsCall reads NAME<｜tool▁sep｜>{...}, or V3's function<｜tool▁sep｜>NAME
+// and a ```json block.
+func dsCall(body string) (Call, error) {
+	name, args, ok := strings.Cut(body, dsSep)
+	if !ok {
+		return Call{}, fmt.Errorf("tool call %.40q has no %s", body, dsSep)
+	}
+	name = strings.TrimSpace(name)
+	if name == "function" {
+		m := dsV3Re.FindStringSubmatch(args)
+		if m == nil {
+			return Call{}, fmt.Errorf("tool call %.40q: expected NAME and a ```json block", args)
+		}
+		name, args = strings.TrimSpace(m[1]), m[2]
+	}
+	if name == "" {
+		return Call{}, errors.New("tool call has no name")
+	}
+	a, err := jsonObject(name, args)
+	if err != nil {
+		return Call{}, err
+	}
+	return Call{Name: name, Arguments: a}, nil
+}
+
+// sectionCalls reads a tool-calls section made of begin…end calls (Kimi
+// K2's and DeepSeek's special tokens), each through call; a malformed one
+// is an error, and anything but calls ends the section with one.
+func sectionCalls(p *Parsed, section, begin, end string, call func(string) (Call, error)) {
 	for {
 		section = strings.TrimSpace(section)
 		if section == "" {
-			break
+			return
 		}
-		if !strings.HasPrefix(section, dsCallBegin) {
-			p.Errors = append(p.Errors, fmt.Errorf("expected %s, got %.40q", dsCallBegin, section))
-			break
+		if !strings.HasPrefix(section, begin) {
+			p.Errors = append(p.Errors, fmt.Errorf("expected %s in the tool calls section, got %.40q", begin, section))
+			return
 		}
-		body := section[len(dsCallBegin):]
-		e := strings.Index(body, dsCallEnd)
+		body := section[len(begin):]
+		e := strings.Index(body, end)
 		if e < 0 {
-			p.Errors = append(p.Errors, fmt.Errorf("unclosed %s: expected %s", dsCallBegin, dsCallEnd))
-			break
+			p.Errors = append(p.Errors, fmt.Errorf("unclosed %s: expected %s", begin, end))
+			return
 		}
-		section = body[e+len(dsCallEnd):]
-		name, args, ok := strings.Cut(body[:e], dsSep)
-		if !ok {
-			p.Errors = append(p.Errors, fmt.Errorf("tool call %.40q has no %s", body[:e], dsSep))
-			continue
-		}
-		name = strings.TrimSpace(name)
-		if name == "function" { // V3: function<｜tool▁sep｜>NAME\n```json\n{...}\n```
-			m := dsV3Re.FindStringSubmatch(args)
-			if m == nil {
-				p.Errors = append(p.Errors, fmt.Errorf("tool call %.40q: expected NAME and a ```json block", args))
-				continue
-			}
-			name, args = strings.TrimSpace(m[1]), m[2]
-		}
-		if name == "" {
-			p.Errors = append(p.Errors, errors.New("tool call has no name"))
-			continue
-		}
-		a, err := jsonObject(name, args)
+		section = body[e+len(end):]
+		c, err := call(body[:e])
 		if err != nil {
 			p.Errors = append(p.Errors, err)
 			continue
 		}
-		p.Calls = append(p.Calls, Call{Name: name, Arguments: a})
+		p.Calls = append(p.Calls, c)
 	}
-	p.Content = strings.TrimSpace(content)
-	return p
 }
 
 // Mistral parses [TOOL_CALLS] calls: a JSON list of {"name", "arguments"}
@@ -290,27 +281,18 @@ func (g GLM45) parseBody(s string) (Call, error) {
 		return Call{}, fmt.Errorf("tool call must start with the tool's name, got %.40q", name)
 	}
 	inner := s[strings.Index(s, name)+len(name):]
-	var b bytes.Buffer
-	b.WriteByte('{')
-	seen := map[string]bool{}
-	for i, m := range glmPairRe.FindAllStringSubmatch(inner, -1) {
+	var args argsObject
+	for _, m := range glmPairRe.FindAllStringSubmatch(inner, -1) {
 		key, val := strings.TrimSpace(m[1]), strings.TrimSpace(m[2])
-		if seen[key] {
+		if args.has(key) {
 			return Call{}, fmt.Errorf("tool call %q: parameter %q given twice", name, key)
 		}
-		seen[key] = true
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(jsonString(key))
-		b.WriteByte(':')
-		b.Write(g.value(name, key, val))
+		args.add(key, g.value(name, key, val))
 	}
-	b.WriteByte('}')
 	if left := strings.TrimSpace(glmPairRe.ReplaceAllString(inner, "")); left != "" {
 		return Call{}, fmt.Errorf("tool call %q: text outside <arg_key>/<arg_value> pairs: %.40q", name, left)
 	}
-	return Call{Name: name, Arguments: b.Bytes()}, nil
+	return Call{Name: name, Arguments: args.json()}, nil
 }
 
 func (g GLM45) value(tool, key, val string) json.RawMessage {
@@ -420,33 +402,23 @@ func (m MiniMaxM2) invoke(name, body string) (Call, error) {
 	if name == "" {
 		return Call{}, errors.New("invoke has no name")
 	}
-	var b bytes.Buffer
-	b.WriteByte('{')
-	seen := map[string]bool{}
+	var args argsObject
 	last := 0
-	for i, f := range paramRe.FindAllStringSubmatchIndex(body, -1) {
+	for _, f := range paramRe.FindAllStringSubmatchIndex(body, -1) {
 		if strings.TrimSpace(body[last:f[0]]) != "" {
 			return Call{}, fmt.Errorf("tool call %q: text outside <parameter>: %.40q", name, strings.TrimSpace(body[last:f[0]]))
 		}
 		last = f[1]
 		key := unquote(body[f[2]:f[3]])
-		if seen[key] {
+		if args.has(key) {
 			return Call{}, fmt.Errorf("tool call %q: parameter %q given twice", name, key)
 		}
-		seen[key] = true
-		val := strings.TrimSpace(body[f[4]:f[5]])
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(jsonString(key))
-		b.WriteByte(':')
-		b.Write(m.value(name, key, val))
+		args.add(key, m.value(name, key, strings.TrimSpace(body[f[4]:f[5]])))
 	}
 	if strings.TrimSpace(body[last:]) != "" {
 		return Call{}, fmt.Errorf("tool call %q: text outside <parameter>: %.40q", name, strings.TrimSpace(body[last:]))
 	}
-	b.WriteByte('}')
-	return Call{Name: name, Arguments: b.Bytes()}, nil
+	return Call{Name: name, Arguments: args.json()}, nil
 }
 
 // value converts a parameter's text by its schema type.

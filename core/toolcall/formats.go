@@ -98,23 +98,21 @@ func (q Qwen3Coder) parseBody(s string) (Call, error) {
 	}
 	name := strings.TrimSpace(m[1])
 	inner := m[2]
-	args := map[string]json.RawMessage{}
-	var order []string
+	var args argsObject
 	for _, pm := range parameterRe.FindAllStringSubmatchIndex(inner, -1) {
 		key := strings.TrimSpace(inner[pm[2]:pm[3]])
 		val := inner[pm[4]:pm[5]]
 		// The template writes one newline around the value.
 		val = strings.TrimPrefix(val, "\n")
 		val = strings.TrimSuffix(val, "\n")
-		if _, dup := args[key]; dup {
+		if args.has(key) {
 			return Call{}, fmt.Errorf("tool call %q: parameter %q given twice", name, key)
 		}
 		enc, err := q.value(name, key, val)
 		if err != nil {
 			return Call{}, err
 		}
-		args[key] = enc
-		order = append(order, key)
+		args.add(key, enc)
 	}
 	left := parameterRe.ReplaceAllString(inner, "")
 	if strings.Contains(left, "<parameter=") || strings.Contains(left, "</parameter>") {
@@ -123,18 +121,37 @@ func (q Qwen3Coder) parseBody(s string) (Call, error) {
 	if strings.TrimSpace(left) != "" {
 		return Call{}, fmt.Errorf("tool call %q: text outside <parameter> tags: %.40q", name, strings.TrimSpace(left))
 	}
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, k := range order {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(jsonString(k))
-		b.WriteByte(':')
-		b.Write(args[k])
+	return Call{Name: name, Arguments: args.json()}, nil
+}
+
+// argsObject builds a call's arguments from key/value pairs, in the order
+// the model wrote them (XML-style formats give text pairs, not JSON).
+type argsObject struct {
+	b    bytes.Buffer
+	seen map[string]bool
+}
+
+func (o *argsObject) has(key string) bool { return o.seen[key] }
+
+func (o *argsObject) add(key string, val json.RawMessage) {
+	if o.seen == nil {
+		o.seen = map[string]bool{}
+		o.b.WriteByte('{')
+	} else {
+		o.b.WriteByte(',')
 	}
-	b.WriteByte('}')
-	return Call{Name: name, Arguments: b.Bytes()}, nil
+	o.seen[key] = true
+	o.b.Write(jsonString(key))
+	o.b.WriteByte(':')
+	o.b.Write(val)
+}
+
+func (o *argsObject) json() json.RawMessage {
+	if o.seen == nil {
+		return json.RawMessage("{}")
+	}
+	o.b.WriteByte('}')
+	return o.b.Bytes()
 }
 
 func (q Qwen3Coder) value(tool, key, val string) (json.RawMessage, error) {
