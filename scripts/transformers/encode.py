@@ -5,28 +5,21 @@ per input: {"ids": [...], "decoded": str} (no special tokens added, none
 skipped) or {"error": str}.
 """
 
-import json
-import sys
 from typing import Any
 
+from refio import serve
 from tokenizers import Tokenizer
 
+_toks: dict[str, Any] = {}
 
-def main() -> None:
-    toks: dict[str, Any] = {}
-    for line in sys.stdin:
-        case = json.loads(line)
-        try:
-            path = case["tokenizer"]
-            if path not in toks:
-                toks[path] = Tokenizer.from_file(path)
-            ids = toks[path].encode(case["text"], add_special_tokens=False).ids
-            out: dict[str, Any] = {"ids": ids, "decoded": toks[path].decode(ids, skip_special_tokens=False)}
-        except Exception as e:  # noqa: BLE001 - every failure is a result to compare
-            out = {"error": f"{type(e).__name__}: {e}"}
-        sys.stdout.write(json.dumps(out) + "\n")
-        sys.stdout.flush()
+
+def encode(case: dict[str, Any]) -> dict[str, Any]:
+    path = case["tokenizer"]
+    if path not in _toks:
+        _toks[path] = Tokenizer.from_file(path)
+    ids = _toks[path].encode(case["text"], add_special_tokens=False).ids
+    return {"ids": ids, "decoded": _toks[path].decode(ids, skip_special_tokens=False)}
 
 
 if __name__ == "__main__":
-    main()
+    serve(encode)

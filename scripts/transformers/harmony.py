@@ -11,9 +11,10 @@ import base64
 import hashlib
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
+
+from refio import serve
 
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 CACHE = Path.home() / ".cache" / "prorl" / "tiktoken"
@@ -49,29 +50,22 @@ def ensure_o200k(models_dir: str) -> None:
     path.write_bytes(data)
 
 
-def main() -> None:
-    enc: Any = None
-    for line in sys.stdin:
-        case = json.loads(line)
-        try:
-            if enc is None:
-                ensure_o200k(case["models_dir"])
-                os.environ["TIKTOKEN_ENCODINGS_BASE"] = str(CACHE)
-                from openai_harmony import HarmonyEncodingName, Role, load_harmony_encoding
+_enc: list[Any] = []
 
-                enc = (load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS), Role.ASSISTANT)
-            tokens = enc[0].encode(case["text"], allowed_special="all")
-            msgs = enc[0].parse_messages_from_completion_tokens(tokens, enc[1])
-            out: dict[str, Any] = {
-                "messages": [
-                    {"channel": m.channel or "", "recipient": m.recipient or "", "text": "".join(c.text for c in m.content)} for m in msgs
-                ]
-            }
-        except Exception as e:  # noqa: BLE001 - every failure is a result to compare
-            out = {"error": f"{type(e).__name__}: {e}"}
-        sys.stdout.write(json.dumps(out) + "\n")
-        sys.stdout.flush()
+
+def handle(case: dict[str, Any]) -> dict[str, Any]:
+    if not _enc:
+        ensure_o200k(case["models_dir"])
+        os.environ["TIKTOKEN_ENCODINGS_BASE"] = str(CACHE)
+        from openai_harmony import HarmonyEncodingName, Role, load_harmony_encoding
+
+        _enc.extend([load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS), Role.ASSISTANT])
+    enc, role = _enc
+    msgs = enc.parse_messages_from_completion_tokens(enc.encode(case["text"], allowed_special="all"), role)
+    return {
+        "messages": [{"channel": m.channel or "", "recipient": m.recipient or "", "text": "".join(c.text for c in m.content)} for m in msgs]
+    }
 
 
 if __name__ == "__main__":
-    main()
+    serve(handle)

@@ -11,14 +11,13 @@ or
   tokenize=False), which also chooses among named templates.
 """
 
-import json
 import os
-import sys
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
+from refio import serve  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 from transformers.utils.chat_template_utils import _compile_jinja_template  # noqa: E402
 
@@ -41,15 +40,5 @@ def render(case: dict[str, Any]) -> str:
     return str(out)
 
 
-def main() -> None:
-    for line in sys.stdin:
-        try:
-            out: dict[str, str] = {"text": render(json.loads(line))}
-        except Exception as e:  # noqa: BLE001 - every failure is a result to compare
-            out = {"error": f"{type(e).__name__}: {e}"}
-        sys.stdout.write(json.dumps(out) + "\n")
-        sys.stdout.flush()
-
-
 if __name__ == "__main__":
-    main()
+    serve(lambda case: {"text": render(case)})

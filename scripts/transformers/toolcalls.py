@@ -8,11 +8,11 @@ module's parse_tool_call.
 """
 
 import importlib.util
-import json
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from refio import serve
 
 MODULES = {"kimi_k2": "kimi_k2", "mistral": "mistral", "glm45": "glm47", "minimax_m2": "minimax_m2"}
 
@@ -43,20 +43,15 @@ def parse(mod: ModuleType, text: str, tools: Any) -> list[dict[str, Any]]:
     return calls
 
 
-def main() -> None:
-    mods: dict[str, ModuleType] = {}
-    for line in sys.stdin:
-        case = json.loads(line)
-        try:
-            fmt = case["format"]
-            if fmt not in mods:
-                mods[fmt] = _module(MODULES[fmt])
-            out: dict[str, Any] = {"calls": parse(mods[fmt], case["text"], case.get("tools"))}
-        except Exception as e:  # noqa: BLE001 - every failure is a result to compare
-            out = {"error": f"{type(e).__name__}: {e}"}
-        sys.stdout.write(json.dumps(out) + "\n")
-        sys.stdout.flush()
+_mods: dict[str, ModuleType] = {}
+
+
+def handle(case: dict[str, Any]) -> dict[str, Any]:
+    fmt = case["format"]
+    if fmt not in _mods:
+        _mods[fmt] = _module(MODULES[fmt])
+    return {"calls": parse(_mods[fmt], case["text"], case.get("tools"))}
 
 
 if __name__ == "__main__":
-    main()
+    serve(handle)
