@@ -66,7 +66,7 @@ type component struct {
 	Behavior string `json:"behavior"`
 	Invert   bool   `json:"invert"`
 	// ByteLevel
-	AddPrefixSpace bool  `json:"add_prefix_space"`
+	AddPrefixSpace *bool `json:"add_prefix_space"`
 	UseRegex       *bool `json:"use_regex"`
 	// Digits
 	IndividualDigits bool `json:"individual_digits"`
@@ -438,7 +438,7 @@ func (t *Tokenizer) parsePreTokenizer(raw json.RawMessage, at int) (splits []spl
 		}
 		return nil, false, fmt.Errorf("split: behavior %q is not supported", c.Behavior)
 	case "ByteLevel":
-		if c.AddPrefixSpace {
+		if c.AddPrefixSpace != nil && *c.AddPrefixSpace {
 			return nil, false, fmt.Errorf("ByteLevel.add_prefix_space is not supported")
 		}
 		if c.UseRegex == nil || *c.UseRegex {
@@ -455,7 +455,7 @@ func (t *Tokenizer) parsePreTokenizer(raw json.RawMessage, at int) (splits []spl
 		}
 		if m.prepend == "" { // older files: add_prefix_space
 			m.prepend = "always"
-			if !c.AddPrefixSpace && strings.Contains(string(raw), `"add_prefix_space"`) {
+			if c.AddPrefixSpace != nil && !*c.AddPrefixSpace {
 				m.prepend = "never"
 			}
 		}
