@@ -260,13 +260,21 @@ func launch(ctx context.Context, d Driver, l Launch, log hclog.Logger, count *Co
 	}
 	open := sandboxproto.NewOpener(key, sandboxproto.ToHost)
 	go func() { s.read(out, open); out.Close() }()
+	waited := make(chan struct{})
 	go func() {
 		err := cmd.Wait()
+		close(waited)
 		s.fail(fmt.Errorf("sandbox process exited: %v", err))
 	}()
 	// Ready when the agent answers.
 	if _, err := s.call(ctx, sandboxproto.Request{Op: sandboxproto.OpPing}, nil); err != nil {
 		s.kill()
+		// The agent's reason is on stderr, which os/exec copies until Wait
+		// returns: its output closing can be seen first.
+		select {
+		case <-waited:
+		case <-time.After(5 * time.Second):
+		}
 		return nil, fmt.Errorf("%s sandbox did not come up: %w (%s)", d.Name(), err, s.stderrTail())
 	}
 	return s, nil
