@@ -77,10 +77,12 @@ models:
 	@bash scripts/models.sh
 
 # Regenerate the tokenizer goldens from the reference: transformers and the
-# Rust tokenizers from PyPI (and the small Unigram models they train).
+# Rust tokenizers from PyPI (and the small Unigram and SentencePiece BPE
+# models they and sentencepiece train).
 golden: models transformers
 	"$$(bash scripts/transformers/install.sh)" scripts/golden/gen.py $(MODELS_DIR) $(CURDIR)/core/tokenizer/testdata
 	"$$(bash scripts/transformers/install.sh)" scripts/transformers/make_unigram.py /usr/share/common-licenses/GPL-3 core/tokenizer/bpe/testdata/unigram
+	"$$(bash scripts/transformers/install.sh)" scripts/transformers/spm.py train /usr/share/common-licenses/GPL-3 core/tokenizer/bpe/testdata/spm
 
 # Math-Verify (PyPI, pinned) in a venv: the reference the math reward is tested against.
 mathverify:

@@ -3,6 +3,8 @@ package bpe
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -177,4 +179,114 @@ func FuzzSpaceSplit(f *testing.F) {
 			t.Fatalf("%q: cut %v, whole %v", s, a, b)
 		}
 	})
+}
+
+// TestAgainstSentencePiece checks SentencePiece BPE models against the
+// sentencepiece library itself, the reference their tokenizer.json files
+// are converted from: Mistral's v1 (7B v0.1), v2 (v0.2), v3 (v0.3, with its
+// whitespace pieces scored -1e9) and v7 (Large 2411) models as mistral-common
+// (PyPI) ships them, and two small models trained here in Yi's shape (no
+// dummy prefix) and Llama's (scripts/transformers/spm.py train). Each is
+// converted to the Hub's tokenizer.json shape (spm.py convert); we must
+// equal the Rust library on it for every text, and sentencepiece on every
+// text without a special token's text in it (sentencepiece never matches
+// control symbols in text; Hugging Face's added tokens do).
+func TestAgainstSentencePiece(t *testing.T) {
+	py := sdktest.ReferencePython(t, "../../../scripts/transformers/install.sh", "PRORL_REQUIRE_TRANSFORMERS")
+	const script = "../../../scripts/transformers/spm.py"
+	out, err := exec.Command(py, script, "mistral").Output()
+	if err != nil {
+		t.Fatalf("spm.py mistral: %v", err)
+	}
+	mistral := strings.TrimSpace(string(out))
+	models := map[string]string{ // name -> .model
+		"mistral_v1": filepath.Join(mistral, "tokenizer.model.v1"),
+		"mistral_v2": filepath.Join(mistral, "mistral_instruct_tokenizer_240216.model.v2"),
+		"mistral_v3": filepath.Join(mistral, "mistral_instruct_tokenizer_240323.model.v3"),
+		"mistral_v7": filepath.Join(mistral, "mistral_instruct_tokenizer_241114.model.v7"),
+		"noprefix":   filepath.Join("testdata", "spm", "noprefix", "tokenizer.model"),
+		"prefix":     filepath.Join("testdata", "spm", "prefix", "tokenizer.model"),
+	}
+	dir := t.TempDir()
+	jsons := map[string]string{}
+	for name, model := range models {
+		jsons[name] = filepath.Join("testdata", "spm", name, "tokenizer.json")
+		if strings.HasPrefix(name, "mistral") {
+			if b, err := exec.Command(py, script, "convert", model, filepath.Join(dir, name)).CombinedOutput(); err != nil {
+				t.Fatalf("convert %s: %v\n%s", name, err, b)
+			}
+			jsons[name] = filepath.Join(dir, name, "tokenizer.json")
+		}
+	}
+	corpus := testmodels.MixedCorpus(t)
+	texts := slices.Clone(hardTexts)
+	for at := 0; at+2000 < len(corpus) && at < 600000; at += 20011 {
+		texts = append(texts, corpus[at:at+2000])
+	}
+	type rustIn struct {
+		Tokenizer string `json:"tokenizer"`
+		Text      string `json:"text"`
+	}
+	type spIn struct {
+		Model string `json:"model"`
+		Text  string `json:"text"`
+	}
+	names := slices.Sorted(maps.Keys(models))
+	var rin []rustIn
+	var sin []spIn
+	for _, name := range names {
+		for _, s := range texts {
+			rin = append(rin, rustIn{jsons[name], s})
+			sin = append(sin, spIn{models[name], s})
+		}
+	}
+	rust, err := sdktest.RunJSONLines(py, "../../../scripts/transformers/encode.py", rin, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := sdktest.RunJSONLines(py, script, sin, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, name := range names {
+		tok, err := Load(jsons[name])
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var special []string
+		for id := range tok.VocabSize() {
+			if tok.IsAdded(id) {
+				special = append(special, tok.Piece(id))
+			}
+		}
+		var againstRust, againstSP, spTexts int
+		for i, s := range texts {
+			var r, p struct {
+				IDs   []int  `json:"ids"`
+				Error string `json:"error"`
+			}
+			if err := json.Unmarshal(rust[n*len(texts)+i], &r); err != nil || r.Error != "" {
+				t.Fatalf("rust %s: %v %s", name, err, r.Error)
+			}
+			if err := json.Unmarshal(sp[n*len(texts)+i], &p); err != nil || p.Error != "" {
+				t.Fatalf("sentencepiece %s: %v %s", name, err, p.Error)
+			}
+			got := tok.Encode(s)
+			if slices.Equal(got, r.IDs) {
+				againstRust++
+			} else if i+1-againstRust <= 3 {
+				t.Errorf("%s %.60q:\nours %v\nrust %v", name, s, head(got), head(r.IDs))
+			}
+			if slices.ContainsFunc(special, func(sp string) bool { return strings.Contains(s, sp) }) {
+				continue
+			}
+			spTexts++
+			if slices.Equal(got, p.IDs) {
+				againstSP++
+			} else if spTexts-againstSP <= 3 {
+				t.Errorf("%s %.60q:\nours          %v\nsentencepiece %v", name, s, head(got), head(p.IDs))
+			}
+		}
+		t.Logf("%s: %d of %d texts match the Rust library, %d of %d sentencepiece", name, againstRust, len(texts), againstSP, spTexts)
+	}
 }
