@@ -37,7 +37,8 @@ type LocalOptions struct {
 }
 
 // Local is a Go tokenizer loaded from a model directory: Hugging Face's
-// tokenizer.json, tokenizer_config.json (special tokens and chat
+// tokenizer.json (or, without one, SentencePiece's tokenizer.model),
+// tokenizer_config.json (special tokens and chat
 // template), optional chat_template.jinja and generation_config.json.
 type Local struct {
 	tok     *bpe.Tokenizer
@@ -55,6 +56,12 @@ var _ Tokenizer = (*Local)(nil)
 // LoadDir loads a model directory.
 func LoadDir(dir string, opts LocalOptions) (*Local, error) {
 	tok, err := bpe.Load(filepath.Join(dir, "tokenizer.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		// Repositories such as InternLM2's ship only SentencePiece's file.
+		if _, serr := os.Stat(filepath.Join(dir, "tokenizer.model")); serr == nil {
+			tok, err = bpe.LoadSentencePiece(filepath.Join(dir, "tokenizer.model"))
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

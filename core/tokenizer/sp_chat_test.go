@@ -1,9 +1,12 @@
 package tokenizer
 
 import (
+	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/prorl/prorl/core/trajectory"
@@ -89,5 +92,52 @@ func chatAgainstTransformers(t *testing.T, model string) {
 		if !slices.Equal(got, ref.IDs) {
 			t.Fatalf("conversation %d: ids\nours %v\nrust %v", i, got, ref.IDs)
 		}
+	}
+}
+
+// TestLoadDirSentencePieceModel: a model directory with SentencePiece's
+// tokenizer.model and no tokenizer.json (InternLM2's layout) loads, renders
+// and encodes as the same directory with the converted tokenizer.json does
+// (the two files themselves are compared with sentencepiece in bpe's
+// TestAgainstSentencePiece); a directory with neither is an error.
+func TestLoadDirSentencePieceModel(t *testing.T) {
+	src := filepath.Join("bpe", "testdata", "spm", "prefix")
+	cfg := `{"bos_token": "<s>", "eos_token": "</s>", "chat_template": "{{ bos_token }}{% for m in messages %}{% if m.role == 'user' %}[INST] {{ m.content }} [/INST]{% else %}{{ m.content }}{{ eos_token }}{% endif %}{% endfor %}"}`
+	dirs := map[string][]string{"model": {"tokenizer.model"}, "json": {"tokenizer.json"}}
+	loaded := map[string]*Local{}
+	for name, files := range dirs {
+		dir := t.TempDir()
+		for _, f := range files {
+			b, err := os.ReadFile(filepath.Join(src, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l, err := LoadDir(dir, LocalOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		loaded[name] = l
+	}
+	msgs := []trajectory.Message{{Role: "user", Content: "Free  software,\tfree ⅡⅢ 😀?"}, {Role: "assistant", Content: " GNU  GPL"}}
+	a, err := loaded["model"].Render(context.Background(), msgs, nil, RenderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := loaded["json"].Render(context.Background(), msgs, nil, RenderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(a, b) || len(a) < 10 || a[0] != 1 {
+		t.Fatalf("tokenizer.model renders %v, tokenizer.json %v", a, b)
+	}
+	if _, err := LoadDir(t.TempDir(), LocalOptions{}); err == nil || !strings.Contains(err.Error(), "tokenizer.json") {
+		t.Fatalf("empty directory: %v", err)
 	}
 }

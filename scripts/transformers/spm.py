@@ -123,12 +123,12 @@ def encode(case: dict[str, Any]) -> dict[str, Any]:
 def train(corpus: str, out: Path) -> None:
     # Yi's shape (no dummy prefix) and Llama's (dummy prefix), both with
     # byte fallback, split digits and whitespace-only pieces.
-    for name, prefix in (("noprefix", False), ("prefix", True)):
+    for name, prefix in (("noprefix", False), ("prefix", True), ("unigram", True)):
         (out / name).mkdir(parents=True, exist_ok=True)
         spm.SentencePieceTrainer.train(
             input=corpus,
             model_prefix=str(out / name / "tokenizer"),
-            model_type="bpe",
+            model_type="unigram" if name == "unigram" else "bpe",
             vocab_size=600,
             character_coverage=0.995,
             byte_fallback=True,
@@ -150,7 +150,8 @@ def train(corpus: str, out: Path) -> None:
         model.trainer_spec.model_prefix = "tokenizer"
         model.trainer_spec.input[:] = [Path(corpus).name]
         (out / name / "tokenizer.model").write_bytes(model.SerializeToString())
-        convert(str(out / name / "tokenizer.model"), out / name)
+        if name != "unigram":  # convert writes BPE models only; Go reads the .model
+            convert(str(out / name / "tokenizer.model"), out / name)
 
 
 def mistral_dir() -> str:

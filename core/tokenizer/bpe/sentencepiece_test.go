@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/prorl/prorl/internal/testmodels"
 	"github.com/prorl/prorl/sdk/sdktest"
@@ -181,16 +184,19 @@ func FuzzSpaceSplit(f *testing.F) {
 	})
 }
 
-// TestAgainstSentencePiece checks SentencePiece BPE models against the
-// sentencepiece library itself, the reference their tokenizer.json files
-// are converted from: Mistral's v1 (7B v0.1), v2 (v0.2), v3 (v0.3, with its
-// whitespace pieces scored -1e9) and v7 (Large 2411) models as mistral-common
-// (PyPI) ships them, and two small models trained here in Yi's shape (no
-// dummy prefix) and Llama's (scripts/transformers/spm.py train). Each is
-// converted to the Hub's tokenizer.json shape (spm.py convert); we must
-// equal the Rust library on it for every text, and sentencepiece on every
-// text without a special token's text in it (sentencepiece never matches
-// control symbols in text; Hugging Face's added tokens do).
+// TestAgainstSentencePiece checks SentencePiece models against the
+// sentencepiece library itself: Mistral's v1 (7B v0.1), v2 (v0.2), v3 (v0.3,
+// with its whitespace pieces scored -1e9) and v7 (Large 2411) models as
+// mistral-common (PyPI) ships them, and small models trained here in Yi's
+// shape (BPE, no dummy prefix), Llama's (BPE, dummy prefix) and as a Unigram
+// model (scripts/transformers/spm.py train). Each BPE model is converted to
+// the Hub's tokenizer.json shape (spm.py convert), which we must encode as
+// the Rust library does on every text; and we load each .model directly
+// (LoadSentencePiece, for repositories such as InternLM2's that ship no
+// tokenizer.json), which must encode as the tokenizer.json does. Both must
+// equal sentencepiece on every text without a special token's text in it
+// (sentencepiece never matches control symbols in text; Hugging Face's
+// added tokens do).
 func TestAgainstSentencePiece(t *testing.T) {
 	py := sdktest.ReferencePython(t, "../../../scripts/transformers/install.sh", "PRORL_REQUIRE_TRANSFORMERS")
 	const script = "../../../scripts/transformers/spm.py"
@@ -206,11 +212,14 @@ func TestAgainstSentencePiece(t *testing.T) {
 		"mistral_v7": filepath.Join(mistral, "mistral_instruct_tokenizer_241114.model.v7"),
 		"noprefix":   filepath.Join("testdata", "spm", "noprefix", "tokenizer.model"),
 		"prefix":     filepath.Join("testdata", "spm", "prefix", "tokenizer.model"),
+		"unigram":    filepath.Join("testdata", "spm", "unigram", "tokenizer.model"),
 	}
 	dir := t.TempDir()
-	jsons := map[string]string{}
+	jsons := map[string]string{ // name -> tokenizer.json (BPE only)
+		"noprefix": filepath.Join("testdata", "spm", "noprefix", "tokenizer.json"),
+		"prefix":   filepath.Join("testdata", "spm", "prefix", "tokenizer.json"),
+	}
 	for name, model := range models {
-		jsons[name] = filepath.Join("testdata", "spm", name, "tokenizer.json")
 		if strings.HasPrefix(name, "mistral") {
 			if b, err := exec.Command(py, script, "convert", model, filepath.Join(dir, name)).CombinedOutput(); err != nil {
 				t.Fatalf("convert %s: %v\n%s", name, err, b)
@@ -236,7 +245,9 @@ func TestAgainstSentencePiece(t *testing.T) {
 	var sin []spIn
 	for _, name := range names {
 		for _, s := range texts {
-			rin = append(rin, rustIn{jsons[name], s})
+			if jsons[name] != "" {
+				rin = append(rin, rustIn{jsons[name], s})
+			}
 			sin = append(sin, spIn{models[name], s})
 		}
 	}
@@ -248,34 +259,59 @@ func TestAgainstSentencePiece(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for n, name := range names {
-		tok, err := Load(jsons[name])
+	type ref struct {
+		IDs     []int  `json:"ids"`
+		Decoded string `json:"decoded"`
+		Error   string `json:"error"`
+	}
+	read := func(what string, raw json.RawMessage) ref {
+		var r ref
+		if err := json.Unmarshal(raw, &r); err != nil || r.Error != "" {
+			t.Fatalf("%s: %v %s", what, err, r.Error)
+		}
+		return r
+	}
+	for _, name := range names {
+		direct, err := LoadSentencePiece(models[name])
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		var special []string
-		for id := range tok.VocabSize() {
-			if tok.IsAdded(id) {
-				special = append(special, tok.Piece(id))
+		for id := range direct.VocabSize() {
+			if direct.IsAdded(id) {
+				special = append(special, direct.Piece(id))
 			}
 		}
-		var againstRust, againstSP, spTexts int
+		var fromJSON *Tokenizer
+		if jsons[name] != "" {
+			if fromJSON, err = Load(jsons[name]); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		var againstRust, sameAsJSON, againstSP, spTexts, bad int
+		fail := func(format string, args ...any) {
+			if bad++; bad <= 3 {
+				t.Errorf(format, args...)
+			}
+		}
 		for i, s := range texts {
-			var r, p struct {
-				IDs   []int  `json:"ids"`
-				Error string `json:"error"`
-			}
-			if err := json.Unmarshal(rust[n*len(texts)+i], &r); err != nil || r.Error != "" {
-				t.Fatalf("rust %s: %v %s", name, err, r.Error)
-			}
-			if err := json.Unmarshal(sp[n*len(texts)+i], &p); err != nil || p.Error != "" {
-				t.Fatalf("sentencepiece %s: %v %s", name, err, p.Error)
-			}
-			got := tok.Encode(s)
-			if slices.Equal(got, r.IDs) {
-				againstRust++
-			} else if i+1-againstRust <= 3 {
-				t.Errorf("%s %.60q:\nours %v\nrust %v", name, s, head(got), head(r.IDs))
+			p := read("sentencepiece "+name, sp[0])
+			sp = sp[1:]
+			got := direct.Encode(s)
+			if fromJSON != nil {
+				r := read("rust "+name, rust[0])
+				rust = rust[1:]
+				viaJSON := fromJSON.Encode(s)
+				if slices.Equal(viaJSON, r.IDs) && fromJSON.Decode(viaJSON) == r.Decoded {
+					againstRust++
+				} else {
+					fail("%s %.60q (tokenizer.json):\nours %v %q\nrust %v %q", name, s, head(viaJSON), fromJSON.Decode(viaJSON), head(r.IDs), r.Decoded)
+				}
+				if slices.Equal(got, viaJSON) && direct.Decode(got) == fromJSON.Decode(viaJSON) {
+					sameAsJSON++
+				} else {
+					fail("%s %.60q: tokenizer.model %v, tokenizer.json %v", name, s, head(got), head(viaJSON))
+				}
 			}
 			if slices.ContainsFunc(special, func(sp string) bool { return strings.Contains(s, sp) }) {
 				continue
@@ -283,10 +319,62 @@ func TestAgainstSentencePiece(t *testing.T) {
 			spTexts++
 			if slices.Equal(got, p.IDs) {
 				againstSP++
-			} else if spTexts-againstSP <= 3 {
-				t.Errorf("%s %.60q:\nours          %v\nsentencepiece %v", name, s, head(got), head(p.IDs))
+			} else {
+				fail("%s %.60q (text %d):\nours          %v\nsentencepiece %v", name, s, i, head(got), head(p.IDs))
 			}
 		}
-		t.Logf("%s: %d of %d texts match the Rust library, %d of %d sentencepiece", name, againstRust, len(texts), againstSP, spTexts)
+		if fromJSON != nil {
+			t.Logf("%s: tokenizer.json: %d of %d texts as the Rust library; tokenizer.model: %d as tokenizer.json", name, againstRust, len(texts), sameAsJSON)
+		}
+		t.Logf("%s: tokenizer.model: %d of %d texts as sentencepiece", name, againstSP, spTexts)
 	}
+}
+
+// FuzzSentencePieceModel: any bytes load as a model or fail with an error;
+// a model that loads encodes any text to ids in range.
+func FuzzSentencePieceModel(f *testing.F) {
+	// Small models (the fuzzer spends minutes minimising inputs as large as
+	// the 9 KB test models): pieces, then a trainer_spec (model type, byte fallback) and a
+	// normalizer_spec.
+	piece := func(s string, score float32, typ uint64) []byte {
+		var p []byte
+		p = protowire.AppendTag(p, 1, protowire.BytesType)
+		p = protowire.AppendString(p, s)
+		p = protowire.AppendTag(p, 2, protowire.Fixed32Type)
+		p = protowire.AppendFixed32(p, math.Float32bits(score))
+		p = protowire.AppendTag(p, 3, protowire.VarintType)
+		p = protowire.AppendVarint(p, typ)
+		b := protowire.AppendTag(nil, 1, protowire.BytesType)
+		return protowire.AppendBytes(b, p)
+	}
+	for _, modelType := range []uint64{1, 2} {
+		var b []byte
+		b = append(b, piece("<unk>", 0, 2)...)
+		b = append(b, piece("<s>", 0, 3)...)
+		b = append(b, piece("<0x41>", 0, 6)...)
+		for i, s := range []string{"▁", "a", "b", "▁a", "ab", "▁ab", "▁▁"} {
+			b = append(b, piece(s, -float32(i), 1)...)
+		}
+		trainer := protowire.AppendVarint(protowire.AppendTag(nil, 3, protowire.VarintType), modelType)
+		trainer = protowire.AppendVarint(protowire.AppendTag(trainer, 35, protowire.VarintType), 1)
+		b = protowire.AppendBytes(protowire.AppendTag(b, 2, protowire.BytesType), trainer)
+		norm := protowire.AppendVarint(protowire.AppendTag(nil, 4, protowire.VarintType), 0)
+		b = protowire.AppendBytes(protowire.AppendTag(b, 3, protowire.BytesType), norm)
+		f.Add(b, "ab  a\tA")
+	}
+	f.Fuzz(func(t *testing.T, b []byte, text string) {
+		doc, err := sentencePieceJSON(b)
+		if err != nil {
+			return
+		}
+		tok, err := Parse(doc)
+		if err != nil {
+			return
+		}
+		for _, id := range tok.Encode(text) {
+			if id < 0 || id >= tok.VocabSize() {
+				t.Fatalf("id %d out of range", id)
+			}
+		}
+	})
 }

@@ -18,6 +18,10 @@ type unigram struct {
 	maxLen   int // bytes of the longest piece
 	unk      int32
 	unkScore float64
+	// f32: path scores add up in float32, as SentencePiece's do (for
+	// models loaded from a .model file); ties between segmentations of
+	// equal real score then break as they do there.
+	f32 bool
 }
 
 // unkPenalty is how far below the lowest piece an unknown character
@@ -86,7 +90,11 @@ func (t *Tokenizer) viterbi(w string) []int32 {
 				continue
 			}
 			end := at + l
-			if c := base + u.scores[id]; !best[end].set || c > best[end].score {
+			c := base + u.scores[id]
+			if u.f32 {
+				c = float64(float32(base) + float32(u.scores[id]))
+			}
+			if !best[end].set || c > best[end].score {
 				best[end] = node{score: c, start: int32(at), id: id, set: true}
 			}
 			if l == size {
@@ -95,7 +103,11 @@ func (t *Tokenizer) viterbi(w string) []int32 {
 		}
 		if !single {
 			end := at + size
-			if c := base + u.unkScore; !best[end].set || c > best[end].score {
+			c := base + u.unkScore
+			if u.f32 {
+				c = float64(float32(base) + float32(u.unkScore))
+			}
+			if !best[end].set || c > best[end].score {
 				best[end] = node{score: c, start: int32(at), id: -2, set: true}
 			}
 		}
