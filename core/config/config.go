@@ -200,6 +200,16 @@ type Tokenizer struct {
 	// NullContentWithToolCalls passes content None on assistant turns that
 	// only call tools (DeepSeek V3).
 	NullContentWithToolCalls bool `toml:"null_content_with_tool_calls"`
+	// ChatFormat is "template" (the model's chat template, the default) or
+	// "harmony" (OpenAI's harmony format, for GPT-OSS, rendered as the
+	// openai-harmony library does, which is how vLLM renders GPT-OSS).
+	ChatFormat string `toml:"chat_format"`
+	// ReasoningEffort is harmony's "Reasoning:" (low, medium, high;
+	// default medium); a request's template kwarg reasoning_effort wins.
+	ReasoningEffort string `toml:"reasoning_effort"`
+	// ConversationDate is harmony's "Current date:" (YYYY-MM-DD); empty:
+	// none. A fixed date keeps a run's prompts (and their cache) stable.
+	ConversationDate string `toml:"conversation_date"`
 	// Check renders the whole conversation after every turn and records in
 	// the trajectory's metrics whether the template reproduces the tokens
 	// kept ("every_turn", the default, or "off").
@@ -539,6 +549,20 @@ func (c *Config) Validate() error {
 	}
 	if c.Pipeline.RolloutTimeout.Duration <= 0 {
 		errs = append(errs, fe("pipeline.rollout_timeout", "must be positive"))
+	}
+	if !oneOf(c.Tokenizer.ChatFormat, []string{"", "template", "harmony"}) {
+		errs = append(errs, fe("tokenizer.chat_format", "must be template or harmony, not %q", c.Tokenizer.ChatFormat))
+	}
+	if !oneOf(c.Tokenizer.ReasoningEffort, []string{"", "low", "medium", "high"}) {
+		errs = append(errs, fe("tokenizer.reasoning_effort", "must be low, medium or high, not %q", c.Tokenizer.ReasoningEffort))
+	}
+	if d := c.Tokenizer.ConversationDate; d != "" {
+		if _, err := time.Parse("2006-01-02", d); err != nil {
+			errs = append(errs, fe("tokenizer.conversation_date", "must be YYYY-MM-DD, not %q", d))
+		}
+	}
+	if c.Tokenizer.ChatFormat == "harmony" && c.Tokenizer.ChatTemplate != "" {
+		errs = append(errs, fe("tokenizer.chat_template", "is not used with chat_format = \"harmony\""))
 	}
 	if !oneOf(c.Tokenizer.Check, []string{"every_turn", "off"}) {
 		errs = append(errs, fe("tokenizer.check", "must be every_turn or off, not %q", c.Tokenizer.Check))

@@ -30,6 +30,10 @@ func TestParseErrors(t *testing.T) {
 		{"empty token file", "[server]\ntoken_file = \"/dev/null\"\n", "server.token_file: /dev/null is empty"},
 		{"unreadable token file", "[server]\ntoken_file = \"/nonexistent/token\"\n", "server.token_file"},
 		{"bad format", "[agent]\ntool_call_format = \"xml\"\n", "agent.tool_call_format"},
+		{"bad chat format", "[tokenizer]\nchat_format = \"chatml\"\n", `tokenizer.chat_format: must be template or harmony, not "chatml"`},
+		{"bad reasoning effort", "[tokenizer]\nreasoning_effort = \"max\"\n", "tokenizer.reasoning_effort"},
+		{"bad date", "[tokenizer]\nconversation_date = \"28/06/2025\"\n", "tokenizer.conversation_date: must be YYYY-MM-DD"},
+		{"template with harmony", "[tokenizer]\nchat_format = \"harmony\"\nchat_template = \"x.jinja\"\n", "tokenizer.chat_template: is not used"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -25,6 +25,7 @@ import (
 	"github.com/prorl/prorl/core/sandbox"
 	"github.com/prorl/prorl/core/store"
 	"github.com/prorl/prorl/core/tokenizer"
+	"github.com/prorl/prorl/core/tokenizer/harmony"
 	"github.com/prorl/prorl/core/toolcall"
 	"github.com/prorl/prorl/core/trajectory"
 	"github.com/prorl/prorl/sdk"
@@ -102,7 +103,8 @@ func New(d Deps) (*Pipeline, error) {
 	p.gate = newGate(p)
 	p.runner = &agent.Runner{Parser: parser, Policy: p.policy.Load}
 	if tc := d.Cfg.Tokenizer; tc.ModelDir != "" {
-		opts := tokenizer.LocalOptions{ArgumentsAsString: tc.ArgumentsAsString, NullContentWithToolCalls: tc.NullContentWithToolCalls, TemplateName: tc.ChatTemplateName}
+		opts := tokenizer.LocalOptions{ArgumentsAsString: tc.ArgumentsAsString, NullContentWithToolCalls: tc.NullContentWithToolCalls, TemplateName: tc.ChatTemplateName,
+			ChatFormat: tc.ChatFormat, HarmonyOptions: harmony.Options{ReasoningEffort: tc.ReasoningEffort, Date: tc.ConversationDate}}
 		if tc.ChatTemplate != "" {
 			b, err := os.ReadFile(tc.ChatTemplate)
 			if err != nil {

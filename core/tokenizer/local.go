@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/prorl/prorl/core/tokenizer/bpe"
+	"github.com/prorl/prorl/core/tokenizer/harmony"
 	"github.com/prorl/prorl/core/tokenizer/jinja"
 	"github.com/prorl/prorl/core/trajectory"
 )
@@ -34,6 +35,11 @@ type LocalOptions struct {
 	// transformers chooses, "tool_use" when tools are given and the model
 	// has one, else "default".
 	TemplateName string
+	// ChatFormat "harmony" renders with OpenAI's harmony format (GPT-OSS)
+	// instead of a chat template, as vLLM does for GPT-OSS; HarmonyOptions
+	// are its system message's settings. Empty: the chat template.
+	ChatFormat     string
+	HarmonyOptions harmony.Options
 }
 
 // Local is a Go tokenizer loaded from a model directory: Hugging Face's
@@ -93,6 +99,13 @@ func LoadDir(dir string, opts LocalOptions) (*Local, error) {
 		if s != "" {
 			l.special[name] = s
 		}
+	}
+	switch opts.ChatFormat {
+	case "harmony":
+		return l.loadHarmony(dir)
+	case "", "template":
+	default:
+		return nil, fmt.Errorf("chat format %q: want \"template\" or \"harmony\"", opts.ChatFormat)
 	}
 	src, toolSrc, err := chooseTemplates(dir, cfg, opts)
 	if err != nil {
@@ -217,8 +230,11 @@ func (l *Local) Render(_ context.Context, msgs []trajectory.Message, tools []tra
 // Decode turns ids into text.
 func (l *Local) Decode(_ context.Context, ids []int) (string, error) { return l.tok.Decode(ids), nil }
 
-// RenderText applies the chat template.
+// RenderText applies the chat template (or the harmony format).
 func (l *Local) RenderText(msgs []trajectory.Message, tools []trajectory.Tool, opts RenderOptions) (string, error) {
+	if l.opts.ChatFormat == "harmony" {
+		return l.renderHarmony(msgs, tools, opts)
+	}
 	vals := make([]jinja.Value, len(msgs))
 	for i, m := range msgs {
 		v, err := l.MessageValue(m)

@@ -1,7 +1,16 @@
-"""Parse GPT-OSS completions with openai-harmony (OpenAI's own parser).
+"""Parse and render GPT-OSS conversations with openai-harmony (OpenAI's own library).
 
-Reads JSON lines {"text": str, "models_dir": str} and writes one JSON line
-per input: {"messages": [{"channel", "recipient", "text"}]} or {"error": str}.
+Reads JSON lines and writes one JSON line per input, or {"error": str}:
+- {"text": str, "models_dir": str}: the completion parsed,
+  {"messages": [{"channel", "recipient", "text"}]};
+- {"messages": [chat messages], "tools": [OpenAI tools], "reasoning_effort",
+  "date", "add_generation_prompt", "models_dir"}: the conversation rendered,
+  {"text": str, "ids": [...]}. Chat messages map to harmony messages as the
+  Go renderer documents (core/tokenizer/harmony): the first system message
+  becomes the developer message's instructions, reasoning_content the
+  analysis channel, content final (commentary beside tool calls), a tool
+  call a commentary message to functions.NAME, a tool result a message
+  from functions.NAME.
 harmony needs o200k_base.tiktoken, which it would download; it is rebuilt
 offline from the GPT-OSS tokenizer.json (make models) and checked against
 the published file's sha256, so it is the same file.
@@ -53,15 +62,73 @@ def ensure_o200k(models_dir: str) -> None:
 _enc: list[Any] = []
 
 
-def handle(case: dict[str, Any]) -> dict[str, Any]:
+def _load(models_dir: str) -> Any:
     if not _enc:
-        ensure_o200k(case["models_dir"])
+        ensure_o200k(models_dir)
         os.environ["TIKTOKEN_ENCODINGS_BASE"] = str(CACHE)
-        from openai_harmony import HarmonyEncodingName, Role, load_harmony_encoding
+        from openai_harmony import HarmonyEncodingName, load_harmony_encoding
 
-        _enc.extend([load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS), Role.ASSISTANT])
-    enc, role = _enc
-    msgs = enc.parse_messages_from_completion_tokens(enc.encode(case["text"], allowed_special="all"), role)
+        _enc.append(load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS))
+    return _enc[0]
+
+
+def render(case: dict[str, Any]) -> dict[str, Any]:
+    import openai_harmony as h
+
+    enc = _load(case["models_dir"])
+    sysc = h.SystemContent.new().with_reasoning_effort(h.ReasoningEffort((case.get("reasoning_effort") or "medium").capitalize()))
+    if case.get("date"):
+        sysc = sysc.with_conversation_start_date(case["date"])
+    msgs = case["messages"]
+    out = [h.Message.from_role_and_content(h.Role.SYSTEM, sysc)]
+    dev = h.DeveloperContent.new()
+    has_dev = False
+    if msgs and msgs[0]["role"] in ("system", "developer"):
+        dev, has_dev, msgs = dev.with_instructions(msgs[0]["content"]), True, msgs[1:]
+    if case.get("tools"):
+        fns = [t["function"] for t in case["tools"]]
+        descs = [h.ToolDescription.new(f["name"], f.get("description", ""), parameters=f.get("parameters")) for f in fns]
+        dev, has_dev = dev.with_function_tools(descs), True
+    if has_dev:
+        out.append(h.Message.from_role_and_content(h.Role.DEVELOPER, dev))
+    names: dict[str, str] = {}
+    last = ""
+    for m in msgs:
+        if m["role"] == "user":
+            out.append(h.Message.from_role_and_content(h.Role.USER, m["content"]))
+        elif m["role"] == "assistant":
+            if m.get("reasoning_content"):
+                out.append(h.Message.from_role_and_content(h.Role.ASSISTANT, m["reasoning_content"]).with_channel("analysis"))
+            calls = m.get("tool_calls") or []
+            if m.get("content"):
+                ch = "commentary" if calls else "final"
+                out.append(h.Message.from_role_and_content(h.Role.ASSISTANT, m["content"]).with_channel(ch))
+            for c in calls:
+                fn = c["function"]
+                msg = h.Message.from_role_and_content(h.Role.ASSISTANT, fn.get("arguments") or "{}")
+                out.append(msg.with_channel("commentary").with_recipient("functions." + fn["name"]).with_content_type("<|constrain|>json"))
+                names[c.get("id", "")] = last = fn["name"]
+        elif m["role"] == "tool":
+            name = m.get("name") or names.get(m.get("tool_call_id", "")) or last
+            author = h.Author.new(h.Role.TOOL, "functions." + name)
+            out.append(h.Message.from_author_and_content(author, m["content"]).with_channel("commentary").with_recipient("assistant"))
+        else:
+            raise ValueError(f"role {m['role']}")
+    convo = h.Conversation.from_messages(out)
+    if case.get("add_generation_prompt"):
+        ids = enc.render_conversation_for_completion(convo, h.Role.ASSISTANT)
+    else:
+        ids = enc.render_conversation(convo)
+    return {"text": enc.decode_utf8(ids), "ids": list(ids)}
+
+
+def handle(case: dict[str, Any]) -> dict[str, Any]:
+    if "messages" in case:
+        return render(case)
+    enc = _load(case["models_dir"])
+    from openai_harmony import Role
+
+    msgs = enc.parse_messages_from_completion_tokens(enc.encode(case["text"], allowed_special="all"), Role.ASSISTANT)
     return {
         "messages": [{"channel": m.channel or "", "recipient": m.recipient or "", "text": "".join(c.text for c in m.content)} for m in msgs]
     }
