@@ -64,7 +64,7 @@ func fixedCases() []refCase {
 	}
 }
 
-// TestAgainstOpenAIHarmony renders the fixed conversations and 1,000 with
+// TestAgainstOpenAIHarmony renders the fixed conversations and 3,000 with
 // random tool schemas with our renderer and with openai-harmony (PyPI):
 // the same text, and the same ids through GPT-OSS's tokenizer.
 func TestAgainstOpenAIHarmony(t *testing.T) {
@@ -76,7 +76,7 @@ func TestAgainstOpenAIHarmony(t *testing.T) {
 	}
 	cases := fixedCases()
 	rng := rand.New(rand.NewSource(7))
-	for range 1000 {
+	for range 3000 {
 		cases = append(cases, randomCase(rng))
 	}
 	for i := range cases {
