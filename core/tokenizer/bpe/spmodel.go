@@ -192,7 +192,6 @@ func spMerges(pieces []spPiece, vocab map[string]int) [][2]string {
 		l, r       string
 		score      float32
 		lenL, lenR int
-		order      int
 	}
 	var ms []merge
 	for _, p := range pieces {
