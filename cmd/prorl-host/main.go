@@ -74,17 +74,21 @@ func (u usageError) Error() string { return u.msg }
 const usage = `usage: prorl-host <command> [flags]
 
 commands:
-  serve     run the HTTP API (ProRL-compatible endpoints included)
-  run       run a JSONL file of tasks and print a summary
-  plugins   list the configured plugins, hash or describe a plugin binary
-  sandbox   build the default image; run a command in a sandbox to check a deployment
-  store     check the durable store's integrity (with the host stopped)
-  swe       swe images: which instances of a dataset have their images
-  harness   list the agent harnesses; install them (harness install [NAME...])
-  version   print the version
+  serve       run the HTTP API (ProRL-compatible endpoints included); with
+              [cluster] coordinator set, as a node of that coordinator
+  coordinate  run a coordinator: the same API, rollouts spread over the
+              nodes that register with it
+  run         run a JSONL file of tasks and print a summary
+  plugins     list the configured plugins, hash or describe a plugin binary
+  sandbox     build the default image; run a command in a sandbox to check a deployment
+  store       check the durable store's integrity (with the host stopped)
+  swe         swe images: which instances of a dataset have their images
+  harness     list the agent harnesses; install them (harness install [NAME...])
+  version     print the version
 `
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	host.Version = version
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return usageError{"no command"}
@@ -92,6 +96,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], stdout, stderr)
+	case "coordinate":
+		return coordinate(ctx, args[1:], stdout, stderr)
 	case "run":
 		return runBatch(ctx, args[1:], stdin, stdout, stderr)
 	case "plugins":
@@ -184,6 +190,69 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "prorl host listening on http://%s\n", ln.Addr())
+	return serveJoined(ctx, h, ln)
+}
+
+// serveJoined serves, as a node of the configured coordinator if any: a
+// refusal by the coordinator stops the host with its reason.
+func serveJoined(ctx context.Context, h *host.Host, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var refused error
+	joinErr := h.Join(ctx, ln)
+	go func() {
+		select {
+		case refused = <-joinErr:
+			h.Log.Error("stopping: the coordinator refused this node", "error", refused)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := h.Serve(ctx, ln)
+	if refused != nil {
+		return refused
+	}
+	return err
+}
+
+// coordinate runs a coordinator: the same API as a host, its rollouts run
+// on the nodes that register with it.
+func coordinate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("coordinate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "TOML config (default: the embedded configs/local.toml); the nodes use the same")
+	listen := fs.String("listen", "", "override server.listen")
+	var plugins multiFlag
+	fs.Var(&plugins, "plugin", "enable a plugin: NAME=PATH [ARG...] (repeatable; the nodes must enable the same)")
+	addrFile := fs.String("addr-file", "", "write the bound address to this file once listening")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	cfg, err := loadConfig(*cfgPath, plugins...)
+	if err != nil {
+		return err
+	}
+	if *listen != "" {
+		cfg.Server.Listen = *listen
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
+	}
+	h, err := host.NewCoordinator(ctx, cfg, host.NewLogger(cfg.Log, stderr))
+	if err != nil {
+		return err
+	}
+	ln, err := h.Listen("")
+	if err != nil {
+		h.Close(ctx)
+		return err
+	}
+	if *addrFile != "" {
+		if err := os.WriteFile(*addrFile, []byte(ln.Addr().String()), 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "prorl coordinator listening on http://%s\n", ln.Addr())
 	return h.Serve(ctx, ln)
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/core/coord"
 	"github.com/prorl/prorl/core/metrics"
 	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/pluginhost"
@@ -30,6 +31,12 @@ type Deps struct {
 	Plugins  *pluginhost.Manager
 	Store    store.Store
 	Metrics  *metrics.Metrics
+	// Admission, when set, is asked before any rollout is accepted: an
+	// error refuses it with 503 and says why (a coordinator with no live
+	// node).
+	Admission func() error
+	// Cluster is a coordinator's node registry; nil on a host.
+	Cluster *coord.Coordinator
 }
 
 // Server holds the API's state.
@@ -96,6 +103,12 @@ func (s *Server) routes() []route {
 		{"/v1/results", http.MethodGet, "results", userLevel, s.results},
 		{"/v1/results/stream", http.MethodGet, "results_stream", userLevel, s.resultsStream},
 		{"/v1/results/ack", http.MethodPost, "ack", userLevel, s.ack},
+		{"/v1/node/rollouts", http.MethodPost, "node_rollouts", adminLevel, s.nodeRollouts},
+		// A coordinator's node registry (404 on a plain host).
+		{"/v1/nodes", http.MethodPost, "register_node", adminLevel, s.registerNode},
+		{"/v1/nodes", http.MethodGet, "list_nodes", userLevel, s.listNodes},
+		{"/v1/nodes/{id:[^/:]+}:heartbeat", http.MethodPost, "node_heartbeat", adminLevel, s.nodeHeartbeat},
+		{"/v1/nodes/{id:[^/:]+}:drain", http.MethodPost, "drain_node", adminLevel, s.drainNode},
 		{"/v1/backends", http.MethodPost, "add_backend", adminLevel, s.addBackend},
 		{"/v1/backends", http.MethodGet, "list_backends", userLevel, s.listBackends},
 		{"/v1/backends/{id}", http.MethodDelete, "remove_backend", adminLevel, s.removeBackend},

@@ -114,6 +114,11 @@ func (s *Server) enqueue(reqs []pipeline.Request) ([]*pipeline.Rollout, *Error) 
 	if s.closing.Load() {
 		return nil, errf(http.StatusServiceUnavailable, "shutting_down", "", "the host is shutting down")
 	}
+	if s.Admission != nil {
+		if err := s.Admission(); err != nil {
+			return nil, errf(http.StatusServiceUnavailable, "no_capacity", "", "%v", err)
+		}
+	}
 	rs, err := s.Pipeline.Submit(reqs)
 	switch {
 	case errors.Is(err, pipeline.ErrQueueFull):

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,6 +52,7 @@ type Config struct {
 	Sandbox   Sandbox            `toml:"sandbox"`
 	Store     Store              `toml:"store"`
 	Log       Log                `toml:"log"`
+	Cluster   Cluster            `toml:"cluster"`
 	// Harnesses are the agent harnesses a rollout may name: presets from
 	// configs/harnesses.toml, and a deployment's own.
 	Harnesses map[string]*Harness `toml:"harnesses"`
@@ -71,6 +73,25 @@ type Harness struct {
 	Env     map[string]string `toml:"env"`
 	// Timeout bounds one run of the harness (default 30m).
 	Timeout Duration `toml:"timeout"`
+}
+
+// Cluster joins hosts into one service: nodes register with a
+// coordinator (prorl-host coordinate), which the trainer talks to.
+type Cluster struct {
+	// Coordinator is the coordinator's URL a node joins ("": not a node).
+	Coordinator string `toml:"coordinator"`
+	// NodeID names this node (default: its host name and port).
+	NodeID string `toml:"node_id"`
+	// Advertise is the URL the coordinator reaches this node at (default:
+	// http:// and the address it listens on).
+	Advertise string `toml:"advertise"`
+	// HeartbeatInterval is how often a node reports its load.
+	HeartbeatInterval Duration `toml:"heartbeat_interval"`
+	// DeadAfter is how long a coordinator waits for a node's heartbeat
+	// before declaring it dead and running its rollouts elsewhere.
+	DeadAfter Duration `toml:"dead_after"`
+	// Workers bounds the rollouts a coordinator has out on nodes at once.
+	Workers int `toml:"workers"`
 }
 
 // HarnessInside is where a harness's Dir appears in its sandboxes.
@@ -331,6 +352,7 @@ func Default() *Config {
 		},
 		Agent:     Agent{MaxTurns: 8, MaxTokensPerTurn: 2048, MaxTotalTokens: 32768, ToolCallFormat: "hermes", ToolTimeout: Duration{5 * time.Minute}},
 		Tokenizer: Tokenizer{Check: "every_turn"},
+		Cluster:   Cluster{HeartbeatInterval: Duration{time.Second}, DeadAfter: Duration{10 * time.Second}, Workers: 65536},
 		Backends: Backends{
 			HealthInterval: Duration{5 * time.Second}, RequestTimeout: Duration{10 * time.Minute}, WaitForBackend: Duration{60 * time.Second},
 		},
@@ -549,6 +571,17 @@ func (c *Config) Validate() error {
 	}
 	if c.Pipeline.RolloutTimeout.Duration <= 0 {
 		errs = append(errs, fe("pipeline.rollout_timeout", "must be positive"))
+	}
+	if cl := c.Cluster; cl.Coordinator != "" {
+		if u, err := url.Parse(cl.Coordinator); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fe("cluster.coordinator", "must be an http(s)://host:port URL, not %q", cl.Coordinator))
+		}
+	}
+	if c.Cluster.HeartbeatInterval.Duration <= 0 || c.Cluster.DeadAfter.Duration < 2*c.Cluster.HeartbeatInterval.Duration {
+		errs = append(errs, fe("cluster.dead_after", "must be at least twice cluster.heartbeat_interval (%s), got %s", c.Cluster.HeartbeatInterval.Duration, c.Cluster.DeadAfter.Duration))
+	}
+	if c.Cluster.Workers < 1 {
+		errs = append(errs, fe("cluster.workers", "must be positive"))
 	}
 	if !oneOf(c.Tokenizer.ChatFormat, []string{"", "template", "harmony"}) {
 		errs = append(errs, fe("tokenizer.chat_format", "must be template or harmony, not %q", c.Tokenizer.ChatFormat))

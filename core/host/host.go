@@ -21,6 +21,7 @@ import (
 	"github.com/prorl/prorl/core/api"
 	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/core/coord"
 	"github.com/prorl/prorl/core/metrics"
 	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/pluginhost"
@@ -39,9 +40,11 @@ type Host struct {
 	Plugins   *pluginhost.Manager
 	Pipeline  *pipeline.Pipeline
 	Sandboxes *sandbox.Manager // nil when disabled
-	API       *api.Server
-	Handler   http.Handler
-	Instance  string
+	// Coordinator is set on a coordinator (NewCoordinator).
+	Coordinator *coord.Coordinator
+	API         *api.Server
+	Handler     http.Handler
+	Instance    string
 
 	cancel context.CancelFunc
 	// The gateway as sandboxes reach it: its routes alone, on a Unix socket.
@@ -54,8 +57,23 @@ func NewLogger(c config.Log, w io.Writer) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: "prorl", Level: hclog.LevelFromString(c.Level), JSONFormat: c.JSON, Output: w, TimeFormat: time.RFC3339Nano})
 }
 
+// Version is the build's version (set by the command); a coordinator
+// takes only nodes of its own version.
+var Version = "dev"
+
 // New starts plugins and the pipeline; Serve starts the API.
 func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, error) {
+	return build(ctx, cfg, log, false)
+}
+
+// NewCoordinator starts a coordinator: a host whose rollouts run on the
+// nodes that register with it (no backends or sandboxes of its own; its
+// plugins only validate tasks).
+func NewCoordinator(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, error) {
+	return build(ctx, cfg, log, true)
+}
+
+func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinating bool) (*Host, error) {
 	// GOGC and GOMEMLIMIT in the environment win over the config.
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(cfg.Server.GCPercent)
@@ -100,6 +118,10 @@ func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, erro
 	}
 	backend.SetIdleConnTimeout(cfg.Backends.IdleConnTimeout.Duration)
 	for _, b := range cfg.Backends.Static {
+		if coordinating {
+			log.Warn("a coordinator has no backends of its own: the nodes' are used", "ignored", b.URL)
+			continue
+		}
 		if b.Model == "" {
 			b.Model = backend.Discover(ctx, strings.TrimRight(b.URL, "/"))
 		}
@@ -124,7 +146,7 @@ func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, erro
 		}
 	}
 	var hs pb.HostServicesServer = pluginhost.NoSandboxes{}
-	if sc := cfg.Sandbox; sc.Driver != "disabled" {
+	if sc := cfg.Sandbox; sc.Driver != "disabled" && !coordinating {
 		m, err := sandbox.New(sandbox.ConfigFrom(sc), log.Named("sandbox"))
 		if err != nil {
 			return nil, fmt.Errorf("%w (or set [sandbox] driver = \"disabled\")", err)
@@ -162,9 +184,21 @@ func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, erro
 	if gwLn != nil {
 		socket = gwLn.Addr().String()
 	}
-	h.Pipeline, err = pipeline.New(pipeline.Deps{Cfg: cfg, Log: log.Named("pipeline"), Plugins: plugs, Pool: h.Pool, Store: h.Store, Metrics: h.Metrics, Sandboxes: h.Sandboxes, GatewaySocket: socket})
+	pd := pipeline.Deps{Cfg: cfg, Log: log.Named("pipeline"), Plugins: plugs, Pool: h.Pool, Store: h.Store, Metrics: h.Metrics, Sandboxes: h.Sandboxes, GatewaySocket: socket}
+	onRestart := cfg.Store.OnRestart
+	if coordinating {
+		h.Coordinator = coord.New(coord.Options{Version: Version, Plugins: plugs.Names(), Token: adminToken(cfg), DeadAfter: cfg.Cluster.DeadAfter.Duration,
+			Store: h.Store, Log: log.Named("coordinator")})
+		pd.Remote, pd.RemoteWorkers = h.Coordinator, cfg.Cluster.Workers
+		// Nodes keep what they ran: placing it again finds it there.
+		onRestart = "rerun"
+	}
+	h.Pipeline, err = pipeline.New(pd)
 	if err != nil {
 		plugs.Stop()
+		if h.Coordinator != nil {
+			h.Coordinator.Close()
+		}
 		return nil, err
 	}
 	if gwLn != nil {
@@ -174,7 +208,7 @@ func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, erro
 		go func() { _ = h.gwServer.Serve(gwLn) }()
 	}
 	h.Pipeline.Start()
-	rerun, interrupted, err := h.Pipeline.Recover(cfg.Store.OnRestart)
+	rerun, interrupted, err := h.Pipeline.Recover(onRestart)
 	if err != nil {
 		h.Pipeline.Shutdown(ctx)
 		plugs.Stop()
@@ -183,7 +217,11 @@ func New(ctx context.Context, cfg *config.Config, log hclog.Logger) (*Host, erro
 	if rerun+interrupted > 0 {
 		log.Warn("recovered rollouts a previous run left unfinished", "rerun", rerun, "reported_interrupted", interrupted)
 	}
-	h.API, h.Handler = api.New(api.Deps{Cfg: cfg, Log: log.Named("api"), Pipeline: h.Pipeline, Pool: h.Pool, Plugins: plugs, Store: h.Store, Metrics: h.Metrics})
+	ad := api.Deps{Cfg: cfg, Log: log.Named("api"), Pipeline: h.Pipeline, Pool: h.Pool, Plugins: plugs, Store: h.Store, Metrics: h.Metrics}
+	if h.Coordinator != nil {
+		ad.Admission, ad.Cluster = h.Coordinator.Admission, h.Coordinator
+	}
+	h.API, h.Handler = api.New(ad)
 	h.Metrics.Gauge("prorl_backends_healthy", "Healthy backends.", nil, func() float64 {
 		n := 0
 		for _, b := range h.Pool.List() {
@@ -275,6 +313,9 @@ func (h *Host) Close(context.Context) {
 	if h.cancel != nil {
 		h.cancel()
 	}
+	if h.Coordinator != nil {
+		h.Coordinator.Close()
+	}
 	if h.gwServer != nil {
 		_ = h.gwServer.Close()
 		os.RemoveAll(h.gwDir)
@@ -287,4 +328,59 @@ func (h *Host) Close(context.Context) {
 		h.Log.Error("close store", "error", err)
 	}
 	h.Log.Info("host stopped")
+}
+
+// adminToken is the token a coordinator and its nodes call each other's
+// admin endpoints with: one config (and so one token) serves them all.
+func adminToken(cfg *config.Config) string {
+	if cfg.Server.AdminToken != "" {
+		return cfg.Server.AdminToken
+	}
+	return cfg.Server.Token
+}
+
+// Join makes this host a node of the coordinator its config names: it
+// registers (advertising ln's address unless cluster.advertise is set)
+// and heartbeats until ctx ends. The channel reports a refusal.
+func (h *Host) Join(ctx context.Context, ln net.Listener) <-chan error {
+	errc := make(chan error, 1)
+	cl := h.Cfg.Cluster
+	if cl.Coordinator == "" {
+		return errc
+	}
+	addr := ln.Addr().String()
+	u := cl.Advertise
+	if u == "" {
+		u = "http://" + addr
+	}
+	id := cl.NodeID
+	if id == "" {
+		hn, _ := os.Hostname()
+		_, port, _ := net.SplitHostPort(addr)
+		id = hn + "-" + port
+	}
+	m := &coord.Member{Coordinator: strings.TrimRight(cl.Coordinator, "/"), Token: adminToken(h.Cfg), Interval: cl.HeartbeatInterval.Duration,
+		Info: coord.NodeInfo{ID: id, URL: strings.TrimRight(u, "/"), Version: Version, Plugins: h.Plugins.Names()},
+		Load: h.load, Log: h.Log.Named("cluster")}
+	go func() {
+		if err := m.Run(ctx); errors.Is(err, coord.ErrRefused) {
+			errc <- err
+		}
+	}()
+	return errc
+}
+
+// load is what this node reports to its coordinator.
+func (h *Host) load() coord.Load {
+	l := coord.Load{Capacity: h.Cfg.Pipeline.RunWorkers, Stats: h.Pipeline.Stats(), Healthy: h.Store.Healthy() == nil}
+	for _, b := range h.Pool.List() {
+		l.Backends++
+		if b.Healthy {
+			l.HealthyBackends++
+		}
+	}
+	if h.Sandboxes != nil {
+		l.Sandboxes, _ = h.Sandboxes.Stats()
+	}
+	return l
 }

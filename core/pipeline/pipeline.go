@@ -52,6 +52,10 @@ type Deps struct {
 	// GatewaySocket is the host path of the gateway's Unix socket, bound
 	// into the sandboxes of harness rollouts ("": no harness can run).
 	GatewaySocket string
+	// Remote, when set, runs every rollout elsewhere (a coordinator's
+	// nodes) instead of through the stages here; Workers of them at once.
+	Remote        Executor
+	RemoteWorkers int
 }
 
 // Pipeline runs rollouts.
@@ -142,6 +146,11 @@ func New(d Deps) (*Pipeline, error) {
 func (p *Pipeline) Start() {
 	p.base, p.stop = context.WithCancel(context.Background())
 	c := p.d.Cfg.Pipeline
+	if p.d.Remote != nil {
+		// One stage, shown as run: the nodes report their own stages.
+		p.pool(max(1, p.d.RemoteWorkers), p.initQ.pop, 1, p.remoteStage, nil)
+		return
+	}
 	p.pool(c.InitWorkers, p.initQ.pop, 0, p.initStage, p.runQ)
 	p.pool(c.RunWorkers, fromChan(p.runQ), 1, p.runStage, p.evalQ)
 	p.pool(c.EvalWorkers, fromChan(p.evalQ), 2, p.evalStage, nil)
@@ -171,7 +180,7 @@ func (p *Pipeline) pool(n int, in func(context.Context) (*Rollout, bool), idx in
 				if !ok {
 					return
 				}
-				if idx == 0 {
+				if idx == 0 || p.d.Remote != nil {
 					p.initReserved.Add(-1)
 				}
 				p.work(r, idx, fn, next)
@@ -226,6 +235,9 @@ func (p *Pipeline) work(r *Rollout, idx int, fn func(context.Context, *Rollout) 
 		var f *trajectory.Failure
 		if o := r.outcome; o != nil && o.Status == trajectory.StatusTruncated {
 			st, f = trajectory.StatusTruncated, o.Failure
+		}
+		if rr := r.remote; rr != nil {
+			st, f = rr.Status, rr.Failure
 		}
 		p.finalize(r, st, f)
 		return
@@ -347,6 +359,17 @@ func Usable(res *trajectory.Result) bool {
 
 // Submit creates rollouts and queues them for init; all or none are accepted.
 func (p *Pipeline) Submit(reqs []Request) ([]*Rollout, error) {
+	ids := make([]string, len(reqs))
+	attempts := make([]int, len(reqs))
+	for i := range reqs {
+		ids[i], attempts[i] = NewID("r-"), 1
+	}
+	return p.admit(ids, attempts, reqs)
+}
+
+// admit persists rollouts under the given ids and attempts, then queues
+// them for init; all or none are accepted.
+func (p *Pipeline) admit(ids []string, attempts []int, reqs []Request) ([]*Rollout, error) {
 	if p.closing.Load() {
 		return nil, ErrShuttingDown
 	}
@@ -362,13 +385,13 @@ func (p *Pipeline) Submit(reqs []Request) ([]*Rollout, error) {
 		if rq.Timeout <= 0 {
 			rq.Timeout = p.d.Cfg.Pipeline.RolloutTimeout.Duration
 		}
-		rs[i] = p.newRollout(NewID("r-"), rq, 1, now)
+		rs[i] = p.newRollout(ids[i], rq, attempts[i], now)
 		b, err := json.Marshal(rq)
 		if err != nil {
 			p.initReserved.Add(-n)
 			return nil, fmt.Errorf("encode request: %w", err)
 		}
-		pend[i] = store.Pending{ID: rs[i].ID, Attempt: 1, Request: b, SubmittedAt: now}
+		pend[i] = store.Pending{ID: ids[i], Attempt: attempts[i], Request: b, SubmittedAt: now}
 	}
 	// On disk before anyone is told the rollouts exist.
 	if err := p.d.Store.Submit(pend); err != nil {
@@ -629,6 +652,9 @@ func (p *Pipeline) result(r *Rollout, st trajectory.Status, f *trajectory.Failur
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if rr := r.remote; rr != nil && rr.Status == st {
+		return remoteResult(r, rr, now)
+	}
 	res := &trajectory.Result{
 		ID: r.ID, GroupID: r.Req.GroupID, SampleIndex: r.Req.Index, Attempt: r.Attempt, Domain: r.Req.Domain, TaskID: r.taskID,
 		Status: st, Stage: r.stage, Failure: f, PolicyVersion: r.policy, Metadata: r.Req.Metadata,

@@ -102,6 +102,8 @@ type Rollout struct {
 	evalSandbox *pb.SandboxSpec
 	outcome     *agent.Outcome
 	score       *score
+	// remote is the result a node reported (coordinator mode).
+	remote *trajectory.Result
 	// A gateway session, and how it was closed (nil while open).
 	session  *gateway.Session
 	closeReq *SessionClose

@@ -1,0 +1,116 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/gorilla/mux"
+	"github.com/prorl/prorl/core/coord"
+	"github.com/prorl/prorl/core/pipeline"
+)
+
+// nodeRollouts is POST /v1/node/rollouts: a coordinator places rollouts on
+// this host under its own ids and attempts (admin token). A rollout this
+// host already has is reported "running" or "finished", never run twice.
+func (s *Server) nodeRollouts(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Rollouts []pipeline.Assigned `json:"rollouts"`
+	}
+	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if len(req.Rollouts) == 0 || len(req.Rollouts) > s.Cfg.Server.MaxBatch*s.Cfg.Server.MaxSamples {
+		writeError(w, invalid("rollouts", "give between 1 and %d rollouts", s.Cfg.Server.MaxBatch*s.Cfg.Server.MaxSamples))
+		return
+	}
+	for i, a := range req.Rollouts {
+		if a.ID == "" || !validID(a.ID) {
+			writeError(w, invalid(fmt.Sprintf("rollouts[%d].id", i), "required: at most %d characters of [A-Za-z0-9-_.:]", maxIDLen))
+			return
+		}
+		if a.Attempt < 1 {
+			writeError(w, invalid(fmt.Sprintf("rollouts[%d].attempt", i), "must be at least 1"))
+			return
+		}
+	}
+	if s.closing.Load() {
+		writeError(w, errf(http.StatusServiceUnavailable, "shutting_down", "", "the host is shutting down"))
+		return
+	}
+	states, err := s.Pipeline.SubmitAssigned(req.Rollouts)
+	switch {
+	case errors.Is(err, pipeline.ErrQueueFull):
+		writeError(w, errf(http.StatusTooManyRequests, "queue_full", "", "%v; retry later", err))
+	case errors.Is(err, pipeline.ErrShuttingDown), errors.Is(err, pipeline.ErrStore):
+		writeError(w, errf(http.StatusServiceUnavailable, "unavailable", "", "%v", err))
+	case err != nil:
+		writeError(w, invalid("rollouts", "%v", err))
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"rollouts": states})
+	}
+}
+
+func (s *Server) cluster(w http.ResponseWriter) bool {
+	if s.Cluster == nil {
+		writeError(w, errf(http.StatusNotFound, "not_a_coordinator", "", "this host is not a coordinator (prorl-host coordinate)"))
+		return false
+	}
+	return true
+}
+
+func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) {
+	if !s.cluster(w) {
+		return
+	}
+	var in coord.NodeInfo
+	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &in); e != nil {
+		writeError(w, e)
+		return
+	}
+	if err := s.Cluster.Register(in); err != nil {
+		var re *coord.RegisterError
+		if errors.As(err, &re) {
+			writeError(w, errf(re.Status, "node_refused", re.Field, "%s", re.Msg))
+			return
+		}
+		writeError(w, errf(http.StatusInternalServerError, "internal", "", "%v", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": in.ID, "state": coord.StateLive})
+}
+
+func (s *Server) nodeHeartbeat(w http.ResponseWriter, r *http.Request) {
+	if !s.cluster(w) {
+		return
+	}
+	var l coord.Load
+	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &l); e != nil {
+		writeError(w, e)
+		return
+	}
+	if err := s.Cluster.Heartbeat(mux.Vars(r)["id"], l); err != nil {
+		writeError(w, errf(http.StatusNotFound, "unknown_node", "id", "%v", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+}
+
+func (s *Server) drainNode(w http.ResponseWriter, r *http.Request) {
+	if !s.cluster(w) {
+		return
+	}
+	if err := s.Cluster.Drain(mux.Vars(r)["id"]); err != nil {
+		writeError(w, errf(http.StatusNotFound, "unknown_node", "id", "%v", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": mux.Vars(r)["id"], "state": coord.StateDraining})
+}
+
+func (s *Server) listNodes(w http.ResponseWriter, _ *http.Request) {
+	if !s.cluster(w) {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"nodes": s.Cluster.Nodes()})
+}
