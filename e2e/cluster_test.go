@@ -252,6 +252,37 @@ func TestClusterNodeLoss(t *testing.T) {
 		t.Fatal("no rollout ran again after its node died")
 	}
 	t.Logf("%d rollouts, each reported once; %d ran again (n1 died, then the coordinator restarted)", len(ids), reran)
+
+	// Policy changes reach every node, and a node that joins later.
+	r = c.do("PUT", "/v1/policy", map[string]any{"version": 3})
+	var pol struct {
+		Version int64 `json:"version"`
+		Nodes   map[string]struct {
+			Status int `json:"status"`
+		} `json:"nodes"`
+	}
+	r.json(t, &pol)
+	if r.code != http.StatusOK || pol.Version != 3 || len(pol.Nodes) != 1 || pol.Nodes["n2"].Status != http.StatusOK {
+		t.Fatalf("set policy: %d %s", r.code, r.body)
+	}
+	c.startNode("n3", "1ms")
+	c.waitNodes(map[string]string{"n2": "live", "n3": "live"}) // the restarted coordinator never saw n1
+	for _, id := range []string{"n2", "n3"} {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var ps struct {
+				Version int64 `json:"version"`
+			}
+			(&env{t: t, host: c.nodeURL[id]}).do("GET", "/v1/policy", nil).json(t, &ps)
+			if ps.Version == 3 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %s is at policy %d, not 3", id, ps.Version)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 }
 
 // rewriteListen pins the coordinator's address so its nodes find it again.

@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/core/coord"
 	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/store"
@@ -658,6 +659,10 @@ func (s *Server) setPolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.Pipeline.SetPolicy(*req.Version)
+	if s.Cluster != nil {
+		writeJSON(w, http.StatusOK, map[string]any{"version": *req.Version, "nodes": s.Cluster.Broadcast(r.Context(), http.MethodPut, "/v1/policy", req)})
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]int64{"version": *req.Version})
 }
 
@@ -712,6 +717,13 @@ func (s *Server) pausePolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
+	if s.Cluster != nil {
+		// The nodes generate: each pauses its own backends.
+		nodes := s.Cluster.Broadcast(ctx, http.MethodPost, "/v1/policy:pause", req)
+		_, _ = s.Pipeline.Pause(ctx, false)
+		writeJSON(w, clusterStatus(nodes), map[string]any{"nodes": nodes})
+		return
+	}
 	rep, err := s.Pipeline.Pause(ctx, req.Mode == "abort")
 	if err != nil {
 		if r.Context().Err() != nil {
@@ -743,7 +755,24 @@ func (s *Server) resumePolicy(w http.ResponseWriter, r *http.Request) {
 	if req.Version != nil {
 		v = *req.Version
 	}
-	writeJSON(w, http.StatusOK, s.Pipeline.Resume(r.Context(), v))
+	rep := s.Pipeline.Resume(r.Context(), v)
+	if s.Cluster != nil {
+		nodes := s.Cluster.Broadcast(r.Context(), http.MethodPost, "/v1/policy:resume", map[string]int64{"version": v})
+		writeJSON(w, clusterStatus(nodes), map[string]any{"version": v, "nodes": nodes})
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+// clusterStatus is 200 when every node took a broadcast request, else 502
+// (the body says which did not).
+func clusterStatus(nodes map[string]coord.NodeReply) int {
+	for _, n := range nodes {
+		if n.Status != http.StatusOK {
+			return http.StatusBadGateway
+		}
+	}
+	return http.StatusOK
 }
 
 // Policy versions are integers JSON carries exactly (2^53-1), stepped by

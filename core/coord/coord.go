@@ -102,6 +102,7 @@ type Coordinator struct {
 	groups  map[string]*placement
 	waiters map[string]*waiter
 	joined  chan struct{} // closed (and replaced) whenever a node becomes live
+	policy  func() int64
 	stop    context.CancelFunc
 	ctx     context.Context
 	wg      sync.WaitGroup
@@ -177,6 +178,7 @@ func (c *Coordinator) Register(in NodeInfo) error {
 			old.cancel()
 			old.NodeInfo, old.LastHeartbeat, old.State = in, time.Now(), StateLive
 			c.startStream(old)
+			go c.syncPolicy(old)
 			c.log().Info("node registered again", "node", in.ID, "url", in.URL)
 			return nil
 		}
@@ -184,6 +186,7 @@ func (c *Coordinator) Register(in NodeInfo) error {
 	n := &node{NodeStatus: NodeStatus{NodeInfo: in, State: StateLive, LastHeartbeat: time.Now(), Load: Load{Capacity: 1}}, lost: make(chan struct{})}
 	c.nodes[in.ID] = n
 	c.startStream(n)
+	go c.syncPolicy(n)
 	close(c.joined)
 	c.joined = make(chan struct{})
 	c.log().Info("node registered", "node", in.ID, "url", in.URL)
@@ -611,5 +614,92 @@ func (c *Coordinator) acker() {
 			}
 			cancel()
 		}
+	}
+}
+
+// NodeReply is one node's answer to a broadcast request.
+type NodeReply struct {
+	Status int             `json:"status,omitempty"`
+	Body   json.RawMessage `json:"body,omitempty"`
+	Error  string          `json:"error,omitempty"`
+}
+
+// Broadcast sends a request to every node that is not dead, in parallel
+// (policy changes, pauses): each node's answer, by node id.
+func (c *Coordinator) Broadcast(ctx context.Context, method, path string, body any) map[string]NodeReply {
+	c.mu.Lock()
+	var targets []*node
+	for _, n := range c.nodes {
+		if n.State != StateDead {
+			targets = append(targets, n)
+		}
+	}
+	c.mu.Unlock()
+	out := make(map[string]NodeReply, len(targets))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, n := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rep := c.ask(ctx, method, n.URL+path, body)
+			mu.Lock()
+			out[n.ID] = rep
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// ask is one request whose answer, whatever its status, is the result.
+func (c *Coordinator) ask(ctx context.Context, method, u string, body any) NodeReply {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return NodeReply{Error: err.Error()}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(b))
+	if err != nil {
+		return NodeReply{Error: err.Error()}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.o.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.o.Token)
+	}
+	resp, err := c.o.Client.Do(req)
+	if err != nil {
+		return NodeReply{Error: err.Error()}
+	}
+	defer resp.Body.Close()
+	rb, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	rep := NodeReply{Status: resp.StatusCode}
+	if json.Valid(rb) {
+		rep.Body = bytes.TrimSpace(rb)
+	} else {
+		rep.Error = string(bytes.TrimSpace(rb))
+	}
+	return rep
+}
+
+// SetPolicySource tells the coordinator where the current policy version
+// is, so a node that joins is brought up to it.
+func (c *Coordinator) SetPolicySource(f func() int64) {
+	c.mu.Lock()
+	c.policy = f
+	c.mu.Unlock()
+}
+
+// syncPolicy brings a node that joined to the current policy version.
+func (c *Coordinator) syncPolicy(n *node) {
+	c.mu.Lock()
+	f := c.policy
+	c.mu.Unlock()
+	if f == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+	defer cancel()
+	if rep := c.ask(ctx, http.MethodPut, n.URL+"/v1/policy", map[string]int64{"version": f()}); rep.Status != http.StatusOK {
+		c.log().Warn("could not bring a node to the current policy version", "node", n.ID, "status", rep.Status, "body", string(rep.Body), "error", rep.Error)
 	}
 }

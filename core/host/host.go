@@ -207,6 +207,9 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 		h.gwServer = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		go func() { _ = h.gwServer.Serve(gwLn) }()
 	}
+	if h.Coordinator != nil {
+		h.Coordinator.SetPolicySource(h.Pipeline.Policy)
+	}
 	h.Pipeline.Start()
 	rerun, interrupted, err := h.Pipeline.Recover(onRestart)
 	if err != nil {
