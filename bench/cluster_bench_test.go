@@ -16,7 +16,8 @@ import (
 //
 // Env: PRORL_BENCH_CLUSTER_PER_NODE rollouts per node (default 192),
 // PRORL_BENCH_CLUSTER_LATENCY per-token latency (default 4ms),
-// PRORL_BENCH_CLUSTER_SLOTS slots per node (default 16).
+// PRORL_BENCH_CLUSTER_SLOTS slots per node (default 16);
+// PRORL_BENCH_CPUPROFILE profiles the coordinator of the 4-node run.
 func BenchmarkIssue21Scale(b *testing.B) {
 	dir := binDir(b)
 	perNode := envInt("PRORL_BENCH_CLUSTER_PER_NODE", 192)
@@ -31,7 +32,12 @@ func BenchmarkIssue21Scale(b *testing.B) {
 		tmp := b.TempDir()
 		coordCfg := filepath.Join(tmp, "coord.toml")
 		writeFile(b, coordCfg, clusterConfig(dir, tmp, "coord", "", ""))
-		co := spawn(b, dir, "prorl-host", "coordinate", "--config", coordCfg)
+		args := []string{"coordinate", "--config", coordCfg}
+		prof := os.Getenv("PRORL_BENCH_CPUPROFILE")
+		if prof != "" && nodes == 4 {
+			args = append(args, "--cpuprofile", prof)
+		}
+		co := spawn(b, dir, "prorl-host", args...)
 		for i := range nodes {
 			sim := spawn(b, dir, "prorl-simllm", "--listen", "127.0.0.1:0", "--answers", ans, "--correct-rate", "1",
 				"--token-latency", latency, "--slots", strconv.Itoa(slots))
@@ -66,6 +72,10 @@ func BenchmarkIssue21Scale(b *testing.B) {
 		tput := float64(n) / el
 		if nodes == 1 {
 			base = tput
+		}
+		if prof != "" && nodes == 4 {
+			_ = co.cmd.Process.Signal(os.Interrupt) // writes the profile
+			time.Sleep(2 * time.Second)
 		}
 		b.Logf("cluster %d node(s): %d rollouts in %.1f s = %.1f rollouts/s (%.2f× one node; goal ≥ %.1f×), %d completed; coordinator CPU %.0f µs/rollout, RSS %.0f MiB (%.1f KiB per rollout in flight, %d submitted at once)",
 			nodes, n, el, tput, tput/base, 0.9*float64(nodes), ok, cpu/float64(n)*1e6, peakRSS/1024, max(0, peakRSS-rssBase)/float64(inflight), n)

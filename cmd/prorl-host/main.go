@@ -225,6 +225,7 @@ func coordinate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var plugins multiFlag
 	fs.Var(&plugins, "plugin", "enable a plugin: NAME=PATH [ARG...] (repeatable; the nodes must enable the same)")
 	addrFile := fs.String("addr-file", "", "write the bound address to this file once listening")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile here until shutdown")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
@@ -238,6 +239,11 @@ func coordinate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 	}
+	stopProfile, err := profiling.Start(*cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	h, err := host.NewCoordinator(ctx, cfg, host.NewLogger(cfg.Log, stderr))
 	if err != nil {
 		return err

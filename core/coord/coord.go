@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	fastjson "github.com/goccy/go-json"
 	"github.com/hashicorp/go-hclog"
 	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/store"
@@ -557,7 +558,8 @@ func (c *Coordinator) stream(ctx context.Context, id, u string, since *uint64) e
 	sc.Buffer(make([]byte, 1<<20), 256<<20)
 	for sc.Scan() {
 		var res trajectory.Result
-		if err := json.Unmarshal(sc.Bytes(), &res); err != nil {
+		// Whole trajectories, one per rollout: the coordinator's main cost.
+		if err := fastjson.Unmarshal(sc.Bytes(), &res); err != nil {
 			return fmt.Errorf("results stream: %w", err)
 		}
 		if res.Seq > *since {

@@ -147,8 +147,7 @@ func (p *Pipeline) Start() {
 	p.base, p.stop = context.WithCancel(context.Background())
 	c := p.d.Cfg.Pipeline
 	if p.d.Remote != nil {
-		// One stage, shown as run: the nodes report their own stages.
-		p.pool(max(1, p.d.RemoteWorkers), p.initQ.pop, 1, p.remoteStage, nil)
+		p.remotePool(max(1, p.d.RemoteWorkers))
 		return
 	}
 	p.pool(c.InitWorkers, p.initQ.pop, 0, p.initStage, p.runQ)
@@ -180,7 +179,7 @@ func (p *Pipeline) pool(n int, in func(context.Context) (*Rollout, bool), idx in
 				if !ok {
 					return
 				}
-				if idx == 0 || p.d.Remote != nil {
+				if idx == 0 {
 					p.initReserved.Add(-1)
 				}
 				p.work(r, idx, fn, next)

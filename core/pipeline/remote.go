@@ -17,6 +17,36 @@ type Executor interface {
 	Execute(ctx context.Context, r *Rollout, retry func() (attempt int, err error)) (*trajectory.Result, error)
 }
 
+// remotePool runs up to n rollouts on nodes at once, a goroutine each
+// while it is out (a coordinator may have tens of thousands out; idle
+// workers would cost their stacks and the collector's time).
+func (p *Pipeline) remotePool(n int) {
+	sem := make(chan struct{}, n)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			select {
+			case sem <- struct{}{}:
+			case <-p.base.Done():
+				return
+			}
+			r, ok := p.initQ.pop(p.base)
+			if !ok {
+				return
+			}
+			p.initReserved.Add(-1)
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				defer func() { <-sem }()
+				// One stage, shown as run: the nodes report their own.
+				p.work(r, 1, p.remoteStage, nil)
+			}()
+		}
+	}()
+}
+
 func (p *Pipeline) remoteStage(ctx context.Context, r *Rollout) error {
 	res, err := p.d.Remote.Execute(ctx, r, func() (int, error) {
 		r.mu.Lock()
