@@ -161,6 +161,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile here until shutdown")
 	var backends multiFlag
 	fs.Var(&backends, "backend", "register a vLLM backend URL at start (repeatable; PROTOCOL=URL for another protocol)")
+	coordinator := fs.String("coordinator", "", "override cluster.coordinator: join this coordinator as a node")
+	nodeID := fs.String("node-id", "", "override cluster.node_id")
+	advertise := fs.String("advertise", "", "override cluster.advertise (the URL the coordinator reaches this node at)")
+	dataDir := fs.String("data-dir", "", "override server.data_dir (and the store and sandbox dirs under it)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
@@ -168,8 +172,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *listen != "" {
-		cfg.Server.Listen = *listen
+	if *dataDir != "" {
+		cfg.SetDataDir(*dataDir)
+	}
+	if *listen != "" || *coordinator != "" || *nodeID != "" || *advertise != "" {
+		for dst, v := range map[*string]string{&cfg.Server.Listen: *listen, &cfg.Cluster.Coordinator: *coordinator, &cfg.Cluster.NodeID: *nodeID, &cfg.Cluster.Advertise: *advertise} {
+			if v != "" {
+				*dst = v
+			}
+		}
 		if err := cfg.Validate(); err != nil {
 			return err
 		}
@@ -226,12 +237,16 @@ func coordinate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.Var(&plugins, "plugin", "enable a plugin: NAME=PATH [ARG...] (repeatable; the nodes must enable the same)")
 	addrFile := fs.String("addr-file", "", "write the bound address to this file once listening")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile here until shutdown")
+	dataDir := fs.String("data-dir", "", "override server.data_dir (and the store under it)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
 	cfg, err := loadConfig(*cfgPath, plugins...)
 	if err != nil {
 		return err
+	}
+	if *dataDir != "" {
+		cfg.SetDataDir(*dataDir)
 	}
 	if *listen != "" {
 		cfg.Server.Listen = *listen

@@ -805,3 +805,17 @@ func expandValue(v any, vars Vars) any {
 	}
 	return v
 }
+
+// SetDataDir moves server.data_dir (a command-line override, e.g. one per
+// node of a shared file system), and with it the store file and the
+// sandboxes' work root where they were data_dir's defaults.
+func (c *Config) SetDataDir(dir string) {
+	old := c.Server.DataDir
+	c.Server.DataDir = dir
+	if c.Store.Path == filepath.Join(old, "prorl.db") {
+		c.Store.Path = filepath.Join(dir, "prorl.db")
+	}
+	if c.Sandbox.WorkRoot == filepath.Join(old, "sandboxes") {
+		c.Sandbox.WorkRoot = filepath.Join(dir, "sandboxes")
+	}
+}
