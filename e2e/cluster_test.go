@@ -348,3 +348,54 @@ func TestClusterRefusesBadNodes(t *testing.T) {
 		t.Fatalf("the refused node is listed: %s", b)
 	}
 }
+
+// TestClusterCompatAPIs: ProRL's /process and Polar's task API work
+// through the coordinator as on a host, their rollouts run on a node.
+func TestClusterCompatAPIs(t *testing.T) {
+	c := newCluster(t)
+	c.startCoordinator()
+	c.startNode("n1", "1ms")
+	c.waitNodes(map[string]string{"n1": "live"})
+	e := &env{t: t, host: c.coordU}
+	if r := e.do("POST", "/start", nil); r.code != 200 {
+		t.Fatalf("/start: %d %s", r.code, r.body)
+	}
+	r := e.do("POST", "/process", map[string]any{
+		"instance":        map[string]any{"data_source": "deepscaler", "instance_id": "i-7", "trajectory_id": 3, "prompt": []any{map[string]string{"role": "user", "content": "What is 17 + 25?"}}, "reward_model": map[string]any{"ground_truth": "42"}, "extra_info": map[string]any{}},
+		"sampling_params": map[string]any{"temperature": 1.0, "max_iterations": 4, "max_output_tokens": 512, "token_level_generation": true},
+	})
+	var pr struct {
+		Score   float64 `json:"score"`
+		Success bool    `json:"success"`
+	}
+	r.json(t, &pr)
+	if r.code != 200 || pr.Score != 1 || !pr.Success {
+		t.Fatalf("/process through the coordinator: %d %s", r.code, r.body)
+	}
+	if r := e.do("POST", "/rollout/task/submit", polarTask("t-1", 2, nil)); r.code != 200 {
+		t.Fatalf("polar submit: %d %s", r.code, r.body)
+	}
+	st := e.waitTask(t, "t-1")
+	if st.Status != "completed" {
+		t.Fatalf("polar task through the coordinator: %+v", st)
+	}
+	// An inference server the trainer registers goes to a node.
+	simAddr := filepath.Join(c.dir, "extra.sim.addr")
+	sim := start(t, "prorl-simllm", "--listen", "127.0.0.1:0", "--addr-file", simAddr, "--answers", c.tasks)
+	simURL := "http://" + waitFile(t, simAddr, sim)
+	if r := e.do("POST", "/add_llm_server", map[string]string{"address": simURL}); r.code != 200 {
+		t.Fatalf("/add_llm_server through the coordinator: %d %s", r.code, r.body)
+	}
+	var bl struct {
+		Backends []struct {
+			URL string `json:"url"`
+		} `json:"backends"`
+	}
+	(&env{t: t, host: c.nodeURL["n1"]}).do("GET", "/v1/backends", nil).json(t, &bl)
+	if len(bl.Backends) != 2 || (bl.Backends[0].URL != simURL && bl.Backends[1].URL != simURL) {
+		t.Fatalf("n1's backends: %+v, want %s among them", bl.Backends, simURL)
+	}
+	if r := e.do("POST", "/v1/backends", map[string]any{"url": "ftp://x"}); r.code != 422 || !strings.Contains(string(r.body), `"field":"url"`) {
+		t.Fatalf("a bad backend through the coordinator: %d %s", r.code, r.body)
+	}
+}

@@ -1,11 +1,14 @@
 package api
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/gorilla/mux"
+	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/coord"
 	"github.com/prorl/prorl/core/pipeline"
 )
@@ -113,4 +116,35 @@ func (s *Server) listNodes(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"nodes": s.Cluster.Nodes()})
+}
+
+// addNodeBackend gives an inference server to the coordinator's live node
+// with the fewest backends (a trainer that registers its servers with the
+// rollout service, as ProRL's /add_llm_server does, spreads them over the
+// nodes); the node checks and adds it as it would its own.
+func (s *Server) addNodeBackend(ctx context.Context, req BackendRequest, field string) (backend.Status, int, *Error) {
+	node, rep, err := s.Cluster.AddBackend(ctx, req)
+	if err != nil {
+		return backend.Status{}, 0, errf(http.StatusServiceUnavailable, "no_capacity", "", "%v", err)
+	}
+	if rep.Status/100 != 2 {
+		var body struct {
+			Error *Error `json:"error"`
+		}
+		if json.Unmarshal(rep.Body, &body) == nil && body.Error != nil {
+			if body.Error.Field != "" {
+				body.Error.Field = field + body.Error.Field
+			}
+			body.Error.Message = fmt.Sprintf("node %s: %s", node, body.Error.Message)
+			body.Error.Status = rep.Status
+			return backend.Status{}, 0, body.Error
+		}
+		return backend.Status{}, 0, errf(http.StatusBadGateway, "node_failed", "", "node %s answered %d %s%s", node, rep.Status, rep.Body, rep.Error)
+	}
+	var st backend.Status
+	if err := json.Unmarshal(rep.Body, &st); err != nil {
+		return backend.Status{}, 0, errf(http.StatusBadGateway, "node_failed", "", "node %s: %v", node, err)
+	}
+	s.Log.Info("backend given to a node", "node", node, "url", st.URL)
+	return st, rep.Status, nil
 }

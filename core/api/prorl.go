@@ -208,7 +208,8 @@ func (s *Server) prorlProcess(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	if s.Pool.Len() == 0 {
+	// A coordinator's backends are its nodes'.
+	if s.Pool.Len() == 0 && s.Cluster == nil {
 		detail(w, http.StatusServiceUnavailable, "No LLM server addresses configured")
 		return
 	}

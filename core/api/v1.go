@@ -599,6 +599,9 @@ func (s *Server) addBackendReq(ctx context.Context, req BackendRequest, field st
 	if req.CacheTokens < 0 {
 		return backend.Status{}, 0, invalid(field+"cache_tokens", "must not be negative")
 	}
+	if s.Cluster != nil {
+		return s.addNodeBackend(ctx, req, field)
+	}
 	if req.Model == "" {
 		req.Model = backend.Discover(ctx, base)
 	}

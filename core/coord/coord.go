@@ -74,6 +74,7 @@ type node struct {
 	lost   chan struct{} // closed when the node is declared dead
 	cancel context.CancelFunc
 	toAck  []string
+	given  int // backends given to it since its last heartbeat
 }
 
 type waiter struct {
@@ -216,7 +217,7 @@ func (c *Coordinator) Heartbeat(id string, l Load) error {
 	if l.Capacity < 1 {
 		l.Capacity = 1
 	}
-	n.Load, n.LastHeartbeat = l, time.Now()
+	n.Load, n.LastHeartbeat, n.given = l, time.Now(), 0
 	return nil
 }
 
@@ -704,4 +705,26 @@ func (c *Coordinator) syncPolicy(n *node) {
 	if rep := c.ask(ctx, http.MethodPut, n.URL+"/v1/policy", map[string]int64{"version": f()}); rep.Status != http.StatusOK {
 		c.log().Warn("could not bring a node to the current policy version", "node", n.ID, "status", rep.Status, "body", string(rep.Body), "error", rep.Error)
 	}
+}
+
+// AddBackend gives an inference server to the live node with the fewest
+// backends (its last heartbeat's count plus those given since).
+func (c *Coordinator) AddBackend(ctx context.Context, req any) (string, NodeReply, error) {
+	c.mu.Lock()
+	var best *node
+	for _, n := range c.nodes {
+		if n.State != StateLive {
+			continue
+		}
+		if best == nil || n.Load.Backends+n.given < best.Load.Backends+best.given || (n.Load.Backends+n.given == best.Load.Backends+best.given && n.ID < best.ID) {
+			best = n
+		}
+	}
+	if best == nil {
+		c.mu.Unlock()
+		return "", NodeReply{}, errors.New("no live node to give the backend to")
+	}
+	best.given++
+	c.mu.Unlock()
+	return best.ID, c.ask(ctx, http.MethodPost, best.URL+"/v1/backends", req), nil
 }
