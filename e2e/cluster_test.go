@@ -398,4 +398,7 @@ func TestClusterCompatAPIs(t *testing.T) {
 	if r := e.do("POST", "/v1/backends", map[string]any{"url": "ftp://x"}); r.code != 422 || !strings.Contains(string(r.body), `"field":"url"`) {
 		t.Fatalf("a bad backend through the coordinator: %d %s", r.code, r.body)
 	}
+	if m := string(e.do("GET", "/metrics", nil).body); !strings.Contains(m, `prorl_cluster_nodes{state="live"} 1`) {
+		t.Fatalf("metrics lack the live node count:\n%s", tail(m, 1500))
+	}
 }

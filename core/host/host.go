@@ -221,8 +221,26 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 		log.Warn("recovered rollouts a previous run left unfinished", "rerun", rerun, "reported_interrupted", interrupted)
 	}
 	ad := api.Deps{Cfg: cfg, Log: log.Named("api"), Pipeline: h.Pipeline, Pool: h.Pool, Plugins: plugs, Store: h.Store, Metrics: h.Metrics}
-	if h.Coordinator != nil {
-		ad.Admission, ad.Cluster = h.Coordinator.Admission, h.Coordinator
+	if c := h.Coordinator; c != nil {
+		ad.Admission, ad.Cluster = c.Admission, c
+		for _, state := range []string{coord.StateLive, coord.StateDraining, coord.StateDead} {
+			h.Metrics.Gauge("prorl_cluster_nodes", "Nodes known to the coordinator, by state.", map[string]string{"state": state}, func() float64 {
+				n := 0
+				for _, ns := range c.Nodes() {
+					if ns.State == state {
+						n++
+					}
+				}
+				return float64(n)
+			})
+		}
+		h.Metrics.Gauge("prorl_cluster_outstanding", "Rollouts the coordinator has out on nodes.", nil, func() float64 {
+			n := 0
+			for _, ns := range c.Nodes() {
+				n += ns.Outstanding
+			}
+			return float64(n)
+		})
 	}
 	h.API, h.Handler = api.New(ad)
 	h.Metrics.Gauge("prorl_backends_healthy", "Healthy backends.", nil, func() float64 {
