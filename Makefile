@@ -11,7 +11,7 @@ SIM_ADDR ?= 127.0.0.1:8100
 HOST_ADDR ?= 127.0.0.1:8006
 PLUGINS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: slurm transformers harnesses no-built-files client-test pysdk-test ruff-scripts datasets code-shapes all build plugins proto deps-proto mathverify swebench swe-specs swe-logs test test-short bench soak run lint fuzz deps image models golden swe-fixtures clean
+.PHONY: slurm ui-deps transformers harnesses no-built-files client-test pysdk-test ruff-scripts datasets code-shapes all build plugins proto deps-proto mathverify swebench swe-specs swe-logs test test-short bench soak run lint fuzz deps image models golden swe-fixtures clean
 IMAGE_DIR := $(shell [ "$$(id -u)" = 0 ] && echo /var/cache/prorl/images || echo $$HOME/.cache/prorl/images)
 NPM_DIR := $(HOME)/.cache/prorl/npm
 MODELS_DIR := $(HOME)/.cache/prorl/models
@@ -105,6 +105,10 @@ swe-specs: swebench
 swe-logs:
 	bash scripts/swebench/make_logs.sh
 
+# Debian's Chromium and playwright-core (npm), pinned: the dashboard's browser tests.
+ui-deps:
+	@bash scripts/ui/install.sh >/dev/null
+
 # Slurm (controller, daemons, client) and munge from Debian's packages, pinned:
 # the multi-node tests run a real Slurm cluster on this machine.
 slurm:
@@ -121,9 +125,9 @@ code-shapes:
 # The Go modules of this checkout: the host and plugins, and the SDK (its own
 # module, so a plugin in another repository requires it without a replace).
 GO_MODULES := . sdk
-REQUIRE_REFS := PRORL_REQUIRE_HARNESSES=1 PRORL_REQUIRE_PYSDK=1 PRORL_REQUIRE_DATASETS=1 PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 PRORL_REQUIRE_MATHVERIFY=1 PRORL_REQUIRE_SWEBENCH=1 PRORL_REQUIRE_TRANSFORMERS=1 PRORL_REQUIRE_SLURM=1
+REQUIRE_REFS := PRORL_REQUIRE_HARNESSES=1 PRORL_REQUIRE_PYSDK=1 PRORL_REQUIRE_DATASETS=1 PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 PRORL_REQUIRE_MATHVERIFY=1 PRORL_REQUIRE_SWEBENCH=1 PRORL_REQUIRE_TRANSFORMERS=1 PRORL_REQUIRE_SLURM=1 PRORL_REQUIRE_UI=1
 
-test: no-built-files deps build image models swe-fixtures mathverify transformers swebench datasets harnesses slurm
+test: no-built-files deps build image models swe-fixtures mathverify transformers swebench datasets harnesses slurm ui-deps
 	@for m in $(GO_MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	@for m in $(GO_MODULES); do echo "go test module $$m"; (cd $$m && $(REQUIRE_REFS) $(GO) test -count=1 -timeout 20m ./...) || exit 1; done
 	$(MAKE) client-test pysdk-test ruff-scripts

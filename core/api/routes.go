@@ -20,6 +20,7 @@ import (
 	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/store"
+	"github.com/prorl/prorl/core/ui"
 )
 
 // Deps are what the API serves.
@@ -37,6 +38,8 @@ type Deps struct {
 	Admission func() error
 	// Cluster is a coordinator's node registry; nil on a host.
 	Cluster *coord.Coordinator
+	// SandboxStats counts sandboxes running and starting (nil: none).
+	SandboxStats func() (running, starting int)
 }
 
 // Server holds the API's state.
@@ -63,6 +66,9 @@ func New(d Deps) (*Server, http.Handler) {
 	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errf(http.StatusMethodNotAllowed, "method_not_allowed", "", "%s is not allowed on %s", r.Method, r.URL.Path))
 	})
+	// The dashboard's page and assets: public (they hold no data; the page
+	// reads the API with the user's token).
+	r.PathPrefix("/ui").Handler(ui.Handler()).Methods(http.MethodGet, http.MethodHead)
 	for _, rt := range s.routes() {
 		f := rt.f
 		if rt.level != publicLevel {
@@ -121,6 +127,12 @@ func (s *Server) routes() []route {
 		// Sessions: rollouts whose agent runs elsewhere and calls the gateway.
 		{"/v1/sessions", http.MethodPost, "open_session", userLevel, s.openSession},
 		{"/v1/sessions/{id:[^/:]+}:close", http.MethodPost, "close_session", userLevel, s.closeSession},
+		// The dashboard's data (the pages themselves are /ui).
+		{"/v1/ui/overview", http.MethodGet, "ui_overview", userLevel, s.uiOverview},
+		{"/v1/ui/stream", http.MethodGet, "ui_stream", userLevel, s.uiStream},
+		{"/v1/ui/rollouts", http.MethodGet, "ui_rollouts", userLevel, s.uiRollouts},
+		{"/v1/ui/rollouts/{id}/tokens", http.MethodGet, "ui_tokens", userLevel, s.uiTokens},
+		{"/v1/ui/cancel", http.MethodPost, "ui_cancel", adminLevel, s.uiCancel},
 		{"/healthz", http.MethodGet, "healthz", publicLevel, s.healthz},
 		{"/readyz", http.MethodGet, "readyz", publicLevel, s.readyz},
 		// ProRL Agent server compatibility (same paths and fields).

@@ -221,6 +221,9 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 		log.Warn("recovered rollouts a previous run left unfinished", "rerun", rerun, "reported_interrupted", interrupted)
 	}
 	ad := api.Deps{Cfg: cfg, Log: log.Named("api"), Pipeline: h.Pipeline, Pool: h.Pool, Plugins: plugs, Store: h.Store, Metrics: h.Metrics}
+	if h.Sandboxes != nil {
+		ad.SandboxStats = h.Sandboxes.Stats
+	}
 	if c := h.Coordinator; c != nil {
 		ad.Admission, ad.Cluster = c.Admission, c
 		for _, state := range []string{coord.StateLive, coord.StateDraining, coord.StateDead} {

@@ -67,6 +67,7 @@ type Pipeline struct {
 
 	initQ        *startQueue
 	runQ, evalQ  chan *Rollout
+	tally        Tally
 	initReserved atomic.Int64 // queued in init, including reservations
 	activeStage  [3]atomic.Int64
 
@@ -584,6 +585,7 @@ func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Fail
 		p.gw.Remove(r.ID)
 	}
 	res := p.result(r, st, f)
+	p.tally.add(res)
 	if err := p.d.Store.Finish(res); err != nil {
 		p.d.Log.Error("store result", "rollout", r.ID, "error", err)
 	}
@@ -729,3 +731,6 @@ func (p *Pipeline) splicer(b *backend.Backend) *tokenizer.Splicer {
 	s, _ := p.splicers.LoadOrStore(b.ID, tokenizer.NewSplicer())
 	return s.(*tokenizer.Splicer)
 }
+
+// Tally is what has finished, counted for dashboards.
+func (p *Pipeline) Tally() *Tally { return &p.tally }

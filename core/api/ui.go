@@ -1,0 +1,208 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/coord"
+	"github.com/prorl/prorl/core/pipeline"
+	"github.com/prorl/prorl/core/pluginhost"
+)
+
+// uiOverview is the dashboard's overview: one snapshot of the host.
+type uiOverview struct {
+	Time      time.Time              `json:"time"`
+	Instance  string                 `json:"instance,omitempty"`
+	Policy    pipeline.PolicyState   `json:"policy"`
+	Stages    pipeline.Stats         `json:"stages"`
+	Tally     pipeline.TallySnapshot `json:"tally"`
+	Backends  []backend.Status       `json:"backends"`
+	Plugins   []pluginhost.Status    `json:"plugins"`
+	Sandboxes *uiSandboxes           `json:"sandboxes,omitempty"`
+	Nodes     []coord.NodeStatus     `json:"nodes,omitempty"`
+	Unacked   int                    `json:"unacked_results"`
+}
+
+type uiSandboxes struct {
+	Running  int `json:"running"`
+	Starting int `json:"starting"`
+}
+
+func (s *Server) overview() uiOverview {
+	o := uiOverview{Time: time.Now(), Policy: s.Pipeline.PolicyState(), Stages: s.Pipeline.Stats(), Tally: s.Pipeline.Tally().Snapshot(),
+		Backends: s.Pool.List(), Plugins: s.Plugins.Statuses(), Unacked: s.Store.Stats().Finished}
+	if s.SandboxStats != nil {
+		r, st := s.SandboxStats()
+		o.Sandboxes = &uiSandboxes{Running: r, Starting: st}
+	}
+	if s.Cluster != nil {
+		o.Nodes = s.Cluster.Nodes()
+	}
+	return o
+}
+
+func (s *Server) uiOverview(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.overview())
+}
+
+// uiStream pushes the overview as server-sent events at most once a
+// second (whatever the number of viewers, each costs one snapshot a
+// second), and a "finished" event when rollouts finish in between.
+func (s *Server) uiStream(w http.ResponseWriter, r *http.Request) {
+	every := time.Second
+	if v := r.URL.Query().Get("interval_ms"); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms < 250 || ms > 60000 {
+			writeError(w, invalid("interval_ms", "between 250 and 60000"))
+			return
+		}
+		every = time.Duration(ms) * time.Millisecond
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		b, _ := json.Marshal(s.overview())
+		if _, err := fmt.Fprintf(w, "event: overview\ndata: %s\n\n", b); err != nil {
+			return
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// uiRollout is a row of the dashboard's rollouts table.
+type uiRollout struct {
+	ID         string     `json:"id"`
+	GroupID    string     `json:"group_id"`
+	Domain     string     `json:"domain"`
+	Status     string     `json:"status"`
+	Stage      string     `json:"stage"`
+	Backend    string     `json:"backend,omitempty"`
+	Turn       int        `json:"turns"`
+	AgeSeconds float64    `json:"age_seconds"`
+	InStageS   float64    `json:"in_stage_seconds,omitempty"`
+	Stuck      bool       `json:"stuck,omitempty"`
+	Reward     *float64   `json:"reward,omitempty"`
+	Reason     string     `json:"reason,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
+
+// uiRollouts lists live rollouts (a stage held longer than stuck_after,
+// default 10m, is flagged) then the last 500 that finished, newest first;
+// limit and offset page through them.
+func (s *Server) uiRollouts(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	stuck := 10 * time.Minute
+	if v := q.Get("stuck_after"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			writeError(w, invalid("stuck_after", "a positive duration like 10m, got %q", v))
+			return
+		}
+		stuck = d
+	}
+	limit, offset := 200, 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			writeError(w, invalid("limit", "between 1 and 1000"))
+			return
+		}
+		limit = n
+	}
+	if v := q.Get("offset"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeError(w, invalid("offset", "a non-negative integer"))
+			return
+		}
+		offset = n
+	}
+	now := time.Now()
+	var rows []uiRollout
+	for _, sm := range s.Pipeline.Active() {
+		row := uiRollout{ID: sm.ID, GroupID: sm.GroupID, Domain: sm.Domain, Status: sm.Status, Stage: sm.Stage, Backend: sm.Backend, Turn: sm.Turn, AgeSeconds: sm.AgeSeconds}
+		if !sm.StageSince.IsZero() {
+			row.InStageS = now.Sub(sm.StageSince).Seconds()
+			row.Stuck = now.Sub(sm.StageSince) > stuck
+		}
+		rows = append(rows, row)
+	}
+	for _, f := range s.Pipeline.Tally().Recent() {
+		reward, at := f.Reward, f.FinishedAt
+		rows = append(rows, uiRollout{ID: f.ID, GroupID: f.GroupID, Domain: f.Domain, Status: f.Status, Stage: f.Stage, Backend: f.Backend,
+			Turn: f.Turns, AgeSeconds: f.TotalMS / 1000, Reward: &reward, Reason: f.Reason, FinishedAt: &at})
+	}
+	total := len(rows)
+	rows = rows[min(offset, total):min(offset+limit, total)]
+	if rows == nil {
+		rows = []uiRollout{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"rollouts": rows, "total": total, "stuck_after_seconds": stuck.Seconds()})
+}
+
+// uiTokens is each token's text of a rollout's sequence, for the viewer
+// (at most 20,000 tokens).
+func (s *Server) uiTokens(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["id"]
+	res, ok := s.Store.Get(id)
+	if !ok {
+		if rl, live := s.Pipeline.Lookup(id); live {
+			res = s.Pipeline.Snapshot(rl)
+		} else {
+			writeError(w, errf(http.StatusNotFound, "not_found", "id", "no rollout %q", id))
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	texts, err := s.Pipeline.TokenTexts(ctx, res.Tokens.IDs, 20000)
+	if err != nil {
+		writeError(w, errf(http.StatusServiceUnavailable, "no_tokenizer", "", "%v", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "texts": texts, "truncated": len(texts) < len(res.Tokens.IDs)})
+}
+
+// uiCancel cancels a rollout or a whole group from the dashboard: admin
+// only, unlike the API's own cancels (a dashboard is shared).
+func (s *Server) uiCancel(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ID      string `json:"id"`
+		GroupID string `json:"group_id"`
+	}
+	if e := decode(w, r, 1<<16, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	switch {
+	case (req.ID == "") == (req.GroupID == ""):
+		writeError(w, invalid("id", "give id or group_id"))
+	case req.ID != "":
+		if !s.Pipeline.Cancel(req.ID, "cancelled from the dashboard") {
+			writeError(w, errf(http.StatusNotFound, "not_found", "id", "no live rollout %q", req.ID))
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"cancelled": 1})
+	default:
+		n := s.Pipeline.CancelWhere(func(o *pipeline.Rollout) bool { return o.Req.GroupID == req.GroupID }, "cancelled from the dashboard")
+		writeJSON(w, http.StatusOK, map[string]any{"cancelled": n})
+	}
+}

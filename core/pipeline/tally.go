@@ -1,0 +1,133 @@
+package pipeline
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prorl/prorl/core/trajectory"
+)
+
+// Tally counts what finished, for dashboards: by status and failure
+// reason, rewards per domain (a histogram), the finish rate, and the last
+// rollouts that finished. Exact: fed by finalize, not by reading results
+// back (which the trainer may already have acknowledged).
+type Tally struct {
+	mu       sync.Mutex
+	finished uint64
+	byReason map[string]uint64 // "status" or "status/reason"
+	rewards  map[string]*[RewardBins + 2]uint64
+	times    [256]time.Time // last finish times, a ring
+	n        int
+	recent   [recentN]Finished
+	next     int
+}
+
+// RewardBins split [0, 1]; rewards below and above get a bin each.
+const RewardBins = 10
+
+const recentN = 500
+
+// Finished is one finished rollout as a dashboard lists it.
+type Finished struct {
+	ID         string    `json:"id"`
+	GroupID    string    `json:"group_id"`
+	Domain     string    `json:"domain"`
+	Status     string    `json:"status"`
+	Stage      string    `json:"stage"`
+	Reason     string    `json:"reason,omitempty"`
+	Reward     float64   `json:"reward"`
+	Backend    string    `json:"backend,omitempty"`
+	Turns      int       `json:"turns"`
+	FinishedAt time.Time `json:"finished_at"`
+	TotalMS    float64   `json:"total_ms"`
+}
+
+// TallySnapshot is a copy of the counts.
+type TallySnapshot struct {
+	Finished uint64            `json:"finished"`
+	ByReason map[string]uint64 `json:"by_reason"`
+	// Rewards per domain: [below 0, RewardBins bins over [0, 1], above 1].
+	Rewards map[string][]uint64 `json:"rewards"`
+	// PerSecond is the finish rate over the last 10 s (or the last 256
+	// finishes, whichever is shorter).
+	PerSecond float64 `json:"per_second"`
+}
+
+func (t *Tally) add(res *trajectory.Result) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byReason == nil {
+		t.byReason, t.rewards = map[string]uint64{}, map[string]*[RewardBins + 2]uint64{}
+	}
+	t.finished++
+	key := string(res.Status)
+	reason := ""
+	if res.Failure != nil {
+		reason = res.Failure.Reason
+		key += "/" + reason
+	}
+	t.byReason[key]++
+	if res.Status == trajectory.StatusCompleted || res.Status == trajectory.StatusTruncated {
+		h := t.rewards[res.Domain]
+		if h == nil {
+			h = new([RewardBins + 2]uint64)
+			t.rewards[res.Domain] = h
+		}
+		switch r := res.Reward; {
+		case r < 0:
+			h[0]++
+		case r > 1:
+			h[RewardBins+1]++
+		default:
+			h[1+min(RewardBins-1, int(r*RewardBins))]++
+		}
+	}
+	now := time.Now()
+	t.times[t.n%len(t.times)] = now
+	t.n++
+	backend := ""
+	if len(res.Turns) > 0 {
+		backend = res.Turns[len(res.Turns)-1].Backend
+	}
+	t.recent[t.next%recentN] = Finished{ID: res.ID, GroupID: res.GroupID, Domain: res.Domain, Status: string(res.Status), Stage: res.Stage,
+		Reason: reason, Reward: res.Reward, Backend: backend, Turns: len(res.Turns), FinishedAt: now, TotalMS: res.Timing.TotalMS}
+	t.next++
+}
+
+// Snapshot copies the counts.
+func (t *Tally) Snapshot() TallySnapshot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := TallySnapshot{Finished: t.finished, ByReason: map[string]uint64{}, Rewards: map[string][]uint64{}}
+	for k, v := range t.byReason {
+		s.ByReason[k] = v
+	}
+	for d, h := range t.rewards {
+		s.Rewards[d] = append([]uint64(nil), h[:]...)
+	}
+	now := time.Now()
+	count, oldest := 0, now
+	for i := 1; i <= min(t.n, len(t.times)); i++ {
+		ts := t.times[(t.n-i)%len(t.times)]
+		if now.Sub(ts) > 10*time.Second {
+			break
+		}
+		count, oldest = count+1, ts
+	}
+	if count > 1 {
+		s.PerSecond = float64(count) / max(now.Sub(oldest).Seconds(), 1)
+	}
+	return s
+}
+
+// Recent lists the last rollouts that finished, newest first.
+func (t *Tally) Recent() []Finished {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := min(t.next, recentN)
+	out := make([]Finished, 0, n)
+	for i := 1; i <= n; i++ {
+		out = append(out, t.recent[(t.next-i)%recentN])
+	}
+	return out
+}
