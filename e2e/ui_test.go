@@ -26,7 +26,8 @@ func TestDashboard(t *testing.T) {
 	// The install script prints the node_modules directory.
 	nodeModules := sdktest.ReferencePython(t, "../scripts/ui/install.sh", "PRORL_REQUIRE_UI")
 	const user, admin = "ui-user-token", "ui-admin-token"
-	e := newEnv(t, envOpts{staticBackend: true, serverTOML: `token = "` + user + `"` + "\n" + `admin_token = "` + admin + `"` + "\n"})
+	e := newEnv(t, envOpts{staticBackend: true, serverTOML: `token = "` + user + `"` + "\n" + `admin_token = "` + admin + `"` + "\n",
+		pipelineTOML: "stuck_after = \"1s\"\n"})
 	e.startHost()
 	do := func(method, path, tok string, body any) resp {
 		t.Helper()

@@ -73,7 +73,21 @@ type Episode struct {
 	// MessageSpans computes each initial message's own token span (ProRL's
 	// per-message token_ids) at the cost of one render per message.
 	MessageSpans bool
+	// StrictLoopDetector (ProRL's sampling flag) ends a rollout whose model
+	// repeats one tool call with the same arguments LoopRepeats times; it
+	// is always detected and counted (metric health_loop).
+	StrictLoopDetector bool
 }
+
+// LoopRepeats is how many times one tool call with the same arguments
+// makes a loop.
+const LoopRepeats = 3
+
+// Health checks a rollout's metrics carry (1 when it tripped).
+const (
+	HealthLoop    = "health_loop"
+	HealthRunaway = "health_runaway_generation"
+)
 
 // Outcome is the trajectory so far; on error it is the partial trajectory.
 type Outcome struct {
@@ -152,6 +166,7 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 		out.Status, out.EndReason, out.FinalResponse = status, reason, final
 		return out, nil
 	}
+	repeats := map[string]int{} // tool name and canonical arguments -> calls
 	for k := 0; ; k++ {
 		turnStart := time.Now()
 		if k == 0 {
@@ -211,6 +226,7 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 			tokDur = 0
 		}
 		if g.FinishReason == "length" {
+			out.metric(HealthRunaway, 1)
 			closeTurn(0)
 			msg := fmt.Sprintf("turn %d hit max_tokens=%d", k, maxNew)
 			if len(tk.IDs) >= ep.MaxTotalTokens {
@@ -227,6 +243,20 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 		var obs []trajectory.Message
 		for _, perr := range parsed.Errors {
 			obs = append(obs, trajectory.Message{Role: "tool", Content: "Error: could not parse the tool call: " + perr.Error(), ToolCallID: fmt.Sprintf("call_%d_error", k)})
+		}
+		looped := false
+		for _, c := range parsed.Calls {
+			key := c.Name + "\x00" + canonicalJSON(c.Arguments)
+			if repeats[key]++; repeats[key] >= LoopRepeats {
+				out.metric(HealthLoop, 1)
+				looped = true
+			}
+		}
+		if looped && ep.StrictLoopDetector {
+			closeTurn(0)
+			out.Failure = &trajectory.Failure{Stage: trajectory.StageRun, Reason: ReasonLoop,
+				Message: fmt.Sprintf("the model repeated a tool call with the same arguments %d times (strict_loop_detector)", LoopRepeats)}
+			return finish(trajectory.StatusTruncated, ReasonLoop, parsed.Content)
 		}
 		done, final := false, ""
 		for j, c := range parsed.Calls {
@@ -378,4 +408,25 @@ func unknownTool(name string, tools []trajectory.Tool) string {
 		names[i] = t.Function.Name
 	}
 	return fmt.Sprintf("Error: unknown tool %q. Available tools: %s.", name, strings.Join(names, ", "))
+}
+
+// ReasonLoop ends a rollout stopped by the strict loop detector.
+const ReasonLoop = "loop_detected"
+
+func (o *Outcome) metric(k string, v float64) {
+	if o.Metrics == nil {
+		o.Metrics = map[string]float64{}
+	}
+	o.Metrics[k] = v
+}
+
+// canonicalJSON is arguments with key order and spacing normalised, so a
+// repeated call is recognised however the model wrote it.
+func canonicalJSON(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	b, _ := json.Marshal(v) // maps marshal with sorted keys
+	return string(b)
 }

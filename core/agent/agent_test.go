@@ -256,3 +256,56 @@ func equal(a, b []int) bool {
 	}
 	return true
 }
+
+// TestHealthChecks: a model that repeats one tool call (same arguments,
+// however they are spaced or ordered) is flagged a loop, and stopped when
+// the strict loop detector is on; a turn that hits its token cap is
+// flagged runaway generation.
+func TestHealthChecks(t *testing.T) {
+	loop1 := "<tool_call>\n{\"name\": \"think\", \"arguments\": {\"a\": 1, \"b\": \"x\"}}\n</tool_call>"
+	loop2 := "<tool_call>\n{\"name\": \"think\", \"arguments\": {\"b\":\"x\",\"a\":1}}\n</tool_call>"
+	other := "<tool_call>\n{\"name\": \"think\", \"arguments\": {\"a\": 2}}\n</tool_call>"
+	tests := []struct {
+		name    string
+		replies []string
+		strict  bool
+		perTurn int
+		status  trajectory.Status
+		reason  string
+		flags   map[string]float64
+		turns   int
+	}{
+		{"no loop", []string{loop1, other, loop2, finish}, false, 0, trajectory.StatusCompleted, "finish", map[string]float64{}, 4},
+		{"loop flagged", []string{loop1, loop2, other, loop1, finish}, false, 0, trajectory.StatusCompleted, "finish", map[string]float64{HealthLoop: 1}, 5},
+		{"loop stopped", []string{loop1, loop2, loop1, finish}, true, 0, trajectory.StatusTruncated, ReasonLoop, map[string]float64{HealthLoop: 1}, 3},
+		{"runaway", []string{strings.Repeat("word ", 100)}, false, 20, trajectory.StatusTruncated, "context_overflow", map[string]float64{HealthRunaway: 1}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			gen := &scripted{tok: simllm.NewTokenizer(), replies: tt.replies}
+			ep := Episode{
+				Messages: []trajectory.Message{{Role: "user", Content: "go"}},
+				Tools: []trajectory.Tool{{Type: "function", Function: trajectory.ToolFunction{Name: "finish", Parameters: json.RawMessage(`{"type":"object"}`)}},
+					{Type: "function", Function: trajectory.ToolFunction{Name: "think", Parameters: json.RawMessage(`{"type":"object"}`)}}},
+				MaxTurns: 8, MaxTokensPerTurn: 512, MaxTotalTokens: 4096, StrictLoopDetector: tt.strict,
+			}
+			if tt.perTurn > 0 {
+				ep.MaxTokensPerTurn = tt.perTurn
+			}
+			parser, _ := toolcall.New("hermes")
+			rn := &Runner{Parser: parser, Policy: func() int64 { return 0 }}
+			o, err := rn.Run(context.Background(), ep, gen, "b1", tokenizer.NewSplicer(), toolsFunc(finishTools))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.Status != tt.status || o.EndReason != tt.reason || len(o.Turns) != tt.turns {
+				t.Fatalf("status %s reason %s turns %d", o.Status, o.EndReason, len(o.Turns))
+			}
+			for _, k := range []string{HealthLoop, HealthRunaway} {
+				if o.Metrics[k] != tt.flags[k] {
+					t.Errorf("%s = %v, want %v", k, o.Metrics[k], tt.flags[k])
+				}
+			}
+		})
+	}
+}

@@ -191,6 +191,13 @@ func samplingFromProRL(sp map[string]any) (trajectory.Sampling, int, *Error) {
 		}
 		turns = int(v)
 	}
+	if v, ok := sp["strict_loop_detector"]; ok {
+		b, isBool := v.(bool)
+		if !isBool {
+			return s, 0, invalid("sampling_params.strict_loop_detector", "must be true or false, got %v", v)
+		}
+		s.StrictLoopDetector = b
+	}
 	for _, k := range []string{"top_k", "seed", "max_output_tokens", "max_tokens", "max_model_len", "max_input_tokens"} {
 		if v, ok, _ := num(sp, k); ok && v != math.Trunc(v) {
 			return s, 0, invalid("sampling_params."+k, "must be an integer, got %v", v)

@@ -27,6 +27,10 @@ type uiOverview struct {
 	Sandboxes *uiSandboxes           `json:"sandboxes,omitempty"`
 	Nodes     []coord.NodeStatus     `json:"nodes,omitempty"`
 	Unacked   int                    `json:"unacked_results"`
+	// Stuck counts live rollouts held in one stage longer than
+	// pipeline.stuck_after.
+	Stuck      int     `json:"stuck"`
+	StuckAfter float64 `json:"stuck_after_seconds"`
 }
 
 type uiSandboxes struct {
@@ -37,6 +41,8 @@ type uiSandboxes struct {
 func (s *Server) overview() uiOverview {
 	o := uiOverview{Time: time.Now(), Policy: s.Pipeline.PolicyState(), Stages: s.Pipeline.Stats(), Tally: s.Pipeline.Tally().Snapshot(),
 		Backends: s.Pool.List(), Plugins: s.Plugins.Statuses(), Unacked: s.Store.Stats().Finished}
+	o.StuckAfter = s.Cfg.Pipeline.StuckAfter.Seconds()
+	o.Stuck = StuckCount(s.Pipeline.Active(), s.Cfg.Pipeline.StuckAfter.Duration, o.Time)
 	if s.SandboxStats != nil {
 		r, st := s.SandboxStats()
 		o.Sandboxes = &uiSandboxes{Running: r, Starting: st}
@@ -101,6 +107,7 @@ type uiRollout struct {
 	Stuck      bool       `json:"stuck,omitempty"`
 	Reward     *float64   `json:"reward,omitempty"`
 	Reason     string     `json:"reason,omitempty"`
+	Health     []string   `json:"health,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 }
 
@@ -109,7 +116,7 @@ type uiRollout struct {
 // limit and offset page through them.
 func (s *Server) uiRollouts(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	stuck := 10 * time.Minute
+	stuck := s.Cfg.Pipeline.StuckAfter.Duration
 	if v := q.Get("stuck_after"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -148,7 +155,7 @@ func (s *Server) uiRollouts(w http.ResponseWriter, r *http.Request) {
 	for _, f := range s.Pipeline.Tally().Recent() {
 		reward, at := f.Reward, f.FinishedAt
 		rows = append(rows, uiRollout{ID: f.ID, GroupID: f.GroupID, Domain: f.Domain, Status: f.Status, Stage: f.Stage, Backend: f.Backend,
-			Turn: f.Turns, AgeSeconds: f.TotalMS / 1000, Reward: &reward, Reason: f.Reason, FinishedAt: &at})
+			Turn: f.Turns, AgeSeconds: f.TotalMS / 1000, Reward: &reward, Reason: f.Reason, Health: f.Health, FinishedAt: &at})
 	}
 	total := len(rows)
 	rows = rows[min(offset, total):min(offset+limit, total)]
@@ -205,4 +212,15 @@ func (s *Server) uiCancel(w http.ResponseWriter, r *http.Request) {
 		n := s.Pipeline.CancelWhere(func(o *pipeline.Rollout) bool { return o.Req.GroupID == req.GroupID }, "cancelled from the dashboard")
 		writeJSON(w, http.StatusOK, map[string]any{"cancelled": n})
 	}
+}
+
+// StuckCount counts live rollouts held in one stage longer than after.
+func StuckCount(active []pipeline.Summary, after time.Duration, now time.Time) int {
+	n := 0
+	for _, sm := range active {
+		if !sm.StageSince.IsZero() && now.Sub(sm.StageSince) > after {
+			n++
+		}
+	}
+	return n
 }

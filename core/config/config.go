@@ -190,6 +190,9 @@ type Pipeline struct {
 	RunQueue       int      `toml:"run_queue"`
 	EvalQueue      int      `toml:"eval_queue"`
 	RolloutTimeout Duration `toml:"rollout_timeout"`
+	// StuckAfter flags a rollout held in one stage this long (the
+	// dashboard and prorl_rollouts_stuck).
+	StuckAfter Duration `toml:"stuck_after"`
 }
 
 // Agent holds the defaults of the multi-turn loop.
@@ -348,7 +351,7 @@ func Default() *Config {
 		Pipeline: Pipeline{
 			InitWorkers: 64, RunWorkers: 1024, EvalWorkers: 64,
 			InitQueue: 100_000, RunQueue: 4096, EvalQueue: 4096,
-			RolloutTimeout: Duration{30 * time.Minute},
+			RolloutTimeout: Duration{30 * time.Minute}, StuckAfter: Duration{10 * time.Minute},
 		},
 		Agent:     Agent{MaxTurns: 8, MaxTokensPerTurn: 2048, MaxTotalTokens: 32768, ToolCallFormat: "hermes", ToolTimeout: Duration{5 * time.Minute}},
 		Tokenizer: Tokenizer{Check: "every_turn"},

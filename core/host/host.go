@@ -255,6 +255,13 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 		}
 		return float64(n)
 	})
+	h.Metrics.Gauge("prorl_rollouts_stuck", "Live rollouts held in one stage longer than pipeline.stuck_after.", nil, func() float64 {
+		return float64(api.StuckCount(h.Pipeline.Active(), cfg.Pipeline.StuckAfter.Duration, time.Now()))
+	})
+	for _, check := range []string{"loop", "runaway_generation", "template_mismatch", "slow_init"} {
+		h.Metrics.Counter("prorl_rollout_health_total", "Finished rollouts that tripped a health check.", prometheus.Labels{"check": check},
+			func() float64 { return float64(h.Pipeline.Tally().Snapshot().Health[check]) })
+	}
 	h.Metrics.Gauge("prorl_results_unacked", "Finished results not yet acknowledged.", nil, func() float64 { return float64(h.Store.Stats().Finished) })
 	for _, name := range plugs.Names() {
 		p, _ := plugs.Get(name)

@@ -162,7 +162,7 @@ func (p *Pipeline) episode(r *Rollout, info *pb.DomainInfo, resp *pb.PrepareResp
 		MaxTokensPerTurn: pick(s.MaxTokensPerTurn, lim.GetMaxTokensPerTurn(), c.MaxTokensPerTurn),
 		MaxTotalTokens:   pick(s.MaxTotalTokens, lim.GetMaxTotalTokens(), c.MaxTotalTokens),
 		Temperature:      1, TopP: 1, Seed: s.Seed, Stop: s.Stop,
-		MessageSpans: r.Req.MessageSpans,
+		MessageSpans: r.Req.MessageSpans, StrictLoopDetector: r.Req.Sampling.StrictLoopDetector,
 	}
 	if s.Temperature != nil {
 		ep.Temperature = *s.Temperature

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"sort"
 	"sync"
 	"time"
 
@@ -20,6 +21,31 @@ type Tally struct {
 	n        int
 	recent   [recentN]Finished
 	next     int
+	health   map[string]uint64
+}
+
+// SlowInit is how long an init stage (mostly starting the sandbox) may
+// take before the health check "slow_init" counts it.
+const SlowInit = time.Minute
+
+// healthOf lists the health checks a result tripped: those the agent loop
+// flags (metrics health_*), a template that does not reproduce the tokens
+// kept, a slow init.
+func healthOf(res *trajectory.Result) []string {
+	var out []string
+	for k, v := range res.Metrics {
+		if v > 0 && len(k) > 7 && k[:7] == "health_" {
+			out = append(out, k[7:])
+		}
+	}
+	if res.Metrics["template_mismatch_turns"] > 0 {
+		out = append(out, "template_mismatch")
+	}
+	if res.Timing.InitMS > float64(SlowInit.Milliseconds()) {
+		out = append(out, "slow_init")
+	}
+	sort.Strings(out)
+	return out
 }
 
 // RewardBins split [0, 1]; rewards below and above get a bin each.
@@ -38,6 +64,7 @@ type Finished struct {
 	Reward     float64   `json:"reward"`
 	Backend    string    `json:"backend,omitempty"`
 	Turns      int       `json:"turns"`
+	Health     []string  `json:"health,omitempty"`
 	FinishedAt time.Time `json:"finished_at"`
 	TotalMS    float64   `json:"total_ms"`
 }
@@ -51,13 +78,19 @@ type TallySnapshot struct {
 	// PerSecond is the finish rate over the last 10 s (or the last 256
 	// finishes, whichever is shorter).
 	PerSecond float64 `json:"per_second"`
+	// Health counts the rollouts that tripped each health check.
+	Health map[string]uint64 `json:"health"`
 }
 
 func (t *Tally) add(res *trajectory.Result) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.byReason == nil {
-		t.byReason, t.rewards = map[string]uint64{}, map[string]*[RewardBins + 2]uint64{}
+		t.byReason, t.rewards, t.health = map[string]uint64{}, map[string]*[RewardBins + 2]uint64{}, map[string]uint64{}
+	}
+	health := healthOf(res)
+	for _, h := range health {
+		t.health[h]++
 	}
 	t.finished++
 	key := string(res.Status)
@@ -90,7 +123,7 @@ func (t *Tally) add(res *trajectory.Result) {
 		backend = res.Turns[len(res.Turns)-1].Backend
 	}
 	t.recent[t.next%recentN] = Finished{ID: res.ID, GroupID: res.GroupID, Domain: res.Domain, Status: string(res.Status), Stage: res.Stage,
-		Reason: reason, Reward: res.Reward, Backend: backend, Turns: len(res.Turns), FinishedAt: now, TotalMS: res.Timing.TotalMS}
+		Reason: reason, Reward: res.Reward, Backend: backend, Turns: len(res.Turns), Health: health, FinishedAt: now, TotalMS: res.Timing.TotalMS}
 	t.next++
 }
 
@@ -98,7 +131,10 @@ func (t *Tally) add(res *trajectory.Result) {
 func (t *Tally) Snapshot() TallySnapshot {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := TallySnapshot{Finished: t.finished, ByReason: map[string]uint64{}, Rewards: map[string][]uint64{}}
+	s := TallySnapshot{Finished: t.finished, ByReason: map[string]uint64{}, Rewards: map[string][]uint64{}, Health: map[string]uint64{}}
+	for k, v := range t.health {
+		s.Health[k] = v
+	}
 	for k, v := range t.byReason {
 		s.ByReason[k] = v
 	}

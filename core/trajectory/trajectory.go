@@ -64,6 +64,10 @@ type Sampling struct {
 	MaxTotalTokens   int      `json:"max_total_tokens,omitempty"`
 	Seed             *int64   `json:"seed,omitempty"`
 	Stop             []string `json:"stop,omitempty"`
+	// StrictLoopDetector ends a rollout whose model repeats one tool call
+	// with the same arguments (ProRL's sampling flag); loops are detected
+	// and counted either way.
+	StrictLoopDetector bool `json:"strict_loop_detector,omitempty"`
 }
 
 // Failure says why a rollout did not complete.

@@ -30,6 +30,9 @@ try {
   const finished0 = Number(await page.textContent("#c-finished .v"));
   check("overview shows finished rollouts", finished0 >= cfg.finishedAtLeast, { finished0 });
   await page.waitForSelector("#live:has-text('live')");
+  await page.waitForFunction(n => Number(document.querySelector("#c-stuck .v")?.textContent) >= n, cfg.stuck.length, { timeout: 10000 });
+  check("overview counts the stuck rollouts", true);
+  check("overview shows the health checks", (await page.$$("#health tbody tr")).length === 4, {});
   await page.screenshot({ path: cfg.shots + "/overview.png", fullPage: true });
   const backendsText = await page.textContent("#backends");
   check("overview lists the backend", backendsText.includes(cfg.backend), backendsText.slice(0, 200));

@@ -112,6 +112,7 @@ function renderOverview() {
     card("in flight", fmt(s.total), "c-total"),
     card("policy version", fmt(o.policy.version) + (o.policy.paused ? " (paused)" : ""), "c-policy"),
     card("results not acked", fmt(o.unacked_results), "c-unacked"),
+    card(`stuck (> ${fmt(o.stuck_after_seconds)} s in a stage)`, fmt(o.stuck), "c-stuck"),
     o.sandboxes ? card("sandboxes running / starting", `${o.sandboxes.running} / ${o.sandboxes.starting}`, "c-sandboxes") : null);
   const backends = el("section", { id: "backends" }, el("h2", {}, "Backends"), table(["id", "url", "healthy", "in_flight", "slots", "error"],
     (o.backends || []).map(b => [b.id, b.url, b.healthy ? "yes" : "NO", b.in_flight ?? b.inflight ?? "", b.slots || "", b.last_error || ""])));
@@ -125,7 +126,9 @@ function renderOverview() {
       return el("div", {}, el("div", {}, `${d} (below 0 · ten bins over [0, 1] · above 1)`),
         el("div", { class: "bars", "data-domain": d }, ...h.map(c => el("div", { title: String(c), style: `height:${Math.round(60 * c / top)}px` }))));
     }));
-  const parts = [cards, backends, plugins, failures, rewards];
+  const health = el("section", { id: "health" }, el("h2", {}, "Health checks (finished rollouts that tripped one)"),
+    table(["check", "rollouts"], ["loop", "runaway_generation", "template_mismatch", "slow_init"].map(k => [k, (o.tally.health || {})[k] || 0])));
+  const parts = [cards, health, backends, plugins, failures, rewards];
   if (o.nodes && o.nodes.length) parts.push(el("section", { id: "nodes" }, el("h2", {}, "Nodes"),
     table(["id", "url", "state", "outstanding", "capacity"], o.nodes.map(n => [n.id, n.url, n.state, n.outstanding, n.load.capacity]))));
   m.replaceChildren(...parts);
@@ -147,7 +150,7 @@ async function loadRollouts() {
   }
 }
 
-const columns = [["id", "id"], ["status", "status"], ["stage", "stage"], ["domain", "domain"], ["group_id", "group"], ["age_seconds", "age (s)"], ["backend", "backend"], ["reward", "reward"]];
+const columns = [["id", "id"], ["status", "status"], ["stage", "stage"], ["domain", "domain"], ["group_id", "group"], ["age_seconds", "age (s)"], ["backend", "backend"], ["reward", "reward"], ["health", "health"]];
 
 function renderRollouts() {
   const m = document.getElementById("main");
@@ -168,6 +171,7 @@ function renderRollouts() {
     el("td", {}, el("span", { class: "badge " + r.status }, r.status), r.stuck ? el("span", { class: "badge stuck" }, "stuck") : null),
     el("td", {}, r.stage), el("td", {}, r.domain), el("td", {}, r.group_id), el("td", {}, fmt(r.age_seconds)), el("td", {}, r.backend || ""),
     el("td", {}, r.reward === undefined ? "" : fmt(r.reward, 3)),
+    el("td", { class: "health" }, ...(r.health || []).map(h => el("span", { class: "badge failed" }, h))),
     el("td", {}, r.finished_at ? "" : el("button", { type: "button", class: "cancel", onclick: () => cancel({ id: r.id }) }, "cancel"),
       r.finished_at ? "" : el("button", { type: "button", class: "cancel-group", onclick: () => cancel({ group_id: r.group_id }) }, "cancel group")))));
   m.replaceChildren(el("section", { id: "rollouts" }, el("h2", {}, `Rollouts (${rows.length} of ${state.rows.length})`),
