@@ -22,7 +22,20 @@ type Tally struct {
 	recent   [recentN]Finished
 	next     int
 	health   map[string]uint64
+	timeline []Bucket
 }
+
+// Bucket counts what finished in one interval, by status and reason.
+type Bucket struct {
+	Start  time.Time         `json:"start"`
+	Counts map[string]uint64 `json:"counts"`
+}
+
+// The timeline: 10-second buckets over the last 10 minutes.
+const (
+	bucketWidth = 10 * time.Second
+	buckets     = 60
+)
 
 // SlowInit is how long an init stage (mostly starting the sandbox) may
 // take before the health check "slow_init" counts it.
@@ -80,6 +93,9 @@ type TallySnapshot struct {
 	PerSecond float64 `json:"per_second"`
 	// Health counts the rollouts that tripped each health check.
 	Health map[string]uint64 `json:"health"`
+	// Timeline is ByReason over time: 10-second buckets, oldest first,
+	// the last 10 minutes (buckets in which nothing finished are absent).
+	Timeline []Bucket `json:"timeline"`
 }
 
 func (t *Tally) add(res *trajectory.Result) {
@@ -116,6 +132,14 @@ func (t *Tally) add(res *trajectory.Result) {
 		}
 	}
 	now := time.Now()
+	start := now.Truncate(bucketWidth)
+	if l := len(t.timeline); l == 0 || !t.timeline[l-1].Start.Equal(start) {
+		t.timeline = append(t.timeline, Bucket{Start: start, Counts: map[string]uint64{}})
+		for len(t.timeline) > 0 && now.Sub(t.timeline[0].Start) > buckets*bucketWidth {
+			t.timeline = t.timeline[1:]
+		}
+	}
+	t.timeline[len(t.timeline)-1].Counts[key]++
 	t.times[t.n%len(t.times)] = now
 	t.n++
 	backend := ""
@@ -134,6 +158,17 @@ func (t *Tally) Snapshot() TallySnapshot {
 	s := TallySnapshot{Finished: t.finished, ByReason: map[string]uint64{}, Rewards: map[string][]uint64{}, Health: map[string]uint64{}}
 	for k, v := range t.health {
 		s.Health[k] = v
+	}
+	s.Timeline = make([]Bucket, 0, len(t.timeline))
+	for _, b := range t.timeline {
+		if time.Since(b.Start) > buckets*bucketWidth {
+			continue
+		}
+		c := make(map[string]uint64, len(b.Counts))
+		for k, v := range b.Counts {
+			c[k] = v
+		}
+		s.Timeline = append(s.Timeline, Bucket{Start: b.Start, Counts: c})
 	}
 	for k, v := range t.byReason {
 		s.ByReason[k] = v

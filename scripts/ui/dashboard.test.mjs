@@ -83,6 +83,19 @@ try {
   check("viewer shows the messages", msgs >= 2, { msgs });
   await page.screenshot({ path: cfg.shots + "/viewer.png", fullPage: true });
 
+  // Backends and plugins pages.
+  await page.goto(cfg.base + "/ui#/backends");
+  await page.waitForSelector("#backends tbody tr");
+  check("backends page lists the backend", (await page.textContent("#backends")).includes(cfg.backend), {});
+  await page.goto(cfg.base + "/ui#/plugins");
+  await page.waitForSelector("#plugins tbody tr");
+  check("plugins page shows math running", /math\s*running/.test(await page.textContent("#plugins")), await page.textContent("#plugins"));
+  await page.screenshot({ path: cfg.shots + "/plugins.png", fullPage: true });
+  // The cancelled rollout shows over time.
+  await page.goto(cfg.base + "/ui#/");
+  await page.waitForSelector("#failures-over-time .bars div");
+  check("failures over time show the cancel", true);
+
   // Unknown ids: a not-found page.
   await page.goto(cfg.base + "/ui#/rollouts/no-such-rollout");
   await page.waitForSelector("#not-found");

@@ -70,7 +70,7 @@ async function connect() {
 function onOverview() {
   const o = state.overview;
   document.getElementById("live").textContent = "live · " + new Date(o.time).toLocaleTimeString();
-  if (route().page === "overview") renderOverview();
+  if (["overview", "backends", "plugins"].includes(route().page)) renderOverview();
 }
 
 // ---- pages
@@ -79,13 +79,14 @@ function route() {
   const m = h.match(/^\/rollouts\/(.+)$/);
   if (m) return { page: "viewer", id: decodeURIComponent(m[1]) };
   if (h.startsWith("/rollouts")) return { page: "rollouts" };
+  if (h === "/backends" || h === "/plugins") return { page: h.slice(1) };
   if (h === "/" || h === "") return { page: "overview" };
   return { page: "notfound" };
 }
 
 function render() {
   const r = route();
-  if (r.page === "overview") renderOverview();
+  if (r.page === "overview" || r.page === "backends" || r.page === "plugins") renderOverview();
   else if (r.page === "rollouts") loadRollouts();
   else if (r.page === "viewer") renderViewer(r.id);
   else notFound("No page " + location.hash);
@@ -126,9 +127,18 @@ function renderOverview() {
       return el("div", {}, el("div", {}, `${d} (below 0 · ten bins over [0, 1] · above 1)`),
         el("div", { class: "bars", "data-domain": d }, ...h.map(c => el("div", { title: String(c), style: `height:${Math.round(60 * c / top)}px` }))));
     }));
+  const keys = [...new Set((o.tally.timeline || []).flatMap(b => Object.keys(b.counts)).filter(k => k !== "completed"))].sort();
+  const peak = Math.max(1, ...(o.tally.timeline || []).map(b => keys.reduce((n, k) => n + (b.counts[k] || 0), 0)));
+  const timeline = el("section", { id: "failures-over-time" }, el("h2", {}, "Not completed, over the last 10 minutes (10 s bars)"),
+    keys.length ? el("div", { class: "bars" }, ...(o.tally.timeline || []).map(b => {
+      const n = keys.reduce((m, k) => m + (b.counts[k] || 0), 0);
+      return el("div", { title: new Date(b.start).toLocaleTimeString() + ": " + keys.filter(k => b.counts[k]).map(k => `${k} ${b.counts[k]}`).join(", "), style: `height:${Math.round(60 * n / peak)}px;background:#d9534f` });
+    })) : el("p", {}, "none"));
   const health = el("section", { id: "health" }, el("h2", {}, "Health checks (finished rollouts that tripped one)"),
     table(["check", "rollouts"], ["loop", "runaway_generation", "template_mismatch", "slow_init"].map(k => [k, (o.tally.health || {})[k] || 0])));
-  const parts = [cards, health, backends, plugins, failures, rewards];
+  if (route().page === "backends") return m.replaceChildren(backends);
+  if (route().page === "plugins") return m.replaceChildren(plugins);
+  const parts = [cards, health, backends, plugins, failures, timeline, rewards];
   if (o.nodes && o.nodes.length) parts.push(el("section", { id: "nodes" }, el("h2", {}, "Nodes"),
     table(["id", "url", "state", "outstanding", "capacity"], o.nodes.map(n => [n.id, n.url, n.state, n.outstanding, n.load.capacity]))));
   m.replaceChildren(...parts);
