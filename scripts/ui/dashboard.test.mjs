@@ -93,7 +93,8 @@ try {
   await page.screenshot({ path: cfg.shots + "/plugins.png", fullPage: true });
   // The cancelled rollout shows over time.
   await page.goto(cfg.base + "/ui#/");
-  await page.waitForSelector("#failures-over-time .bars div");
+  // A bar with height: buckets with only completed rollouts are empty bars.
+  await page.waitForFunction(() => [...document.querySelectorAll("#failures-over-time .bars div")].some(d => d.offsetHeight > 0), null, { timeout: 15000 });
   check("failures over time show the cancel", true);
 
   // Unknown ids: a not-found page.
