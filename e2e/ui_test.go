@@ -56,17 +56,25 @@ func TestDashboard(t *testing.T) {
 		RolloutIDs []string `json:"rollout_ids"`
 	}
 	r.json(t, &sr)
+	// Every rollout of the first group finishes before generation pauses
+	// (a pause would hold one still between turns).
 	var known trajectory.Result
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		r := do("GET", "/v1/rollouts/"+sr.RolloutIDs[0], user, nil)
-		if r.code == http.StatusOK {
-			r.json(t, &known)
-			if known.Status != "" && known.FinishedAt != nil {
-				break
+	for _, id := range sr.RolloutIDs {
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			var res trajectory.Result
+			r := do("GET", "/v1/rollouts/"+id, user, nil)
+			if r.code == http.StatusOK {
+				r.json(t, &res)
+				if res.Status != "" && res.FinishedAt != nil {
+					if id == sr.RolloutIDs[0] {
+						known = res
+					}
+					break
+				}
 			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("rollout did not finish: %d %s", r.code, r.body)
+			if time.Now().After(deadline) {
+				t.Fatalf("rollout %s did not finish: %d %s", id, r.code, r.body)
+			}
 		}
 	}
 	// Generation paused: the next group's rollouts wait in their stage.
