@@ -3,12 +3,16 @@
 // the hot encoders that reflection made slow: finished results (every
 // rollout) and the requests every turn sends to a backend. Each user
 // proves the equality with a differential test against encoding/json.
+// MinimalString is the one exception: strings as Python's json.dumps and
+// Rust's serde_json write them, for renderers checked against those.
 package jsonw
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 )
@@ -285,4 +289,40 @@ func AppendString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// MinimalString writes s as a JSON string escaping only what JSON requires
+// (quote, backslash, control characters; everything else as is), as
+// Python's json.dumps(ensure_ascii=False) and Rust's serde_json write it.
+func MinimalString(b *strings.Builder, s string) {
+	b.WriteByte('"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b.WriteString(s[start:i])
+		switch c {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		default:
+			fmt.Fprintf(b, `\u%04x`, c)
+		}
+		start = i + 1
+	}
+	b.WriteString(s[start:])
+	b.WriteByte('"')
 }

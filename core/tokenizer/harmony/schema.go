@@ -9,6 +9,8 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+
+	"github.com/prorl/prorl/core/jsonw"
 )
 
 // node is a JSON value with object keys in their written order (harmony
@@ -323,7 +325,7 @@ func writeCompact(b *strings.Builder, n *node) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			writeString(b, k)
+			jsonw.MinimalString(b, k)
 			b.WriteByte(':')
 			writeCompact(b, n.vals[k])
 		}
@@ -338,7 +340,7 @@ func writeCompact(b *strings.Builder, n *node) {
 		}
 		b.WriteByte(']')
 	case 's':
-		writeString(b, n.str)
+		jsonw.MinimalString(b, n.str)
 	case 'n':
 		b.WriteString(number(n.num))
 	case 'b':
@@ -346,37 +348,6 @@ func writeCompact(b *strings.Builder, n *node) {
 	default:
 		b.WriteString("null")
 	}
-}
-
-// writeString escapes as serde_json does: quote, backslash and control
-// characters only.
-func writeString(b *strings.Builder, s string) {
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		default:
-			if r < 0x20 {
-				fmt.Fprintf(b, `\u%04x`, r)
-			} else {
-				b.WriteRune(r)
-			}
-		}
-	}
-	b.WriteByte('"')
 }
 
 // number formats a JSON number as Python reads it and serde_json writes

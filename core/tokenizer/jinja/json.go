@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/prorl/prorl/core/jsonw"
 )
 
 // asciiJSON escapes every non-ASCII character of JSON text as Python's
@@ -79,7 +81,7 @@ func writeJSON(b *strings.Builder, v Value, indent, depth int, sortKeys bool, se
 		}
 		b.WriteString(s)
 	case string:
-		writeJSONString(b, x)
+		jsonw.MinimalString(b, x)
 	case []Value:
 		if len(x) == 0 {
 			b.WriteString("[]")
@@ -117,7 +119,7 @@ func writeJSON(b *strings.Builder, v Value, indent, depth int, sortKeys bool, se
 				b.WriteString(item)
 			}
 			newline(depth + 1)
-			writeJSONString(b, k)
+			jsonw.MinimalString(b, k)
 			b.WriteString(key)
 			if err := writeJSON(b, m.vals[k], indent, depth+1, sortKeys, seps); err != nil {
 				return err
@@ -129,39 +131,6 @@ func writeJSON(b *strings.Builder, v Value, indent, depth int, sortKeys bool, se
 		return fmt.Errorf("tojson: %s is not JSON serializable", typeName(v))
 	}
 	return nil
-}
-
-func writeJSONString(b *strings.Builder, s string) {
-	b.WriteByte('"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b.WriteString(s[start:i])
-		switch c {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		default:
-			fmt.Fprintf(b, `\u%04x`, c)
-		}
-		start = i + 1
-	}
-	b.WriteString(s[start:])
-	b.WriteByte('"')
 }
 
 // FromJSON decodes JSON into template values, keeping object key order
