@@ -122,16 +122,7 @@ func sentencePieceJSON(b []byte) ([]byte, error) {
 		}
 	}
 	const space = "\u2581"
-	type added struct {
-		ID         int    `json:"id"`
-		Content    string `json:"content"`
-		SingleWord bool   `json:"single_word"`
-		LStrip     bool   `json:"lstrip"`
-		RStrip     bool   `json:"rstrip"`
-		Normalized bool   `json:"normalized"`
-		Special    bool   `json:"special"`
-	}
-	var addedTokens []added
+	var addedTokens []AddedToken
 	vocab := make(map[string]int, len(m.pieces))
 	for i, p := range m.pieces {
 		if _, dup := vocab[p.piece]; dup {
@@ -139,7 +130,7 @@ func sentencePieceJSON(b []byte) ([]byte, error) {
 		}
 		vocab[p.piece] = i
 		if p.typ == spUnknown || p.typ == spControl || p.typ == spUserDefined {
-			addedTokens = append(addedTokens, added{ID: i, Content: p.piece, Special: p.typ != spUserDefined})
+			addedTokens = append(addedTokens, AddedToken{ID: i, Content: p.piece, Special: p.typ != spUserDefined})
 		}
 	}
 	norms := []map[string]any{}
