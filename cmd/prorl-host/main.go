@@ -150,58 +150,96 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
-func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "TOML config (default: the embedded configs/local.toml); overlays in CONFIG.d/*.toml apply after it")
-	listen := fs.String("listen", "", "override server.listen")
-	var plugins multiFlag
-	fs.Var(&plugins, "plugin", "enable a plugin: NAME=PATH [ARG...] (repeatable)")
-	addrFile := fs.String("addr-file", "", "write the bound address to this file once listening")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile here until shutdown")
-	var backends multiFlag
-	fs.Var(&backends, "backend", "register a vLLM backend URL at start (repeatable; PROTOCOL=URL for another protocol)")
-	coordinator := fs.String("coordinator", "", "override cluster.coordinator: join this coordinator as a node")
-	nodeID := fs.String("node-id", "", "override cluster.node_id")
-	advertise := fs.String("advertise", "", "override cluster.advertise (the URL the coordinator reaches this node at)")
-	dataDir := fs.String("data-dir", "", "override server.data_dir (and the store and sandbox dirs under it)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+// hostFlags are the flags serve and coordinate share.
+type hostFlags struct {
+	fs                                             *flag.FlagSet
+	cfgPath, listen, addrFile, cpuProfile, dataDir *string
+	plugins                                        multiFlag
+}
+
+func newHostFlags(name, configHelp, pluginHelp string, stderr io.Writer) *hostFlags {
+	f := &hostFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+	f.fs.SetOutput(stderr)
+	f.cfgPath = f.fs.String("config", "", configHelp)
+	f.listen = f.fs.String("listen", "", "override server.listen")
+	f.fs.Var(&f.plugins, "plugin", pluginHelp)
+	f.addrFile = f.fs.String("addr-file", "", "write the bound address to this file once listening")
+	f.cpuProfile = f.fs.String("cpuprofile", "", "write a CPU profile here until shutdown")
+	f.dataDir = f.fs.String("data-dir", "", "override server.data_dir (and the store and sandbox dirs under it)")
+	return f
+}
+
+// config loads the config with the flags' overrides and the command's
+// own (set, when not empty, on the field each points to), then checks it.
+func (f *hostFlags) config(args []string, more func(*config.Config) map[*string]string) (*config.Config, error) {
+	if err := f.fs.Parse(args); err != nil {
+		return nil, usageError{err.Error()}
 	}
-	cfg, err := loadConfig(*cfgPath, plugins...)
+	cfg, err := loadConfig(*f.cfgPath, f.plugins...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if *dataDir != "" {
-		cfg.SetDataDir(*dataDir)
+	if *f.dataDir != "" {
+		cfg.SetDataDir(*f.dataDir)
 	}
-	if *listen != "" || *coordinator != "" || *nodeID != "" || *advertise != "" {
-		for dst, v := range map[*string]string{&cfg.Server.Listen: *listen, &cfg.Cluster.Coordinator: *coordinator, &cfg.Cluster.NodeID: *nodeID, &cfg.Cluster.Advertise: *advertise} {
-			if v != "" {
-				*dst = v
-			}
+	overrides := map[*string]string{&cfg.Server.Listen: *f.listen}
+	if more != nil {
+		for dst, v := range more(cfg) {
+			overrides[dst] = v
 		}
+	}
+	changed := false
+	for dst, v := range overrides {
+		if v != "" {
+			*dst, changed = v, true
+		}
+	}
+	if changed {
 		if err := cfg.Validate(); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	addStatic(cfg, backends)
-	stopProfile, err := profiling.Start(*cpuProfile)
+	return cfg, nil
+}
+
+// run builds the host, listens, writes --addr-file, and serves until ctx
+// ends, under --cpuprofile.
+func (f *hostFlags) run(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, what string,
+	build func(context.Context, *config.Config, hclog.Logger) (*host.Host, error), serve func(context.Context, *host.Host, net.Listener) error) error {
+	stopProfile, err := profiling.Start(*f.cpuProfile)
 	if err != nil {
 		return err
 	}
 	defer stopProfile()
-	h, ln, err := startHost(ctx, cfg, host.NewLogger(cfg.Log, stderr))
+	h, ln, err := startHostWith(ctx, cfg, host.NewLogger(cfg.Log, stderr), build)
 	if err != nil {
 		return err
 	}
-	if *addrFile != "" {
-		if err := os.WriteFile(*addrFile, []byte(ln.Addr().String()), 0o644); err != nil {
+	if *f.addrFile != "" {
+		if err := os.WriteFile(*f.addrFile, []byte(ln.Addr().String()), 0o644); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "prorl host listening on http://%s\n", ln.Addr())
-	return serveJoined(ctx, h, ln)
+	fmt.Fprintf(stdout, "prorl %s listening on http://%s\n", what, ln.Addr())
+	return serve(ctx, h, ln)
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newHostFlags("serve", "TOML config (default: the embedded configs/local.toml); overlays in CONFIG.d/*.toml apply after it",
+		"enable a plugin: NAME=PATH [ARG...] (repeatable)", stderr)
+	var backends multiFlag
+	f.fs.Var(&backends, "backend", "register a vLLM backend URL at start (repeatable; PROTOCOL=URL for another protocol)")
+	coordinator := f.fs.String("coordinator", "", "override cluster.coordinator: join this coordinator as a node")
+	nodeID := f.fs.String("node-id", "", "override cluster.node_id")
+	advertise := f.fs.String("advertise", "", "override cluster.advertise (the URL the coordinator reaches this node at)")
+	cfg, err := f.config(args, func(c *config.Config) map[*string]string {
+		return map[*string]string{&c.Cluster.Coordinator: *coordinator, &c.Cluster.NodeID: *nodeID, &c.Cluster.Advertise: *advertise}
+	})
+	if err != nil {
+		return err
+	}
+	addStatic(cfg, backends)
+	return f.run(ctx, cfg, stdout, stderr, "host", host.New, serveJoined)
 }
 
 // serveJoined serves, as a node of the configured coordinator if any: a
@@ -209,77 +247,45 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func serveJoined(ctx context.Context, h *host.Host, ln net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var refused error
+	refusal := make(chan error, 1)
 	joinErr := h.Join(ctx, ln)
 	go func() {
 		select {
-		case refused = <-joinErr:
-			h.Log.Error("stopping: the coordinator refused this node", "error", refused)
+		case err := <-joinErr:
+			h.Log.Error("stopping: the coordinator refused this node", "error", err)
+			refusal <- err
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
 	err := h.Serve(ctx, ln)
-	if refused != nil {
+	select {
+	case refused := <-refusal:
 		return refused
+	default:
+		return err
 	}
-	return err
 }
 
 // coordinate runs a coordinator: the same API as a host, its rollouts run
 // on the nodes that register with it.
 func coordinate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("coordinate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "TOML config (default: the embedded configs/local.toml); the nodes use the same")
-	listen := fs.String("listen", "", "override server.listen")
-	var plugins multiFlag
-	fs.Var(&plugins, "plugin", "enable a plugin: NAME=PATH [ARG...] (repeatable; the nodes must enable the same)")
-	addrFile := fs.String("addr-file", "", "write the bound address to this file once listening")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile here until shutdown")
-	dataDir := fs.String("data-dir", "", "override server.data_dir (and the store under it)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
-	}
-	cfg, err := loadConfig(*cfgPath, plugins...)
+	f := newHostFlags("coordinate", "TOML config (default: the embedded configs/local.toml); the nodes use the same",
+		"enable a plugin: NAME=PATH [ARG...] (repeatable; the nodes must enable the same)", stderr)
+	cfg, err := f.config(args, nil)
 	if err != nil {
 		return err
 	}
-	if *dataDir != "" {
-		cfg.SetDataDir(*dataDir)
-	}
-	if *listen != "" {
-		cfg.Server.Listen = *listen
-		if err := cfg.Validate(); err != nil {
-			return err
-		}
-	}
-	stopProfile, err := profiling.Start(*cpuProfile)
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
-	h, err := host.NewCoordinator(ctx, cfg, host.NewLogger(cfg.Log, stderr))
-	if err != nil {
-		return err
-	}
-	ln, err := h.Listen("")
-	if err != nil {
-		h.Close(ctx)
-		return err
-	}
-	if *addrFile != "" {
-		if err := os.WriteFile(*addrFile, []byte(ln.Addr().String()), 0o644); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintf(stdout, "prorl coordinator listening on http://%s\n", ln.Addr())
-	return h.Serve(ctx, ln)
+	return f.run(ctx, cfg, stdout, stderr, "coordinator", host.NewCoordinator, func(ctx context.Context, h *host.Host, ln net.Listener) error { return h.Serve(ctx, ln) })
 }
 
 // startHost assembles a host and opens its listener.
 func startHost(ctx context.Context, cfg *config.Config, log hclog.Logger) (*host.Host, net.Listener, error) {
-	h, err := host.New(ctx, cfg, log)
+	return startHostWith(ctx, cfg, log, host.New)
+}
+
+func startHostWith(ctx context.Context, cfg *config.Config, log hclog.Logger, build func(context.Context, *config.Config, hclog.Logger) (*host.Host, error)) (*host.Host, net.Listener, error) {
+	h, err := build(ctx, cfg, log)
 	if err != nil {
 		return nil, nil, err
 	}
