@@ -228,29 +228,7 @@ func TestClusterNodeLoss(t *testing.T) {
 	}
 	c.waitNodes(map[string]string{"n2": "live"})
 
-	rs := waitCount(len(ids))
-	seen := map[string]int{}
-	reran := 0
-	for _, res := range rs {
-		seen[res.ID]++
-		if res.Status != trajectory.StatusCompleted || res.Reward != 1 {
-			t.Errorf("%s: status %s reward %v failure %+v", res.ID, res.Status, res.Reward, res.Failure)
-		}
-		if res.Attempt > 1 {
-			reran++
-		}
-	}
-	for _, id := range ids {
-		if seen[id] != 1 {
-			t.Errorf("rollout %s is in the stream %d times", id, seen[id])
-		}
-	}
-	if len(rs) != len(ids) {
-		t.Fatalf("%d results for %d rollouts", len(rs), len(ids))
-	}
-	if reran == 0 {
-		t.Fatal("no rollout ran again after its node died")
-	}
+	reran := onceEach(t, waitCount(len(ids)), ids)
 	t.Logf("%d rollouts, each reported once; %d ran again (n1 died, then the coordinator restarted)", len(ids), reran)
 
 	// Policy changes reach every node, and a node that joins later.
@@ -401,4 +379,30 @@ func TestClusterCompatAPIs(t *testing.T) {
 	if m := string(e.do("GET", "/metrics", nil).body); !strings.Contains(m, `prorl_cluster_nodes{state="live"} 1`) {
 		t.Fatalf("metrics lack the live node count:\n%s", tail(m, 1500))
 	}
+}
+
+// onceEach checks that every rollout is in the results exactly once,
+// completed with reward 1, that nothing else is, and that some ran again
+// (attempt > 1); it returns how many.
+func onceEach(t *testing.T, rs []*trajectory.Result, ids []string) (reran int) {
+	t.Helper()
+	seen := map[string]int{}
+	for _, res := range rs {
+		seen[res.ID]++
+		if res.Status != trajectory.StatusCompleted || res.Reward != 1 {
+			t.Errorf("%s: status %s reward %v failure %+v", res.ID, res.Status, res.Reward, res.Failure)
+		}
+		if res.Attempt > 1 {
+			reran++
+		}
+	}
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Errorf("rollout %s is in the stream %d times", id, seen[id])
+		}
+	}
+	if len(rs) != len(ids) || reran == 0 {
+		t.Fatalf("%d results for %d rollouts, %d ran again", len(rs), len(ids), reran)
+	}
+	return reran
 }

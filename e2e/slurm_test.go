@@ -199,24 +199,7 @@ path = %q
 			break
 		}
 	}
-	seen, reran := map[string]int{}, 0
-	for _, res := range rs {
-		seen[res.ID]++
-		if res.Status != trajectory.StatusCompleted || res.Reward != 1 {
-			t.Errorf("%s: %s reward %v %+v", res.ID, res.Status, res.Reward, res.Failure)
-		}
-		if res.Attempt > 1 {
-			reran++
-		}
-	}
-	for _, id := range ids {
-		if seen[id] != 1 {
-			t.Errorf("rollout %s reported %d times", id, seen[id])
-		}
-	}
-	if len(rs) != len(ids) || reran == 0 {
-		t.Fatalf("%d results for %d rollouts, %d ran again", len(rs), len(ids), reran)
-	}
+	reran := onceEach(t, rs, ids)
 	t.Logf("Slurm job %s: %d rollouts over node1 and node2, each reported once; %d ran again after node2's host was killed", job, len(ids), reran)
 
 	// scancel stops the coordinator, the hosts, their plugins and the
