@@ -167,10 +167,7 @@ func (s *Server) authOpen() bool { return s.Cfg.Server.Token == "" && s.Cfg.Serv
 // caller classifies a request's bearer token (constant-time comparisons).
 // Without an admin token of its own the deployment's token is also admin.
 func (s *Server) caller(r *http.Request) (isUser, isAdmin bool) {
-	user, adm := s.Cfg.Server.Token, s.Cfg.Server.AdminToken
-	if adm == "" {
-		adm = user
-	}
+	user, adm := s.Cfg.Server.Token, s.Cfg.Server.Admin()
 	eq := func(a, b string) bool { return b != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	isAdmin = ok && eq(got, adm)

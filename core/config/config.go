@@ -822,3 +822,12 @@ func (c *Config) SetDataDir(dir string) {
 		c.Sandbox.WorkRoot = filepath.Join(dir, "sandboxes")
 	}
 }
+
+// Admin is the token the admin endpoints take: the admin token, or without
+// one the deployment's token.
+func (s Server) Admin() string {
+	if s.AdminToken != "" {
+		return s.AdminToken
+	}
+	return s.Token
+}

@@ -187,7 +187,7 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 	pd := pipeline.Deps{Cfg: cfg, Log: log.Named("pipeline"), Plugins: plugs, Pool: h.Pool, Store: h.Store, Metrics: h.Metrics, Sandboxes: h.Sandboxes, GatewaySocket: socket}
 	onRestart := cfg.Store.OnRestart
 	if coordinating {
-		h.Coordinator = coord.New(coord.Options{Version: Version, Plugins: plugs.Names(), Token: adminToken(cfg), DeadAfter: cfg.Cluster.DeadAfter.Duration,
+		h.Coordinator = coord.New(coord.Options{Version: Version, Plugins: plugs.Names(), Token: cfg.Server.Admin(), DeadAfter: cfg.Cluster.DeadAfter.Duration,
 			Store: h.Store, Log: log.Named("coordinator")})
 		pd.Remote, pd.RemoteWorkers = h.Coordinator, cfg.Cluster.Workers
 		// Nodes keep what they ran: placing it again finds it there.
@@ -260,7 +260,7 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 	})
 	for _, check := range []string{"loop", "runaway_generation", "template_mismatch", "slow_init"} {
 		h.Metrics.Counter("prorl_rollout_health_total", "Finished rollouts that tripped a health check.", prometheus.Labels{"check": check},
-			func() float64 { return float64(h.Pipeline.Tally().Snapshot().Health[check]) })
+			func() float64 { return float64(h.Pipeline.Tally().HealthCount(check)) })
 	}
 	h.Metrics.Gauge("prorl_results_unacked", "Finished results not yet acknowledged.", nil, func() float64 { return float64(h.Store.Stats().Finished) })
 	for _, name := range plugs.Names() {
@@ -361,15 +361,6 @@ func (h *Host) Close(context.Context) {
 	h.Log.Info("host stopped")
 }
 
-// adminToken is the token a coordinator and its nodes call each other's
-// admin endpoints with: one config (and so one token) serves them all.
-func adminToken(cfg *config.Config) string {
-	if cfg.Server.AdminToken != "" {
-		return cfg.Server.AdminToken
-	}
-	return cfg.Server.Token
-}
-
 // Join makes this host a node of the coordinator its config names: it
 // registers (advertising ln's address unless cluster.advertise is set)
 // and heartbeats until ctx ends. The channel reports a refusal.
@@ -390,7 +381,7 @@ func (h *Host) Join(ctx context.Context, ln net.Listener) <-chan error {
 		_, port, _ := net.SplitHostPort(addr)
 		id = hn + "-" + port
 	}
-	m := &coord.Member{Coordinator: strings.TrimRight(cl.Coordinator, "/"), Token: adminToken(h.Cfg), Interval: cl.HeartbeatInterval.Duration,
+	m := &coord.Member{Coordinator: strings.TrimRight(cl.Coordinator, "/"), Token: h.Cfg.Server.Admin(), Interval: cl.HeartbeatInterval.Duration,
 		Info: coord.NodeInfo{ID: id, URL: strings.TrimRight(u, "/"), Version: Version, Plugins: h.Plugins.Names()},
 		Load: h.load, Log: h.Log.Named("cluster")}
 	go func() {

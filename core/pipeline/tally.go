@@ -202,3 +202,11 @@ func (t *Tally) Recent() []Finished {
 	}
 	return out
 }
+
+// HealthCount is how many finished rollouts tripped one health check
+// (for a metric read at every scrape, without copying the whole tally).
+func (t *Tally) HealthCount(check string) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.health[check]
+}
