@@ -437,31 +437,43 @@ func (c *Coordinator) Execute(ctx context.Context, r *pipeline.Rollout, retry fu
 	}
 }
 
-func (c *Coordinator) call(ctx context.Context, method, u string, body any, out any) error {
+// request sends a JSON request with the bearer token and reads at most
+// limit bytes of the answer.
+func request(ctx context.Context, client *http.Client, token, method, u string, body any, limit int64) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return 0, nil, err
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if c.o.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.o.Token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := c.o.Client.Do(req)
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, limit))
+	return resp.StatusCode, bytes.TrimSpace(b), nil
+}
+
+// call is a request to a node that must succeed; out, if set, takes the answer.
+func (c *Coordinator) call(ctx context.Context, method, u string, body any, out any) error {
+	// A whole trajectory (fetch) can be large.
+	status, b, err := request(ctx, c.o.Client, c.o.Token, method, u, body, 64<<20)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %d %s", method, u, resp.StatusCode, bytes.TrimSpace(b))
+	if status/100 != 2 {
+		return fmt.Errorf("%s %s: %d %s", method, u, status, b)
 	}
 	if out != nil {
 		return json.Unmarshal(b, out)
@@ -657,29 +669,15 @@ func (c *Coordinator) Broadcast(ctx context.Context, method, path string, body a
 
 // ask is one request whose answer, whatever its status, is the result.
 func (c *Coordinator) ask(ctx context.Context, method, u string, body any) NodeReply {
-	b, err := json.Marshal(body)
+	status, b, err := request(ctx, c.o.Client, c.o.Token, method, u, body, 1<<20)
 	if err != nil {
 		return NodeReply{Error: err.Error()}
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(b))
-	if err != nil {
-		return NodeReply{Error: err.Error()}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if c.o.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.o.Token)
-	}
-	resp, err := c.o.Client.Do(req)
-	if err != nil {
-		return NodeReply{Error: err.Error()}
-	}
-	defer resp.Body.Close()
-	rb, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	rep := NodeReply{Status: resp.StatusCode}
-	if json.Valid(rb) {
-		rep.Body = bytes.TrimSpace(rb)
+	rep := NodeReply{Status: status}
+	if json.Valid(b) {
+		rep.Body = b
 	} else {
-		rep.Error = string(bytes.TrimSpace(rb))
+		rep.Error = string(b)
 	}
 	return rep
 }

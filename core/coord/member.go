@@ -1,12 +1,9 @@
 package coord
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"time"
@@ -81,23 +78,6 @@ func (m *Member) Run(ctx context.Context) error {
 }
 
 func (m *Member) post(ctx context.Context, path string, body any) (int, string, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return 0, "", err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.Coordinator+path, bytes.NewReader(b))
-	if err != nil {
-		return 0, "", err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if m.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+m.Token)
-	}
-	resp, err := m.Client.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	rb, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	return resp.StatusCode, string(bytes.TrimSpace(rb)), nil
+	status, b, err := request(ctx, m.Client, m.Token, http.MethodPost, m.Coordinator+path, body, 64<<10)
+	return status, string(b), err
 }
