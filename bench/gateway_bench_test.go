@@ -198,12 +198,25 @@ func harnessMergeRates(b *testing.B, dir string) []row {
 	}
 	fix := strings.SplitN(task["solution"].(string), "\n", 2)[1]
 	statement := task["problem_statement"].(string)
+	// Each harness plays the fix twice: with every command starting "cd
+	// /testbed && " (its working directory), and without. Claude Code
+	// rewrites the first kind in its history (it drops a cd to its cwd), so
+	// those calls cannot merge: what the model sees next is not what it wrote.
+	variants := []struct {
+		label, statement string
+		cmds             []string
+	}{
+		{"cd /testbed && cmd", statement, []string{"cd /testbed && ls", fix}},
+		{"cmd (in the workdir)", statement + "\n(in the working directory)", []string{"ls", strings.TrimPrefix(fix, "cd /testbed && ")}},
+	}
 	var scripts []string
 	var run []harnessplay.Harness
 	for _, h := range harnessplay.Harnesses {
 		if _, err := os.Stat(filepath.Join(harnesses, h.Name, ".prorl-installed")); err == nil {
 			run = append(run, h)
-			scripts = append(scripts, h.Script(statement, []string{"cd /testbed && ls", fix}, nil))
+			for _, v := range variants {
+				scripts = append(scripts, h.Script(v.statement, v.cmds, nil))
+			}
 		}
 	}
 	if len(run) == 0 {
@@ -222,28 +235,35 @@ func harnessMergeRates(b *testing.B, dir string) []row {
 	task["domain"] = "swe"
 	var rows []row
 	for _, h := range run {
-		var sub struct {
-			RolloutIDs []string `json:"rollout_ids"`
+		for _, v := range variants {
+			rows = append(rows, harnessMergeRate(b, host.addr, task, h, v.label, v.statement))
 		}
-		call(b, "POST", host.addr+"/v1/rollouts", map[string]any{"task": task, "n": 4, "max_turns": 30,
-			"sampling": map[string]any{"seed": 1, "max_total_tokens": 1000000},
-			"harness":  map[string]any{"name": h.Name, "instruction": h.Instruction(statement), "workdir": "/testbed"}}, &sub)
-		var merged, calls, traces, resolved float64
-		for _, id := range sub.RolloutIDs {
-			var res trajectory.Result
-			call(b, "GET", host.addr+"/v1/rollouts/"+id+"?wait=120s", nil, &res)
-			if res.Status != trajectory.StatusCompleted {
-				b.Fatalf("%s %s: %s %+v", h.Name, id, res.Status, res.Failure)
-			}
-			merged += res.Metrics["gateway_merged_calls"]
-			calls += res.Metrics["gateway_calls"]
-			traces += res.Metrics["gateway_traces"]
-			resolved += res.Reward
-		}
-		n := float64(len(sub.RolloutIDs))
-		rate := merged / (calls - n)
-		rows = append(rows, row{fmt.Sprintf("merge rate, %s (SWE fixture, %d rollouts)", h.Name, len(sub.RolloutIDs)),
-			fmt.Sprintf("%.3f (%.0f calls, %.1f traces/rollout, %.0f resolved)", rate, calls, traces/n, resolved), "", true})
 	}
 	return rows
+}
+
+// harnessMergeRate runs 4 rollouts of the harness on the task and reports
+// its merge rate.
+func harnessMergeRate(b *testing.B, host string, task map[string]any, h harnessplay.Harness, label, statement string) row {
+	var sub struct {
+		RolloutIDs []string `json:"rollout_ids"`
+	}
+	call(b, "POST", host+"/v1/rollouts", map[string]any{"task": task, "n": 4, "max_turns": 30,
+		"sampling": map[string]any{"seed": 1, "max_total_tokens": 1000000},
+		"harness":  map[string]any{"name": h.Name, "instruction": h.Instruction(statement), "workdir": "/testbed"}}, &sub)
+	var merged, calls, traces, resolved float64
+	for _, id := range sub.RolloutIDs {
+		var res trajectory.Result
+		call(b, "GET", host+"/v1/rollouts/"+id+"?wait=120s", nil, &res)
+		if res.Status != trajectory.StatusCompleted {
+			b.Fatalf("%s %s: %s %+v", h.Name, id, res.Status, res.Failure)
+		}
+		merged += res.Metrics["gateway_merged_calls"]
+		calls += res.Metrics["gateway_calls"]
+		traces += res.Metrics["gateway_traces"]
+		resolved += res.Reward
+	}
+	n := float64(len(sub.RolloutIDs))
+	return row{fmt.Sprintf("merge rate, %s, %s", h.Name, label),
+		fmt.Sprintf("%.3f (%d rollouts, %.0f calls, %.1f traces each, %.0f resolved)", merged/(calls-n), len(sub.RolloutIDs), calls, traces/n, resolved), "", true}
 }
