@@ -11,7 +11,7 @@ SIM_ADDR ?= 127.0.0.1:8100
 HOST_ADDR ?= 127.0.0.1:8006
 PLUGINS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: slurm ui-deps transformers harnesses no-built-files client-test pysdk-test ruff-scripts datasets code-shapes all build plugins proto deps-proto mathverify swebench swe-specs swe-logs test test-short bench soak run lint fuzz deps image models golden swe-fixtures clean
+.PHONY: uvicorn slurm ui-deps transformers harnesses no-built-files client-test pysdk-test ruff-scripts datasets code-shapes all build plugins proto deps-proto mathverify swebench swe-specs swe-logs test test-short bench soak run lint fuzz deps image models golden swe-fixtures clean
 IMAGE_DIR := $(shell [ "$$(id -u)" = 0 ] && echo /var/cache/prorl/images || echo $$HOME/.cache/prorl/images)
 NPM_DIR := $(HOME)/.cache/prorl/npm
 MODELS_DIR := $(HOME)/.cache/prorl/models
@@ -88,6 +88,11 @@ golden: models transformers
 mathverify:
 	@bash scripts/mathverify/install.sh >/dev/null
 
+# uvicorn (PyPI, pinned, with h11 and httptools): the server vLLM answers
+# through, the reference of the lean backend client (core/httpc).
+uvicorn:
+	@bash scripts/httpc/install.sh >/dev/null
+
 # transformers and tokenizers (PyPI, pinned, no PyTorch) in a venv: the
 # reference for chat templates (its Jinja2 environment, its choice among
 # named templates) and tokenizers.
@@ -125,9 +130,9 @@ code-shapes:
 # The Go modules of this checkout: the host and plugins, and the SDK (its own
 # module, so a plugin in another repository requires it without a replace).
 GO_MODULES := . sdk
-REQUIRE_REFS := PRORL_REQUIRE_HARNESSES=1 PRORL_REQUIRE_PYSDK=1 PRORL_REQUIRE_DATASETS=1 PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 PRORL_REQUIRE_MATHVERIFY=1 PRORL_REQUIRE_SWEBENCH=1 PRORL_REQUIRE_TRANSFORMERS=1 PRORL_REQUIRE_SLURM=1 PRORL_REQUIRE_UI=1
+REQUIRE_REFS := PRORL_REQUIRE_HARNESSES=1 PRORL_REQUIRE_PYSDK=1 PRORL_REQUIRE_DATASETS=1 PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 PRORL_REQUIRE_MATHVERIFY=1 PRORL_REQUIRE_SWEBENCH=1 PRORL_REQUIRE_TRANSFORMERS=1 PRORL_REQUIRE_SLURM=1 PRORL_REQUIRE_UI=1 PRORL_REQUIRE_UVICORN=1
 
-test: no-built-files deps build image models swe-fixtures mathverify transformers swebench datasets harnesses slurm ui-deps
+test: no-built-files deps build image models swe-fixtures mathverify transformers swebench datasets harnesses slurm ui-deps uvicorn
 	@for m in $(GO_MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	@for m in $(GO_MODULES); do echo "go test module $$m"; (cd $$m && $(REQUIRE_REFS) $(GO) test -count=1 -timeout 20m ./...) || exit 1; done
 	$(MAKE) client-test pysdk-test ruff-scripts
@@ -212,6 +217,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeSubmit -fuzztime $(FUZZTIME) ./core/api
 	$(GO) test -run '^$$' -fuzz FuzzFrames -fuzztime $(FUZZTIME) ./internal/sandboxproto
 	$(GO) test -run '^$$' -fuzz FuzzRequests -fuzztime $(FUZZTIME) ./core/gateway
+	$(GO) test -run '^$$' -fuzz FuzzReadResponse -fuzztime $(FUZZTIME) ./core/httpc
 
 # The main job on embedded defaults: the simulator, the host, the sample tasks,
 # the summary; then the host keeps serving until Ctrl-C.

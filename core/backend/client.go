@@ -8,12 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	json "github.com/goccy/go-json"
 	"io"
 	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	json "github.com/goccy/go-json"
+	"github.com/prorl/prorl/core/httpc"
 
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/trajectory"
@@ -118,13 +120,18 @@ var transport = &http.Transport{
 	IdleConnTimeout:     90 * time.Second,
 }
 
-// HTTPClient is the client of every backend.
+// HTTPClient is the client of every backend's occasional calls (health,
+// models, pause) and of every call to an https backend.
 var HTTPClient = &http.Client{Transport: transport}
+
+// lean is the client of the generation path's POSTs to plain-http backends.
+var lean = httpc.New()
 
 // SetIdleConnTimeout sets how long unused backend connections stay open.
 func SetIdleConnTimeout(d time.Duration) {
 	if d > 0 {
 		transport.IdleConnTimeout = d
+		lean.IdleTimeout = d
 	}
 }
 
@@ -160,30 +167,18 @@ func postJSON(ctx context.Context, url string, in, out any) error {
 	} else if err := json.NewEncoder(reqBuf).Encode(in); err != nil {
 		return fmt.Errorf("encode request: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(reqBuf.Bytes()))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := HTTPClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
 	respBuf := getBuf()
 	defer putBuf(respBuf)
-	if resp.ContentLength > 0 && resp.ContentLength <= maxResponseBytes {
-		respBuf.Grow(int(resp.ContentLength))
-	}
-	if _, err := respBuf.ReadFrom(io.LimitReader(resp.Body, maxResponseBytes)); err != nil {
-		return fmt.Errorf("%s: read response: %w", url, err)
+	status, err := post(ctx, url, reqBuf.Bytes(), respBuf)
+	if err != nil {
+		return err
 	}
 	data := respBuf.Bytes()
-	if resp.StatusCode/100 != 2 {
+	if status/100 != 2 {
 		if len(data) > 512 {
 			data = data[:512]
 		}
-		return &StatusError{URL: url, Status: resp.StatusCode, Body: string(data)}
+		return &StatusError{URL: url, Status: status, Body: string(data)}
 	}
 	// Decoders copy what they keep: data goes back to the pool.
 	if f, ok := out.(fastDecoder); ok && f.decodeFast(data) {
@@ -193,6 +188,35 @@ func postJSON(ctx context.Context, url string, in, out any) error {
 		return fmt.Errorf("%s: decode response: %w", url, err)
 	}
 	return nil
+}
+
+// post sends a JSON body and reads the answer into out: plain-http
+// backends through the lean client, anything else through net/http.
+func post(ctx context.Context, url string, body []byte, out *bytes.Buffer) (int, error) {
+	if httpc.Supported(url) {
+		status, err := lean.Post(ctx, url, "application/json", body, out, maxResponseBytes)
+		if err != nil && ctx.Err() == nil {
+			err = fmt.Errorf("POST %s: %w", url, err)
+		}
+		return status, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := HTTPClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.ContentLength > 0 && resp.ContentLength <= maxResponseBytes {
+		out.Grow(int(resp.ContentLength))
+	}
+	if _, err := out.ReadFrom(io.LimitReader(resp.Body, maxResponseBytes)); err != nil {
+		return 0, fmt.Errorf("%s: read response: %w", url, err)
+	}
+	return resp.StatusCode, nil
 }
 
 // fastDecoder is a response with a decoder for its usual shape (fastjson.go);

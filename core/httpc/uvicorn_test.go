@@ -1,0 +1,117 @@
+package httpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// uvicornPython is the venv scripts/httpc/install.sh made (make uvicorn).
+func uvicornPython(t *testing.T) string {
+	py := os.Getenv("PRORL_UVICORN_PYTHON")
+	if py == "" {
+		home, _ := os.UserHomeDir()
+		py = filepath.Join(home, ".cache", "prorl", "venv-uvicorn", "bin", "python")
+	}
+	if _, err := os.Stat(py); err != nil {
+		if os.Getenv("PRORL_REQUIRE_UVICORN") == "1" {
+			t.Fatalf("uvicorn missing (make uvicorn): %v", err)
+		}
+		t.Skip("uvicorn missing (make uvicorn)")
+	}
+	return py
+}
+
+// TestAgainstUvicorn: the server vLLM and SGLang answer through, with each
+// of its HTTP/1.1 parsers (h11, httptools): answers sized by length and
+// chunked, error statuses, bodies of megabytes, connections kept and
+// reused, and the idle connections uvicorn closes after its keep-alive
+// timeout (vLLM's is 5 s) sent again on a new one.
+func TestAgainstUvicorn(t *testing.T) {
+	py := uvicornPython(t)
+	for _, impl := range []string{"h11", "httptools"} {
+		t.Run(impl, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, _ := ln.(*net.TCPListener).File()
+			ln.Close()
+			cmd := exec.Command(py, "-m", "uvicorn", "--fd", "3", "--http", impl, "--timeout-keep-alive", "1",
+				"--no-access-log", "--app-dir", "../../scripts/httpc", "app:app")
+			cmd.ExtraFiles = []*os.File{f}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			base := "http://" + ln.Addr().String()
+			c := New()
+			defer c.CloseIdle()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			for start := time.Now(); ; time.Sleep(50 * time.Millisecond) { // until uvicorn is up
+				conn, err := net.Dial("tcp", ln.Addr().String())
+				if err == nil {
+					conn.Close()
+					break
+				}
+				if time.Since(start) > 30*time.Second {
+					t.Fatalf("uvicorn did not start: %v\n%s", err, stderr.String())
+				}
+			}
+			call := func(path, body string) (int, map[string]any, string) {
+				t.Helper()
+				var out bytes.Buffer
+				status, err := c.Post(ctx, base+path, "application/json", []byte(body), &out, 16<<20)
+				if err != nil {
+					t.Fatalf("%s: %v\n%s", path, err, stderr.String())
+				}
+				text := out.String()
+				if i := strings.LastIndex(text, "\n\n"); i >= 0 {
+					text = text[i+2:] // the stream's last event is the echo
+				}
+				var echo map[string]any
+				if err := json.Unmarshal([]byte(text), &echo); err != nil {
+					t.Fatalf("%s: %v in %.200q", path, err, out.String())
+				}
+				return status, echo, out.String()
+			}
+			body := `{"prompt":[1,2,3],"max_tokens":8}`
+			status, echo, _ := call("/json?x=1", body)
+			if status != 200 || echo["method"] != "POST" || echo["path"] != "/json" || echo["query"] != "x=1" ||
+				echo["content_type"] != "application/json" || echo["length"] != float64(len(body)) || echo["body"] != body {
+				t.Fatalf("/json: %d %v", status, echo)
+			}
+			if status, _, raw := call("/stream", body); status != 200 || !strings.HasPrefix(raw, "data: 0\n\ndata: 1\n\n") {
+				t.Fatalf("/stream: %d %.100q", status, raw)
+			}
+			if status, echo, _ := call("/status", ""); status != 400 || echo["length"] != float64(0) {
+				t.Fatalf("/status: %d %v", status, echo)
+			}
+			big := strings.Repeat("7,", 500_000)
+			if status, echo, _ := call("/big", big); status != 200 || echo["length"] != float64(len(big)) || len(echo["pad"].(string)) != 3_000_000 {
+				t.Fatalf("/big: %d length %v", status, echo["length"])
+			}
+			c.mu.Lock()
+			idle := len(c.idle[ln.Addr().String()])
+			c.mu.Unlock()
+			if idle != 1 {
+				t.Fatalf("%d idle connections after sequential calls, want the one reused", idle)
+			}
+			time.Sleep(2500 * time.Millisecond) // past uvicorn's keep-alive timeout: it closed the connection
+			if status, _, _ := call("/json", body); status != 200 {
+				t.Fatalf("after the keep-alive timeout: %d", status)
+			}
+		})
+	}
+}
