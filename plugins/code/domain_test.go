@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -209,6 +211,44 @@ func FuzzParseTask(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestTimeLimitIsCPUTime: the limit is on the solution's CPU time, so a
+// verdict does not change with the machine's load: a solution that needs
+// about half its limit of CPU is accepted while busy loops take every
+// core (its wall time then far exceeds the limit); one that computes past
+// the limit is TLE even when it finishes within the wall-clock backstop;
+// one that only waits ends at the backstop (3 × limit + 2 s).
+func TestTimeLimitIsCPUTime(t *testing.T) {
+	h := startWith(t, `{"time_limit": 1, "memory_mb": 128, "workers": 1}`)
+	task := `{"question":"Print n.","tests":[{"input":"5\n","output":"5\n"}]}`
+	burn := func(seconds float64) string {
+		return fmt.Sprintf("import time\nend = time.process_time() + %g\nwhile time.process_time() < end:\n    pass\nprint(input())", seconds)
+	}
+	// Busy loops on every core, in processes of their own (a goroutine
+	// would share the test's scheduler).
+	for range runtime.NumCPU() + 1 {
+		cmd := exec.Command("sh", "-c", "while :; do :; done")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	}
+	for _, c := range []struct {
+		name, code, verdict string
+	}{
+		{"half the limit of CPU on a loaded machine", burn(0.5), "AC"},
+		{"past the limit of CPU", burn(1.3), "TLE"},
+		{"waits twice the limit", "import time\ntime.sleep(2)\nprint(input())", "AC"},
+		{"waits past the backstop", "import time\ntime.sleep(30)\nprint(input())", "TLE"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j := evaluate(t, h, task, "```python\n"+c.code+"\n```")
+			if got := strings.Join(j.verdicts, " "); got != c.verdict {
+				t.Fatalf("verdicts %v, want %s; info %v", j.verdicts, c.verdict, j.info)
+			}
+		})
+	}
 }
 
 // TestCheckCheats: a solution judged by the dataset's own checks tries

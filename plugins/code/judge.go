@@ -307,7 +307,8 @@ func checkVerdict(r *runResult) string {
 	return VerdictRE
 }
 
-// overTime: past the wall clock, or killed by SIGXCPU at the CPU limit.
+// overTime: over the CPU time limit (the judge checks it on every test), past
+// the wall-clock backstop, or killed by SIGXCPU.
 func overTime(r *runResult) bool {
 	return r.TimedOut || (r.Signal != nil && *r.Signal == 24)
 }

@@ -511,6 +511,14 @@ READY = b"R"
 STARTUP_LIMIT = 60.0
 
 
+def wall_limit(limit):
+    """The wall clock a test may take. The time limit is on CPU time (the
+    solution's own, as competitive judges count it), so a verdict does not
+    depend on how loaded the machine is; the wall clock only ends a
+    solution that waits instead of computing."""
+    return 3 * limit + 2
+
+
 def classify(e):
     if isinstance(e, AssertionError):
         return "assert"
@@ -847,17 +855,23 @@ def own_source():
 def start_check(test, spec, limit, mem):
     a, b = socket.socketpair()
     res_r, res_w = os.pipe()
+    # Plain pipes, not subprocess.PIPE: reap() closes the fds itself, and a
+    # file object of Popen's would close the same numbers again later.
+    out, out_w = os.pipe()
+    err, err_w = os.pipe()
     # The solution: a fresh interpreter, started before the checker exists;
     # it inherits only its socket.
     proc = subprocess.Popen(
         [sys.executable, "-I", "-c", own_source(), "runner", str(b.fileno())],
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stdout=out_w,
+        stderr=err_w,
         pass_fds=(b.fileno(),),
         preexec_fn=lambda: limits(limit, mem, False),
         close_fds=True,
     )  # noqa: PLW1509 - one thread
+    os.close(out_w)
+    os.close(err_w)
     b.close()
     Channel(a).send({"solution": spec["solution"], "prelude": spec.get("prelude", ""), "max_output": spec.get("max_output", 1 << 16)})
     cpid = os.fork()
@@ -869,7 +883,6 @@ def start_check(test, spec, limit, mem):
             os._exit(1)
     a.close()
     os.close(res_w)
-    out, err = proc.stdout.fileno(), proc.stderr.fileno()
     return {
         "pid": cpid,
         "proc": proc,
@@ -931,24 +944,31 @@ def reap(running, results, limit, cap):
     now = time.monotonic()
     for i in list(running):
         st = running[i]
-        wpid, status = os.waitpid(st["pid"], os.WNOHANG)
+        wpid, status, usage = os.wait4(st["pid"], os.WNOHANG)
         timed_out = False
         if wpid == 0:
-            allowed = limit if st.get("ready", True) else STARTUP_LIMIT
+            allowed = wall_limit(limit) if st.get("ready", True) else STARTUP_LIMIT
             if now - st["t0"] <= allowed:
                 continue
             os.kill(st["pid"], signal.SIGKILL)
-            os.waitpid(st["pid"], 0)
+            _, status, usage = os.wait4(st["pid"], 0)
             timed_out = True
         sol_status = None
         if "proc" in st:
             # The checker ended: what became of the solution process?
             p = st["proc"]
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+            wpid, pstatus, usage = os.wait4(p.pid, os.WNOHANG)
+            if wpid == 0:
+                # Not p.kill(): it polls first, and reaping there would
+                # lose the solution's CPU time. Unreaped, the pid is ours.
+                os.kill(p.pid, signal.SIGKILL)
+                _, pstatus, usage = os.wait4(p.pid, 0)
             else:
-                sol_status = p.returncode
+                sol_status = os.waitstatus_to_exitcode(pstatus)
+            p.returncode = os.waitstatus_to_exitcode(pstatus)  # reaped here, not by Popen
+        cpu = usage.ru_utime + usage.ru_stime
+        if cpu > limit:
+            timed_out = True
         for fd in list(st["open"]):
             while True:
                 r, _, _ = select.select([fd], [], [], 0)
@@ -960,6 +980,7 @@ def reap(running, results, limit, cap):
         err = b"".join(st["data"][st["err"]])
         res = {
             "time": round(now - st["t0"], 4),
+            "cpu": round(cpu, 4),
             "timed_out": timed_out,
             "stdout": out[:cap].decode("utf-8", "replace"),
             "stdout_truncated": len(out) > cap,
