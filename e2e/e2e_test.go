@@ -208,6 +208,13 @@ func TestEndToEnd(t *testing.T) {
 		seeds[int64(res.SampleIndex)] = true
 	}
 	t.Logf("group of 4: %d right by the simulator's script", right)
+	// The math domain's finish tool is the SDK's builtin one: the host
+	// answers it, so the plugin saw the four think calls alone.
+	metrics := string(e.do("GET", "/metrics", nil).body)
+	if want := `prorl_plugin_call_seconds_count{method="CallTool",plugin="math"} 4`; !strings.Contains(metrics, want+"\n") {
+		i := strings.Index(metrics, `prorl_plugin_call_seconds_count{method="CallTool"`)
+		t.Errorf("want %s, got %.80s", want, metrics[max(i, 0):])
+	}
 
 	// Results listing, stream and ack.
 	var page struct {

@@ -38,7 +38,7 @@ func infoToProto(in Info) *pb.DomainInfo {
 	}
 	for _, t := range in.Tools {
 		s := t.Spec()
-		d.Tools = append(d.Tools, &pb.ToolSpec{Name: s.Name, Description: s.Description, ParametersJson: s.Parameters})
+		d.Tools = append(d.Tools, &pb.ToolSpec{Name: s.Name, Description: s.Description, ParametersJson: s.Parameters, Builtin: s.Builtin})
 	}
 	return d
 }

@@ -12,6 +12,10 @@ type ToolSpec struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
+	// Builtin names a behaviour the host implements itself, so a call costs
+	// no round trip to the plugin: "finish" (tools.Finish). The tool's own
+	// Call must behave the same (it serves hosts that predate this).
+	Builtin string `json:"builtin,omitempty"`
 }
 
 // ToolContext is what a tool call can see of its rollout.

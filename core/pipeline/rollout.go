@@ -93,11 +93,13 @@ type Rollout struct {
 	backendID string
 
 	// set by stages
-	taskID    string
-	epoch     uint64
-	episode   *agent.Episode
-	sandboxID string
-	reserved  *sandbox.Reserved
+	taskID string
+	// finishTool is the domain's builtin finish tool (answered by the host).
+	finishTool string
+	epoch      uint64
+	episode    *agent.Episode
+	sandboxID  string
+	reserved   *sandbox.Reserved
 	// evalSandbox is the fresh sandbox Evaluate wants, if any.
 	evalSandbox *pb.SandboxSpec
 	outcome     *agent.Outcome

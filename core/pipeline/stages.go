@@ -139,7 +139,7 @@ func (p *Pipeline) initStage(ctx context.Context, r *Rollout) error {
 		return err
 	}
 	r.mu.Lock()
-	r.taskID, r.episode = resp.TaskId, ep
+	r.taskID, r.episode, r.finishTool = resp.TaskId, ep, finishToolOf(plug.Info())
 	r.mu.Unlock()
 	return nil
 }
@@ -207,9 +207,13 @@ type pluginTools struct {
 	p       *Pipeline
 	r       *Rollout
 	timeout time.Duration
+	finish  string // the domain's builtin finish tool, answered here
 }
 
 func (t *pluginTools) Call(ctx context.Context, id, name string, args json.RawMessage) (agent.ToolResult, error) {
+	if name != "" && name == t.finish {
+		return builtinFinish(args), nil
+	}
 	if t.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, t.timeout)
@@ -240,6 +244,7 @@ func (p *Pipeline) runStage(ctx context.Context, r *Rollout) error {
 	r.mu.Lock()
 	r.backendID = lease.B.ID
 	ep := *r.episode
+	finish := r.finishTool
 	r.outcome = &agent.Outcome{} // visible to summaries while running
 	r.mu.Unlock()
 	if r.Req.Agent == AgentGateway {
@@ -249,7 +254,7 @@ func (p *Pipeline) runStage(ctx context.Context, r *Rollout) error {
 		}
 		return p.runSession(ctx, r, fo, lease.B.Model, agentRun)
 	}
-	tools := &pluginTools{p: p, r: r, timeout: p.d.Cfg.Agent.ToolTimeout.Duration}
+	tools := &pluginTools{p: p, r: r, timeout: p.d.Cfg.Agent.ToolTimeout.Duration, finish: finish}
 	out, err := p.runner.Run(ctx, ep, fo, lease.B.ID, p.splicer(lease.B), tools)
 	r.mu.Lock()
 	r.outcome = out

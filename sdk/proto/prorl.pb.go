@@ -130,8 +130,12 @@ type ToolSpec struct {
 	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	// JSON Schema of the arguments object.
 	ParametersJson []byte `protobuf:"bytes,3,opt,name=parameters_json,json=parametersJson,proto3" json:"parameters_json,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// A tool the host answers itself, without calling the plugin. "finish":
+	// arguments {message} (task_completed accepted and ignored), decoded
+	// strictly; the episode ends with message as its final response.
+	Builtin       string `protobuf:"bytes,4,opt,name=builtin,proto3" json:"builtin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolSpec) Reset() {
@@ -183,6 +187,13 @@ func (x *ToolSpec) GetParametersJson() []byte {
 		return x.ParametersJson
 	}
 	return nil
+}
+
+func (x *ToolSpec) GetBuiltin() string {
+	if x != nil {
+		return x.Builtin
+	}
+	return ""
 }
 
 type DomainInfo struct {
@@ -1981,11 +1992,12 @@ const file_prorl_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
 	"\x05field\x18\x03 \x01(\tR\x05field\"\x10\n" +
-	"\x0eGetInfoRequest\"i\n" +
+	"\x0eGetInfoRequest\"\x83\x01\n" +
 	"\bToolSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12'\n" +
-	"\x0fparameters_json\x18\x03 \x01(\fR\x0eparametersJson\"\x9e\x02\n" +
+	"\x0fparameters_json\x18\x03 \x01(\fR\x0eparametersJson\x12\x18\n" +
+	"\abuiltin\x18\x04 \x01(\tR\abuiltin\"\x9e\x02\n" +
 	"\n" +
 	"DomainInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +

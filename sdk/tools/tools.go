@@ -37,6 +37,7 @@ func Finish() sdk.Tool {
 			Name:        "finish",
 			Description: "Signals that the task is complete. Put the final answer in the message.",
 			Parameters:  json.RawMessage(`{"type":"object","properties":{"message":{"type":"string","description":"The final answer and a short summary."}},"required":["message"]}`),
+			Builtin:     "finish",
 		},
 		F: func(_ context.Context, _ sdk.ToolContext, args json.RawMessage) (sdk.ToolResult, error) {
 			var a struct {

@@ -21,14 +21,16 @@ class GetInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ToolSpec(_message.Message):
-    __slots__ = ("name", "description", "parameters_json")
+    __slots__ = ("name", "description", "parameters_json", "builtin")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_JSON_FIELD_NUMBER: _ClassVar[int]
+    BUILTIN_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     parameters_json: bytes
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters_json: _Optional[bytes] = ...) -> None: ...
+    builtin: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters_json: _Optional[bytes] = ..., builtin: _Optional[str] = ...) -> None: ...
 
 class DomainInfo(_message.Message):
     __slots__ = ("name", "version", "api_versions", "data_sources", "tools", "capabilities", "config_schema_json", "description")
