@@ -232,7 +232,11 @@ var past = time.Unix(1, 0)
 func (cn *conn) roundTrip(ctx context.Context, head, body []byte, out *bytes.Buffer, limit int64, maxHeader int) (status int, keep, started bool, err error) {
 	// A cancelled context unblocks the reads and writes; no goroutine waits.
 	stop := context.AfterFunc(ctx, func() { _ = cn.nc.SetDeadline(past) })
-	defer stop()
+	defer func() {
+		if !stop() {
+			keep = false // the deadline may be set: the connection is spent
+		}
+	}()
 	bufs := net.Buffers{head, body} // one writev
 	if _, err = bufs.WriteTo(cn.nc); err != nil {
 		return 0, false, false, err
@@ -268,7 +272,7 @@ func readResponse(br *bufio.Reader, out *bytes.Buffer, limit int64, maxHeader in
 			if h.length > limit {
 				return 0, false, ErrTooLarge
 			}
-			out.Grow(int(h.length))
+			out.Grow(int(min(h.length, 4<<20))) // a claimed length is not yet a body
 			var n int64
 			n, err = io.CopyN(out, br, h.length)
 			if err == io.EOF && n < h.length {
