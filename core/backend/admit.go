@@ -14,8 +14,11 @@ import (
 // slow ones still worked through theirs. A freed slot goes to the best
 // request waiting for that backend (lowest priority value, as vLLM orders,
 // then the oldest); when none waits for it, to the best one waiting
-// anywhere (work stealing: its lease moves, so its conversation's prefix is
-// prefilled once more there, which is far cheaper than idling a slot).
+// anywhere whose context is short (work stealing: its lease moves, so its
+// conversation is prefilled once more there). Only short contexts move:
+// with every waiting request free to move, SWE-like rollouts moved 3,200
+// times in a step of 512, each prefilling its whole context again, and the
+// step took longer than with no moves at all (bench Issue19Utilisation).
 //
 // A backend with CacheTokens also bounds the rollouts active on it: a
 // rollout's first request there waits while the contexts of those already
@@ -43,13 +46,19 @@ func (p *Pool) admitLocked(l *Lease, b *Backend, prio, tokens int) (*Backend, *w
 	}
 	// Its backend is full: a backend with room and nobody waiting for it
 	// takes the request now (the fastest such).
-	if o := p.freeBackendLocked(l, tokens); o != nil {
+	if o := p.freeBackendLocked(l, tokens); o != nil && p.movableLocked(tokens) {
 		return p.moveLocked(l, o), nil
 	}
 	p.wseq++
 	w := &waiter{l: l, home: b, prio: prio, seq: p.wseq, tokens: tokens, got: make(chan *Backend, 1)}
 	p.waiting = append(p.waiting, w)
 	return nil, w
+}
+
+// movableLocked is whether a request of tokens context may move its
+// rollout to another backend (per-request routings hold none: always).
+func (p *Pool) movableLocked(tokens int) bool {
+	return p.route.PerRequest() || tokens <= p.migrateMax
 }
 
 // fitsLocked is whether b can take l's request of tokens context now.
@@ -106,7 +115,7 @@ func (p *Pool) waitingForLocked(b *Backend) bool {
 func (p *Pool) freeBackendLocked(l *Lease, tokens int) *Backend {
 	var best *Backend
 	for _, c := range p.h {
-		if (c.Slots > 0 || c.CacheTokens > 0) && c != l.B && p.fitsLocked(l, c, tokens) && !p.waitingForLocked(c) &&
+		if c.admits() && c != l.B && p.fitsLocked(l, c, tokens) && !p.waitingForLocked(c) &&
 			(best == nil || c.weight() > best.weight() || c.weight() == best.weight() && c.requests < best.requests) {
 			best = c
 		}
@@ -149,7 +158,7 @@ func (p *Pool) dispatchLocked() {
 	pick := func(b *Backend, own bool) int {
 		at := -1
 		for i, w := range p.waiting {
-			if (!own || w.home == b) && p.fitsLocked(w.l, b, w.tokens) && (at < 0 || better(w, p.waiting[at])) {
+			if (w.home == b || !own && p.movableLocked(w.tokens)) && p.fitsLocked(w.l, b, w.tokens) && (at < 0 || better(w, p.waiting[at])) {
 				at = i
 			}
 		}
@@ -157,7 +166,7 @@ func (p *Pool) dispatchLocked() {
 	}
 	bs := make([]*Backend, 0, len(p.h))
 	for _, b := range p.h {
-		if b.Slots > 0 || b.CacheTokens > 0 {
+		if b.admits() {
 			bs = append(bs, b)
 		}
 	}

@@ -110,6 +110,49 @@ func TestAdmissionSteals(t *testing.T) {
 	r3.end()
 }
 
+// TestAdmissionMovesShortContextsOnly: a waiting request moves its rollout
+// to a backend with room only while its context is short (moving prefills
+// it there again); a long one waits for its own backend, whichever frees.
+func TestAdmissionMovesShortContextsOnly(t *testing.T) {
+	p, bs := newPool(t, 2, 0)
+	for _, b := range bs {
+		b.Slots = 1
+	}
+	ctx := context.Background()
+	p.SetHealth(bs[1].ID, errors.New("down"))
+	busy, _ := p.Acquire(ctx, 0)
+	long, _ := p.Acquire(ctx, 0)
+	p.SetHealth(bs[1].ID, nil)
+	other, _ := p.Acquire(ctx, 0)
+	if busy.B != bs[0] || long.B != bs[0] || other.B != bs[1] {
+		t.Fatal("placement")
+	}
+	r := waitRouted(t, routeAsync(ctx, busy, 0, 10))
+	// bs[1] is free, but the context is long: it waits for bs[0].
+	w := routeAsync(ctx, long, 0, DefaultMigrateMaxTokens+1)
+	notYet(t, w)
+	// bs[1]'s own rollout comes and goes: its freed slot is not given to
+	// the long context either.
+	o := waitRouted(t, routeAsync(ctx, other, 0, 10))
+	o.end()
+	notYet(t, w)
+	r.end()
+	if got := waitRouted(t, w); got.b != bs[0] || long.Current() != bs[0] {
+		t.Fatalf("the long context moved to %s", got.b.ID)
+	} else {
+		got.end()
+	}
+	// With a larger bound it moves at once.
+	p.SetMigrateMaxTokens(1 << 20)
+	r = waitRouted(t, routeAsync(ctx, busy, 0, 10))
+	if got := waitRouted(t, routeAsync(ctx, long, 0, DefaultMigrateMaxTokens+1)); got.b != bs[1] {
+		t.Fatalf("not moved with the bound raised: %s", got.b.ID)
+	} else {
+		got.end()
+	}
+	r.end()
+}
+
 // TestAdmissionCacheBudget: a rollout starts on a backend only while the
 // contexts already there leave room for its own; the rollouts already
 // there are never held up by it (else none could finish and make room).

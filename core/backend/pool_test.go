@@ -320,4 +320,27 @@ func TestGroupAwareRebalance(t *testing.T) {
 	for _, e := range ends {
 		e()
 	}
+
+	// Under admission (the backends' slots known) the waiting requests
+	// balance the load: leases are not moved on top of that.
+	p, bs = newPool(t, 2, 0)
+	_ = p.SetRouting(RouteGroup)
+	for _, b := range bs {
+		b.Slots = 32
+	}
+	ls = ls[:0]
+	for i := 0; i < 20; i++ {
+		ls = append(ls, acquire(p, fmt.Sprint(i), "g", 20, 10))
+	}
+	ends = ends[:0]
+	for _, l := range ls[:12] {
+		b, end := l.Route()
+		if b != bs[0] {
+			t.Fatalf("a lease moved under admission (to %s)", b.ID)
+		}
+		ends = append(ends, end)
+	}
+	for _, e := range ends {
+		e()
+	}
 }

@@ -77,6 +77,9 @@ type groupPlace struct {
 	n  int
 }
 
+// admits is whether the host holds b's requests beyond its slots or cache.
+func (b *Backend) admits() bool { return b.Slots > 0 || b.CacheTokens > 0 }
+
 func (b *Backend) weight() float64 {
 	if b.Weight <= 0 {
 		return 1
@@ -215,7 +218,12 @@ func (p *Pool) chooseLocked(l *Lease) *Backend {
 	b := l.B
 	switch p.route {
 	case RouteGroup:
-		b = p.rebalanceLocked(l)
+		if !b.admits() {
+			// With admission, waiting requests balance the load (admit.go);
+			// moving leases on top of it moved long contexts to backends
+			// whose cache was full, where they waited again.
+			b = p.rebalanceLocked(l)
+		}
 	case RouteRoundRobin:
 		if len(p.h) > 0 {
 			hs := append([]*Backend(nil), p.h...)

@@ -249,8 +249,13 @@ type Backends struct {
 	IdleConnTimeout Duration `toml:"idle_conn_timeout"`
 	// Routing places rollouts and requests on backends: sticky (default),
 	// group-aware, prorl, consistent-hash, round-robin, least-requests.
-	Routing string    `toml:"routing"`
-	Static  []Backend `toml:"static"`
+	Routing string `toml:"routing"`
+	// MigrateMaxTokens: a request waiting for a slot moves its rollout to
+	// another backend with room only while its context is at most this many
+	// tokens (moving prefills the whole context there again; measured, long
+	// SWE contexts moved cost more than they saved). Default 4096; 0: never.
+	MigrateMaxTokens int       `toml:"migrate_max_tokens"`
+	Static           []Backend `toml:"static"`
 }
 
 // Backend is one inference server.
@@ -358,6 +363,7 @@ func Default() *Config {
 		Cluster:   Cluster{HeartbeatInterval: Duration{time.Second}, DeadAfter: Duration{10 * time.Second}, Workers: 65536},
 		Backends: Backends{
 			HealthInterval: Duration{5 * time.Second}, RequestTimeout: Duration{10 * time.Minute}, WaitForBackend: Duration{60 * time.Second},
+			MigrateMaxTokens: 4096,
 		},
 		Compat: Compat{Protocol: "vllm"},
 		Sandbox: Sandbox{Driver: "bwrap", ImageDir: "{cache_dir}/prorl/images", DefaultImage: "host", AgentBinary: "{exe_dir}/prorl-sandbox-agent",
@@ -554,6 +560,9 @@ func (c *Config) Validate() error {
 	pos("server.max_samples", c.Server.MaxSamples)
 	pos("server.result_retention", c.Server.ResultRetention)
 	pos("server.gc_percent", c.Server.GCPercent)
+	if c.Backends.MigrateMaxTokens < 0 {
+		errs = append(errs, fe("backends.migrate_max_tokens", "must not be negative"))
+	}
 	if c.Server.MemoryLimitMiB < 0 {
 		errs = append(errs, fe("server.memory_limit_mib", "must not be negative"))
 	}

@@ -116,6 +116,7 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 	if err := h.Pool.SetRouting(backend.Routing(cfg.Backends.Routing)); err != nil {
 		return nil, fmt.Errorf("backends.routing: %w", err)
 	}
+	h.Pool.SetMigrateMaxTokens(cfg.Backends.MigrateMaxTokens)
 	backend.SetIdleConnTimeout(cfg.Backends.IdleConnTimeout.Duration)
 	for _, b := range cfg.Backends.Static {
 		if coordinating {
