@@ -150,15 +150,19 @@ func answers(b *testing.B) string {
 var taskSeq int
 
 // submit sends n single-sample rollouts in batches and returns their ids.
-func submit(b *testing.B, host string, n int) []string {
+func submit(b *testing.B, host string, n int) []string { return submitGroups(b, host, n, 1) }
+
+// submitGroups submits n rollouts in groups of size (a GRPO step's shape:
+// each task sampled size times).
+func submitGroups(b *testing.B, host string, n, size int) []string {
 	var ids []string
 	for left := n; left > 0; {
 		k := min(left, 5000)
-		reqs := make([]any, k)
+		reqs := make([]any, k/size)
 		for i := range reqs {
 			j := taskSeq % nTasks
 			taskSeq++
-			reqs[i] = map[string]any{"task": map[string]any{"domain": "math", "question": questionOf(j), "answer": strconv.Itoa(j + 25)}}
+			reqs[i] = map[string]any{"task": map[string]any{"domain": "math", "question": questionOf(j), "answer": strconv.Itoa(j + 25)}, "n": size}
 		}
 		var resp struct {
 			Groups []struct {
@@ -305,7 +309,7 @@ func BenchmarkIssue2Figures(b *testing.B) {
 	// 2. Single-turn rollouts per second end to end, with the durable store
 	// (the default) and with the memory store, and the simulator alone as the baseline.
 	modelDir := qwen3Dir()
-	for _, storeDriver := range []string{"bbolt", "memory", "bbolt+go-tokenizer"} {
+	for _, storeDriver := range []string{"bbolt", "memory", "bbolt+go-tokenizer", "bbolt+groups"} {
 		simArgs := []string{"--listen", "127.0.0.1:0", "--answers", ans, "--correct-rate", "1", "--think-turns", "0"}
 		goTok := storeDriver == "bbolt+go-tokenizer"
 		if goTok {
@@ -322,7 +326,11 @@ func BenchmarkIssue2Figures(b *testing.B) {
 		}
 		sim := spawn(b, dir, "prorl-simllm", simArgs...)
 		defer func() { _ = sim.cmd.Process.Signal(syscall.SIGTERM); time.Sleep(500 * time.Millisecond) }()
-		cfgPath := hostConfigStore(b, dir, strings.TrimSuffix(storeDriver, "+go-tokenizer"))
+		groupSize := 1
+		if storeDriver == "bbolt+groups" {
+			groupSize = 8 // GRPO's shape: a group's rollouts share their prompt
+		}
+		cfgPath := hostConfigStore(b, dir, strings.TrimSuffix(strings.TrimSuffix(storeDriver, "+go-tokenizer"), "+groups"))
 		if goTok {
 			appendFile(b, cfgPath, fmt.Sprintf("[tokenizer]\nmodel_dir = %q\n", modelDir))
 		}
@@ -343,7 +351,7 @@ func BenchmarkIssue2Figures(b *testing.B) {
 			cpu0[k] = cpuSeconds(pid)
 		}
 		start := time.Now()
-		ids := submit(b, host.addr, n)
+		ids := submitGroups(b, host.addr, n, groupSize)
 		rs, _ := collect(b, host.addr, 500, len(ids))
 		el := time.Since(start)
 		for _, r := range rs {
@@ -358,7 +366,8 @@ func BenchmarkIssue2Figures(b *testing.B) {
 		}
 		name := map[string]string{"bbolt": "single-turn math rollouts/s, end to end, durable store",
 			"memory":             "single-turn math rollouts/s, end to end, memory store",
-			"bbolt+go-tokenizer": "single-turn math rollouts/s, durable store, Go tokenizer"}[storeDriver]
+			"bbolt+go-tokenizer": "single-turn math rollouts/s, durable store, Go tokenizer",
+			"bbolt+groups":       "single-turn math rollouts/s, durable store, groups of 8"}[storeDriver]
 		rows = append(rows, row{name, fmt.Sprintf("%.0f /s", rate), ">= 2000 /s", rate >= 2000})
 		b.ReportMetric(rate, storeDriver+"-rollouts/s")
 		if storeDriver != "bbolt" {

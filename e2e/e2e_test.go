@@ -215,6 +215,14 @@ func TestEndToEnd(t *testing.T) {
 		i := strings.Index(metrics, `prorl_plugin_call_seconds_count{method="CallTool"`)
 		t.Errorf("want %s, got %.80s", want, metrics[max(i, 0):])
 	}
+	// The group's four rollouts start from one prompt: rendered once (the
+	// tokens above are checked against what the simulator saw).
+	for _, want := range []string{`prorl_prompt_renders_total{cached="false"} 1`, `prorl_prompt_renders_total{cached="true"} 3`} {
+		if !strings.Contains(metrics, want+"\n") {
+			i := strings.Index(metrics, `prorl_prompt_renders_total{`)
+			t.Errorf("want %s, got %.120s", want, metrics[max(i, 0):])
+		}
+	}
 
 	// Results listing, stream and ack.
 	var page struct {

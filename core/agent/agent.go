@@ -77,6 +77,10 @@ type Episode struct {
 	// repeats one tool call with the same arguments LoopRepeats times; it
 	// is always detected and counted (metric health_loop).
 	StrictLoopDetector bool
+	// TokenizerSource names what renders the prompt through the generator
+	// (a backend's model) so that Runner.Prompts may cache it; "": not
+	// cached (a rollout alone in its group).
+	TokenizerSource string
 }
 
 // LoopRepeats is how many times one tool call with the same arguments
@@ -113,6 +117,9 @@ type Runner struct {
 	// CheckTemplate renders the whole conversation after every turn and
 	// records in the metrics whether it equals the tokens kept.
 	CheckTemplate bool
+	// Prompts caches first prompts by their whole input (a group's
+	// rollouts share theirs); nil: none.
+	Prompts *tokenizer.PromptCache
 }
 
 // Run runs the loop until finish, a stop without tool calls, max turns, a
@@ -132,7 +139,17 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 		tok = rn.Local
 	}
 	t0 := time.Now()
-	prompt, err := tok.Render(ctx, ep.Messages, ep.Tools, tokenizer.RenderOptions{AddGenerationPrompt: true, Kwargs: ep.TemplateKwargs})
+	opts := tokenizer.RenderOptions{AddGenerationPrompt: true, Kwargs: ep.TemplateKwargs}
+	var prompt []int
+	var err error
+	if source := ep.TokenizerSource; rn.Prompts != nil && source != "" {
+		if rn.Local != nil {
+			source = "local"
+		}
+		prompt, err = rn.Prompts.Render(ctx, tok, source, ep.Messages, ep.Tools, opts)
+	} else {
+		prompt, err = tok.Render(ctx, ep.Messages, ep.Tools, opts)
+	}
 	if err != nil {
 		return out, backendErr(ctx, "render prompt", err)
 	}

@@ -106,7 +106,7 @@ func New(d Deps) (*Pipeline, error) {
 		gw:      gateway.New(d.Log.Named("gateway"), d.Cfg.Server.MaxBodyBytes),
 	}
 	p.gate = newGate(p)
-	p.runner = &agent.Runner{Parser: parser, Policy: p.policy.Load}
+	p.runner = &agent.Runner{Parser: parser, Policy: p.policy.Load, Prompts: tokenizer.NewPromptCache(1024)}
 	if tc := d.Cfg.Tokenizer; tc.ModelDir != "" {
 		opts := tokenizer.LocalOptions{ArgumentsAsString: tc.ArgumentsAsString, NullContentWithToolCalls: tc.NullContentWithToolCalls, TemplateName: tc.ChatTemplateName,
 			ChatFormat: tc.ChatFormat, HarmonyOptions: harmony.Options{ReasoningEffort: tc.ReasoningEffort, Date: tc.ConversationDate}}
@@ -132,6 +132,10 @@ func New(d Deps) (*Pipeline, error) {
 			m.Gauge("prorl_stage_active", "Rollouts inside a stage.", map[string]string{"stage": name}, func() float64 { return float64(p.activeStage[i].Load()) })
 		}
 		m.Gauge("prorl_policy_version", "Current policy version.", nil, func() float64 { return float64(p.policy.Load()) })
+		m.Counter("prorl_prompt_renders_total", "First prompts rendered, by whether the prompt cache had them (a group's rollouts share one).", map[string]string{"cached": "false"},
+			func() float64 { calls, hits := p.runner.Prompts.Stats(); return float64(calls - hits) })
+		m.Counter("prorl_prompt_renders_total", "First prompts rendered, by whether the prompt cache had them (a group's rollouts share one).", map[string]string{"cached": "true"},
+			func() float64 { _, hits := p.runner.Prompts.Stats(); return float64(hits) })
 		m.Gauge("prorl_generation_paused", "1 while generation is paused for a weight update.", nil, func() float64 {
 			if p.PolicyState().Paused {
 				return 1

@@ -244,6 +244,14 @@ func (p *Pipeline) runStage(ctx context.Context, r *Rollout) error {
 	r.mu.Lock()
 	r.backendID = lease.B.ID
 	ep := *r.episode
+	if r.Req.GroupSize > 1 {
+		// Its group's rollouts share their first prompt: rendered once
+		// (Runner.Prompts). The pool's backends serve one policy.
+		ep.TokenizerSource = "model " + lease.B.Model
+		if lease.B.Model == "" {
+			ep.TokenizerSource = "backend " + lease.B.ID
+		}
+	}
 	finish := r.finishTool
 	r.outcome = &agent.Outcome{} // visible to summaries while running
 	r.mu.Unlock()
