@@ -168,8 +168,10 @@ var cacheFactor = func() float64 {
 
 type utilResult struct {
 	makespan, tail, util, hit float64
-	generated                 int64
-	moves                     int64 // rollouts moved to another backend (each prefills its context again)
+	// utilWaiting is slot use while some request waited (0 if none did).
+	utilWaiting float64
+	generated   int64
+	moves       int64 // rollouts moved to another backend (each prefills its context again)
 }
 
 func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBackend, routing backend.Routing, longestFirst bool) utilResult {
@@ -204,6 +206,33 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 	}
 	ctx := context.Background()
 	start := time.Now()
+	// Slot use while work waits: sampled, over the moments when some
+	// generation request is ready but not running (queued in the host or
+	// in an engine), the share of the fleet's slots running a sequence.
+	var busy, ready float64
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopSampling:
+				return
+			case <-tick.C:
+			}
+			running, waiting, slots := 0, pool.Waiting(), 0
+			for _, s := range sims {
+				st, _ := s.EngineStats()
+				running, waiting, slots = running+st.Running, waiting+st.Waiting, slots+st.Slots
+			}
+			if waiting > 0 {
+				busy += float64(running) / float64(slots)
+				ready++
+			}
+		}
+	}()
 	done := make([]float64, len(w.rollouts))
 	var wg sync.WaitGroup
 	order := make([]int, len(w.rollouts))
@@ -257,6 +286,8 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 	}
 	wg.Wait()
 	makespan := time.Since(start).Seconds() / m.TimeScale
+	close(stopSampling)
+	<-sampled
 	var moves int64
 	for _, st := range pool.List() {
 		moves += st.MigratedIn
@@ -276,7 +307,8 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 		}
 	}
 	return utilResult{makespan: makespan, tail: done[len(done)-1] - done[int(0.9*float64(len(done)))-1],
-		util: slotSec / (slots * makespan), hit: cached / math.Max(prompt, 1), generated: gen, moves: moves}
+		util: slotSec / (slots * makespan), hit: cached / math.Max(prompt, 1), generated: gen, moves: moves,
+		utilWaiting: busy / math.Max(ready, 1)}
 }
 
 func BenchmarkIssue19Utilisation(b *testing.B) {
@@ -304,13 +336,15 @@ func BenchmarkIssue19Utilisation(b *testing.B) {
 			r := runStep(b, w, m, fleet, rt, rt == backend.RouteGroup)
 			res[rt] = r
 			rows = append(rows, row{name: fmt.Sprintf("%-15s makespan / lower bound", rt), measured: fmt.Sprintf("%.0f s / %.0f s = %.2f×", r.makespan, lb, r.makespan/lb)},
-				row{name: fmt.Sprintf("%-15s slot use, cache hits, tail, moves", rt), measured: fmt.Sprintf("%.0f%%, %.0f%%, %.0f s, %d", 100*r.util, 100*r.hit, r.tail, r.moves)})
+				row{name: fmt.Sprintf("%-15s slot use: step, while work waits", rt), measured: fmt.Sprintf("%.0f%%, %.0f%%", 100*r.util, 100*r.utilWaiting)},
+				row{name: fmt.Sprintf("%-15s cache hits, 90→100%% tail, moves", rt), measured: fmt.Sprintf("%.0f%%, %.0f s, %d", 100*r.hit, r.tail, r.moves)})
 		}
 		ours, prorl := res[backend.RouteGroup], res[backend.RouteProRL]
 		rows = append(rows,
 			row{name: "group-aware: makespan / lower bound", measured: fmt.Sprintf("%.2f×", ours.makespan/lb), target: "≤ 1.10×", ok: ours.makespan/lb <= 1.10},
 			row{name: "group-aware speed-up over ProRL's routing", measured: fmt.Sprintf("%.2f×", prorl.makespan/ours.makespan), target: "≥ 1.25×", ok: prorl.makespan/ours.makespan >= 1.25},
-			row{name: "group-aware slot use while work remains", measured: fmt.Sprintf("%.0f%%", 100*ours.util), target: "≥ 95%", ok: ours.util >= 0.95})
+			row{name: "group-aware slot use over the step", measured: fmt.Sprintf("%.0f%%", 100*ours.util), target: "≥ 95%", ok: ours.util >= 0.95},
+			row{name: "group-aware slot use while work waits", measured: fmt.Sprintf("%.0f%%", 100*ours.utilWaiting), target: "≥ 95%", ok: ours.utilWaiting >= 0.95})
 		printTable(fmt.Sprintf("Issue 19 — one GRPO step, %s, %d rollouts; fleet 2×H100 + 2×half-speed, %d slots each (simulated s; lower bound = max(work %.0f s, longest rollout %.0f s); time scale %g)",
 			w.name, len(w.rollouts), m.Slots, work, crit, scale), rows)
 	}

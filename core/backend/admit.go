@@ -239,3 +239,10 @@ func (p *Pool) endRequest(b *Backend) func() {
 		p.mu.Unlock()
 	}
 }
+
+// Waiting is how many requests wait in the host for a slot or cache room.
+func (p *Pool) Waiting() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.waiting)
+}

@@ -70,6 +70,9 @@ type EngineStats struct {
 	SlotSeconds     float64 `json:"slot_seconds"` // ∫ running sequences dt
 	Slots           int     `json:"slots"`
 	Speed           float64 `json:"speed"`
+	// Running and Waiting are the sequences in the batch and queued, now.
+	Running int `json:"running"`
+	Waiting int `json:"waiting"`
 	// Since is when the engine started counting (real time).
 	Since time.Time `json:"since"`
 }
@@ -134,7 +137,9 @@ func NewEngine(m EngineModel) *Engine {
 func (e *Engine) Stats() EngineStats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.stats
+	st := e.stats
+	st.Running, st.Waiting = len(e.running), len(e.waiting)
+	return st
 }
 
 // Generate holds the caller for the simulated time the engine takes to
