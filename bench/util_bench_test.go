@@ -180,6 +180,9 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 	if err := pool.SetRouting(routing); err != nil {
 		b.Fatal(err)
 	}
+	if v, err := strconv.Atoi(os.Getenv("PRORL_BENCH_MIGRATE_MAX")); err == nil { // experiments
+		pool.SetMigrateMaxTokens(v)
+	}
 	for _, fb := range fleet {
 		em := m
 		em.Speed = fb.speed

@@ -14,11 +14,12 @@ import (
 // slow ones still worked through theirs. A freed slot goes to the best
 // request waiting for that backend (lowest priority value, as vLLM orders,
 // then the oldest); when none waits for it, to the best one waiting
-// anywhere whose context is short (work stealing: its lease moves, so its
-// conversation is prefilled once more there). Only short contexts move:
-// with every waiting request free to move, SWE-like rollouts moved 3,200
-// times in a step of 512, each prefilling its whole context again, and the
-// step took longer than with no moves at all (bench Issue19Utilisation).
+// anywhere (work stealing: its lease moves, so its conversation is
+// prefilled once more there; SetMigrateMaxTokens can bound the context
+// that moves). Group-aware leases are not also rebalanced under admission
+// (route.go): the two together moved SWE-like rollouts 3,200 times in a
+// step of 512, each prefilling its whole context again; stealing alone
+// moves 110-180 (bench Issue19Utilisation).
 //
 // A backend with CacheTokens also bounds the rollouts active on it: a
 // rollout's first request there waits while the contexts of those already
@@ -58,7 +59,7 @@ func (p *Pool) admitLocked(l *Lease, b *Backend, prio, tokens int) (*Backend, *w
 // movableLocked is whether a request of tokens context may move its
 // rollout to another backend (per-request routings hold none: always).
 func (p *Pool) movableLocked(tokens int) bool {
-	return p.route.PerRequest() || tokens <= p.migrateMax
+	return p.route.PerRequest() || p.migrateMax <= 0 || tokens <= p.migrateMax
 }
 
 // fitsLocked is whether b can take l's request of tokens context now.

@@ -110,11 +110,14 @@ func TestAdmissionSteals(t *testing.T) {
 	r3.end()
 }
 
-// TestAdmissionMovesShortContextsOnly: a waiting request moves its rollout
-// to a backend with room only while its context is short (moving prefills
-// it there again); a long one waits for its own backend, whichever frees.
+// TestAdmissionMovesShortContextsOnly: with a bound set, a waiting request
+// moves its rollout to a backend with room only while its context is
+// within it (moving prefills it there again); a longer one waits for its
+// own backend, whichever frees.
 func TestAdmissionMovesShortContextsOnly(t *testing.T) {
+	const bound = 4096
 	p, bs := newPool(t, 2, 0)
+	p.SetMigrateMaxTokens(bound)
 	for _, b := range bs {
 		b.Slots = 1
 	}
@@ -129,7 +132,7 @@ func TestAdmissionMovesShortContextsOnly(t *testing.T) {
 	}
 	r := waitRouted(t, routeAsync(ctx, busy, 0, 10))
 	// bs[1] is free, but the context is long: it waits for bs[0].
-	w := routeAsync(ctx, long, 0, DefaultMigrateMaxTokens+1)
+	w := routeAsync(ctx, long, 0, bound+1)
 	notYet(t, w)
 	// bs[1]'s own rollout comes and goes: its freed slot is not given to
 	// the long context either.
@@ -142,11 +145,11 @@ func TestAdmissionMovesShortContextsOnly(t *testing.T) {
 	} else {
 		got.end()
 	}
-	// With a larger bound it moves at once.
-	p.SetMigrateMaxTokens(1 << 20)
+	// Without the bound (the default) it moves at once.
+	p.SetMigrateMaxTokens(0)
 	r = waitRouted(t, routeAsync(ctx, busy, 0, 10))
-	if got := waitRouted(t, routeAsync(ctx, long, 0, DefaultMigrateMaxTokens+1)); got.b != bs[1] {
-		t.Fatalf("not moved with the bound raised: %s", got.b.ID)
+	if got := waitRouted(t, routeAsync(ctx, long, 0, bound+1)); got.b != bs[1] {
+		t.Fatalf("not moved without the bound: %s", got.b.ID)
 	} else {
 		got.end()
 	}

@@ -89,7 +89,7 @@ type Pool struct {
 	changed chan struct{}
 	route   Routing
 	groups  map[string]*groupPlace
-	// migrateMax bounds the context a waiting request moves (admit.go).
+	// migrateMax bounds the context a waiting request moves (admit.go); 0: any.
 	migrateMax int
 	rr         uint64
 	// waiting are requests held for a free slot (admit.go).
@@ -100,15 +100,12 @@ type Pool struct {
 // NewPool returns an empty pool.
 func NewPool(log hclog.Logger) *Pool {
 	return &Pool{log: log, all: map[string]*Backend{}, byURL: map[string]*Backend{}, changed: make(chan struct{}),
-		route: RouteSticky, groups: map[string]*groupPlace{}, migrateMax: DefaultMigrateMaxTokens}
+		route: RouteSticky, groups: map[string]*groupPlace{}}
 }
-
-// DefaultMigrateMaxTokens is SetMigrateMaxTokens' default.
-const DefaultMigrateMaxTokens = 4096
 
 // SetMigrateMaxTokens sets the largest context a request waiting for a
 // slot may take to another backend with room (its lease moves, and the
-// context is prefilled there again); 0: rollouts never move so.
+// context is prefilled there again); 0, the default: any.
 func (p *Pool) SetMigrateMaxTokens(n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
