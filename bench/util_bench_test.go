@@ -319,9 +319,11 @@ func BenchmarkIssue19Utilisation(b *testing.B) {
 	// at 0.015 a millisecond of it (a 2-core machine running 512 rollouts'
 	// goroutines) counted as 67 simulated ms, several engine steps, and
 	// left slots idle between requests that no real host would; at 0.04 the
-	// same step measured 337 s instead of 400-438 s and slot use while work
-	// waited 95% instead of 83-85%, with every routing's figures moving the
-	// same way. It makes this benchmark take about 4 minutes.
+	// same step measured 333-371 s instead of 356-438 s and slot use while
+	// work waited 94-95% instead of 83-85%. Admission gains most (a freed
+	// slot waits on the host's dispatch); routings that queue in the
+	// engines moved less (ProRL's 634-698 s either way). It makes this
+	// benchmark take about 4 minutes.
 	scale := 0.04
 	if v, err := strconv.ParseFloat(os.Getenv("PRORL_BENCH_TIME_SCALE"), 64); err == nil && v > 0 {
 		scale = v
