@@ -193,8 +193,8 @@ func postJSON(ctx context.Context, url string, in, out any) error {
 // post sends a JSON body and reads the answer into out: plain-http
 // backends through the lean client, anything else through net/http.
 func post(ctx context.Context, url string, body []byte, out *bytes.Buffer) (int, error) {
-	if httpc.Supported(url) {
-		status, err := lean.Post(ctx, url, "application/json", body, out, maxResponseBytes)
+	status, err := lean.Post(ctx, url, "application/json", body, out, maxResponseBytes)
+	if !errors.Is(err, httpc.ErrUnsupported) {
 		if err != nil && ctx.Err() == nil {
 			err = fmt.Errorf("POST %s: %w", url, err)
 		}

@@ -52,11 +52,9 @@ func New() *Client {
 // ErrTooLarge is returned when an answer's body exceeds the caller's limit.
 var ErrTooLarge = errors.New("httpc: response body too large")
 
-// Supported reports whether url is one Post can send (plain http).
-func Supported(url string) bool {
-	_, _, ok := split(url)
-	return ok
-}
+// ErrUnsupported is returned, before anything is sent, for a URL Post does
+// not serve (anything but plain http): the caller sends it another way.
+var ErrUnsupported = errors.New("httpc: unsupported URL")
 
 // split cuts "http://host[:port]/path?query" into the address to dial and
 // the request target.
@@ -91,7 +89,7 @@ func split(url string) (host, target string, ok bool) {
 func (c *Client) Post(ctx context.Context, url, contentType string, body []byte, out *bytes.Buffer, limit int64) (int, error) {
 	host, target, ok := split(url)
 	if !ok {
-		return 0, fmt.Errorf("httpc: unsupported URL %q", url)
+		return 0, fmt.Errorf("%w %q", ErrUnsupported, url)
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err

@@ -218,9 +218,11 @@ func TestSplit(t *testing.T) {
 			t.Errorf("%s: %q %q %v", tc.url, h, tg, ok)
 		}
 	}
+	c := New()
 	for _, u := range []string{"https://h/", "http://", "http://u:p@h/", "http://h/a b", "ftp://h/"} {
-		if Supported(u) {
-			t.Errorf("%s is supported", u)
+		var out bytes.Buffer
+		if _, err := c.Post(context.Background(), u, "text/plain", nil, &out, 10); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("%s: %v, want ErrUnsupported", u, err)
 		}
 	}
 }
