@@ -3,7 +3,6 @@ package sdk
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -153,12 +152,9 @@ func (s *server) CallTool(ctx context.Context, req *pb.CallToolRequest) (resp *p
 		resp.Output = fmt.Sprintf("Error: unknown tool %q; available tools: %s", req.Call.Name, s.toolNames())
 		return resp, nil
 	}
-	args := json.RawMessage(req.Call.ArgumentsJson)
-	if len(args) == 0 {
-		args = json.RawMessage("{}")
-	}
-	if !json.Valid(args) {
-		resp.IsError, resp.Output = true, "Error: tool arguments are not valid JSON"
+	args, bad := ToolArgs(req.Call.ArgumentsJson)
+	if bad != nil {
+		resp.IsError, resp.Output = bad.IsError, bad.Output
 		return resp, nil
 	}
 	ctx = withLog(ctx, s.log, req.RolloutId)
@@ -171,14 +167,9 @@ func (s *server) CallTool(ctx context.Context, req *pb.CallToolRequest) (resp *p
 		}
 		tc.session = sess
 	}
-	res, err := t.Call(ctx, tc, args)
+	res, err := ToolOutcome(t.Call(ctx, tc, args))
 	if err != nil {
-		var se *Error
-		if errors.As(err, &se) && se.Code != CodeToolError {
-			resp.Diagnostics = diag(err)
-			return resp, nil
-		}
-		resp.IsError, resp.Output = true, "Error: "+AsError(err).Message
+		resp.Diagnostics = diag(err)
 		return resp, nil
 	}
 	resp.Output, resp.Done, resp.FinalResponse, resp.IsError = res.Output, res.Done, res.FinalResponse, res.IsError

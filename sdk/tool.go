@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -50,6 +51,34 @@ type Tool interface {
 // editor's undo history); the SDK releases them with the rollout.
 type ToolReleaser interface {
 	Release(rolloutID string)
+}
+
+// ToolArgs are a call's arguments as a tool gets them: empty is {}. Not
+// valid JSON, they are refused with the observation the model is shown.
+// The SDK's server and a host answering a builtin tool both use it.
+func ToolArgs(raw []byte) (json.RawMessage, *ToolResult) {
+	args := json.RawMessage(raw)
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	if !json.Valid(args) {
+		return nil, &ToolResult{IsError: true, Output: "Error: tool arguments are not valid JSON"}
+	}
+	return args, nil
+}
+
+// ToolOutcome is what a tool's Call answered as the model sees it: an error
+// becomes an error observation, except an *Error with a code other than
+// tool_error, which is returned (it fails the rollout).
+func ToolOutcome(res ToolResult, err error) (ToolResult, error) {
+	if err == nil {
+		return res, nil
+	}
+	var se *Error
+	if errors.As(err, &se) && se.Code != CodeToolError {
+		return ToolResult{}, err
+	}
+	return ToolResult{IsError: true, Output: "Error: " + AsError(err).Message}, nil
 }
 
 // DecodeArgs decodes tool arguments strictly into v, so a model that invents

@@ -1,18 +1,19 @@
 package pipeline
 
 import (
-	"bytes"
-	"encoding/json" // the error texts the model sees are encoding/json's, as the SDK's
-	"fmt"
+	"context"
+	"encoding/json"
 
 	"github.com/prorl/prorl/core/agent"
+	"github.com/prorl/prorl/sdk"
 	pb "github.com/prorl/prorl/sdk/proto"
+	"github.com/prorl/prorl/sdk/tools"
 )
 
-// Tools a domain marks builtin (its ToolSpec.builtin) are answered here, as
-// the SDK's own implementation answers them, without a round trip to the
-// plugin: the finish tool ends nearly every episode, and its call was a
-// third of a single-turn rollout's plugin calls.
+// Tools a domain marks builtin (its ToolSpec.builtin) are answered here,
+// by the SDK's own implementation and as the SDK's server answers a call,
+// without a round trip to the plugin: the finish tool ends nearly every
+// episode, and its call was a third of a single-turn rollout's plugin calls.
 
 // finishToolOf is the name of the domain's builtin finish tool ("" none).
 func finishToolOf(info *pb.DomainInfo) string {
@@ -24,23 +25,17 @@ func finishToolOf(info *pb.DomainInfo) string {
 	return ""
 }
 
-// builtinFinish answers a call of the finish tool as the SDK's tools.Finish
-// does through the SDK's server: the same observations, errors included.
-func builtinFinish(args json.RawMessage) agent.ToolResult {
-	if len(args) == 0 {
-		args = json.RawMessage("{}")
+var finishTool = tools.Finish()
+
+// builtinFinish answers a call of the finish tool.
+func builtinFinish(ctx context.Context, raw json.RawMessage) (agent.ToolResult, error) {
+	args, bad := sdk.ToolArgs(raw)
+	if bad != nil {
+		return agent.ToolResult{IsError: bad.IsError, Output: bad.Output}, nil
 	}
-	if !json.Valid(args) {
-		return agent.ToolResult{IsError: true, Output: "Error: tool arguments are not valid JSON"}
+	res, err := sdk.ToolOutcome(finishTool.Call(ctx, sdk.ToolContext{}, args))
+	if err != nil {
+		return agent.ToolResult{}, err
 	}
-	var a struct {
-		Message       string `json:"message"`
-		TaskCompleted any    `json:"task_completed,omitempty"` // OpenHands sends it; accepted and ignored
-	}
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil {
-		return agent.ToolResult{IsError: true, Output: fmt.Sprintf("Error: invalid arguments: %v", err)}
-	}
-	return agent.ToolResult{Output: "Task finished.", Done: true, FinalResponse: a.Message}
+	return agent.ToolResult{Output: res.Output, Done: res.Done, FinalResponse: res.FinalResponse, IsError: res.IsError}, nil
 }

@@ -50,8 +50,8 @@ func TestBuiltinFinishAgainstSDK(t *testing.T) {
 		if err != nil || len(resp.Diagnostics) > 0 {
 			t.Fatalf("%q: %v %v", args, err, resp.GetDiagnostics())
 		}
-		got := builtinFinish(json.RawMessage(args))
-		if got.Output != resp.Output || got.Done != resp.Done || got.FinalResponse != resp.FinalResponse || got.IsError != resp.IsError {
+		got, err := builtinFinish(ctx, json.RawMessage(args))
+		if err != nil || got.Output != resp.Output || got.Done != resp.Done || got.FinalResponse != resp.FinalResponse || got.IsError != resp.IsError {
 			t.Fatalf("%q: host %+v, SDK %+v", args, got, resp)
 		}
 	}
@@ -71,8 +71,8 @@ func FuzzBuiltinFinish(f *testing.F) {
 		if err != nil || len(resp.Diagnostics) > 0 {
 			t.Fatalf("%q: %v %v", args, err, resp.GetDiagnostics())
 		}
-		got := builtinFinish(json.RawMessage(args))
-		if got.Output != resp.Output || got.Done != resp.Done || got.FinalResponse != resp.FinalResponse || got.IsError != resp.IsError {
+		got, err := builtinFinish(context.Background(), json.RawMessage(args))
+		if err != nil || got.Output != resp.Output || got.Done != resp.Done || got.FinalResponse != resp.FinalResponse || got.IsError != resp.IsError {
 			t.Fatalf("%q: host %+v, SDK %+v", args, got, resp)
 		}
 	})

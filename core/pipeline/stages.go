@@ -212,7 +212,7 @@ type pluginTools struct {
 
 func (t *pluginTools) Call(ctx context.Context, id, name string, args json.RawMessage) (agent.ToolResult, error) {
 	if name != "" && name == t.finish {
-		return builtinFinish(args), nil
+		return builtinFinish(ctx, args)
 	}
 	if t.timeout > 0 {
 		var cancel context.CancelFunc
