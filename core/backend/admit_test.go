@@ -81,21 +81,29 @@ func TestAdmissionSlots(t *testing.T) {
 
 // TestAdmissionSteals: a request whose backend is full goes at once to a
 // backend with a free slot, and the lease moves with it.
-func TestAdmissionSteals(t *testing.T) {
-	p, bs := newPool(t, 2, 0)
+// twoOnFirst is two backends of one slot each, with two leases on the
+// first (the second out of rotation meanwhile) and one on the second.
+func twoOnFirst(t *testing.T) (p *Pool, bs []*Backend, a, b, c *Lease) {
+	t.Helper()
+	p, bs = newPool(t, 2, 0)
 	for _, b := range bs {
 		b.Slots = 1
 	}
 	ctx := context.Background()
-	// l1 and l3 on the first backend (the second out of rotation meanwhile).
 	p.SetHealth(bs[1].ID, errors.New("down"))
-	l1, _ := p.Acquire(ctx, 0)
-	l3, _ := p.Acquire(ctx, 0)
+	a, _ = p.Acquire(ctx, 0)
+	b, _ = p.Acquire(ctx, 0)
 	p.SetHealth(bs[1].ID, nil)
-	l2, _ := p.Acquire(ctx, 0)
-	if l1.B != bs[0] || l3.B != bs[0] || l2.B != bs[1] {
+	c, _ = p.Acquire(ctx, 0)
+	if a.B != bs[0] || b.B != bs[0] || c.B != bs[1] {
 		t.Fatal("placement")
 	}
+	return p, bs, a, b, c
+}
+
+func TestAdmissionSteals(t *testing.T) {
+	_, bs, l1, l3, l2 := twoOnFirst(t)
+	ctx := context.Background()
 	r1 := waitRouted(t, routeAsync(ctx, l1, 0, 10))
 	r3 := waitRouted(t, routeAsync(ctx, l3, 0, 10))
 	if r3.b != bs[1] || l3.Current() != bs[1] {
@@ -116,20 +124,9 @@ func TestAdmissionSteals(t *testing.T) {
 // own backend, whichever frees.
 func TestAdmissionMovesShortContextsOnly(t *testing.T) {
 	const bound = 4096
-	p, bs := newPool(t, 2, 0)
+	p, bs, busy, long, other := twoOnFirst(t)
 	p.SetMigrateMaxTokens(bound)
-	for _, b := range bs {
-		b.Slots = 1
-	}
 	ctx := context.Background()
-	p.SetHealth(bs[1].ID, errors.New("down"))
-	busy, _ := p.Acquire(ctx, 0)
-	long, _ := p.Acquire(ctx, 0)
-	p.SetHealth(bs[1].ID, nil)
-	other, _ := p.Acquire(ctx, 0)
-	if busy.B != bs[0] || long.B != bs[0] || other.B != bs[1] {
-		t.Fatal("placement")
-	}
 	r := waitRouted(t, routeAsync(ctx, busy, 0, 10))
 	// bs[1] is free, but the context is long: it waits for bs[0].
 	w := routeAsync(ctx, long, 0, bound+1)
