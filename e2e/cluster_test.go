@@ -68,29 +68,21 @@ func newCluster(t *testing.T) *cluster {
 
 func (c *cluster) startCoordinator() {
 	c.t.Helper()
-	addr := filepath.Join(c.dir, "coord.addr")
-	os.Remove(addr)
-	c.coord = start(c.t, "prorl-host", "coordinate", "--config", c.coordC, "--addr-file", addr)
-	c.coordU = "http://" + waitFile(c.t, addr, c.coord)
+	c.coord, c.coordU = listening(c.t, filepath.Join(c.dir, "coord.addr"), "prorl-host", "coordinate", "--config", c.coordC)
 }
 
 // startNode starts a node with its own simulator (tokenLatency per token).
 func (c *cluster) startNode(id string, tokenLatency string) {
 	c.t.Helper()
-	simAddr := filepath.Join(c.dir, id+".sim.addr")
-	sim := start(c.t, "prorl-simllm", "--listen", "127.0.0.1:0", "--addr-file", simAddr, "--answers", c.tasks, "--correct-rate", "1",
-		"--token-latency", tokenLatency)
-	simURL := "http://" + waitFile(c.t, simAddr, sim)
+	_, simURL := listening(c.t, filepath.Join(c.dir, id+".sim.addr"), "prorl-simllm", "--listen", "127.0.0.1:0", "--answers", c.tasks,
+		"--correct-rate", "1", "--token-latency", tokenLatency)
 	cfgPath := filepath.Join(c.dir, id+".toml")
 	cfg := fmt.Sprintf(clusterTOML, filepath.Join(c.dir, id+".db"), fmt.Sprintf("coordinator = %q\nnode_id = %q\n", c.coordU, id),
 		fmt.Sprintf("[[backends.static]]\nurl = %q\n", simURL), filepath.Join(binDir, "plugins/prorl-math"))
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		c.t.Fatal(err)
 	}
-	addr := filepath.Join(c.dir, id+".addr")
-	os.Remove(addr)
-	c.nodes[id] = start(c.t, "prorl-host", "serve", "--config", cfgPath, "--addr-file", addr)
-	c.nodeURL[id] = "http://" + waitFile(c.t, addr, c.nodes[id])
+	c.nodes[id], c.nodeURL[id] = listening(c.t, filepath.Join(c.dir, id+".addr"), "prorl-host", "serve", "--config", cfgPath)
 }
 
 func (c *cluster) do(method, path string, body any) resp {
@@ -358,9 +350,7 @@ func TestClusterCompatAPIs(t *testing.T) {
 		t.Fatalf("polar task through the coordinator: %+v", st)
 	}
 	// An inference server the trainer registers goes to a node.
-	simAddr := filepath.Join(c.dir, "extra.sim.addr")
-	sim := start(t, "prorl-simllm", "--listen", "127.0.0.1:0", "--addr-file", simAddr, "--answers", c.tasks)
-	simURL := "http://" + waitFile(t, simAddr, sim)
+	_, simURL := listening(t, filepath.Join(c.dir, "extra.sim.addr"), "prorl-simllm", "--listen", "127.0.0.1:0", "--answers", c.tasks)
 	if r := e.do("POST", "/add_llm_server", map[string]string{"address": simURL}); r.code != 200 {
 		t.Fatalf("/add_llm_server through the coordinator: %d %s", r.code, r.body)
 	}

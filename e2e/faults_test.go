@@ -298,8 +298,7 @@ func TestCrashLoopingPluginUnhealthy(t *testing.T) {
 // for a healthy one, keeps its tokens, and its turn records both backends.
 func TestFailoverToAnotherBackend(t *testing.T) {
 	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--think-turns", "0"}})
-	bad := start(t, "prorl-simllm", "--listen", "127.0.0.1:0", "--addr-file", filepath.Join(e.dir, "bad.addr"), "--answers", e.tasks, "--fail-rate", "1")
-	badURL := "http://" + waitFile(t, filepath.Join(e.dir, "bad.addr"), bad)
+	_, badURL := listening(t, filepath.Join(e.dir, "bad.addr"), "prorl-simllm", "--listen", "127.0.0.1:0", "--answers", e.tasks, "--fail-rate", "1")
 	e.startHost()
 	var b1, b2 struct{ ID string }
 	e.do("POST", "/v1/backends", map[string]any{"url": badURL}).json(t, &b1)

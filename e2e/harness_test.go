@@ -93,6 +93,15 @@ func tail(s string, n int) string {
 	return s
 }
 
+// listening starts a server that writes its address to addrFile (its
+// --addr-file) and returns it with its URL once it listens.
+func listening(t *testing.T, addrFile, name string, args ...string) (*proc, string) {
+	t.Helper()
+	os.Remove(addrFile)
+	p := start(t, name, append(args, "--addr-file", addrFile)...)
+	return p, "http://" + waitFile(t, addrFile, p)
+}
+
 func waitFile(t *testing.T, path string, p *proc) string {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
@@ -162,10 +171,8 @@ func newEnv(t *testing.T, o envOpts) *env {
 		t.Fatal(err)
 	}
 	e.simLog = filepath.Join(e.dir, "sim.jsonl")
-	simAddr := filepath.Join(e.dir, "sim.addr")
-	args := append([]string{"--listen", "127.0.0.1:0", "--addr-file", simAddr, "--answers", e.tasks, "--log", e.simLog}, o.simArgs...)
-	e.simP = start(t, "prorl-simllm", args...)
-	e.sim = "http://" + waitFile(t, simAddr, e.simP)
+	args := append([]string{"--listen", "127.0.0.1:0", "--answers", e.tasks, "--log", e.simLog}, o.simArgs...)
+	e.simP, e.sim = listening(t, filepath.Join(e.dir, "sim.addr"), "prorl-simllm", args...)
 	e.cfgPath = filepath.Join(e.dir, "host.toml")
 	sha := ""
 	if o.sha256 != "" {
@@ -203,10 +210,7 @@ max_turns = 6
 
 func (e *env) startHost() {
 	e.t.Helper()
-	addr := filepath.Join(e.dir, "host.addr")
-	os.Remove(addr)
-	e.hostP = start(e.t, "prorl-host", "serve", "--config", e.cfgPath, "--addr-file", addr)
-	e.host = "http://" + waitFile(e.t, addr, e.hostP)
+	e.hostP, e.host = listening(e.t, filepath.Join(e.dir, "host.addr"), "prorl-host", "serve", "--config", e.cfgPath)
 }
 
 type resp struct {

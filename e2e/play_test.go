@@ -76,9 +76,7 @@ func TestPlayAnyDomain(t *testing.T) {
 	// An admin enables the domain without writing a config: batch mode's
 	// embedded host with --plugin, the simulator always right.
 	t.Run("batch --plugin", func(t *testing.T) {
-		addr := filepath.Join(dir, "sim.addr")
-		sim := start(t, "prorl-simllm", "--listen", "127.0.0.1:0", "--addr-file", addr, "--scripts", scripts, "--correct-rate", "1")
-		url := "http://" + waitFile(t, addr, sim)
+		_, url := listening(t, filepath.Join(dir, "sim.addr"), "prorl-simllm", "--listen", "127.0.0.1:0", "--scripts", scripts, "--correct-rate", "1")
 		tasks, out := filepath.Join(dir, "tasks.jsonl"), filepath.Join(dir, "results.jsonl")
 		if err := os.WriteFile(tasks, []byte(countdownTasks), 0o644); err != nil {
 			t.Fatal(err)

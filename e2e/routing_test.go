@@ -20,9 +20,8 @@ func TestRoutingsEndToEnd(t *testing.T) {
 		t.Run(routing, func(t *testing.T) {
 			e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--think-turns", "2", "--token-latency", "3ms"}, backendsTOML: fmt.Sprintf("routing = %q\n", routing)})
 			log2 := filepath.Join(e.dir, "sim2.jsonl")
-			sim2 := start(t, "prorl-simllm", "--listen", "127.0.0.1:0", "--addr-file", filepath.Join(e.dir, "sim2.addr"), "--answers", e.tasks,
+			_, url2 := listening(t, filepath.Join(e.dir, "sim2.addr"), "prorl-simllm", "--listen", "127.0.0.1:0", "--answers", e.tasks,
 				"--correct-rate", "1", "--think-turns", "2", "--token-latency", "3ms", "--log", log2)
-			url2 := "http://" + waitFile(t, filepath.Join(e.dir, "sim2.addr"), sim2)
 			e.startHost()
 			e.addBackend()
 			if r := e.do("POST", "/v1/backends", map[string]any{"url": url2}); r.code != 201 {
@@ -97,9 +96,8 @@ func waitHealthy(t *testing.T, e *env, n int) {
 func TestAdmissionEndToEnd(t *testing.T) {
 	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--think-turns", "2", "--token-latency", "2ms"}, backendsTOML: "routing = \"group-aware\"\n"})
 	log2 := filepath.Join(e.dir, "sim2.jsonl")
-	sim2 := start(t, "prorl-simllm", "--listen", "127.0.0.1:0", "--addr-file", filepath.Join(e.dir, "sim2.addr"), "--answers", e.tasks,
+	_, url2 := listening(t, filepath.Join(e.dir, "sim2.addr"), "prorl-simllm", "--listen", "127.0.0.1:0", "--answers", e.tasks,
 		"--correct-rate", "1", "--think-turns", "2", "--token-latency", "2ms", "--log", log2)
-	url2 := "http://" + waitFile(t, filepath.Join(e.dir, "sim2.addr"), sim2)
 	e.startHost()
 	for _, bad := range []struct {
 		field string
