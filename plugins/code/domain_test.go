@@ -218,7 +218,8 @@ func FuzzParseTask(f *testing.F) {
 // about half its limit of CPU is accepted while busy loops take every
 // core (its wall time then far exceeds the limit); one that computes past
 // the limit is TLE even when it finishes within the wall-clock backstop;
-// one that only waits ends at the backstop (3 × limit + 2 s).
+// one that only waits ends at the backstop (3 × limit + 2 s, time spent
+// waiting for a CPU not counted).
 func TestTimeLimitIsCPUTime(t *testing.T) {
 	h := startWith(t, `{"time_limit": 1, "memory_mb": 128, "workers": 1}`)
 	task := `{"question":"Print n.","tests":[{"input":"5\n","output":"5\n"}]}`

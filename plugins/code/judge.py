@@ -512,11 +512,22 @@ STARTUP_LIMIT = 60.0
 
 
 def wall_limit(limit):
-    """The wall clock a test may take. The time limit is on CPU time (the
-    solution's own, as competitive judges count it), so a verdict does not
-    depend on how loaded the machine is; the wall clock only ends a
-    solution that waits instead of computing."""
+    """The time a test may take besides waiting for a CPU. The time limit
+    is on CPU time (the solution's own, as competitive judges count it), so
+    a verdict does not depend on how loaded the machine is; this backstop
+    only ends a solution that waits instead of computing."""
     return 3 * limit + 2
+
+
+def runq_wait(pid):
+    """Seconds pid has spent runnable but waiting for a CPU (the kernel's
+    schedstat; 0 when unknown). A loaded machine makes a test slow by this
+    much, which its wall-clock backstop does not count."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def classify(e):
@@ -948,7 +959,9 @@ def reap(running, results, limit, cap):
         timed_out = False
         if wpid == 0:
             allowed = wall_limit(limit) if st.get("ready", True) else STARTUP_LIMIT
-            if now - st["t0"] <= allowed:
+            # The solution's process: the forked test, or a check's solution.
+            sol = st["proc"].pid if "proc" in st else st["pid"]
+            if now - st["t0"] - (runq_wait(sol) - st.get("q0", 0.0)) <= allowed:
                 continue
             os.kill(st["pid"], signal.SIGKILL)
             _, status, usage = os.wait4(st["pid"], 0)
@@ -1013,7 +1026,7 @@ def drain_one(st, fd, cap):
     chunk = os.read(fd, 65536)
     if chunk and fd == st.get("res") and not st.get("ready", True):
         # The checker says the solution's interpreter is up: the clock starts.
-        st["ready"], st["t0"] = True, time.monotonic()
+        st["ready"], st["t0"], st["q0"] = True, time.monotonic(), runq_wait(st["proc"].pid)
         chunk = chunk[len(READY) :]
         if not chunk:
             return True
