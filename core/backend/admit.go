@@ -28,6 +28,18 @@ import (
 // fleet's KV cache; admitting them all made each turn's context evicted
 // during its tool call, and half the engines' time went to prefilling it
 // again.
+//
+// Backends of different speeds (Weight): a slower backend takes a rollout's
+// first request only while more new requests wait than the faster backends
+// would start before it could finish there. A request started on a backend
+// of speed s instead of one of speed f takes f/s times as long, and the
+// faster backends start Slots·f/T requests per unit of time (T: a
+// request's time at speed 1), so waiting for them is quicker while fewer
+// than Σ Slots·(f/s − 1) are ahead of it — whatever T is, so no length need
+// be known. With greedy dispatch the slow backends took requests to the
+// last and finished a math step a long answer after the fast ones had gone
+// idle. A rollout already running on the slower backend stays (its context
+// is cached there).
 
 type waiter struct {
 	l      *Lease
@@ -42,12 +54,13 @@ type waiter struct {
 // admitLocked decides at once or queues: the backend to use now, or a
 // waiter to wait on.
 func (p *Pool) admitLocked(l *Lease, b *Backend, prio, tokens int) (*Backend, *waiter) {
-	if p.fitsLocked(l, b, tokens) && !p.waitingForLocked(b) {
+	queued := p.newWaitingLocked()
+	if p.fitsLocked(l, b, tokens) && !p.waitingForLocked(b, queued) && !p.leaveToFasterLocked(l, b, tokens, queued+1) {
 		return b, nil
 	}
 	// Its backend is full: a backend with room and nobody waiting for it
 	// takes the request now (the fastest such).
-	if o := p.freeBackendLocked(l, tokens); o != nil && p.movableLocked(tokens) {
+	if o := p.freeBackendLocked(l, tokens, queued); o != nil && p.movableLocked(tokens) {
 		return p.moveLocked(l, o), nil
 	}
 	p.wseq++
@@ -99,12 +112,13 @@ func (p *Pool) deactivateLocked(l *Lease) {
 	}
 }
 
-// waitingForLocked is whether a request waits only for a slot of b: a
-// newcomer must not pass it (one waiting for cache room does not hold up
-// the rollouts already there, or they could never finish and make room).
-func (p *Pool) waitingForLocked(b *Backend) bool {
+// waitingForLocked is whether a request waits only for a slot of b, with
+// queued new requests waiting: a newcomer must not pass it (one waiting for
+// cache room does not hold up the rollouts already there, or they could
+// never finish and make room; nor does one b leaves to faster backends).
+func (p *Pool) waitingForLocked(b *Backend, queued int) bool {
 	for _, w := range p.waiting {
-		if w.home == b && p.fitsCacheLocked(w.l, b, w.tokens) {
+		if w.home == b && p.fitsCacheLocked(w.l, b, w.tokens) && !p.leaveToFasterLocked(w.l, b, w.tokens, queued) {
 			return true
 		}
 	}
@@ -112,11 +126,12 @@ func (p *Pool) waitingForLocked(b *Backend) bool {
 }
 
 // freeBackendLocked is the fastest healthy backend with room for l's
-// request that no request waits for (nil: none).
-func (p *Pool) freeBackendLocked(l *Lease, tokens int) *Backend {
+// request that no request waits for and that need not leave it to a faster
+// one, with queued other new requests waiting (nil: none).
+func (p *Pool) freeBackendLocked(l *Lease, tokens, queued int) *Backend {
 	var best *Backend
 	for _, c := range p.h {
-		if c.admits() && c != l.B && p.fitsLocked(l, c, tokens) && !p.waitingForLocked(c) &&
+		if c.admits() && c != l.B && p.fitsLocked(l, c, tokens) && !p.waitingForLocked(c, queued) && !p.leaveToFasterLocked(l, c, tokens, queued+1) &&
 			(best == nil || c.weight() > best.weight() || c.weight() == best.weight() && c.requests < best.requests) {
 			best = c
 		}
@@ -156,10 +171,12 @@ func (p *Pool) dispatchLocked() {
 		return
 	}
 	better := func(a, b *waiter) bool { return a.prio < b.prio || a.prio == b.prio && a.seq < b.seq }
+	queued := p.newWaitingLocked()
 	pick := func(b *Backend, own bool) int {
 		at := -1
 		for i, w := range p.waiting {
-			if (w.home == b || !own && p.movableLocked(w.tokens)) && p.fitsLocked(w.l, b, w.tokens) && (at < 0 || better(w, p.waiting[at])) {
+			if (w.home == b || !own && p.movableLocked(w.tokens)) && p.fitsLocked(w.l, b, w.tokens) &&
+				!p.leaveToFasterLocked(w.l, b, w.tokens, queued) && (at < 0 || better(w, p.waiting[at])) {
 				at = i
 			}
 		}
@@ -183,12 +200,48 @@ func (p *Pool) dispatchLocked() {
 				}
 				w := p.waiting[at]
 				p.waiting = append(p.waiting[:at], p.waiting[at+1:]...)
+				if w.isNew() {
+					queued--
+				}
 				w.b = p.moveLocked(w.l, b)
 				p.startLocked(w.l, w.b, w.tokens)
 				w.got <- w.b
 			}
 		}
 	}
+}
+
+// isNew is whether w is its rollout's first request on its backend.
+func (w *waiter) isNew() bool { return !(w.l.active && w.l.B == w.home) }
+
+// newWaitingLocked counts the waiting requests that are their rollouts'
+// first on their backends.
+func (p *Pool) newWaitingLocked() int {
+	n := 0
+	for _, w := range p.waiting {
+		if w.isNew() {
+			n++
+		}
+	}
+	return n
+}
+
+// leaveToFasterLocked is whether b should leave l's request, a first one
+// there, to faster backends, with queued new requests waiting (this one
+// among them): whether no more than Σ Slots·(f/s − 1), over the faster
+// backends with slots and cache room for it, are waiting. A request that
+// cannot move is never left (no faster backend could take it).
+func (p *Pool) leaveToFasterLocked(l *Lease, b *Backend, tokens, queued int) bool {
+	if l.active && l.B == b || !p.movableLocked(tokens) && l.B == b {
+		return false
+	}
+	ahead := 0.0
+	for _, c := range p.h {
+		if c != b && c.Slots > 0 && c.weight() > b.weight() && p.fitsCacheLocked(l, c, tokens) {
+			ahead += float64(c.Slots) * (c.weight()/b.weight() - 1)
+		}
+	}
+	return float64(queued) <= ahead
 }
 
 // cancelWaitLocked takes a waiter out; if it was admitted meanwhile, its

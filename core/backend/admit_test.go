@@ -209,3 +209,80 @@ func TestAdmissionCancel(t *testing.T) {
 	}
 	waitRouted(t, routeAsync(context.Background(), l2, 0, 1)).end()
 }
+
+// TestAdmissionSlowerLeavesToFaster: a backend at half the speed of one
+// with two slots takes a rollout's first request only while more than
+// 2·(2/1 − 1) = 2 new requests wait; the first two wait for the faster
+// backend, the third starts on the slower one at once, and a rollout
+// already running on the slower backend is never held.
+func TestAdmissionSlowerLeavesToFaster(t *testing.T) {
+	p, bs := newPool(t, 2, 0)
+	fast, slow := bs[0], bs[1]
+	fast.Weight, fast.Slots = 2, 2
+	slow.Weight, slow.Slots = 1, 2
+	ctx := context.Background()
+	// Leases homed on the slow backend (the fast one out of rotation meanwhile).
+	p.SetHealth(fast.ID, errors.New("down"))
+	var onSlow []*Lease
+	for range 4 {
+		l, _ := p.Acquire(ctx, 0)
+		onSlow = append(onSlow, l)
+	}
+	p.SetHealth(fast.ID, nil)
+	var onFast []*Lease
+	for len(onFast) < 2 {
+		l, _ := p.Acquire(ctx, 0)
+		if l.B != fast {
+			t.Fatalf("placed on %s", l.B.ID)
+		}
+		onFast = append(onFast, l)
+	}
+	f1 := waitRouted(t, routeAsync(ctx, onFast[0], 0, 10))
+	f2 := waitRouted(t, routeAsync(ctx, onFast[1], 0, 10))
+	if f1.b != fast || f2.b != fast {
+		t.Fatal("the fast backend's own rollouts went elsewhere")
+	}
+	// The fast backend is full; the slow one is free.
+	w1 := routeAsync(ctx, onSlow[0], 0, 10)
+	notYet(t, w1)
+	w2 := routeAsync(ctx, onSlow[1], 0, 10)
+	notYet(t, w2)
+	s3 := waitRouted(t, routeAsync(ctx, onSlow[2], 0, 10))
+	if s3.b != slow {
+		t.Fatalf("the third waiting request went to %s", s3.b.ID)
+	}
+	// The fast backend frees a slot: the oldest waiting request takes it,
+	// and its rollout moves there.
+	f1.end()
+	r1 := waitRouted(t, w1)
+	if r1.b != fast || onSlow[0].Current() != fast {
+		t.Fatalf("not moved to the faster backend: %s", r1.b.ID)
+	}
+	notYet(t, w2)
+	// A later request of the rollout running on the slow backend is not
+	// held, though only one new request waits.
+	s3.end()
+	again := waitRouted(t, routeAsync(ctx, onSlow[2], 0, 20))
+	if again.b != slow {
+		t.Fatalf("a running rollout's request went to %s", again.b.ID)
+	}
+	f2.end()
+	r2 := waitRouted(t, w2)
+	if r2.b != fast {
+		t.Fatalf("the second waiting request went to %s", r2.b.ID)
+	}
+	for _, r := range []routed{r1, r2, again} {
+		r.end()
+	}
+	// Equal speeds: nothing is held.
+	slow.Weight = 2
+	f1 = waitRouted(t, routeAsync(ctx, onFast[0], 0, 10))
+	f2 = waitRouted(t, routeAsync(ctx, onFast[1], 0, 10))
+	if r := waitRouted(t, routeAsync(ctx, onSlow[3], 0, 10)); r.b != slow {
+		t.Fatalf("held at equal speeds, then sent to %s", r.b.ID)
+	} else {
+		r.end()
+	}
+	f1.end()
+	f2.end()
+}
