@@ -172,6 +172,7 @@ type utilResult struct {
 	utilWaiting float64
 	generated   int64
 	moves       int64 // rollouts moved to another backend (each prefills its context again)
+	evacuations int64 // slower backends' generations moved at the tail
 }
 
 func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBackend, routing backend.Routing, longestFirst bool) utilResult {
@@ -182,6 +183,12 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 	}
 	if v, err := strconv.Atoi(os.Getenv("PRORL_BENCH_MIGRATE_MAX")); err == nil { // experiments
 		pool.SetMigrateMaxTokens(v)
+	}
+	if longestFirst && os.Getenv("PRORL_BENCH_EVACUATE") != "0" {
+		// As the pipeline does (without its policy gate: nothing pauses here).
+		pool.SetEvacuator(func(ctx context.Context, b *backend.Backend) error {
+			return b.Client.(backend.Aborter).AbortInFlight(ctx)
+		})
 	}
 	for _, fb := range fleet {
 		em := m
@@ -266,18 +273,25 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 					// The most expected work left goes first (vLLM's priority: lower first).
 					prio = -int(max(ro.cost-300*float64(k), 0))
 				}
-				be, end, err := lease.RouteWait(ctx, prio, len(ids))
-				if err != nil {
-					b.Error(err)
-					return
+				// An aborted generation (evacuation) continues from its
+				// tokens, as the pipeline's failover does.
+				for want := t.out; want > 0; {
+					be, end, err := lease.RouteWait(ctx, prio, len(ids))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					res, err := be.Client.Generate(ctx, backend.GenerateRequest{PromptIDs: ids, MaxTokens: want, IgnoreEOS: true, Temperature: 1, Seed: &seed, Priority: prio})
+					end()
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					ids = append(ids, res.IDs...)
+					if want -= len(res.IDs); res.FinishReason != backend.FinishAbort {
+						break
+					}
 				}
-				res, err := be.Client.Generate(ctx, backend.GenerateRequest{PromptIDs: ids, MaxTokens: t.out, IgnoreEOS: true, Temperature: 1, Seed: &seed, Priority: prio})
-				end()
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				ids = append(ids, res.IDs...)
 				if k+1 == len(ro.turns) {
 					break
 				}
@@ -291,9 +305,10 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 	makespan := time.Since(start).Seconds() / m.TimeScale
 	close(stopSampling)
 	<-sampled
-	var moves int64
+	var moves, evacuations int64
 	for _, st := range pool.List() {
 		moves += st.MigratedIn
+		evacuations += st.Evacuations
 	}
 	sort.Float64s(done)
 	var slotSec, slots, cached, prompt float64
@@ -310,7 +325,7 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 		}
 	}
 	return utilResult{makespan: makespan, tail: done[len(done)-1] - done[int(0.9*float64(len(done)))-1],
-		util: slotSec / (slots * makespan), hit: cached / math.Max(prompt, 1), generated: gen, moves: moves,
+		util: slotSec / (slots * makespan), hit: cached / math.Max(prompt, 1), generated: gen, moves: moves, evacuations: evacuations,
 		utilWaiting: busy / math.Max(ready, 1)}
 }
 
@@ -349,7 +364,7 @@ func BenchmarkIssue19Utilisation(b *testing.B) {
 			res[rt] = r
 			rows = append(rows, row{name: fmt.Sprintf("%-15s makespan / lower bound", rt), measured: fmt.Sprintf("%.0f s / %.0f s = %.2f×", r.makespan, lb, r.makespan/lb)},
 				row{name: fmt.Sprintf("%-15s slot use: step, while work waits", rt), measured: fmt.Sprintf("%.0f%%, %.0f%%", 100*r.util, 100*r.utilWaiting)},
-				row{name: fmt.Sprintf("%-15s cache hits, 90→100%% tail, moves", rt), measured: fmt.Sprintf("%.0f%%, %.0f s, %d", 100*r.hit, r.tail, r.moves)})
+				row{name: fmt.Sprintf("%-15s cache hits, 90→100%% tail, moves", rt), measured: fmt.Sprintf("%.0f%%, %.0f s, %d (%d evacuations)", 100*r.hit, r.tail, r.moves, r.evacuations)})
 		}
 		ours, prorl := res[backend.RouteGroup], res[backend.RouteProRL]
 		rows = append(rows,

@@ -55,6 +55,13 @@ type waiter struct {
 // waiter to wait on.
 func (p *Pool) admitLocked(l *Lease, b *Backend, prio, tokens int) (*Backend, *waiter) {
 	queued := p.newWaitingLocked()
+	if from := l.evacuated; from != nil {
+		// Evacuated: to a faster backend with room, if there is one.
+		l.evacuated = nil
+		if o := p.freeBackendLocked(l, tokens, queued); o != nil && o.weight() > from.weight() {
+			return p.moveLocked(l, o), nil
+		}
+	}
 	if p.fitsLocked(l, b, tokens) && !p.waitingForLocked(b, queued) && !p.leaveToFasterLocked(l, b, tokens, queued+1) {
 		return b, nil
 	}
@@ -77,7 +84,7 @@ func (p *Pool) movableLocked(tokens int) bool {
 
 // fitsLocked is whether b can take l's request of tokens context now.
 func (p *Pool) fitsLocked(l *Lease, b *Backend, tokens int) bool {
-	return (b.Slots <= 0 || b.requests < b.Slots) && p.fitsCacheLocked(l, b, tokens)
+	return (b.Slots <= 0 || b.requests < b.Slots) && !p.evacuatedLocked(b) && p.fitsCacheLocked(l, b, tokens)
 }
 
 // fitsCacheLocked is whether l's context fits b's cache budget.
@@ -249,6 +256,7 @@ func (p *Pool) leaveToFasterLocked(l *Lease, b *Backend, tokens, queued int) boo
 func (p *Pool) cancelWaitLocked(w *waiter) {
 	if w.b != nil {
 		w.b.requests--
+		p.endEvacuationLocked(w.b)
 		p.dispatchLocked()
 		return
 	}
@@ -271,12 +279,12 @@ func (l *Lease) RouteWait(ctx context.Context, prio, tokens int) (*Backend, func
 	if w == nil {
 		p.startLocked(l, b, tokens)
 		p.mu.Unlock()
-		return b, p.endRequest(b), nil
+		return b, p.endRequest(l, b), nil
 	}
 	p.mu.Unlock()
 	select {
 	case b = <-w.got:
-		return b, p.endRequest(b), nil
+		return b, p.endRequest(l, b), nil
 	case <-ctx.Done():
 		p.mu.Lock()
 		p.cancelWaitLocked(w)
@@ -285,11 +293,16 @@ func (l *Lease) RouteWait(ctx context.Context, prio, tokens int) (*Backend, func
 	}
 }
 
-func (p *Pool) endRequest(b *Backend) func() {
+func (p *Pool) endRequest(l *Lease, b *Backend) func() {
 	return func() {
 		p.mu.Lock()
 		b.requests--
+		if p.evacuatedLocked(b) {
+			l.evacuated = b
+			p.endEvacuationLocked(b)
+		}
 		p.dispatchLocked()
+		p.maybeEvacuateLocked()
 		p.mu.Unlock()
 	}
 }

@@ -46,13 +46,17 @@ type Backend struct {
 	ctxTokens  int     // context of the rollouts active here (admit.go)
 	load       float64 // expected work of the rollouts in flight (Hint.Cost)
 	migratedIn int64   // rollouts moved here by rebalancing
-	reqTotal   int64
-	assigned   int64
-	healthy    bool
-	removed    bool
-	lastErr    string
-	index      int // in the heap; -1 when out
-	added      time.Time
+	// evacuations counts aborts at the tail (evacuate.go); noEvacuate: it
+	// cannot abort; evacDone: its abort has returned.
+	evacuations          int64
+	noEvacuate, evacDone bool
+	reqTotal             int64
+	assigned             int64
+	healthy              bool
+	removed              bool
+	lastErr              string
+	index                int // in the heap; -1 when out
+	added                time.Time
 }
 
 // Status is a backend as GET /v1/backends shows it.
@@ -69,6 +73,7 @@ type Status struct {
 	InFlight       int       `json:"in_flight"`
 	Requests       int       `json:"requests_in_flight"`
 	MigratedIn     int64     `json:"migrated_in,omitempty"`
+	Evacuations    int64     `json:"evacuations,omitempty"`
 	Weight         float64   `json:"weight"`
 	Assigned       int64     `json:"assigned"`
 	LastError      string    `json:"last_error,omitempty"`
@@ -95,6 +100,10 @@ type Pool struct {
 	// waiting are requests held for a free slot (admit.go).
 	waiting []*waiter
 	wseq    uint64
+	// evacuator aborts a backend's generations; evacuating is the backend
+	// being evacuated (evacuate.go).
+	evacuator  func(context.Context, *Backend) error
+	evacuating *Backend
 }
 
 // NewPool returns an empty pool.
@@ -204,7 +213,7 @@ func (p *Pool) List() []Status {
 	for _, b := range p.all {
 		out = append(out, Status{
 			ID: b.ID, URL: b.URL, Protocol: b.Protocol, Model: b.Model, MaxConcurrency: b.MaxConcurrency, Slots: b.Slots, CacheTokens: b.CacheTokens, ContextTokens: b.ctxTokens,
-			Healthy: b.healthy, InFlight: b.inflight, Requests: b.requests, MigratedIn: b.migratedIn, Weight: b.weight(), Assigned: b.assigned, LastError: b.lastErr, Added: b.added,
+			Healthy: b.healthy, InFlight: b.inflight, Requests: b.requests, MigratedIn: b.migratedIn, Evacuations: b.evacuations, Weight: b.weight(), Assigned: b.assigned, LastError: b.lastErr, Added: b.added,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -234,6 +243,9 @@ type Lease struct {
 	// active: its context counts against its backend's CacheTokens.
 	active bool
 	ctx    int
+	// evacuated is the backend its last request was aborted on, to leave
+	// at its next request if a faster one has room (evacuate.go).
+	evacuated *Backend
 }
 
 // Release returns the lease's capacity.

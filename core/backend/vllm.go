@@ -2,7 +2,9 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -162,6 +164,19 @@ func (v *VLLM) Pause(ctx context.Context, abort bool) error {
 	return postQuery(ctx, v.BaseURL+"/pause?mode="+mode)
 }
 
+// AbortInFlight implements Aborter: a pause in abort mode that keeps the
+// prefix cache (the weights have not changed), then a resume.
+func (v *VLLM) AbortInFlight(ctx context.Context) error {
+	if err := postQuery(ctx, v.BaseURL+"/pause?mode=abort&clear_cache=false"); err != nil {
+		var se *StatusError
+		if errors.As(err, &se) && (se.Status == http.StatusNotFound || se.Status == http.StatusMethodNotAllowed) {
+			return fmt.Errorf("%w: %w", ErrNoPause, err) // a server without the pause API
+		}
+		return err
+	}
+	return v.Resume(ctx)
+}
+
 // Resume implements Pauser (POST /resume).
 func (v *VLLM) Resume(ctx context.Context) error { return postQuery(ctx, v.BaseURL+"/resume") }
 
@@ -227,6 +242,9 @@ func (g *Generate) Pause(context.Context, bool) error { return ErrNoPause }
 
 // Resume: see Pause.
 func (g *Generate) Resume(context.Context) error { return ErrNoPause }
+
+// AbortInFlight implements Aborter: NeMo RL's server cannot.
+func (g *Generate) AbortInFlight(context.Context) error { return ErrNoPause }
 
 // Generate implements Client.
 func (g *Generate) Generate(ctx context.Context, r GenerateRequest) (*GenerateResult, error) {

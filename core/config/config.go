@@ -254,8 +254,12 @@ type Backends struct {
 	// take to another backend with room (moving prefills it there again).
 	// 0, the default: any (in the SWE-like bench a bound of 4096 made no
 	// difference beyond run-to-run noise).
-	MigrateMaxTokens int       `toml:"migrate_max_tokens"`
-	Static           []Backend `toml:"static"`
+	MigrateMaxTokens int `toml:"migrate_max_tokens"`
+	// Evacuate: at a step's tail, a slower backend's generations are
+	// aborted with their tokens kept and continue on faster backends with
+	// free slots (backends with slots and a pause API; default true).
+	Evacuate bool      `toml:"evacuate"`
+	Static   []Backend `toml:"static"`
 }
 
 // Backend is one inference server.
@@ -363,6 +367,7 @@ func Default() *Config {
 		Cluster:   Cluster{HeartbeatInterval: Duration{time.Second}, DeadAfter: Duration{10 * time.Second}, Workers: 65536},
 		Backends: Backends{
 			HealthInterval: Duration{5 * time.Second}, RequestTimeout: Duration{10 * time.Minute}, WaitForBackend: Duration{60 * time.Second},
+			Evacuate: true,
 		},
 		Compat: Compat{Protocol: "vllm"},
 		Sandbox: Sandbox{Driver: "bwrap", ImageDir: "{cache_dir}/prorl/images", DefaultImage: "host", AgentBinary: "{exe_dir}/prorl-sandbox-agent",

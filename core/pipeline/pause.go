@@ -26,6 +26,10 @@ type gate struct {
 	// held are the backends paused by their own API (vLLM's /pause), to
 	// resume at :resume.
 	held map[*backend.Backend]bool
+	// evacuations are the pool's aborts in progress (evacuate); a pause
+	// waits for them (evacDone is closed when none is left).
+	evacuations int
+	evacDone    chan struct{}
 }
 
 // genSlot is one generation request in flight.
@@ -118,6 +122,24 @@ func (p *Pipeline) Pause(ctx context.Context, abort bool) (PauseReport, error) {
 	if abort {
 		g.mode = "abort"
 	}
+	g.mu.Unlock()
+	// An evacuation's resume must not undo this pause: wait for it.
+	for {
+		g.mu.Lock()
+		if g.evacuations == 0 {
+			break
+		}
+		if g.evacDone == nil {
+			g.evacDone = make(chan struct{})
+		}
+		done := g.evacDone
+		g.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return PauseReport{Paused: true, Version: p.policy.Load()}, fmt.Errorf("an evacuation is in progress: %w", ctx.Err())
+		}
+	}
 	rep := PauseReport{Paused: true, Mode: g.mode, InFlight: len(g.inflight), Version: p.policy.Load()}
 	g.mu.Unlock()
 	p.d.Log.Info("policy pause", "mode", rep.Mode, "in_flight", rep.InFlight)
@@ -191,6 +213,35 @@ func (p *Pipeline) abortBackends(ctx context.Context) {
 	}
 	wg.Wait()
 	g.cut(func(s *genSlot) bool { return !paused[s.backend] })
+}
+
+// errPolicyPaused: no evacuation while the policy is paused.
+var errPolicyPaused = errors.New("the policy is paused")
+
+// evacuate aborts b's generations for the pool (backend/evacuate.go),
+// never while the policy is paused; a pause waits for it.
+func (p *Pipeline) evacuate(ctx context.Context, b *backend.Backend) error {
+	a, ok := b.Client.(backend.Aborter)
+	if !ok {
+		return backend.ErrNoPause
+	}
+	g := p.gate
+	g.mu.Lock()
+	if g.paused {
+		g.mu.Unlock()
+		return errPolicyPaused
+	}
+	g.evacuations++
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		if g.evacuations--; g.evacuations == 0 && g.evacDone != nil {
+			close(g.evacDone)
+			g.evacDone = nil
+		}
+		g.mu.Unlock()
+	}()
+	return a.AbortInFlight(ctx)
 }
 
 // cut cancels the in-flight requests that match.

@@ -106,6 +106,9 @@ func New(d Deps) (*Pipeline, error) {
 		gw:      gateway.New(d.Log.Named("gateway"), d.Cfg.Server.MaxBodyBytes),
 	}
 	p.gate = newGate(p)
+	if d.Cfg.Backends.Evacuate {
+		d.Pool.SetEvacuator(p.evacuate)
+	}
 	p.runner = &agent.Runner{Parser: parser, Policy: p.policy.Load, Prompts: tokenizer.NewPromptCache(1024)}
 	if tc := d.Cfg.Tokenizer; tc.ModelDir != "" {
 		opts := tokenizer.LocalOptions{ArgumentsAsString: tc.ArgumentsAsString, NullContentWithToolCalls: tc.NullContentWithToolCalls, TemplateName: tc.ChatTemplateName,
