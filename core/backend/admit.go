@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"sort"
+	"time"
 )
 
 // Admission: a backend with Slots (its engine's batch size, vLLM's
@@ -99,6 +100,8 @@ func (p *Pool) fitsCacheLocked(l *Lease, b *Backend, tokens int) bool {
 func (p *Pool) startLocked(l *Lease, b *Backend, tokens int) {
 	b.requests++
 	b.reqTotal++
+	l.reqStart = time.Now()
+	b.startSum += sinceEpoch(l.reqStart)
 	if p.route.PerRequest() {
 		return
 	}
@@ -256,6 +259,7 @@ func (p *Pool) leaveToFasterLocked(l *Lease, b *Backend, tokens, queued int) boo
 func (p *Pool) cancelWaitLocked(w *waiter) {
 	if w.b != nil {
 		w.b.requests--
+		w.b.startSum -= sinceEpoch(w.l.reqStart)
 		p.endEvacuationLocked(w.b)
 		p.dispatchLocked()
 		return
@@ -297,6 +301,8 @@ func (p *Pool) endRequest(l *Lease, b *Backend) func() {
 	return func() {
 		p.mu.Lock()
 		b.requests--
+		b.startSum -= sinceEpoch(l.reqStart)
+		b.noteDuration(time.Since(l.reqStart))
 		if p.evacuatedLocked(b) {
 			l.evacuated = b
 			p.endEvacuationLocked(b)

@@ -17,6 +17,12 @@ import (
 // far, so the sample stays one of the policy's (no length is selected);
 // the cost is a prefill of the moved contexts on the faster backends.
 //
+// Only generations that have run, on average, at least as long as the
+// backend's requests usually take are moved (any, before one has finished): those are the long ones a
+// step waits for. Short turns (an agent's between tool calls) would finish
+// before their contexts were prefilled again elsewhere: in the SWE-like
+// bench evacuating them made steps no shorter.
+//
 // The evacuated backend takes nothing new until its aborted requests have
 // ended, and each of their rollouts is sent to a faster free backend if
 // there is one when it asks next (else it may come back).
@@ -54,7 +60,7 @@ func (p *Pool) maybeEvacuateLocked() {
 		if p.evacuating != nil {
 			return
 		}
-		if !b.admits() || b.requests == 0 || b.noEvacuate {
+		if !b.admits() || b.requests == 0 || b.noEvacuate || !b.runningLongLocked() {
 			continue
 		}
 		free := 0
@@ -99,3 +105,32 @@ func (p *Pool) endEvacuationLocked(b *Backend) {
 
 // evacuatedLocked is whether b takes no requests (being evacuated).
 func (p *Pool) evacuatedLocked(b *Backend) bool { return p.evacuating == b }
+
+// runningLongLocked is whether b's requests in flight have run, on
+// average, at least as long as its requests take (true while none has
+// finished there to compare with).
+func (b *Backend) runningLongLocked() bool {
+	if b.requests == 0 {
+		return false
+	}
+	if b.meanDur <= 0 {
+		return true
+	}
+	age := sinceEpoch(time.Now()) - b.startSum/float64(b.requests)
+	return age >= b.meanDur.Seconds()
+}
+
+// noteDuration adds a finished request's duration to b's moving average
+// (the last 64 or so).
+func (b *Backend) noteDuration(d time.Duration) {
+	if b.meanDur == 0 {
+		b.meanDur = d
+		return
+	}
+	b.meanDur += (d - b.meanDur) / 64
+}
+
+// epoch keeps start-time sums small enough to be exact.
+var epoch = time.Now()
+
+func sinceEpoch(t time.Time) float64 { return t.Sub(epoch).Seconds() }

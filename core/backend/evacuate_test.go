@@ -12,17 +12,20 @@ import (
 // generations aborted; a rollout whose request ended there meanwhile goes
 // to the faster backend next, and the slower one takes work again once its
 // abort is done. Not while requests wait, nor for a backend less than 1.5×
-// slower.
+// slower, nor while its generations are younger than its requests run on
+// average.
 func TestEvacuation(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		ratio    float64
 		waiting  bool
+		history  time.Duration // how long the slower backend's earlier request took
 		evacuate bool
 	}{
-		{"twice as fast, nothing waits", 2, false, true},
-		{"a request waits", 2, true, false},
-		{"only 1.2 times as fast", 1.2, false, false},
+		{"twice as fast, nothing waits", 2, false, 0, true},
+		{"a request waits", 2, true, 0, false},
+		{"only 1.2 times as fast", 1.2, false, 0, false},
+		{"younger than its requests usually run", 2, false, 2 * time.Second, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, bs := newPool(t, 2, 0)
@@ -41,9 +44,11 @@ func TestEvacuation(t *testing.T) {
 			onSlow, _ := p.Acquire(ctx, 0)
 			other, _ := p.Acquire(ctx, 0)
 			third, _ := p.Acquire(ctx, 0)
-			s := waitRouted(t, routeAsync(ctx, onSlow, 0, 10))
-			waitRouted(t, routeAsync(ctx, other, 0, 10)).end()
+			earlier := waitRouted(t, routeAsync(ctx, other, 0, 10))
+			time.Sleep(tc.history)
+			earlier.end()
 			waitRouted(t, routeAsync(ctx, third, 0, 10)).end()
+			s := waitRouted(t, routeAsync(ctx, onSlow, 0, 10))
 			p.SetHealth(fast.ID, nil)
 			onFast, _ := p.Acquire(ctx, 0)
 			if onSlow.B != slow || other.B != slow || onFast.B != fast || s.b != slow {

@@ -50,13 +50,17 @@ type Backend struct {
 	// cannot abort; evacDone: its abort has returned.
 	evacuations          int64
 	noEvacuate, evacDone bool
-	reqTotal             int64
-	assigned             int64
-	healthy              bool
-	removed              bool
-	lastErr              string
-	index                int // in the heap; -1 when out
-	added                time.Time
+	// startSum sums the start times (s since epoch) of the requests in
+	// flight; meanDur is a moving average of their durations (evacuate.go).
+	startSum float64
+	meanDur  time.Duration
+	reqTotal int64
+	assigned int64
+	healthy  bool
+	removed  bool
+	lastErr  string
+	index    int // in the heap; -1 when out
+	added    time.Time
 }
 
 // Status is a backend as GET /v1/backends shows it.
@@ -246,6 +250,7 @@ type Lease struct {
 	// evacuated is the backend its last request was aborted on, to leave
 	// at its next request if a faster one has room (evacuate.go).
 	evacuated *Backend
+	reqStart  time.Time // of its request in flight
 }
 
 // Release returns the lease's capacity.
