@@ -41,7 +41,13 @@ func StartWithHost(t testing.TB, d sdk.Domain, hs pb.HostServicesServer) *Harnes
 	p := sdk.Plugin(d, nil)
 	p.HostServices = hs
 	client, server := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{wire.PluginName: p})
-	t.Cleanup(func() { _ = client.Close(); server.Stop() })
+	// Close asks the server's controller to stop it; stopping it here as
+	// well raced with that inside go-plugin (seen under -race).
+	t.Cleanup(func() {
+		if client.Close() != nil {
+			server.Stop()
+		}
+	})
 	return dispense(t, client)
 }
 
