@@ -49,6 +49,10 @@ func TestEvacuation(t *testing.T) {
 			earlier.end()
 			waitRouted(t, routeAsync(ctx, third, 0, 10)).end()
 			s := waitRouted(t, routeAsync(ctx, onSlow, 0, 10))
+			if tc.history == 0 {
+				// Older than the requests before it took, however loaded the machine.
+				time.Sleep(300 * time.Millisecond)
+			}
 			p.SetHealth(fast.ID, nil)
 			onFast, _ := p.Acquire(ctx, 0)
 			if onSlow.B != slow || other.B != slow || onFast.B != fast || s.b != slow {
