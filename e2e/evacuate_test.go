@@ -23,17 +23,13 @@ func TestEvacuationEndToEnd(t *testing.T) {
 	_, fast := listening(t, filepath.Join(e.dir, "fast.addr"), "prorl-simllm",
 		append([]string{"--listen", "127.0.0.1:0", "--answers", e.tasks, "--log", fastLog, "--token-latency", "2ms"}, args...)...)
 	e.startHost()
-	if r := e.do("POST", "/v1/backends", map[string]any{"url": e.sim, "weight": 1, "slots": 8}); r.code != 201 {
-		t.Fatalf("add backend: %d %s", r.code, r.body)
-	}
+	e.register(map[string]any{"url": e.sim, "weight": 1, "slots": 8})
 	waitHealthy(t, e, 1)
 	task := map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}
 	var sub api.SubmitResponse
 	e.do("POST", "/v1/rollouts", map[string]any{"task": task, "n": 4}).json(t, &sub)
 	waitGenerating(t, e, 4)
-	if r := e.do("POST", "/v1/backends", map[string]any{"url": fast, "weight": 2, "slots": 8}); r.code != 201 {
-		t.Fatalf("add backend: %d %s", r.code, r.body)
-	}
+	e.register(map[string]any{"url": fast, "weight": 2, "slots": 8})
 	waitHealthy(t, e, 2)
 	// A rollout on the fast backend ends a request: the pool looks, finds
 	// nothing waiting and room for the slow backend's generations.

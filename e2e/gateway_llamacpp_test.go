@@ -28,9 +28,7 @@ func TestLlamaCppGateway(t *testing.T) {
 	url, logPath := startLlamaCpp(t, modelDir)
 	e := newEnv(t, envOpts{extraTOML: "[tokenizer]\nmodel_dir = \"" + modelDir + "\"\n"})
 	e.startHost()
-	if r := e.do("POST", "/v1/backends", map[string]any{"url": url, "protocol": "vllm"}); r.code != 201 {
-		t.Fatalf("add backend: %d %s", r.code, r.body)
-	}
+	e.register(map[string]any{"url": url, "protocol": "vllm"})
 	task, _ := json.Marshal(map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"})
 	cmd := exec.Command(py, "../scripts/gateway/sdk_agent.py", e.host, string(task), "3", "7")
 	out, err := cmd.Output()

@@ -263,9 +263,14 @@ func (e *env) request(method, path string, body any) (resp, error) {
 
 func (e *env) addBackend() {
 	e.t.Helper()
-	r := e.do("POST", "/v1/backends", map[string]any{"url": e.sim, "protocol": "vllm"})
-	if r.code != http.StatusCreated {
-		e.t.Fatalf("add backend: %d %s", r.code, r.body)
+	e.register(map[string]any{"url": e.sim, "protocol": "vllm"})
+}
+
+// register adds a backend (POST /v1/backends) and expects 201.
+func (e *env) register(fields map[string]any) {
+	e.t.Helper()
+	if r := e.do("POST", "/v1/backends", fields); r.code != http.StatusCreated {
+		e.t.Fatalf("add backend %v: %d %s", fields, r.code, r.body)
 	}
 }
 

@@ -120,9 +120,7 @@ func TestLlamaCppEndToEnd(t *testing.T) {
 func rolloutsOnEngine(t *testing.T, url, logPath, modelDir, protocol string, seed int64) []*trajectory.Result {
 	e := newEnv(t, envOpts{extraTOML: "[tokenizer]\nmodel_dir = \"" + modelDir + "\"\n"})
 	e.startHost()
-	if r := e.do("POST", "/v1/backends", map[string]any{"url": url, "protocol": protocol}); r.code != 201 {
-		t.Fatalf("add backend: %d %s", r.code, r.body)
-	}
+	e.register(map[string]any{"url": url, "protocol": protocol})
 	before := len(readEntries(t, logPath))
 	var sub struct {
 		RolloutIDs []string `json:"rollout_ids"`

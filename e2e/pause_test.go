@@ -133,9 +133,7 @@ func TestPolicyPauseResume(t *testing.T) {
 func TestPolicyPauseCutsWithoutPauseAPI(t *testing.T) {
 	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--think-turns", "1", "--token-latency", "15ms"}})
 	e.startHost()
-	if r := e.do("POST", "/v1/backends", map[string]any{"url": e.sim, "protocol": "generate"}); r.code != 201 {
-		t.Fatalf("add backend: %d %s", r.code, r.body)
-	}
+	e.register(map[string]any{"url": e.sim, "protocol": "generate"})
 	waitHealthy(t, e, 1)
 	task := map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}
 	var sub api.SubmitResponse
@@ -174,9 +172,7 @@ func TestPolicyPauseLlamaCpp(t *testing.T) {
 	url, logPath := startLlamaCppWith(t, modelDir, false, "--token-delay-ms", "10")
 	e := newEnv(t, envOpts{extraTOML: "[tokenizer]\nmodel_dir = \"" + modelDir + "\"\n"})
 	e.startHost()
-	if r := e.do("POST", "/v1/backends", map[string]any{"url": url, "protocol": "vllm"}); r.code != 201 {
-		t.Fatalf("add backend: %d %s", r.code, r.body)
-	}
+	e.register(map[string]any{"url": url, "protocol": "vllm"})
 	waitHealthy(t, e, 1)
 	var sub api.SubmitResponse
 	e.do("POST", "/v1/rollouts", map[string]any{

@@ -24,9 +24,7 @@ func TestRoutingsEndToEnd(t *testing.T) {
 				"--correct-rate", "1", "--think-turns", "2", "--token-latency", "3ms", "--log", log2)
 			e.startHost()
 			e.addBackend()
-			if r := e.do("POST", "/v1/backends", map[string]any{"url": url2}); r.code != 201 {
-				t.Fatalf("add backend: %d %s", r.code, r.body)
-			}
+			e.register(map[string]any{"url": url2})
 			waitHealthy(t, e, 2)
 			var subs []api.SubmitResponse
 			for g := 0; g < 3; g++ {
@@ -108,9 +106,7 @@ func TestAdmissionEndToEnd(t *testing.T) {
 		}
 	}
 	for _, u := range []string{e.sim, url2} {
-		if r := e.do("POST", "/v1/backends", map[string]any{"url": u, "slots": 1, "cache_tokens": 600}); r.code != 201 {
-			t.Fatalf("add backend: %d %s", r.code, r.body)
-		}
+		e.register(map[string]any{"url": u, "slots": 1, "cache_tokens": 600})
 	}
 	waitHealthy(t, e, 2)
 	var subs []api.SubmitResponse
