@@ -50,6 +50,7 @@ type waiter struct {
 	tokens int
 	got    chan *Backend // buffered: the dispatcher never blocks
 	b      *Backend      // set under the pool's lock once admitted
+	start  time.Time     // when admitted
 }
 
 // admitLocked decides at once or queues: the backend to use now, or a
@@ -97,11 +98,13 @@ func (p *Pool) fitsCacheLocked(l *Lease, b *Backend, tokens int) bool {
 }
 
 // startLocked counts the request on b (and l's context, once admitted).
-func (p *Pool) startLocked(l *Lease, b *Backend, tokens int) {
+// It returns the request's start time (one lease may have several in
+// flight: a gateway session's parallel calls).
+func (p *Pool) startLocked(l *Lease, b *Backend, tokens int) (start time.Time) {
 	b.requests++
 	b.reqTotal++
-	l.reqStart = time.Now()
-	b.startSum += sinceEpoch(l.reqStart)
+	start = time.Now()
+	b.startSum += sinceEpoch(start)
 	if p.route.PerRequest() {
 		return
 	}
@@ -112,6 +115,7 @@ func (p *Pool) startLocked(l *Lease, b *Backend, tokens int) {
 		l.active = true
 	}
 	l.ctx = tokens
+	return start
 }
 
 // deactivateLocked takes l's context off its backend.
@@ -214,7 +218,7 @@ func (p *Pool) dispatchLocked() {
 					queued--
 				}
 				w.b = p.moveLocked(w.l, b)
-				p.startLocked(w.l, w.b, w.tokens)
+				w.start = p.startLocked(w.l, w.b, w.tokens)
 				w.got <- w.b
 			}
 		}
@@ -259,7 +263,7 @@ func (p *Pool) leaveToFasterLocked(l *Lease, b *Backend, tokens, queued int) boo
 func (p *Pool) cancelWaitLocked(w *waiter) {
 	if w.b != nil {
 		w.b.requests--
-		w.b.startSum -= sinceEpoch(w.l.reqStart)
+		w.b.startSum -= sinceEpoch(w.start)
 		p.endEvacuationLocked(w.b)
 		p.dispatchLocked()
 		return
@@ -281,14 +285,14 @@ func (l *Lease) RouteWait(ctx context.Context, prio, tokens int) (*Backend, func
 	p.mu.Lock()
 	b, w := p.admitLocked(l, p.chooseLocked(l), prio, tokens)
 	if w == nil {
-		p.startLocked(l, b, tokens)
+		start := p.startLocked(l, b, tokens)
 		p.mu.Unlock()
-		return b, p.endRequest(l, b), nil
+		return b, p.endRequest(l, b, start), nil
 	}
 	p.mu.Unlock()
 	select {
 	case b = <-w.got:
-		return b, p.endRequest(l, b), nil
+		return b, p.endRequest(l, b, w.start), nil
 	case <-ctx.Done():
 		p.mu.Lock()
 		p.cancelWaitLocked(w)
@@ -297,12 +301,12 @@ func (l *Lease) RouteWait(ctx context.Context, prio, tokens int) (*Backend, func
 	}
 }
 
-func (p *Pool) endRequest(l *Lease, b *Backend) func() {
+func (p *Pool) endRequest(l *Lease, b *Backend, start time.Time) func() {
 	return func() {
 		p.mu.Lock()
 		b.requests--
-		b.startSum -= sinceEpoch(l.reqStart)
-		b.noteDuration(time.Since(l.reqStart))
+		b.startSum -= sinceEpoch(start)
+		b.noteDuration(time.Since(start))
 		if p.evacuatedLocked(b) {
 			l.evacuated = b
 			p.endEvacuationLocked(b)

@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 )
@@ -114,5 +115,25 @@ func TestEvacuation(t *testing.T) {
 				t.Fatalf("%d evacuations counted", st.Evacuations)
 			}
 		})
+	}
+}
+
+// TestRequestAgesWithParallelCalls: a lease with two requests in flight
+// (a gateway session's parallel calls) ends them in either order and the
+// backend's account of its requests' ages comes back to nothing.
+func TestRequestAgesWithParallelCalls(t *testing.T) {
+	p, bs := newPool(t, 1, 0)
+	bs[0].Slots = 4
+	ctx := context.Background()
+	l, _ := p.Acquire(ctx, 0)
+	a := waitRouted(t, routeAsync(ctx, l, 0, 10))
+	time.Sleep(20 * time.Millisecond)
+	b := waitRouted(t, routeAsync(ctx, l, 0, 10))
+	a.end()
+	b.end()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if bs[0].requests != 0 || math.Abs(bs[0].startSum) > 1e-6 {
+		t.Fatalf("%d requests, start-time sum %g after both ended", bs[0].requests, bs[0].startSum)
 	}
 }

@@ -250,7 +250,6 @@ type Lease struct {
 	// evacuated is the backend its last request was aborted on, to leave
 	// at its next request if a faster one has room (evacuate.go).
 	evacuated *Backend
-	reqStart  time.Time // of its request in flight
 }
 
 // Release returns the lease's capacity.
