@@ -2,9 +2,11 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 )
 
@@ -32,5 +34,37 @@ func TestPostOverHTTPS(t *testing.T) {
 	err := postJSON(context.Background(), srv.URL+"/bad", []int{1}, &out)
 	if se, ok := err.(*StatusError); !ok || se.Status != http.StatusBadRequest {
 		t.Fatalf("want a 400 StatusError, got %v", err)
+	}
+}
+
+// TestAbortInFlight: vLLM's pause in abort mode keeping the cache, then a
+// resume; a server without the pause API (404 or 405) is
+// ErrNoPause, so the pool stops trying; another failure is not.
+func TestAbortInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		noAPI  bool
+	}{{200, false}, {404, true}, {405, true}, {500, false}} {
+		var calls []string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls = append(calls, r.Method+" "+r.URL.RequestURI())
+			w.WriteHeader(tc.status)
+			_, _ = w.Write([]byte(`{}`))
+		}))
+		err := (&VLLM{BaseURL: srv.URL}).AbortInFlight(context.Background())
+		srv.Close()
+		if (err == nil) != (tc.status == 200) || errors.Is(err, ErrNoPause) != tc.noAPI {
+			t.Fatalf("status %d: %v", tc.status, err)
+		}
+		want := []string{"POST /pause?mode=abort&clear_cache=false"}
+		if tc.status == 200 {
+			want = append(want, "POST /resume")
+		}
+		if !slices.Equal(calls, want) {
+			t.Fatalf("status %d: calls %v, want %v", tc.status, calls, want)
+		}
+	}
+	if err := (&Generate{}).AbortInFlight(context.Background()); !errors.Is(err, ErrNoPause) {
+		t.Fatalf("generate protocol: %v", err)
 	}
 }
