@@ -246,7 +246,8 @@ func (p *Pool) newWaitingLocked() int {
 // backends with slots and cache room for it, are waiting. A request that
 // cannot move is never left (no faster backend could take it).
 func (p *Pool) leaveToFasterLocked(l *Lease, b *Backend, tokens, queued int) bool {
-	if l.active && l.B == b || !p.movableLocked(tokens) && l.B == b {
+	// Only a backend that admits hands out held requests again (dispatch).
+	if !b.admits() || l.active && l.B == b || !p.movableLocked(tokens) && l.B == b {
 		return false
 	}
 	ahead := 0.0

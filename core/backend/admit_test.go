@@ -286,3 +286,25 @@ func TestAdmissionSlowerLeavesToFaster(t *testing.T) {
 	f1.end()
 	f2.end()
 }
+
+// TestNoHoldWithoutSlots: a backend without slots (its engine queues) is
+// never made to leave a request to a faster one with slots, since nothing
+// would give it back if the faster one went away.
+func TestNoHoldWithoutSlots(t *testing.T) {
+	p, bs := newPool(t, 2, 0)
+	fast, slow := bs[0], bs[1]
+	fast.Weight, fast.Slots = 2, 1
+	slow.Weight = 1
+	ctx := context.Background()
+	p.SetHealth(fast.ID, errors.New("down"))
+	l, _ := p.Acquire(ctx, 0)
+	p.SetHealth(fast.ID, nil)
+	f, _ := p.Acquire(ctx, 0)
+	busy := waitRouted(t, routeAsync(ctx, f, 0, 10))
+	if r := waitRouted(t, routeAsync(ctx, l, 0, 10)); r.b != slow {
+		t.Fatalf("sent to %s", r.b.ID)
+	} else {
+		r.end()
+	}
+	busy.end()
+}
