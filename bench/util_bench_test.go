@@ -186,9 +186,7 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 	}
 	if longestFirst && os.Getenv("PRORL_BENCH_EVACUATE") != "0" {
 		// As the pipeline does (without its policy gate: nothing pauses here).
-		pool.SetEvacuator(func(ctx context.Context, b *backend.Backend) error {
-			return b.Client.(backend.Aborter).AbortInFlight(ctx)
-		})
+		pool.SetEvacuator(func(ctx context.Context, b *backend.Backend) error { return b.AbortInFlight(ctx) })
 	}
 	for _, fb := range fleet {
 		em := m

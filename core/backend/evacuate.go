@@ -41,6 +41,16 @@ type Aborter interface {
 	AbortInFlight(ctx context.Context) error
 }
 
+// AbortInFlight aborts b's generations through its client's Aborter;
+// ErrNoPause if it has none.
+func (b *Backend) AbortInFlight(ctx context.Context) error {
+	a, ok := b.Client.(Aborter)
+	if !ok {
+		return ErrNoPause
+	}
+	return a.AbortInFlight(ctx)
+}
+
 // SetEvacuator turns evacuation on: fn aborts b's generations (it runs in
 // its own goroutine; the pipeline uses it to keep evacuations and policy
 // pauses apart). nil turns it off.

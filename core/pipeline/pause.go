@@ -221,10 +221,6 @@ var errPolicyPaused = errors.New("the policy is paused")
 // evacuate aborts b's generations for the pool (backend/evacuate.go),
 // never while the policy is paused; a pause waits for it.
 func (p *Pipeline) evacuate(ctx context.Context, b *backend.Backend) error {
-	a, ok := b.Client.(backend.Aborter)
-	if !ok {
-		return backend.ErrNoPause
-	}
 	g := p.gate
 	g.mu.Lock()
 	if g.paused {
@@ -241,7 +237,7 @@ func (p *Pipeline) evacuate(ctx context.Context, b *backend.Backend) error {
 		}
 		g.mu.Unlock()
 	}()
-	return a.AbortInFlight(ctx)
+	return b.AbortInFlight(ctx)
 }
 
 // cut cancels the in-flight requests that match.
