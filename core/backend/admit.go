@@ -189,8 +189,9 @@ func (p *Pool) dispatchLocked() {
 	pick := func(b *Backend, own bool) int {
 		at := -1
 		for i, w := range p.waiting {
+			// The speed rule (a loop over the backends) last: only for a better candidate.
 			if (w.home == b || !own && p.movableLocked(w.tokens)) && p.fitsLocked(w.l, b, w.tokens) &&
-				!p.leaveToFasterLocked(w.l, b, w.tokens, queued) && (at < 0 || better(w, p.waiting[at])) {
+				(at < 0 || better(w, p.waiting[at])) && !p.leaveToFasterLocked(w.l, b, w.tokens, queued) {
 				at = i
 			}
 		}
