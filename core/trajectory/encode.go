@@ -2,6 +2,7 @@ package trajectory
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -97,15 +98,20 @@ func writeResult(w *jsonw.Writer, r *Result) {
 	w.Key("policy_version")
 	w.Int(r.PolicyVersion)
 	w.Key("turns")
-	w.List(r.Turns == nil, len(r.Turns), func(i int) { writeTurn(w, &r.Turns[i]) })
+	spans := make([]turnSpans, len(r.Turns))
+	w.List(r.Turns == nil, len(r.Turns), func(i int) { spans[i] = writeTurn(w, &r.Turns[i]) })
 	w.Key("tokens")
 	w.Raw("{")
 	w.Key("ids")
-	w.Ints(r.Tokens.IDs)
+	if !reuseIDs(w, r, spans) {
+		w.Ints(r.Tokens.IDs)
+	}
 	w.Key("loss_mask")
 	w.Mask(r.Tokens.LossMask)
 	w.Key("logprobs")
-	w.Floats(r.Tokens.Logprobs)
+	if !reuseLogprobs(w, r, spans) {
+		w.Floats(r.Tokens.Logprobs)
+	}
 	w.Key("prompt_len")
 	w.Int(int64(r.Tokens.PromptLen))
 	w.Raw("}")
@@ -176,7 +182,22 @@ func writeMetrics(w *jsonw.Writer, m map[string]float64) {
 	w.Raw("}")
 }
 
-func writeTurn(w *jsonw.Writer, t *Turn) {
+// turnSpans are where a turn's arrays were written, without brackets.
+type turnSpans struct{ delta, resp, logprobs [2]int }
+
+// inner writes an array with write and returns where its elements are
+// (none for null).
+func inner(w *jsonw.Writer, null bool, write func()) [2]int {
+	s := len(w.B) + 1
+	write()
+	if null {
+		return [2]int{}
+	}
+	return [2]int{s, len(w.B) - 1}
+}
+
+func writeTurn(w *jsonw.Writer, t *Turn) turnSpans {
+	var sp turnSpans
 	w.Raw("{")
 	w.Key("index")
 	w.Int(int64(t.Index))
@@ -185,11 +206,11 @@ func writeTurn(w *jsonw.Writer, t *Turn) {
 		w.Int(int64(t.Trace))
 	}
 	w.Key("prompt_delta_ids")
-	w.Ints(t.PromptDeltaIDs)
+	sp.delta = inner(w, t.PromptDeltaIDs == nil, func() { w.Ints(t.PromptDeltaIDs) })
 	w.Key("response_ids")
-	w.Ints(t.ResponseIDs)
+	sp.resp = inner(w, t.ResponseIDs == nil, func() { w.Ints(t.ResponseIDs) })
 	w.Key("logprobs")
-	w.Floats(t.Logprobs)
+	sp.logprobs = inner(w, t.Logprobs == nil, func() { w.Floats(t.Logprobs) })
 	w.Key("finish_reason")
 	w.Str(t.FinishReason)
 	w.Key("backend")
@@ -223,6 +244,98 @@ func writeTurn(w *jsonw.Writer, t *Turn) {
 	w.Key("overhead_ms")
 	w.Float(t.OverheadMS)
 	w.Raw("}")
+	return sp
+}
+
+// A single-agent rollout's tokens are its turns' prompt deltas and
+// responses in order, and its logprobs zero on the deltas and the
+// turns' logprobs on the responses. When that holds (checked, not
+// assumed: a gateway session's turns need not add up to its tokens),
+// the tokens' arrays are the turns' formatted bytes again, which halves
+// the number formatting of a result.
+
+// reuseIDs writes tokens.ids from the turns' bytes if they add up to it.
+func reuseIDs(w *jsonw.Writer, r *Result, spans []turnSpans) bool {
+	ids, at := r.Tokens.IDs, 0
+	if ids == nil || len(r.Turns) == 0 {
+		return false
+	}
+	for i := range r.Turns {
+		t := &r.Turns[i]
+		for _, part := range [][]int{t.PromptDeltaIDs, t.ResponseIDs} {
+			if at+len(part) > len(ids) || !slices.Equal(ids[at:at+len(part)], part) {
+				return false
+			}
+			at += len(part)
+		}
+	}
+	if at != len(ids) {
+		return false
+	}
+	b := append(w.B, '[')
+	for _, sp := range spans {
+		b = appendSpan(b, sp.delta)
+		b = appendSpan(b, sp.resp)
+	}
+	w.B = append(b, ']')
+	return true
+}
+
+// reuseLogprobs writes tokens.logprobs from the turns' bytes if they add
+// up to it, with zeros on the prompt deltas.
+func reuseLogprobs(w *jsonw.Writer, r *Result, spans []turnSpans) bool {
+	lp, at := r.Tokens.Logprobs, 0
+	if lp == nil || len(r.Turns) == 0 || len(lp) != len(r.Tokens.IDs) {
+		return false
+	}
+	for i := range r.Turns {
+		t := &r.Turns[i]
+		if len(t.Logprobs) != len(t.ResponseIDs) || at+len(t.PromptDeltaIDs)+len(t.Logprobs) > len(lp) {
+			return false
+		}
+		for _, f := range lp[at : at+len(t.PromptDeltaIDs)] {
+			if math.Float64bits(f) != 0 { // +0 only: -0 is written "-0"
+				return false
+			}
+		}
+		at += len(t.PromptDeltaIDs)
+		for j, f := range t.Logprobs {
+			if math.Float64bits(f) != math.Float64bits(lp[at+j]) {
+				return false
+			}
+		}
+		at += len(t.Logprobs)
+	}
+	if at != len(lp) {
+		return false
+	}
+	b := append(w.B, '[')
+	for i, sp := range spans {
+		if last := b[len(b)-1]; len(r.Turns[i].PromptDeltaIDs) > 0 && last != '[' && last != ',' {
+			b = append(b, ',')
+		}
+		for range r.Turns[i].PromptDeltaIDs {
+			b = append(b, "0,"...)
+		}
+		b = appendSpan(b, sp.logprobs)
+	}
+	if b[len(b)-1] == ',' {
+		b = b[:len(b)-1]
+	}
+	w.B = append(b, ']')
+	return true
+}
+
+// appendSpan appends b[sp[0]:sp[1]] to b after a comma unless b ends a
+// list's start or is empty; b may hold the span itself.
+func appendSpan(b []byte, sp [2]int) []byte {
+	if sp[0] >= sp[1] {
+		return b
+	}
+	if last := b[len(b)-1]; last != '[' && last != ',' {
+		b = append(b, ',')
+	}
+	return append(b, b[sp[0]:sp[1]]...)
 }
 
 func writeMessages(w *jsonw.Writer, ms []Message) {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prorl/prorl/core/jsonw"
 )
 
 // equalStd fails unless MarshalResult gives encoding/json's bytes (or
@@ -140,11 +142,83 @@ func randResult(rng *rand.Rand) *Result {
 			}
 		}
 	}
+	if rng.IntN(2) == 0 {
+		consistentTokens(rng, r)
+	}
 	for range rng.IntN(3) {
 		r.Traces = append(r.Traces, Trace{PromptIDs: ints(), ResponseIDs: ints(), LossMask: mask(), ResponseLogprobs: floats(),
 			PromptMessages: msgs(), ResponseMessages: msgs(), Tools: tools(), FinishReason: s(), Calls: rng.IntN(5)})
 	}
 	return r
+}
+
+// consistentTokens makes r's tokens its turns' deltas and responses, as
+// a single-agent rollout's are (the encoder then reuses the turns'
+// bytes), and sometimes breaks that in one place.
+func consistentTokens(rng *rand.Rand, r *Result) {
+	tk := Tokens{IDs: []int{}, Logprobs: []float64{}}
+	for i := range r.Turns {
+		t := &r.Turns[i]
+		if len(t.Logprobs) != len(t.ResponseIDs) {
+			t.Logprobs = make([]float64, len(t.ResponseIDs))
+			for j := range t.Logprobs {
+				t.Logprobs[j] = -rng.Float64() * 10
+			}
+		}
+		tk.IDs = append(append(tk.IDs, t.PromptDeltaIDs...), t.ResponseIDs...)
+		tk.Logprobs = append(append(tk.Logprobs, make([]float64, len(t.PromptDeltaIDs))...), t.Logprobs...)
+	}
+	tk.LossMask = make([]int8, len(tk.IDs))
+	r.Tokens = tk
+	n := len(tk.IDs)
+	switch rng.IntN(8) {
+	case 0:
+		r.Tokens.IDs = append(r.Tokens.IDs, 7)
+	case 1:
+		r.Tokens.Logprobs = append(r.Tokens.Logprobs, -1)
+	case 2:
+		if n > 0 {
+			r.Tokens.IDs[rng.IntN(n)]++
+		}
+	case 3:
+		if n > 0 {
+			r.Tokens.Logprobs[rng.IntN(n)] = math.Copysign(0, -1)
+		}
+	case 4:
+		if n > 0 {
+			r.Tokens.Logprobs[rng.IntN(n)] = -0.5
+		}
+	case 5:
+		if n > 0 {
+			r.Tokens.IDs = r.Tokens.IDs[:n-1]
+			r.Tokens.Logprobs = r.Tokens.Logprobs[:n-1]
+		}
+	}
+}
+
+// TestReuseTurnBytes: a simulator rollout's tokens are written from its
+// turns' bytes (the fast path is taken, and equals encoding/json above).
+func TestReuseTurnBytes(t *testing.T) {
+	data, err := os.ReadFile("testdata/sim_result.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Result
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	w := &jsonw.Writer{}
+	spans := make([]turnSpans, len(r.Turns))
+	for i := range r.Turns {
+		spans[i] = writeTurn(w, &r.Turns[i])
+	}
+	if !reuseIDs(w, &r, spans) || !reuseLogprobs(w, &r, spans) {
+		t.Fatal("a simulator rollout's tokens were not written from its turns")
+	}
+	r.Tokens.Logprobs[0] = math.Copysign(0, -1)
+	if reuseLogprobs(w, &r, spans) {
+		t.Fatal("-0 on a prompt token (written \"-0\") was taken for 0")
+	}
 }
 
 func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
