@@ -1,14 +1,13 @@
 package tokenizer
 
 import (
-	"container/list"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 
+	"github.com/prorl/prorl/core/flightcache"
 	"github.com/prorl/prorl/core/trajectory"
 )
 
@@ -18,91 +17,25 @@ import (
 // API process also serves generation, or a Go render) per group. The key is
 // the whole input written out, not a hash of it, so two conversations can
 // never share an entry.
-type PromptCache struct {
-	mu    sync.Mutex
-	max   int
-	ll    *list.List // front: most recently used
-	items map[string]*list.Element
-	// flying are the renders under way, by key.
-	flying map[string]*flight
-	hits   int64
-	calls  int64
-}
-
-type promptEntry struct {
-	key string
-	ids []int
-}
+type PromptCache struct{ c *flightcache.Cache[[]int] }
 
 // NewPromptCache keeps at most n prompts.
-func NewPromptCache(n int) *PromptCache {
-	return &PromptCache{max: n, ll: list.New(), items: map[string]*list.Element{}, flying: map[string]*flight{}}
-}
+func NewPromptCache(n int) *PromptCache { return &PromptCache{c: flightcache.New[[]int](n)} }
 
 // Render returns t's rendering of the conversation, from the cache when
 // the same source rendered the same input before. source names the
 // tokenizer (a backend's model, or the local one). The ids are the
 // caller's to keep and change.
 func (c *PromptCache) Render(ctx context.Context, t Tokenizer, source string, msgs []trajectory.Message, tools []trajectory.Tool, opts RenderOptions) ([]int, error) {
-	key := promptKey(source, msgs, tools, opts)
-	c.mu.Lock()
-	c.calls++
-	if e, ok := c.items[key]; ok {
-		c.hits++
-		c.ll.MoveToFront(e)
-		ids := slices.Clone(e.Value.(*promptEntry).ids)
-		c.mu.Unlock()
-		return ids, nil
-	}
-	// A group's rollouts start together: the first renders, the rest wait
-	// for it (or for their own context's end).
-	if f, ok := c.flying[key]; ok {
-		c.mu.Unlock()
-		select {
-		case <-f.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if f.err != nil {
-			return t.Render(ctx, msgs, tools, opts) // its failure was its own (a cancelled context)
-		}
-		c.mu.Lock()
-		c.hits++
-		c.mu.Unlock()
-		return slices.Clone(f.ids), nil
-	}
-	f := &flight{done: make(chan struct{})}
-	c.flying[key] = f
-	c.mu.Unlock()
-	ids, err := t.Render(ctx, msgs, tools, opts)
-	f.ids, f.err = slices.Clone(ids), err
-	c.mu.Lock()
-	delete(c.flying, key)
-	if err == nil {
-		c.items[key] = c.ll.PushFront(&promptEntry{key: key, ids: f.ids})
-		for c.ll.Len() > c.max {
-			old := c.ll.Remove(c.ll.Back()).(*promptEntry)
-			delete(c.items, old.key)
-		}
-	}
-	c.mu.Unlock()
-	close(f.done)
-	return ids, err
-}
-
-// flight is a render under way that others with the same input wait for.
-type flight struct {
-	done chan struct{}
-	ids  []int
-	err  error
+	ids, err := c.c.Get(ctx, promptKey(source, msgs, tools, opts), func() ([]int, error) {
+		ids, err := t.Render(ctx, msgs, tools, opts)
+		return slices.Clip(ids), err
+	})
+	return slices.Clone(ids), err
 }
 
 // Stats are the lookups and the hits so far.
-func (c *PromptCache) Stats() (calls, hits int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.calls, c.hits
-}
+func (c *PromptCache) Stats() (calls, hits int64) { return c.c.Stats() }
 
 // promptKey writes out everything a render depends on, each string with
 // its length first so that no two inputs give one key.

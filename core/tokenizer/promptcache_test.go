@@ -139,11 +139,8 @@ func TestPromptCacheConcurrent(t *testing.T) {
 			got[i], _ = c.Render(context.Background(), tok, "m", msgs, nil, RenderOptions{})
 		}()
 	}
-	for {
-		c.mu.Lock()
-		n := len(c.flying)
-		c.mu.Unlock()
-		if n == 1 {
+	for { // all 8 asked before the render ends: 7 wait for it
+		if calls, _ := c.Stats(); calls == 8 {
 			break
 		}
 		time.Sleep(time.Millisecond)
