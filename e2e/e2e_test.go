@@ -217,9 +217,13 @@ func TestEndToEnd(t *testing.T) {
 	}
 	// The group's four rollouts start from one prompt: rendered once (the
 	// tokens above are checked against what the simulator saw).
-	for _, want := range []string{`prorl_prompt_renders_total{cached="false"} 1`, `prorl_prompt_renders_total{cached="true"} 3`} {
+	// The math plugin's episode depends on the task alone: the group's
+	// task was prepared once by the plugin process, too.
+	for _, want := range []string{`prorl_prompt_renders_total{cached="false"} 1`, `prorl_prompt_renders_total{cached="true"} 3`,
+		`prorl_prepares_total{cached="false"} 1`, `prorl_prepares_total{cached="true"} 3`,
+		`prorl_plugin_call_seconds_count{method="Prepare",plugin="math"} 1`} {
 		if !strings.Contains(metrics, want+"\n") {
-			i := strings.Index(metrics, `prorl_prompt_renders_total{`)
+			i := strings.Index(metrics, want[:strings.IndexByte(want, '{')+1])
 			t.Errorf("want %s, got %.120s", want, metrics[max(i, 0):])
 		}
 	}

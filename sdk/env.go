@@ -46,6 +46,11 @@ type Env[C, T, S any] struct {
 	ParseTask func(raw json.RawMessage) (T, error)
 	// Episode turns a rollout's task into its episode (required).
 	Episode func(ctx context.Context, r *Rollout[C, T, S]) (*Episode, error)
+	// EpisodeByTask declares that Episode reads the task and the config
+	// only (it is then called with an empty rollout ID), so the host may
+	// prepare a group's task once for all its rollouts (CapTaskPrepare).
+	// Only for S = struct{}: state of its own would need its own Prepare.
+	EpisodeByTask bool
 	// SetupSandbox runs in the sandbox before the agent starts (optional).
 	SetupSandbox func(ctx context.Context, r *Rollout[C, T, S]) error
 	// Score rewards a finished episode (required).
@@ -130,7 +135,11 @@ func (e *Env[C, T, S]) config() *C {
 }
 
 func (e *Env[C, T, S]) Prepare(ctx context.Context, req PrepareRequest) (*Episode, error) {
-	r, err := e.newRollout(req.RolloutID, req.Task)
+	id := req.RolloutID
+	if e.taskPrepare() {
+		id = "" // what the host may reuse for other rollouts cannot name this one
+	}
+	r, err := e.newRollout(id, req.Task)
 	if err != nil {
 		return nil, err
 	}
@@ -168,6 +177,9 @@ func (e *Env[C, T, S]) newRollout(id string, raw json.RawMessage) (*Rollout[C, T
 	}
 	return &Rollout[C, T, S]{ID: id, Config: e.config(), Task: t, Sandboxes: noSandboxes{}}, nil
 }
+
+// taskPrepare: Prepare depends on the task alone (CapTaskPrepare).
+func (e *Env[C, T, S]) taskPrepare() bool { return e.EpisodeByTask && e.stateless() }
 
 // stateless: S holds nothing (struct{}), so a rollout is its config and
 // task alone and each call rebuilds it from the task it carries. Nothing
@@ -243,14 +255,14 @@ func (e *Env[C, T, S]) toolSession(tc ToolContext) (any, error) {
 	return e.session(tc.RolloutID, tc.Task, tc.SandboxID, tc.Sandboxes)
 }
 
-func (e *Env[C, T, S]) capabilities() (setup, release bool) {
-	return e.SetupSandbox != nil, !e.stateless()
+func (e *Env[C, T, S]) capabilities() (setup, release, taskPrepare bool) {
+	return e.SetupSandbox != nil, !e.stateless(), e.taskPrepare()
 }
 
 // sessionDomain is implemented by Env: tools find their rollout through it.
 type sessionDomain interface {
 	toolSession(tc ToolContext) (any, error)
-	capabilities() (setup, release bool)
+	capabilities() (setup, release, taskPrepare bool)
 }
 
 // NewTool makes a tool of a function of typed arguments. The parameters'

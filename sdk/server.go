@@ -52,8 +52,9 @@ func (s *server) GetInfo(context.Context, *pb.GetInfoRequest) (*pb.DomainInfo, e
 	info := infoToProto(s.d.Info())
 	_, setup := s.d.(Setupper)
 	_, release := s.d.(Releaser)
+	taskPrepare := false
 	if sd, ok := s.d.(sessionDomain); ok {
-		setup, release = sd.capabilities()
+		setup, release, taskPrepare = sd.capabilities()
 	}
 	if setup {
 		info.Capabilities = append(info.Capabilities, CapSetup)
@@ -65,6 +66,8 @@ func (s *server) GetInfo(context.Context, *pb.GetInfoRequest) (*pb.DomainInfo, e
 	}
 	if release {
 		info.Capabilities = append(info.Capabilities, CapRelease)
+	} else if taskPrepare { // state kept per rollout needs every Prepare
+		info.Capabilities = append(info.Capabilities, CapTaskPrepare)
 	}
 	return info, nil
 }

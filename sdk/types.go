@@ -66,6 +66,13 @@ func AsError(err error) *Error {
 const (
 	CapSetup   = "setup"   // implements Setupper
 	CapRelease = "release" // implements Releaser: keeps per-rollout state
+	// CapTaskPrepare: Prepare's answer depends on the task and the
+	// configuration alone, never on the rollout, so the host prepares a
+	// task once for the rollouts of it that start together (a GRPO
+	// group). An Env declares it with EpisodeByTask; another domain lists
+	// it in Info.Capabilities. The host ignores it for a domain that keeps
+	// per-rollout state (CapRelease), which must see every Prepare.
+	CapTaskPrepare = "task_prepare"
 )
 
 // Info describes a domain to the host.

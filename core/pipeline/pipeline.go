@@ -19,6 +19,7 @@ import (
 	"github.com/prorl/prorl/core/agent"
 	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/core/flightcache"
 	"github.com/prorl/prorl/core/gateway"
 	"github.com/prorl/prorl/core/metrics"
 	"github.com/prorl/prorl/core/pluginhost"
@@ -62,8 +63,11 @@ type Deps struct {
 type Pipeline struct {
 	d      Deps
 	runner *agent.Runner
-	policy atomic.Int64
-	gate   *gate
+	// prepares are the plugins' answers for tasks that depend on nothing
+	// else (see prepare).
+	prepares *flightcache.Cache[*pb.PrepareResponse]
+	policy   atomic.Int64
+	gate     *gate
 
 	initQ        *startQueue
 	runQ, evalQ  chan *Rollout
@@ -104,6 +108,9 @@ func New(d Deps) (*Pipeline, error) {
 		early:   map[string]*earlyStop{},
 		dynamic: map[string]*dynBatch{},
 		gw:      gateway.New(d.Log.Named("gateway"), d.Cfg.Server.MaxBodyBytes),
+		// A group's rollouts start together: a few hundred tasks cover the
+		// groups starting at once, and bound what large tasks (SWE) hold.
+		prepares: flightcache.New[*pb.PrepareResponse](256),
 	}
 	p.gate = newGate(p)
 	if d.Cfg.Backends.Evacuate {
@@ -134,6 +141,10 @@ func New(d Deps) (*Pipeline, error) {
 			m.Gauge("prorl_queue_depth", "Rollouts waiting for a stage.", map[string]string{"stage": name}, func() float64 { return float64(n()) })
 			m.Gauge("prorl_stage_active", "Rollouts inside a stage.", map[string]string{"stage": name}, func() float64 { return float64(p.activeStage[i].Load()) })
 		}
+		m.Counter("prorl_prepares_total", "Tasks prepared by their plugin, by whether a group's earlier rollout had (domains whose Prepare depends on the task alone).", map[string]string{"cached": "false"},
+			func() float64 { calls, hits := p.prepares.Stats(); return float64(calls - hits) })
+		m.Counter("prorl_prepares_total", "Tasks prepared by their plugin, by whether a group's earlier rollout had (domains whose Prepare depends on the task alone).", map[string]string{"cached": "true"},
+			func() float64 { _, hits := p.prepares.Stats(); return float64(hits) })
 		m.Gauge("prorl_policy_version", "Current policy version.", nil, func() float64 { return float64(p.policy.Load()) })
 		m.Counter("prorl_prompt_renders_total", "First prompts rendered, by whether the prompt cache had them (a group's rollouts share one).", map[string]string{"cached": "false"},
 			func() float64 { calls, hits := p.runner.Prompts.Stats(); return float64(calls - hits) })

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/prorl/prorl/core/agent"
@@ -88,11 +89,7 @@ func (p *Pipeline) initStage(ctx context.Context, r *Rollout) error {
 		r.mu.Unlock()
 		return nil
 	}
-	var resp *pb.PrepareResponse
-	err := p.call(ctx, r, "Prepare", func(c pluginhost.Conn) (err error) {
-		resp, err = c.Prepare(ctx, &pb.PrepareRequest{RolloutId: r.ID, TaskJson: r.Req.Task})
-		return err
-	})
+	resp, err := p.prepare(ctx, r)
 	if err != nil {
 		return err
 	}
@@ -142,6 +139,30 @@ func (p *Pipeline) initStage(ctx context.Context, r *Rollout) error {
 	r.taskID, r.episode, r.finishTool = resp.TaskId, ep, finishToolOf(plug.Info())
 	r.mu.Unlock()
 	return nil
+}
+
+// prepare asks r's plugin for its episode. A domain whose Prepare depends
+// on the task alone (CapTaskPrepare) and keeps no per-rollout state answers
+// once for a task's rollouts that start together, a GRPO group: the answer
+// is shared, read and never changed. The key holds the plugin's process
+// generation (its configuration is set per process) and the task's bytes.
+func (p *Pipeline) prepare(ctx context.Context, r *Rollout) (*pb.PrepareResponse, error) {
+	call := func() (resp *pb.PrepareResponse, err error) {
+		err = p.call(ctx, r, "Prepare", func(c pluginhost.Conn) (err error) {
+			resp, err = c.Prepare(ctx, &pb.PrepareRequest{RolloutId: r.ID, TaskJson: r.Req.Task})
+			return err
+		})
+		return resp, err
+	}
+	plug, err := p.plugin(r)
+	if err != nil {
+		return nil, err
+	}
+	if !plug.Has(sdk.CapTaskPrepare) || plug.Has(sdk.CapRelease) {
+		return call()
+	}
+	key := plug.Name + "\x00" + strconv.FormatUint(plug.Epoch(), 10) + "\x00" + string(r.Req.Task)
+	return p.prepares.Get(ctx, key, call)
 }
 
 func (p *Pipeline) episode(r *Rollout, info *pb.DomainInfo, resp *pb.PrepareResponse) (*agent.Episode, error) {

@@ -34,13 +34,14 @@ type rollout = sdk.Rollout[Config, *Task, struct{}]
 // Domain is the math domain: a problem in, an answer in \boxed{} out,
 // scored by equivalence with the reference answer (sdk/mathans).
 var Domain = &sdk.Env[Config, *Task, struct{}]{
-	Name:        "math",
-	Version:     version,
-	Description: "Competition math: answer in \\boxed{}, scored by symbolic/numeric equivalence.",
-	DataSources: []string{"math", "deepscaler", "gsm8k", "aime*", "math500", "dapo*", "numina*"},
-	Config:      Config{SystemPrompt: defaultSystemPrompt, MaxTurns: 8},
-	Tools:       []sdk.Tool{tools.Think(), tools.Python(), tools.Finish()},
-	ParseTask:   ParseTask,
+	Name:          "math",
+	Version:       version,
+	Description:   "Competition math: answer in \\boxed{}, scored by symbolic/numeric equivalence.",
+	DataSources:   []string{"math", "deepscaler", "gsm8k", "aime*", "math500", "dapo*", "numina*"},
+	Config:        Config{SystemPrompt: defaultSystemPrompt, MaxTurns: 8},
+	Tools:         []sdk.Tool{tools.Think(), tools.Python(), tools.Finish()},
+	ParseTask:     ParseTask,
+	EpisodeByTask: true, // a group's task is prepared once
 	Episode: func(_ context.Context, r *rollout) (*sdk.Episode, error) {
 		c := r.Config
 		return tools.AnswerEpisode(r.Task.ID, c.SystemPrompt, r.Task.Question, c.MaxTurns, c.python(), c.Image), nil

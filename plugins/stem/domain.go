@@ -51,7 +51,8 @@ var Domain = &sdk.Env[Config, *Task, struct{}]{
 		}
 		return nil
 	},
-	ParseTask: ParseTask,
+	ParseTask:     ParseTask,
+	EpisodeByTask: true, // a group's task is prepared once
 	Episode: func(_ context.Context, r *rollout) (*sdk.Episode, error) {
 		c := r.Config
 		return tools.AnswerEpisode(r.Task.ID, c.SystemPrompt, userMessage(r.Task), c.MaxTurns, c.python(), c.Image), nil

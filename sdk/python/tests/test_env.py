@@ -131,3 +131,22 @@ def test_stateless_env_keeps_nothing_and_rebuilds_from_the_task() -> None:
     assert env.stateless and env.sessions() == 0
     r = env.session("never-prepared", "", sdk.Sandboxes(None), b'{"n": 1}')
     assert env.evaluate(r, sdk.EvaluateRequest("", [], "finish", "")).reward == 1
+
+
+@pytest.mark.parametrize(
+    ("by_task", "state", "declared", "seen_id"),
+    [(True, None, True, ""), (False, None, False, "r7"), (True, State, False, "r7")],
+)
+def test_episode_by_task(by_task: bool, state: type[State] | None, declared: bool, seen_id: str) -> None:
+    env = sdk.Env[Config, Task, State | None]("s", "0", config=Config(), task=Task, state=state, episode_by_task=by_task)
+    seen: list[str] = []
+
+    def episode(r: sdk.Rollout[Config, Task, State | None]) -> sdk.Episode:
+        seen.append(r.id)
+        return sdk.Episode(sdk.chat("s", "u"))
+
+    env.episode(episode)
+    env.score(lambda r, req: sdk.Score(0.0))
+    env.prepare("r7", b'{"n": 1}')
+    assert env.task_prepare == declared
+    assert seen == [seen_id]

@@ -131,7 +131,10 @@ class Env(Generic[C, T, S]):
     """A task domain. ``config`` is a dataclass instance holding the
     defaults; ``task`` a dataclass (rows may carry other fields; a
     ``check()`` method refuses bad rows as invalid_task) or a function of the
-    row; ``state`` makes one rollout's fresh state."""
+    row; ``state`` makes one rollout's fresh state. ``episode_by_task``
+    declares that the episode reads the task and config only (it is then
+    built with an empty rollout id): the host prepares a group's task once
+    (capability ``task_prepare``; never with ``state``)."""
 
     def __init__(
         self,
@@ -144,6 +147,7 @@ class Env(Generic[C, T, S]):
         task: Callable[..., T],
         state: Callable[[], S] | None = None,
         tools: Sequence[Tool] = (),
+        episode_by_task: bool = False,
     ) -> None:
         self.name, self.version, self.description = name, version, description
         self.data_sources = list(data_sources)
@@ -160,6 +164,7 @@ class Env(Generic[C, T, S]):
         if isinstance(task, type) and dataclasses.is_dataclass(task):
             self._task_schema = schema.dataclass_schema(task, optional=False, closed=False)
         self._state = state
+        self._episode_by_task = episode_by_task
         self._episode: Callable[[Rollout[C, T, S]], Episode] | None = None
         self._setup: Callable[[Rollout[C, T, S]], None] | None = None
         self._score: Callable[[Rollout[C, T, S], EvaluateRequest], Score] | None = None
@@ -242,7 +247,8 @@ class Env(Generic[C, T, S]):
     def prepare(self, rollout_id: str, raw: bytes) -> Episode:
         if self._episode is None or self._score is None:
             raise DomainError(INTERNAL, f"{self.name}: the Env has no episode or score function")
-        r = self._new_rollout(rollout_id, raw)
+        # What the host may reuse for other rollouts cannot name this one.
+        r = self._new_rollout("" if self.task_prepare else rollout_id, raw)
         ep = self._episode(r)
         if not self.stateless:
             with self._mu:
@@ -295,6 +301,11 @@ class Env(Generic[C, T, S]):
         """How many rollouts hold state now."""
         with self._mu:
             return len(self._sessions)
+
+    @property
+    def task_prepare(self) -> bool:
+        """The episode depends on the task alone (capability task_prepare)."""
+        return self._episode_by_task and self.stateless
 
     @property
     def has_setup(self) -> bool:

@@ -207,6 +207,7 @@ class _Domain(pbg.TaskDomainServicer):
 
     def GetInfo(self, request: pb.GetInfoRequest, context: grpc.ServicerContext) -> pb.DomainInfo:  # noqa: N802
         caps = (["setup"] if self.env.has_setup else []) + ([] if self.env.stateless else ["release"])
+        caps += ["task_prepare"] if self.env.task_prepare else []
         return pb.DomainInfo(
             name=self.env.name,
             version=self.env.version,
