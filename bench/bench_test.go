@@ -309,7 +309,11 @@ func BenchmarkIssue2Figures(b *testing.B) {
 	// 2. Single-turn rollouts per second end to end, with the durable store
 	// (the default) and with the memory store, and the simulator alone as the baseline.
 	modelDir := qwen3Dir()
-	for _, storeDriver := range []string{"bbolt", "memory", "bbolt+go-tokenizer", "bbolt+groups"} {
+	drivers := []string{"bbolt", "memory", "bbolt+go-tokenizer", "bbolt+groups"}
+	if only := os.Getenv("PRORL_BENCH_DRIVERS"); only != "" {
+		drivers = strings.Split(only, ",") // e.g. bbolt,bbolt+groups for interleaved comparisons
+	}
+	for _, storeDriver := range drivers {
 		simArgs := []string{"--listen", "127.0.0.1:0", "--answers", ans, "--correct-rate", "1", "--think-turns", "0"}
 		goTok := storeDriver == "bbolt+go-tokenizer"
 		if goTok {
