@@ -112,7 +112,13 @@ func judge(ctx context.Context, h sdk.Sandboxes, sandboxID string, t *Task, ans 
 	}
 	body, _ := json.Marshal(spec)
 	var out judgeOutput
-	budget := lim.time*math.Ceil(float64(len(t.Tests))/float64(max(lim.workers, 1)))*1.5 + 10
+	// The judge ends each test itself (CPU limit, and a wall-clock backstop
+	// of 3·limit+2 s that does not count waiting for a CPU: judge.py's
+	// wall_limit). This outer wall clock counts everything, waiting
+	// included, and its expiry scores every test TLE, so it must not fire
+	// before the judge's own limits could: under load a correct answer
+	// once got 0 here (8 evaluations at once in CI, limit 10 s, budget 25 s).
+	budget := (3*lim.time+2)*math.Ceil(float64(len(t.Tests))/float64(max(lim.workers, 1))) + 10
 	if ans.lang != "python" {
 		budget += 60 // compilation
 	}
