@@ -152,6 +152,20 @@ func randResult(rng *rand.Rand) *Result {
 	return r
 }
 
+// simResult is a rollout the simulator served, as the API returned it.
+func simResult(tb testing.TB) *Result {
+	tb.Helper()
+	data, err := os.ReadFile("testdata/sim_result.json")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var r Result
+	if err := json.Unmarshal(data, &r); err != nil {
+		tb.Fatal(err)
+	}
+	return &r
+}
+
 // consistentTokens makes r's tokens its turns' deltas and responses, as
 // a single-agent rollout's are (the encoder then reuses the turns'
 // bytes), and sometimes breaks that in one place.
@@ -199,14 +213,7 @@ func consistentTokens(rng *rand.Rand, r *Result) {
 // TestReuseTurnBytes: a simulator rollout's tokens are written from its
 // turns' bytes (the fast path is taken, and equals encoding/json above).
 func TestReuseTurnBytes(t *testing.T) {
-	data, err := os.ReadFile("testdata/sim_result.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r Result
-	if err := json.Unmarshal(data, &r); err != nil {
-		t.Fatal(err)
-	}
+	r := *simResult(t)
 	w := &jsonw.Writer{}
 	spans := make([]turnSpans, len(r.Turns))
 	for i := range r.Turns {
@@ -222,14 +229,7 @@ func TestReuseTurnBytes(t *testing.T) {
 }
 
 func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
-	data, err := os.ReadFile("testdata/sim_result.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sim Result
-	if err := json.Unmarshal(data, &sim); err != nil {
-		t.Fatal(err)
-	}
+	sim := *simResult(t)
 	now := time.Now()
 	sim.FinishedAt = &now
 	cases := map[string]*Result{"zero": {}, "simulator rollout": &sim}
@@ -275,14 +275,7 @@ func FuzzAppendJSON(f *testing.F) {
 }
 
 func BenchmarkMarshalResult(b *testing.B) {
-	data, err := os.ReadFile("testdata/sim_result.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var r Result
-	if err := json.Unmarshal(data, &r); err != nil {
-		b.Fatal(err)
-	}
+	r := *simResult(b)
 	b.Run("ours", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := MarshalResult(&r); err != nil {
