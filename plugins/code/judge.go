@@ -117,8 +117,11 @@ func judge(ctx context.Context, h sdk.Sandboxes, sandboxID string, t *Task, ans 
 	// wall_limit). This outer wall clock counts everything, waiting
 	// included, and its expiry scores every test TLE, so it must not fire
 	// before the judge's own limits could: under load a correct answer
-	// once got 0 here (8 evaluations at once in CI, limit 10 s, budget 25 s).
-	budget := (3*lim.time+2)*math.Ceil(float64(len(t.Tests))/float64(max(lim.workers, 1))) + 10
+	// once got 0 here (8 evaluations at once in CI, limit 10 s, budget 25 s;
+	// then 0.5 s of CPU beside busy loops on every core, limit 1 s, 15 s).
+	// The minute on top is for starting the sandbox and the interpreter on
+	// a loaded machine; only a solution that stalls its driver waits it out.
+	budget := (3*lim.time+2)*math.Ceil(float64(len(t.Tests))/float64(max(lim.workers, 1))) + 60
 	if ans.lang != "python" {
 		budget += 60 // compilation
 	}
