@@ -89,14 +89,17 @@ func (p *Pipeline) initStage(ctx context.Context, r *Rollout) error {
 		r.mu.Unlock()
 		return nil
 	}
-	resp, err := p.prepare(ctx, r)
+	plug, err := p.plugin(r)
+	if err != nil {
+		return err
+	}
+	resp, err := p.prepare(ctx, plug, r)
 	if err != nil {
 		return err
 	}
 	if len(resp.Diagnostics) > 0 {
 		return diagErr(resp.Diagnostics[0])
 	}
-	plug, _ := p.plugin(r)
 	if resp.EvalSandbox != nil && p.d.Sandboxes == nil {
 		return &agent.Error{Reason: trajectory.ReasonSandboxFailed, Err: errors.New("the task is evaluated in a sandbox but sandboxes are disabled on this host ([sandbox] driver)")}
 	}
@@ -146,17 +149,13 @@ func (p *Pipeline) initStage(ctx context.Context, r *Rollout) error {
 // once for a task's rollouts that start together, a GRPO group: the answer
 // is shared, read and never changed. The key holds the plugin's process
 // generation (its configuration is set per process) and the task's bytes.
-func (p *Pipeline) prepare(ctx context.Context, r *Rollout) (*pb.PrepareResponse, error) {
+func (p *Pipeline) prepare(ctx context.Context, plug *pluginhost.Plugin, r *Rollout) (*pb.PrepareResponse, error) {
 	call := func() (resp *pb.PrepareResponse, err error) {
-		err = p.call(ctx, r, "Prepare", func(c pluginhost.Conn) (err error) {
+		err = p.callPlugin(ctx, plug, r, "Prepare", func(c pluginhost.Conn) (err error) {
 			resp, err = c.Prepare(ctx, &pb.PrepareRequest{RolloutId: r.ID, TaskJson: r.Req.Task})
 			return err
 		})
 		return resp, err
-	}
-	plug, err := p.plugin(r)
-	if err != nil {
-		return nil, err
 	}
 	if !plug.Has(sdk.CapTaskPrepare) || plug.Has(sdk.CapRelease) {
 		return call()
