@@ -50,12 +50,11 @@ func New() *sdk.Env[Config, *Task, struct{}] {
 		DataSources: []string{"codecontests*", "apps*", "taco*", "codeforces*", "deepcoder*", "livecodebench*", "humaneval*", "mbpp*", "code*"},
 		Config: Config{SystemPrompt: defaultSystemPrompt, MaxTurns: 12, TimeLimit: 6, TimeScale: 2, MemoryMB: 256, Workers: 2,
 			Languages: []string{"python", "cpp", "c", "java", "javascript"}},
-		Tools:         []sdk.Tool{tools.Python(), tools.Bash(), tools.StrReplaceEditor(), tools.Think(), tools.Finish()},
-		Check:         checkConfig,
-		ParseTask:     ParseTask,
-		EpisodeByTask: true, // a group's task is prepared once
-		Episode:       episode,
-		Score:         score,
+		Tools:     []sdk.Tool{tools.Python(), tools.Bash(), tools.StrReplaceEditor(), tools.Think(), tools.Finish()},
+		Check:     checkConfig,
+		ParseTask: ParseTask,
+		Episode:   episode,
+		Score:     score,
 	}
 }
 

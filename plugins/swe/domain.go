@@ -64,13 +64,12 @@ func New() *sdk.Env[Config, *Task, struct{}] {
 		DataSources: []string{"swe*", "SWE*", "r2e*", "R2E*"},
 		Config: Config{SystemPrompt: defaultSystemPrompt, InstancePrompt: defaultInstancePrompt, MaxTurns: 50,
 			ImageTemplate: sweimage.DefaultTemplate, EvalTimeout: "20m", evalTimeout: 20 * time.Minute},
-		Tools:         []sdk.Tool{tools.Bash(), tools.StrReplaceEditor(), tools.Finish()},
-		Check:         checkConfig,
-		ParseTask:     ParseTask,
-		EpisodeByTask: true, // a group's task is prepared once
-		Episode:       episode,
-		SetupSandbox:  setup,
-		Score:         score,
+		Tools:        []sdk.Tool{tools.Bash(), tools.StrReplaceEditor(), tools.Finish()},
+		Check:        checkConfig,
+		ParseTask:    ParseTask,
+		Episode:      episode,
+		SetupSandbox: setup,
+		Score:        score,
 	}
 }
 
