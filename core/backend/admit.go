@@ -94,7 +94,7 @@ func (p *Pool) fitsCacheLocked(l *Lease, b *Backend, tokens int) bool {
 	if b.CacheTokens <= 0 || p.route.PerRequest() || (l.active && l.B == b) || b.ctxTokens == 0 {
 		return true
 	}
-	return b.ctxTokens+tokens <= b.CacheTokens
+	return b.ctxTokens+tokens-min(p.sharedOnLocked(l, b), tokens) <= b.CacheTokens
 }
 
 // startLocked counts the request on b (and l's context, once admitted).
@@ -111,7 +111,8 @@ func (p *Pool) startLocked(l *Lease, b *Backend, tokens int) (start time.Time) {
 	if l.active && l.B == b {
 		b.ctxTokens += tokens - l.ctx
 	} else {
-		b.ctxTokens += tokens
+		l.shared = min(p.joinPromptLocked(l, b), tokens)
+		b.ctxTokens += tokens - l.shared
 		l.active = true
 	}
 	l.ctx = tokens
@@ -121,8 +122,9 @@ func (p *Pool) startLocked(l *Lease, b *Backend, tokens int) (start time.Time) {
 // deactivateLocked takes l's context off its backend.
 func (p *Pool) deactivateLocked(l *Lease) {
 	if l.active {
-		l.B.ctxTokens -= l.ctx
-		l.active, l.ctx = false, 0
+		l.B.ctxTokens -= l.ctx - l.shared
+		p.leavePromptLocked(l, l.B)
+		l.active, l.ctx, l.shared = false, 0, 0
 	}
 }
 

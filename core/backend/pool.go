@@ -42,10 +42,11 @@ type Backend struct {
 
 	// guarded by Pool.mu
 	inflight   int
-	requests   int     // generation requests in flight (per-request routings)
-	ctxTokens  int     // context of the rollouts active here (admit.go)
-	load       float64 // expected work of the rollouts in flight (Hint.Cost)
-	migratedIn int64   // rollouts moved here by rebalancing
+	requests   int                      // generation requests in flight (per-request routings)
+	ctxTokens  int                      // context of the rollouts active here (admit.go)
+	prompts    map[uint64]*sharedPrefix // prompts counted once in ctxTokens (prefix.go)
+	load       float64                  // expected work of the rollouts in flight (Hint.Cost)
+	migratedIn int64                    // rollouts moved here by rebalancing
 	// evacuations counts aborts at the tail (evacuate.go); noEvacuate: it
 	// cannot abort; evacDone: its abort has returned.
 	evacuations          int64
@@ -247,6 +248,11 @@ type Lease struct {
 	// active: its context counts against its backend's CacheTokens.
 	active bool
 	ctx    int
+	// promptKey and promptTokens: its first prompt (SetPrompt); shared: how
+	// much of ctx its backend counts once for all that share the prompt.
+	promptKey    uint64
+	promptTokens int
+	shared       int
 	// evacuated is the backend its last request was aborted on, to leave
 	// at its next request if a faster one has room (evacuate.go).
 	evacuated *Backend

@@ -27,6 +27,12 @@ type failover struct {
 	lease *backend.Lease
 	moves int
 	turn  []string // backends that served the current generation
+	// prompt is the rollout's first prompt (once havePrompt); prompted,
+	// the lease told of it (the pool counts a prompt shared by a group
+	// once: prefix.go).
+	prompt     backend.Prompt
+	havePrompt bool
+	prompted   *backend.Lease
 }
 
 func (f *failover) retrying(b *backend.Backend) backend.Client {
@@ -47,7 +53,14 @@ func (f *failover) do(ctx context.Context, tokens int, call func(b *backend.Back
 	for {
 		f.mu.Lock()
 		l, moves := f.lease, f.moves
+		prompt, tell := f.prompt, f.havePrompt && f.prompted != l
+		if tell {
+			f.prompted = l
+		}
 		f.mu.Unlock()
+		if tell {
+			l.SetPrompt(prompt)
+		}
 		// The lease's backend, unless the routing picks per request; with
 		// admission it waits for a slot (a rollout of higher priority first).
 		var b *backend.Backend
@@ -106,6 +119,9 @@ const maxContinuations = 64
 func (f *failover) Generate(ctx context.Context, req backend.GenerateRequest) (*backend.GenerateResult, error) {
 	f.mu.Lock()
 	f.turn = f.turn[:0]
+	if !f.havePrompt {
+		f.prompt, f.havePrompt = backend.PromptOf(req.PromptIDs), true
+	}
 	f.mu.Unlock()
 	var out *backend.GenerateResult
 	for n := 0; ; n++ {
