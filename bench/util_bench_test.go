@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -166,6 +167,15 @@ var cacheFactor = func() float64 {
 	return 1
 }()
 
+// benchDebug (PRORL_BENCH_DEBUG=1) prints where the step's time went: per
+// engine, the last rollouts' waits, what held requests while work waited.
+var benchDebug = os.Getenv("PRORL_BENCH_DEBUG") != ""
+
+// sharedPrompts: leases tell the pool their first prompt, so a group's is
+// counted once on a cache budget (PRORL_BENCH_SHARED_PROMPTS=0: per
+// rollout, as before; for comparisons).
+var sharedPrompts = os.Getenv("PRORL_BENCH_SHARED_PROMPTS") != "0"
+
 type utilResult struct {
 	makespan, tail, util, hit float64
 	// utilWaiting is slot use while some request waited (0 if none did).
@@ -218,6 +228,7 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 	// generation request is ready but not running (queued in the host or
 	// in an engine), the share of the fleet's slots running a sequence.
 	var busy, ready float64
+	var slotFull, cacheFull, samples float64
 	stopSampling := make(chan struct{})
 	sampled := make(chan struct{})
 	go func() {
@@ -238,18 +249,37 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 			if waiting > 0 {
 				busy += float64(running) / float64(slots)
 				ready++
+				if benchDebug {
+					for _, st := range pool.List() {
+						if st.Requests >= st.Slots {
+							slotFull++
+						}
+						if st.CacheTokens > 0 && st.ContextTokens > st.CacheTokens*9/10 {
+							cacheFull++
+						}
+						samples++
+					}
+				}
 			}
 		}
 	}()
 	done := make([]float64, len(w.rollouts))
+	waitT := make([]float64, len(w.rollouts))
+	genT := make([]float64, len(w.rollouts))
+	startT := make([]float64, len(w.rollouts))
 	var wg sync.WaitGroup
 	order := make([]int, len(w.rollouts))
 	for i := range order {
 		order[i] = i
 	}
 	if longestFirst {
-		// Longest expected first (LPT): the big groups are placed, and start, first.
+		// Longest expected first, as the pipeline's start queue orders by
+		// expected_tokens: the big groups are placed, and start, first.
 		sort.SliceStable(order, func(a, b int) bool { return w.rollouts[order[a]].cost > w.rollouts[order[b]].cost })
+	}
+	prompts := make([]backend.Prompt, len(w.prompts))
+	for g, p := range w.prompts {
+		prompts[g] = backend.PromptOf(p)
 	}
 	for _, i := range order {
 		ro := w.rollouts[i]
@@ -262,25 +292,31 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 				return
 			}
 			defer lease.Release()
+			if sharedPrompts { // as the pipeline's failover does at the first turn
+				lease.SetPrompt(prompts[ro.group])
+			}
+			startT[i] = time.Since(start).Seconds() / m.TimeScale
 			r := rand.New(rand.NewSource(int64(i)))
 			ids := append([]int(nil), w.prompts[ro.group]...)
 			for k, t := range ro.turns {
 				seed := int64(i)<<16 | int64(k)
+				// The trainer's priority, as the pipeline passes it (none
+				// here); the pool orders the rest (waiter.before).
 				prio := 0
-				if longestFirst {
-					// The most expected work left goes first (vLLM's priority: lower first).
-					prio = -int(max(ro.cost-300*float64(k), 0))
-				}
 				// An aborted generation (evacuation) continues from its
 				// tokens, as the pipeline's failover does.
 				for want := t.out; want > 0; {
+					t0 := time.Now()
 					be, end, err := lease.RouteWait(ctx, prio, len(ids))
 					if err != nil {
 						b.Error(err)
 						return
 					}
+					t1 := time.Now()
 					res, err := be.Client.Generate(ctx, backend.GenerateRequest{PromptIDs: ids, MaxTokens: want, IgnoreEOS: true, Temperature: 1, Seed: &seed, Priority: prio})
 					end()
+					waitT[i] += t1.Sub(t0).Seconds() / m.TimeScale
+					genT[i] += time.Since(t1).Seconds() / m.TimeScale
 					if err != nil {
 						b.Error(err)
 						return
@@ -308,8 +344,25 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 		moves += st.MigratedIn
 		evacuations += st.Evacuations
 	}
+	if benchDebug {
+		fmt.Printf("DEBUG while waiting: backends slot-full %.0f%%, cache >90%% %.0f%%\n", 100*slotFull/samples, 100*cacheFull/samples)
+		idx := make([]int, len(done))
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.Slice(idx, func(a, b int) bool { return done[idx[a]] > done[idx[b]] })
+		for _, i := range idx[:8] {
+			var tool float64
+			for k, t := range w.rollouts[i].turns {
+				if k+1 < len(w.rollouts[i].turns) {
+					tool += t.tool.Seconds()
+				}
+			}
+			fmt.Printf("DEBUG last ro %d done %.0f start %.0f wait %.0f gen %.0f tool %.0f turns %d\n", i, done[i], startT[i], waitT[i], genT[i], tool, len(w.rollouts[i].turns))
+		}
+	}
 	sort.Float64s(done)
-	var slotSec, slots, cached, prompt float64
+	var slotSec, slots, cached, prompt, prefill float64
 	var gen int64
 	for _, s := range sims {
 		st, _ := s.EngineStats()
@@ -318,9 +371,13 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 		cached += float64(st.CachedTokens)
 		prompt += float64(st.PromptTokens)
 		gen += st.GeneratedTokens
-		if os.Getenv("PRORL_BENCH_DEBUG") != "" { // where each engine's time went
+		prefill += float64(st.PrefillTokens)
+		if benchDebug { // where each engine's time went
 			fmt.Printf("DEBUG engine speed %.1f busy %.0f s of %.0f s, slot-s %.0f, requests %d, prompt %d prefill %d generated %d\n", st.Speed, st.BusySeconds, makespan, st.SlotSeconds, st.Requests, st.PromptTokens, st.PrefillTokens, st.GeneratedTokens)
 		}
+	}
+	if benchDebug {
+		fmt.Printf("DEBUG SUMMARY %s makespan %.0f prefill %.2fM moves %d\n", w.name, makespan, prefill/1e6, moves)
 	}
 	return utilResult{makespan: makespan, tail: done[len(done)-1] - done[int(0.9*float64(len(done)))-1],
 		util: slotSec / (slots * makespan), hit: cached / math.Max(prompt, 1), generated: gen, moves: moves, evacuations: evacuations,
@@ -346,6 +403,9 @@ func BenchmarkIssue19Utilisation(b *testing.B) {
 	fleet := []fleetBackend{{1}, {1}, {0.5}, {0.5}}
 	vocab := simllm.NewTokenizer().VocabSize()
 	for _, w := range []*workload{sweWorkload(64, 8, vocab), mathWorkload(64, 8, vocab)} {
+		if v := os.Getenv("PRORL_BENCH_WORKLOADS"); v != "" && !slices.Contains(strings.Split(v, ","), w.name) {
+			continue
+		}
 		work, crit := lowerBound(w, m, fleet)
 		lb := math.Max(work, crit)
 		var rows []row

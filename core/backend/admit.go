@@ -13,8 +13,8 @@ import (
 // request queued inside one engine cannot move when another engine frees a
 // slot: with engine-side queues a step ended with fast backends idle while
 // slow ones still worked through theirs. A freed slot goes to the best
-// request waiting for that backend (lowest priority value, as vLLM orders,
-// then the oldest); when none waits for it, to the best one waiting
+// request waiting for that backend (waiter.before); when none waits for
+// it, to the best one waiting
 // anywhere (work stealing: its lease moves, so its conversation is
 // prefilled once more there; SetMigrateMaxTokens can bound the context
 // that moves). Group-aware leases are not also rebalanced under admission
@@ -186,7 +186,7 @@ func (p *Pool) dispatchLocked() {
 	if len(p.waiting) == 0 {
 		return
 	}
-	better := func(a, b *waiter) bool { return a.prio < b.prio || a.prio == b.prio && a.seq < b.seq }
+	better := (*waiter).before
 	queued := p.newWaitingLocked()
 	pick := func(b *Backend, own bool) int {
 		at := -1
@@ -226,6 +226,29 @@ func (p *Pool) dispatchLocked() {
 			}
 		}
 	}
+}
+
+// before is whether a free slot goes to w before o: the lower priority
+// value (the trainer's priority, as vLLM orders); then a rollout under way
+// before a new one; new ones by the larger expected work (Hint.Cost); then
+// the older request. Finishing what has started first: when a new rollout
+// of a costlier group could take the slot of a turn of one under way,
+// each turn waited behind new starts, a rollout's waits added up over its
+// turns, and rollouts started early finished last (bench
+// Issue19Utilisation, SWE-like: a 12-turn rollout waited 205 s of a 368 s
+// step). The engines' caches also hold fewer half-done conversations.
+// Larger expected work first among new ones is LPT: the longest start
+// early rather than at the tail.
+func (w *waiter) before(o *waiter) bool {
+	if w.prio != o.prio {
+		return w.prio < o.prio
+	}
+	if wn, on := w.isNew(), o.isNew(); wn != on {
+		return on
+	} else if wn && w.l.hint.Cost != o.l.hint.Cost {
+		return w.l.hint.Cost > o.l.hint.Cost
+	}
+	return w.seq < o.seq
 }
 
 // isNew is whether w is its rollout's first request on its backend.

@@ -308,3 +308,39 @@ func TestNoHoldWithoutSlots(t *testing.T) {
 	}
 	busy.end()
 }
+
+// TestAdmissionOrder: a freed slot goes by the trainer's priority first,
+// then to a rollout under way before any new one, then to the new one
+// expected to generate most (LPT), whatever the order they came in.
+func TestAdmissionOrder(t *testing.T) {
+	p, bs := newPool(t, 1, 0)
+	bs[0].Slots = 1
+	ctx := context.Background()
+	lease := func(cost float64) *Lease {
+		l, err := p.AcquireFor(ctx, 0, Hint{Cost: cost})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	holder, underWay, cheap, costly, urgent := lease(0), lease(100), lease(10), lease(1000), lease(0)
+	waitRouted(t, routeAsync(ctx, underWay, 0, 10)).end()
+	r := waitRouted(t, routeAsync(ctx, holder, 0, 10))
+	// In the order they come: the worst first.
+	wCheap := routeAsync(ctx, cheap, 0, 10)
+	notYet(t, wCheap)
+	wCostly := routeAsync(ctx, costly, 0, 10)
+	notYet(t, wCostly)
+	wUnderWay := routeAsync(ctx, underWay, 0, 20)
+	notYet(t, wUnderWay)
+	wUrgent := routeAsync(ctx, urgent, -1, 10)
+	notYet(t, wUrgent)
+	for _, next := range []chan routed{wUrgent, wUnderWay, wCostly, wCheap} {
+		r.end()
+		r = waitRouted(t, next)
+	}
+	r.end()
+	if st := p.List()[0]; st.Requests != 0 {
+		t.Fatalf("%d requests still counted", st.Requests)
+	}
+}
