@@ -3,10 +3,12 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -293,6 +295,39 @@ func TestDispatchPriority(t *testing.T) {
 		if order[i] != r.ID {
 			t.Fatalf("start order %v, want high, mid, low in submission order %v", order, ids(want))
 		}
+	}
+}
+
+// Within a priority the larger expected_tokens starts first (LPT), then
+// submission order; a dynamic-sampling batch keeps submission order.
+func TestStartOrderExpectedTokens(t *testing.T) {
+	f := newStopped(t, func(c *config.Config) {
+		c.Pipeline.InitWorkers, c.Pipeline.RunWorkers, c.Pipeline.EvalWorkers = 1, 1, 1
+	}, sim(0))
+	expect := func(n int, dynamic string) func(*Request) {
+		return func(r *Request) {
+			r.ExpectedTokens, r.Dynamic, r.DynamicK = n, dynamic, 99
+			r.GroupID = fmt.Sprintf("g%d%s", n, dynamic)
+		}
+	}
+	short := f.submit(t, 2, expect(100, ""))
+	long := f.submit(t, 2, expect(3000, ""))
+	dynShort := f.submit(t, 1, expect(100, "d"))
+	unknown := f.submit(t, 1, expect(0, ""))
+	mid := f.submit(t, 2, expect(1000, ""))
+	dynLong := f.submit(t, 1, expect(3000, "d"))
+	f.p.Start()
+	want := slices.Concat(long, mid, short, dynShort, unknown, dynLong)
+	seq := map[uint64]string{}
+	for _, r := range want {
+		seq[f.result(t, r).Seq] = r.ID
+	}
+	var order []string
+	for s := uint64(1); s <= uint64(len(want)); s++ {
+		order = append(order, seq[s])
+	}
+	if !slices.Equal(order, ids(want)) {
+		t.Fatalf("start order %v, want %v", order, ids(want))
 	}
 }
 

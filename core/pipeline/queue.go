@@ -7,8 +7,12 @@ import (
 )
 
 // startQueue holds rollouts waiting for init: the highest dispatch
-// priority starts first, submission order within a priority. Rollouts
-// already in a stage are never preempted; only the start order changes.
+// priority starts first; within a priority the largest expected_tokens
+// (longest expected first, so the longest do not start at a step's tail),
+// then submission order. A dynamic-sampling batch keeps submission order:
+// which groups it keeps must not depend on their expected length.
+// Rollouts already in a stage are never preempted; only the start order
+// changes.
 type startQueue struct {
 	mu    sync.Mutex
 	items startHeap
@@ -28,7 +32,11 @@ func newStartQueue(capacity int) *startQueue {
 func (q *startQueue) push(ctx context.Context, r *Rollout) bool {
 	q.mu.Lock()
 	q.seq++
-	heap.Push(&q.items, queued{r: r, prio: r.Req.Priority, seq: q.seq})
+	it := queued{r: r, prio: r.Req.Priority, seq: q.seq}
+	if r.Req.Dynamic == "" {
+		it.expected = r.Req.ExpectedTokens
+	}
+	heap.Push(&q.items, it)
 	q.mu.Unlock()
 	var done <-chan struct{}
 	if ctx != nil { // Submit may come before Start
@@ -64,9 +72,9 @@ func (q *startQueue) len() int {
 func (q *startQueue) capacity() int { return cap(q.ready) }
 
 type queued struct {
-	r    *Rollout
-	prio int
-	seq  uint64
+	r              *Rollout
+	prio, expected int
+	seq            uint64
 }
 
 type startHeap []queued
@@ -75,6 +83,9 @@ func (h startHeap) Len() int { return len(h) }
 func (h startHeap) Less(i, j int) bool {
 	if h[i].prio != h[j].prio {
 		return h[i].prio > h[j].prio
+	}
+	if h[i].expected != h[j].expected {
+		return h[i].expected > h[j].expected
 	}
 	return h[i].seq < h[j].seq
 }
