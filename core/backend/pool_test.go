@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -342,5 +343,48 @@ func TestGroupAwareRebalance(t *testing.T) {
 	}
 	for _, e := range ends {
 		e()
+	}
+}
+
+// TestGroupPlacementFinishFirst: with known batch sizes, group-aware
+// placement puts a group where it is expected to finish first — the later
+// of the backend's work over its slots and one rollout at its speed — so a
+// step's costliest groups (LPT order) go to the faster backends rather
+// than alternating by load per weight, while the work of the whole step
+// still ends up spread by weight.
+func TestGroupPlacementFinishFirst(t *testing.T) {
+	p, bs := newPool(t, 4, 0)
+	for i, b := range bs {
+		b.Slots, b.Weight = 32, 1
+		if i >= 2 {
+			b.Weight = 0.5
+		}
+	}
+	_ = p.SetRouting(RouteGroup)
+	load := map[string]float64{}
+	for g := 0; g < 64; g++ {
+		cost := 6000 - 80*float64(g) // largest first
+		var at *Backend
+		for i := 0; i < 8; i++ {
+			l, err := p.AcquireFor(context.Background(), 0, Hint{Key: fmt.Sprintf("g%d-%d", g, i), Group: fmt.Sprint(g), GroupSize: 8, Cost: cost})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if at != nil && l.B != at {
+				t.Fatalf("group %d split", g)
+			}
+			at = l.B
+		}
+		load[at.ID] += 8 * cost / at.Weight
+		if g < 8 && at.Weight != 1 {
+			t.Fatalf("group %d of the 8 costliest placed on a half-speed backend", g)
+		}
+	}
+	lo, hi := math.Inf(1), 0.0
+	for _, l := range load {
+		lo, hi = min(lo, l), max(hi, l)
+	}
+	if hi > 1.1*lo {
+		t.Fatalf("load per weight %v: spread %.2f", load, hi/lo)
 	}
 }
