@@ -2,15 +2,28 @@
 # Installs what the dashboard's browser tests drive: Debian's Chromium and
 # playwright-core from npm (both pinned; playwright-core downloads no
 # browser). Idempotent; prints the node_modules directory.
+#
+# Chromium is pinned by its major version: Debian's security archive keeps
+# only the latest build of a major (156.0.8078.79 was replaced by .108 and
+# could no longer be installed), so an exact pin breaks a fresh machine at
+# the next security update. Within the major, the archive's build.
 set -euo pipefail
-CHROMIUM=${CHROMIUM_VERSION:-156.0.8078.79-1~deb12u1}
+CHROMIUM_MAJOR=${CHROMIUM_MAJOR:-156}
 PW=${PLAYWRIGHT_CORE_VERSION:-1.65.1}
 DIR=${PRORL_UI_NPM:-$HOME/.cache/prorl/npm-ui}
-if [ "$(dpkg-query -W -f '${Version}' chromium 2>/dev/null)" != "$CHROMIUM" ]; then
+case "$(dpkg-query -W -f '${Version}' chromium 2>/dev/null)" in
+"$CHROMIUM_MAJOR".*) ;;
+*)
   SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
   $SUDO apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "chromium=$CHROMIUM" >&2
-fi
+  version=$(apt-cache madison chromium | awk -v m="$CHROMIUM_MAJOR." 'index($3, m) == 1 { print $3; exit }')
+  if [ -z "$version" ]; then
+    echo "no chromium $CHROMIUM_MAJOR.x in the apt sources (apt-cache madison chromium); set CHROMIUM_MAJOR" >&2
+    exit 1
+  fi
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "chromium=$version" >&2
+  ;;
+esac
 mkdir -p "$DIR"
 [ -f "$DIR/package.json" ] || echo '{"name":"prorl-ui-test","private":true}' > "$DIR/package.json"
 if [ "$(cat "$DIR/.prorl-installed" 2>/dev/null)" != "$PW" ]; then
