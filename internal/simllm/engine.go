@@ -97,6 +97,8 @@ type Engine struct {
 	waiting []*engineSeq
 	running []*engineSeq
 	wake    chan struct{}
+	stop    chan struct{} // closed by Stop: the loop returns once idle
+	stopped sync.Once
 	cache   *blockCache
 	stats   EngineStats
 	once    sync.Once
@@ -129,9 +131,13 @@ func NewEngine(m EngineModel) *Engine {
 	if m.TimeScale <= 0 {
 		m.TimeScale = 1
 	}
-	return &Engine{m: m, wake: make(chan struct{}, 1), cache: newBlockCache(m.CacheTokens / m.BlockSize),
+	return &Engine{m: m, wake: make(chan struct{}, 1), stop: make(chan struct{}), cache: newBlockCache(m.CacheTokens / m.BlockSize),
 		stats: EngineStats{Slots: m.Slots, Speed: m.Speed, Since: time.Now()}}
 }
+
+// Stop ends the engine's loop once it has nothing running, so that an
+// engine no longer used can be collected (its loop holds it otherwise).
+func (e *Engine) Stop() { e.stopped.Do(func() { close(e.stop) }) }
 
 // Stats returns the counters so far.
 func (e *Engine) Stats() EngineStats {
@@ -241,7 +247,11 @@ func (e *Engine) loop() {
 		e.admitLocked()
 		if len(e.running) == 0 {
 			e.mu.Unlock()
-			<-e.wake
+			select {
+			case <-e.wake:
+			case <-e.stop:
+				return
+			}
 			anchor = time.Time{}
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -125,5 +126,24 @@ func TestEnginePriority(t *testing.T) {
 	wg.Wait()
 	if fmt.Sprint(order) != "[1 1 3 5]" {
 		t.Fatalf("admitted in order %v", order)
+	}
+}
+
+// TestEngineStop: a stopped engine's loop returns once idle (it holds the
+// engine, and its cache, for good otherwise); Stop twice is fine.
+func TestEngineStop(t *testing.T) {
+	m := DefaultEngine()
+	m.TimeScale = 0.001
+	e := NewEngine(m)
+	if err := e.Generate(context.Background(), seq(100, 1), seq(50, 500), 0); err != nil {
+		t.Fatal(err)
+	}
+	withLoop := runtime.NumGoroutine()
+	e.Stop()
+	e.Stop()
+	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() >= withLoop; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines, as many as with the loop", runtime.NumGoroutine())
+		}
 	}
 }

@@ -392,6 +392,13 @@ type genOut struct {
 	decision Decision
 }
 
+// Close stops the engine model's loop, if any (a server no longer used).
+func (s *Server) Close() {
+	if s.engine != nil {
+		s.engine.Stop()
+	}
+}
+
 // EngineStats are the engine model's counters (false without one).
 func (s *Server) EngineStats() (EngineStats, bool) {
 	if s.engine == nil {
