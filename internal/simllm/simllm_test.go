@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/tokenizer"
@@ -31,7 +33,9 @@ func TestTokenizerRoundTrip(t *testing.T) {
 }
 
 func TestProtocolAndSplice(t *testing.T) {
-	var log bytes.Buffer
+	// The server writes a request's log entry after its response: read
+	// the log under the writer's lock, and wait for the entry.
+	var log lockedBuffer
 	sim := New(Options{Scripts: []Script{{Key: "What is 2+2?", Play: Play{
 		Calls: []Call{{Tool: "think", Arguments: json.RawMessage(`{"thought": "2 and 2"}`)}}, Final: `The answer is \boxed{4}.`}}},
 		CorrectRate: 1, Log: &log})
@@ -84,8 +88,11 @@ func TestProtocolAndSplice(t *testing.T) {
 			t.Fatalf("max_tokens: %+v %v", g3, err)
 		}
 	}
-	if !strings.Contains(log.String(), `"decision":{"question":"What is 2+2?","answer":"The answer is \\boxed{4}.","correct":true,"action":"finish","scripted":true,"turn":1}`) {
-		t.Errorf("log lacks the decision: %s", log.String())
+	decision := `"decision":{"question":"What is 2+2?","answer":"The answer is \\boxed{4}.","correct":true,"action":"finish","scripted":true,"turn":1}`
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), decision); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("log lacks the decision: %s", log.String())
+		}
 	}
 	if _, err := (&backend.VLLM{BaseURL: ts.URL, Model: "nope"}).Generate(ctx, backend.GenerateRequest{PromptIDs: []int{1}, MaxTokens: 1}); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("unknown model: %v", err)
@@ -201,4 +208,22 @@ func TestLoadScriptsIsStrict(t *testing.T) {
 			t.Errorf("%s: %v, want %q", body, err, want)
 		}
 	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
