@@ -8,13 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
 	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/internal/syncbuf"
 	pb "github.com/prorl/prorl/sdk/proto"
 	"github.com/prorl/prorl/sdk/sdktest"
 )
@@ -69,7 +70,7 @@ func TestSHA256Mismatch(t *testing.T) {
 func TestEnvCrashRestart(t *testing.T) {
 	t.Setenv("PRORL_SECRET_TOKEN", "hunter2")
 	ctx := context.Background()
-	var logBuf syncBuffer
+	var logBuf syncbuf.Buffer
 	hostLog := hclog.New(&hclog.LoggerOptions{Output: &logBuf, Level: hclog.Info})
 	m, err := Start(ctx, hostLog, map[string]*config.Plugin{"envtest": pcfg(envPlugin, "")}, NoSandboxes{}, "t")
 	if err != nil {
@@ -244,23 +245,6 @@ func zombie(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || (len(s) > i+2 && s[i+2] == 'Z')
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestConfigSchema: the host checks a plugin's config table against the

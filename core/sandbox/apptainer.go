@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"time"
+
+	"github.com/prorl/prorl/internal/syncbuf"
 )
 
 // Apptainer runs the agent in an Apptainer (Singularity) instance: the HPC
@@ -107,7 +109,7 @@ func (a *Apptainer) Prepare(ctx context.Context, l Launch) (func(), error) {
 func runFor(ctx context.Context, c *exec.Cmd, d time.Duration) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	var out safeBuffer
+	var out syncbuf.Buffer // stdout and stderr write from two goroutines
 	c.Stdout, c.Stderr = &out, &out
 	if err := c.Start(); err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
 	"github.com/prorl/prorl/internal/sandboxproto"
 )
 
@@ -88,25 +89,6 @@ type Launch struct {
 // Apptainer instance) and tears it down after.
 type preparer interface {
 	Prepare(ctx context.Context, l Launch) (cleanup func(), err error)
-}
-
-// safeBuffer collects a command's output from two goroutines.
-type safeBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.b = append(s.b, p...)
-	return len(p), nil
-}
-
-func (s *safeBuffer) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]byte(nil), s.b...)
 }
 
 // Workdir is the work directory inside every isolating sandbox.

@@ -1,7 +1,6 @@
 package simllm
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http/httptest"
@@ -9,13 +8,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/trajectory"
+	"github.com/prorl/prorl/internal/syncbuf"
 	"github.com/prorl/prorl/internal/testmodels"
 )
 
@@ -35,7 +34,7 @@ func TestTokenizerRoundTrip(t *testing.T) {
 func TestProtocolAndSplice(t *testing.T) {
 	// The server writes a request's log entry after its response: read
 	// the log under the writer's lock, and wait for the entry.
-	var log lockedBuffer
+	var log syncbuf.Buffer
 	sim := New(Options{Scripts: []Script{{Key: "What is 2+2?", Play: Play{
 		Calls: []Call{{Tool: "think", Arguments: json.RawMessage(`{"thought": "2 and 2"}`)}}, Final: `The answer is \boxed{4}.`}}},
 		CorrectRate: 1, Log: &log})
@@ -208,22 +207,4 @@ func TestLoadScriptsIsStrict(t *testing.T) {
 			t.Errorf("%s: %v, want %q", body, err, want)
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
