@@ -27,12 +27,11 @@ type failover struct {
 	lease *backend.Lease
 	moves int
 	turn  []string // backends that served the current generation
-	// prompt is the rollout's first prompt (once havePrompt); prompted,
-	// the lease told of it (the pool counts a prompt shared by a group
-	// once: prefix.go).
-	prompt     backend.Prompt
-	havePrompt bool
-	prompted   *backend.Lease
+	// prompt is the rollout's first prompt (zero before its first
+	// generation); prompted, the lease told of it (the pool counts a
+	// prompt shared by a group once: prefix.go).
+	prompt   backend.Prompt
+	prompted *backend.Lease
 }
 
 func (f *failover) retrying(b *backend.Backend) backend.Client {
@@ -53,7 +52,7 @@ func (f *failover) do(ctx context.Context, tokens int, call func(b *backend.Back
 	for {
 		f.mu.Lock()
 		l, moves := f.lease, f.moves
-		prompt, tell := f.prompt, f.havePrompt && f.prompted != l
+		prompt, tell := f.prompt, f.prompt != (backend.Prompt{}) && f.prompted != l
 		if tell {
 			f.prompted = l
 		}
@@ -119,8 +118,8 @@ const maxContinuations = 64
 func (f *failover) Generate(ctx context.Context, req backend.GenerateRequest) (*backend.GenerateResult, error) {
 	f.mu.Lock()
 	f.turn = f.turn[:0]
-	if !f.havePrompt {
-		f.prompt, f.havePrompt = backend.PromptOf(req.PromptIDs), true
+	if f.prompt == (backend.Prompt{}) {
+		f.prompt = backend.PromptOf(req.PromptIDs)
 	}
 	f.mu.Unlock()
 	var out *backend.GenerateResult
