@@ -155,8 +155,9 @@ func lowerBound(w *workload, m simllm.EngineModel, fleet []fleetBackend) (work, 
 			decode += float64(t.out)
 			if k+1 < len(ro.turns) {
 				prefill += float64(t.obs)
-				cp += t.tool.Seconds() + c*float64(t.obs)/fast
-				full += t.tool.Seconds() + c*float64(t.obs)/fast
+				gap := t.tool.Seconds() + c*float64(t.obs)/fast
+				cp += gap
+				full += gap
 			}
 			cp += float64(t.out) * perTokOne / fast
 			full += float64(t.out) * perTokFull * float64(m.Slots) / fast
@@ -413,7 +414,7 @@ func BenchmarkIssue19Utilisation(b *testing.B) {
 		scale = v
 	}
 	m := simllm.DefaultEngine()
-	m.Slots, m.TimeScale, m.Priority = 32, scale, true
+	m.Slots, m.TimeScale = 32, scale
 	fleet := []fleetBackend{{1}, {1}, {0.5}, {0.5}}
 	vocab := simllm.NewTokenizer().VocabSize()
 	for _, w := range []*workload{sweWorkload(64, 8, vocab), mathWorkload(64, 8, vocab)} {
