@@ -212,7 +212,7 @@ func (p *Plugin) start(ctx context.Context) error {
 		return fail(fmt.Errorf("configuration refused: %s", d.Message))
 	}
 	p.mu.Lock()
-	p.client, p.cmd, p.rpc, p.info = client, cmd, rd.Client, info
+	p.client, p.cmd, p.rpc, p.info = client, cmd, newBatchingClient(rd.Client), info
 	p.epoch++
 	// Published together with the client: a crash-looping plugin is never
 	// seen running between its restart and being marked unhealthy.

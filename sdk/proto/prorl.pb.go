@@ -1304,6 +1304,199 @@ func (x *EvaluateResponse) GetDiagnostics() []*Diagnostic {
 	return nil
 }
 
+type PrepareBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Requests      []*PrepareRequest      `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareBatchRequest) Reset() {
+	*x = PrepareBatchRequest{}
+	mi := &file_prorl_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareBatchRequest) ProtoMessage() {}
+
+func (x *PrepareBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_prorl_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareBatchRequest.ProtoReflect.Descriptor instead.
+func (*PrepareBatchRequest) Descriptor() ([]byte, []int) {
+	return file_prorl_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *PrepareBatchRequest) GetRequests() []*PrepareRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+type PrepareBatchItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The position of its request in PrepareBatchRequest.requests.
+	Index         uint32           `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Response      *PrepareResponse `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareBatchItem) Reset() {
+	*x = PrepareBatchItem{}
+	mi := &file_prorl_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareBatchItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareBatchItem) ProtoMessage() {}
+
+func (x *PrepareBatchItem) ProtoReflect() protoreflect.Message {
+	mi := &file_prorl_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareBatchItem.ProtoReflect.Descriptor instead.
+func (*PrepareBatchItem) Descriptor() ([]byte, []int) {
+	return file_prorl_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *PrepareBatchItem) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *PrepareBatchItem) GetResponse() *PrepareResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+type EvaluateBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Requests      []*EvaluateRequest     `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvaluateBatchRequest) Reset() {
+	*x = EvaluateBatchRequest{}
+	mi := &file_prorl_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvaluateBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvaluateBatchRequest) ProtoMessage() {}
+
+func (x *EvaluateBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_prorl_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvaluateBatchRequest.ProtoReflect.Descriptor instead.
+func (*EvaluateBatchRequest) Descriptor() ([]byte, []int) {
+	return file_prorl_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *EvaluateBatchRequest) GetRequests() []*EvaluateRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+type EvaluateBatchItem struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint32                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Response      *EvaluateResponse      `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvaluateBatchItem) Reset() {
+	*x = EvaluateBatchItem{}
+	mi := &file_prorl_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvaluateBatchItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvaluateBatchItem) ProtoMessage() {}
+
+func (x *EvaluateBatchItem) ProtoReflect() protoreflect.Message {
+	mi := &file_prorl_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvaluateBatchItem.ProtoReflect.Descriptor instead.
+func (*EvaluateBatchItem) Descriptor() ([]byte, []int) {
+	return file_prorl_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *EvaluateBatchItem) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *EvaluateBatchItem) GetResponse() *EvaluateResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
 type ReleaseRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RolloutId     string                 `protobuf:"bytes,1,opt,name=rollout_id,json=rolloutId,proto3" json:"rollout_id,omitempty"`
@@ -1313,7 +1506,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_prorl_proto_msgTypes[18]
+	mi := &file_prorl_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1518,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_prorl_proto_msgTypes[18]
+	mi := &file_prorl_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1531,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_prorl_proto_rawDescGZIP(), []int{18}
+	return file_prorl_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReleaseRequest) GetRolloutId() string {
@@ -1356,7 +1549,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_prorl_proto_msgTypes[19]
+	mi := &file_prorl_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1561,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_prorl_proto_msgTypes[19]
+	mi := &file_prorl_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1574,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_prorl_proto_rawDescGZIP(), []int{19}
+	return file_prorl_proto_rawDescGZIP(), []int{23}
 }
 
 type ExecRequest struct {
@@ -1401,7 +1594,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_prorl_proto_msgTypes[20]
+	mi := &file_prorl_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1606,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_prorl_proto_msgTypes[20]
+	mi := &file_prorl_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1619,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_prorl_proto_rawDescGZIP(), []int{20}
+	return file_prorl_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ExecRequest) GetSandboxId() string {
@@ -1501,7 +1694,7 @@ type ExecChunk struct {
 
 func (x *ExecChunk) Reset() {
 	*x = ExecChunk{}
-	mi := &file_prorl_proto_msgTypes[21]
+	mi := &file_prorl_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1706,7 @@ func (x *ExecChunk) String() string {
 func (*ExecChunk) ProtoMessage() {}
 
 func (x *ExecChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_prorl_proto_msgTypes[21]
+	mi := &file_prorl_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1719,7 @@ func (x *ExecChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecChunk.ProtoReflect.Descriptor instead.
 func (*ExecChunk) Descriptor() ([]byte, []int) {
-	return file_prorl_proto_rawDescGZIP(), []int{21}
+	return file_prorl_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ExecChunk) GetStdout() []byte {
@@ -1589,7 +1782,7 @@ type ReadFileRequest struct {
 
 func (x *ReadFileRequest) Reset() {
 	*x = ReadFileRequest{}
-	mi := &file_prorl_proto_msgTypes[22]
+	mi := &file_prorl_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1794,7 @@ func (x *ReadFileRequest) String() string {
 func (*ReadFileRequest) ProtoMessage() {}
 
 func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_prorl_proto_msgTypes[22]
+	mi := &file_prorl_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1807,7 @@ func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileRequest.ProtoReflect.Descriptor instead.
 func (*ReadFileRequest) Descriptor() ([]byte, []int) {
-	return file_prorl_proto_rawDescGZIP(), []int{22}
+	return file_prorl_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReadFileRequest) GetSandboxId() string {
@@ -1649,7 +1842,7 @@ type ReadFileResponse struct {
 
 func (x *ReadFileResponse) Reset() {
 	*x = ReadFileResponse{}
-	mi := &file_prorl_proto_msgTypes[23]
+	mi := &file_prorl_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +1854,7 @@ func (x *ReadFileResponse) String() string {
 func (*ReadFileResponse) ProtoMessage() {}
 
 func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_prorl_proto_msgTypes[23]
+	mi := &file_prorl_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +1867,7 @@ func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileResponse.ProtoReflect.Descriptor instead.
 func (*ReadFileResponse) Descriptor() ([]byte, []int) {
-	return file_prorl_proto_rawDescGZIP(), []int{23}
+	return file_prorl_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReadFileResponse) GetData() []byte {
@@ -1710,7 +1903,7 @@ type WriteFileRequest struct {
 
 func (x *WriteFileRequest) Reset() {
 	*x = WriteFileRequest{}
-	mi := &file_prorl_proto_msgTypes[24]
+	mi := &file_prorl_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1915,7 @@ func (x *WriteFileRequest) String() string {
 func (*WriteFileRequest) ProtoMessage() {}
 
 func (x *WriteFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_prorl_proto_msgTypes[24]
+	mi := &file_prorl_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1928,7 @@ func (x *WriteFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFileRequest.ProtoReflect.Descriptor instead.
 func (*WriteFileRequest) Descriptor() ([]byte, []int) {
-	return file_prorl_proto_rawDescGZIP(), []int{24}
+	return file_prorl_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WriteFileRequest) GetSandboxId() string {
@@ -1775,7 +1968,7 @@ type WriteFileResponse struct {
 
 func (x *WriteFileResponse) Reset() {
 	*x = WriteFileResponse{}
-	mi := &file_prorl_proto_msgTypes[25]
+	mi := &file_prorl_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +1980,7 @@ func (x *WriteFileResponse) String() string {
 func (*WriteFileResponse) ProtoMessage() {}
 
 func (x *WriteFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_prorl_proto_msgTypes[25]
+	mi := &file_prorl_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +1993,7 @@ func (x *WriteFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFileResponse.ProtoReflect.Descriptor instead.
 func (*WriteFileResponse) Descriptor() ([]byte, []int) {
-	return file_prorl_proto_rawDescGZIP(), []int{25}
+	return file_prorl_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WriteFileResponse) GetError() string {
@@ -1820,7 +2013,7 @@ type ListDirRequest struct {
 
 func (x *ListDirRequest) Reset() {
 	*x = ListDirRequest{}
-	mi := &file_prorl_proto_msgTypes[26]
+	mi := &file_prorl_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +2025,7 @@ func (x *ListDirRequest) String() string {
 func (*ListDirRequest) ProtoMessage() {}
 
 func (x *ListDirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_prorl_proto_msgTypes[26]
+	mi := &file_prorl_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +2038,7 @@ func (x *ListDirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDirRequest.ProtoReflect.Descriptor instead.
 func (*ListDirRequest) Descriptor() ([]byte, []int) {
-	return file_prorl_proto_rawDescGZIP(), []int{26}
+	return file_prorl_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListDirRequest) GetSandboxId() string {
@@ -1874,7 +2067,7 @@ type DirEntry struct {
 
 func (x *DirEntry) Reset() {
 	*x = DirEntry{}
-	mi := &file_prorl_proto_msgTypes[27]
+	mi := &file_prorl_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1886,7 +2079,7 @@ func (x *DirEntry) String() string {
 func (*DirEntry) ProtoMessage() {}
 
 func (x *DirEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_prorl_proto_msgTypes[27]
+	mi := &file_prorl_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1899,7 +2092,7 @@ func (x *DirEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DirEntry.ProtoReflect.Descriptor instead.
 func (*DirEntry) Descriptor() ([]byte, []int) {
-	return file_prorl_proto_rawDescGZIP(), []int{27}
+	return file_prorl_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DirEntry) GetName() string {
@@ -1940,7 +2133,7 @@ type ListDirResponse struct {
 
 func (x *ListDirResponse) Reset() {
 	*x = ListDirResponse{}
-	mi := &file_prorl_proto_msgTypes[28]
+	mi := &file_prorl_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1952,7 +2145,7 @@ func (x *ListDirResponse) String() string {
 func (*ListDirResponse) ProtoMessage() {}
 
 func (x *ListDirResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_prorl_proto_msgTypes[28]
+	mi := &file_prorl_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1965,7 +2158,7 @@ func (x *ListDirResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDirResponse.ProtoReflect.Descriptor instead.
 func (*ListDirResponse) Descriptor() ([]byte, []int) {
-	return file_prorl_proto_rawDescGZIP(), []int{28}
+	return file_prorl_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListDirResponse) GetEntries() []*DirEntry {
@@ -2101,7 +2294,17 @@ const file_prorl_proto_rawDesc = "" +
 	"\vdiagnostics\x18\x05 \x03(\v2\x14.prorl.v1.DiagnosticR\vdiagnostics\x1a:\n" +
 	"\fMetricsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"/\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"K\n" +
+	"\x13PrepareBatchRequest\x124\n" +
+	"\brequests\x18\x01 \x03(\v2\x18.prorl.v1.PrepareRequestR\brequests\"_\n" +
+	"\x10PrepareBatchItem\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x125\n" +
+	"\bresponse\x18\x02 \x01(\v2\x19.prorl.v1.PrepareResponseR\bresponse\"M\n" +
+	"\x14EvaluateBatchRequest\x125\n" +
+	"\brequests\x18\x01 \x03(\v2\x19.prorl.v1.EvaluateRequestR\brequests\"a\n" +
+	"\x11EvaluateBatchItem\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x126\n" +
+	"\bresponse\x18\x02 \x01(\v2\x1a.prorl.v1.EvaluateResponseR\bresponse\"/\n" +
 	"\x0eReleaseRequest\x12\x1d\n" +
 	"\n" +
 	"rollout_id\x18\x01 \x01(\tR\trolloutId\"\x11\n" +
@@ -2156,7 +2359,7 @@ const file_prorl_proto_rawDesc = "" +
 	"\x04mode\x18\x04 \x01(\rR\x04mode\"U\n" +
 	"\x0fListDirResponse\x12,\n" +
 	"\aentries\x18\x01 \x03(\v2\x12.prorl.v1.DirEntryR\aentries\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error2\xcd\x03\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error2\xea\x04\n" +
 	"\n" +
 	"TaskDomain\x129\n" +
 	"\aGetInfo\x12\x18.prorl.v1.GetInfoRequest\x1a\x14.prorl.v1.DomainInfo\x12D\n" +
@@ -2165,7 +2368,9 @@ const file_prorl_proto_rawDesc = "" +
 	"\x05Setup\x12\x16.prorl.v1.SetupRequest\x1a\x17.prorl.v1.SetupResponse\x12A\n" +
 	"\bCallTool\x12\x19.prorl.v1.CallToolRequest\x1a\x1a.prorl.v1.CallToolResponse\x12A\n" +
 	"\bEvaluate\x12\x19.prorl.v1.EvaluateRequest\x1a\x1a.prorl.v1.EvaluateResponse\x12>\n" +
-	"\aRelease\x12\x18.prorl.v1.ReleaseRequest\x1a\x19.prorl.v1.ReleaseResponse2\x8d\x02\n" +
+	"\aRelease\x12\x18.prorl.v1.ReleaseRequest\x1a\x19.prorl.v1.ReleaseResponse\x12K\n" +
+	"\fPrepareBatch\x12\x1d.prorl.v1.PrepareBatchRequest\x1a\x1a.prorl.v1.PrepareBatchItem0\x01\x12N\n" +
+	"\rEvaluateBatch\x12\x1e.prorl.v1.EvaluateBatchRequest\x1a\x1b.prorl.v1.EvaluateBatchItem0\x012\x8d\x02\n" +
 	"\fHostServices\x124\n" +
 	"\x04Exec\x12\x15.prorl.v1.ExecRequest\x1a\x13.prorl.v1.ExecChunk0\x01\x12A\n" +
 	"\bReadFile\x12\x19.prorl.v1.ReadFileRequest\x1a\x1a.prorl.v1.ReadFileResponse\x12D\n" +
@@ -2184,46 +2389,50 @@ func file_prorl_proto_rawDescGZIP() []byte {
 	return file_prorl_proto_rawDescData
 }
 
-var file_prorl_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_prorl_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_prorl_proto_goTypes = []any{
-	(*Diagnostic)(nil),        // 0: prorl.v1.Diagnostic
-	(*GetInfoRequest)(nil),    // 1: prorl.v1.GetInfoRequest
-	(*ToolSpec)(nil),          // 2: prorl.v1.ToolSpec
-	(*DomainInfo)(nil),        // 3: prorl.v1.DomainInfo
-	(*ConfigureRequest)(nil),  // 4: prorl.v1.ConfigureRequest
-	(*ConfigureResponse)(nil), // 5: prorl.v1.ConfigureResponse
-	(*Message)(nil),           // 6: prorl.v1.Message
-	(*ToolCall)(nil),          // 7: prorl.v1.ToolCall
-	(*SandboxSpec)(nil),       // 8: prorl.v1.SandboxSpec
-	(*Limits)(nil),            // 9: prorl.v1.Limits
-	(*PrepareRequest)(nil),    // 10: prorl.v1.PrepareRequest
-	(*PrepareResponse)(nil),   // 11: prorl.v1.PrepareResponse
-	(*SetupRequest)(nil),      // 12: prorl.v1.SetupRequest
-	(*SetupResponse)(nil),     // 13: prorl.v1.SetupResponse
-	(*CallToolRequest)(nil),   // 14: prorl.v1.CallToolRequest
-	(*CallToolResponse)(nil),  // 15: prorl.v1.CallToolResponse
-	(*EvaluateRequest)(nil),   // 16: prorl.v1.EvaluateRequest
-	(*EvaluateResponse)(nil),  // 17: prorl.v1.EvaluateResponse
-	(*ReleaseRequest)(nil),    // 18: prorl.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),   // 19: prorl.v1.ReleaseResponse
-	(*ExecRequest)(nil),       // 20: prorl.v1.ExecRequest
-	(*ExecChunk)(nil),         // 21: prorl.v1.ExecChunk
-	(*ReadFileRequest)(nil),   // 22: prorl.v1.ReadFileRequest
-	(*ReadFileResponse)(nil),  // 23: prorl.v1.ReadFileResponse
-	(*WriteFileRequest)(nil),  // 24: prorl.v1.WriteFileRequest
-	(*WriteFileResponse)(nil), // 25: prorl.v1.WriteFileResponse
-	(*ListDirRequest)(nil),    // 26: prorl.v1.ListDirRequest
-	(*DirEntry)(nil),          // 27: prorl.v1.DirEntry
-	(*ListDirResponse)(nil),   // 28: prorl.v1.ListDirResponse
-	nil,                       // 29: prorl.v1.SandboxSpec.EnvEntry
-	nil,                       // 30: prorl.v1.EvaluateResponse.MetricsEntry
-	nil,                       // 31: prorl.v1.ExecRequest.EnvEntry
+	(*Diagnostic)(nil),           // 0: prorl.v1.Diagnostic
+	(*GetInfoRequest)(nil),       // 1: prorl.v1.GetInfoRequest
+	(*ToolSpec)(nil),             // 2: prorl.v1.ToolSpec
+	(*DomainInfo)(nil),           // 3: prorl.v1.DomainInfo
+	(*ConfigureRequest)(nil),     // 4: prorl.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),    // 5: prorl.v1.ConfigureResponse
+	(*Message)(nil),              // 6: prorl.v1.Message
+	(*ToolCall)(nil),             // 7: prorl.v1.ToolCall
+	(*SandboxSpec)(nil),          // 8: prorl.v1.SandboxSpec
+	(*Limits)(nil),               // 9: prorl.v1.Limits
+	(*PrepareRequest)(nil),       // 10: prorl.v1.PrepareRequest
+	(*PrepareResponse)(nil),      // 11: prorl.v1.PrepareResponse
+	(*SetupRequest)(nil),         // 12: prorl.v1.SetupRequest
+	(*SetupResponse)(nil),        // 13: prorl.v1.SetupResponse
+	(*CallToolRequest)(nil),      // 14: prorl.v1.CallToolRequest
+	(*CallToolResponse)(nil),     // 15: prorl.v1.CallToolResponse
+	(*EvaluateRequest)(nil),      // 16: prorl.v1.EvaluateRequest
+	(*EvaluateResponse)(nil),     // 17: prorl.v1.EvaluateResponse
+	(*PrepareBatchRequest)(nil),  // 18: prorl.v1.PrepareBatchRequest
+	(*PrepareBatchItem)(nil),     // 19: prorl.v1.PrepareBatchItem
+	(*EvaluateBatchRequest)(nil), // 20: prorl.v1.EvaluateBatchRequest
+	(*EvaluateBatchItem)(nil),    // 21: prorl.v1.EvaluateBatchItem
+	(*ReleaseRequest)(nil),       // 22: prorl.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),      // 23: prorl.v1.ReleaseResponse
+	(*ExecRequest)(nil),          // 24: prorl.v1.ExecRequest
+	(*ExecChunk)(nil),            // 25: prorl.v1.ExecChunk
+	(*ReadFileRequest)(nil),      // 26: prorl.v1.ReadFileRequest
+	(*ReadFileResponse)(nil),     // 27: prorl.v1.ReadFileResponse
+	(*WriteFileRequest)(nil),     // 28: prorl.v1.WriteFileRequest
+	(*WriteFileResponse)(nil),    // 29: prorl.v1.WriteFileResponse
+	(*ListDirRequest)(nil),       // 30: prorl.v1.ListDirRequest
+	(*DirEntry)(nil),             // 31: prorl.v1.DirEntry
+	(*ListDirResponse)(nil),      // 32: prorl.v1.ListDirResponse
+	nil,                          // 33: prorl.v1.SandboxSpec.EnvEntry
+	nil,                          // 34: prorl.v1.EvaluateResponse.MetricsEntry
+	nil,                          // 35: prorl.v1.ExecRequest.EnvEntry
 }
 var file_prorl_proto_depIdxs = []int32{
 	2,  // 0: prorl.v1.DomainInfo.tools:type_name -> prorl.v1.ToolSpec
 	0,  // 1: prorl.v1.ConfigureResponse.diagnostics:type_name -> prorl.v1.Diagnostic
 	7,  // 2: prorl.v1.Message.tool_calls:type_name -> prorl.v1.ToolCall
-	29, // 3: prorl.v1.SandboxSpec.env:type_name -> prorl.v1.SandboxSpec.EnvEntry
+	33, // 3: prorl.v1.SandboxSpec.env:type_name -> prorl.v1.SandboxSpec.EnvEntry
 	6,  // 4: prorl.v1.PrepareResponse.messages:type_name -> prorl.v1.Message
 	8,  // 5: prorl.v1.PrepareResponse.sandbox:type_name -> prorl.v1.SandboxSpec
 	9,  // 6: prorl.v1.PrepareResponse.limits:type_name -> prorl.v1.Limits
@@ -2233,37 +2442,45 @@ var file_prorl_proto_depIdxs = []int32{
 	7,  // 10: prorl.v1.CallToolRequest.call:type_name -> prorl.v1.ToolCall
 	0,  // 11: prorl.v1.CallToolResponse.diagnostics:type_name -> prorl.v1.Diagnostic
 	6,  // 12: prorl.v1.EvaluateRequest.messages:type_name -> prorl.v1.Message
-	30, // 13: prorl.v1.EvaluateResponse.metrics:type_name -> prorl.v1.EvaluateResponse.MetricsEntry
+	34, // 13: prorl.v1.EvaluateResponse.metrics:type_name -> prorl.v1.EvaluateResponse.MetricsEntry
 	0,  // 14: prorl.v1.EvaluateResponse.diagnostics:type_name -> prorl.v1.Diagnostic
-	31, // 15: prorl.v1.ExecRequest.env:type_name -> prorl.v1.ExecRequest.EnvEntry
-	27, // 16: prorl.v1.ListDirResponse.entries:type_name -> prorl.v1.DirEntry
-	1,  // 17: prorl.v1.TaskDomain.GetInfo:input_type -> prorl.v1.GetInfoRequest
-	4,  // 18: prorl.v1.TaskDomain.Configure:input_type -> prorl.v1.ConfigureRequest
-	10, // 19: prorl.v1.TaskDomain.Prepare:input_type -> prorl.v1.PrepareRequest
-	12, // 20: prorl.v1.TaskDomain.Setup:input_type -> prorl.v1.SetupRequest
-	14, // 21: prorl.v1.TaskDomain.CallTool:input_type -> prorl.v1.CallToolRequest
-	16, // 22: prorl.v1.TaskDomain.Evaluate:input_type -> prorl.v1.EvaluateRequest
-	18, // 23: prorl.v1.TaskDomain.Release:input_type -> prorl.v1.ReleaseRequest
-	20, // 24: prorl.v1.HostServices.Exec:input_type -> prorl.v1.ExecRequest
-	22, // 25: prorl.v1.HostServices.ReadFile:input_type -> prorl.v1.ReadFileRequest
-	24, // 26: prorl.v1.HostServices.WriteFile:input_type -> prorl.v1.WriteFileRequest
-	26, // 27: prorl.v1.HostServices.ListDir:input_type -> prorl.v1.ListDirRequest
-	3,  // 28: prorl.v1.TaskDomain.GetInfo:output_type -> prorl.v1.DomainInfo
-	5,  // 29: prorl.v1.TaskDomain.Configure:output_type -> prorl.v1.ConfigureResponse
-	11, // 30: prorl.v1.TaskDomain.Prepare:output_type -> prorl.v1.PrepareResponse
-	13, // 31: prorl.v1.TaskDomain.Setup:output_type -> prorl.v1.SetupResponse
-	15, // 32: prorl.v1.TaskDomain.CallTool:output_type -> prorl.v1.CallToolResponse
-	17, // 33: prorl.v1.TaskDomain.Evaluate:output_type -> prorl.v1.EvaluateResponse
-	19, // 34: prorl.v1.TaskDomain.Release:output_type -> prorl.v1.ReleaseResponse
-	21, // 35: prorl.v1.HostServices.Exec:output_type -> prorl.v1.ExecChunk
-	23, // 36: prorl.v1.HostServices.ReadFile:output_type -> prorl.v1.ReadFileResponse
-	25, // 37: prorl.v1.HostServices.WriteFile:output_type -> prorl.v1.WriteFileResponse
-	28, // 38: prorl.v1.HostServices.ListDir:output_type -> prorl.v1.ListDirResponse
-	28, // [28:39] is the sub-list for method output_type
-	17, // [17:28] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	10, // 15: prorl.v1.PrepareBatchRequest.requests:type_name -> prorl.v1.PrepareRequest
+	11, // 16: prorl.v1.PrepareBatchItem.response:type_name -> prorl.v1.PrepareResponse
+	16, // 17: prorl.v1.EvaluateBatchRequest.requests:type_name -> prorl.v1.EvaluateRequest
+	17, // 18: prorl.v1.EvaluateBatchItem.response:type_name -> prorl.v1.EvaluateResponse
+	35, // 19: prorl.v1.ExecRequest.env:type_name -> prorl.v1.ExecRequest.EnvEntry
+	31, // 20: prorl.v1.ListDirResponse.entries:type_name -> prorl.v1.DirEntry
+	1,  // 21: prorl.v1.TaskDomain.GetInfo:input_type -> prorl.v1.GetInfoRequest
+	4,  // 22: prorl.v1.TaskDomain.Configure:input_type -> prorl.v1.ConfigureRequest
+	10, // 23: prorl.v1.TaskDomain.Prepare:input_type -> prorl.v1.PrepareRequest
+	12, // 24: prorl.v1.TaskDomain.Setup:input_type -> prorl.v1.SetupRequest
+	14, // 25: prorl.v1.TaskDomain.CallTool:input_type -> prorl.v1.CallToolRequest
+	16, // 26: prorl.v1.TaskDomain.Evaluate:input_type -> prorl.v1.EvaluateRequest
+	22, // 27: prorl.v1.TaskDomain.Release:input_type -> prorl.v1.ReleaseRequest
+	18, // 28: prorl.v1.TaskDomain.PrepareBatch:input_type -> prorl.v1.PrepareBatchRequest
+	20, // 29: prorl.v1.TaskDomain.EvaluateBatch:input_type -> prorl.v1.EvaluateBatchRequest
+	24, // 30: prorl.v1.HostServices.Exec:input_type -> prorl.v1.ExecRequest
+	26, // 31: prorl.v1.HostServices.ReadFile:input_type -> prorl.v1.ReadFileRequest
+	28, // 32: prorl.v1.HostServices.WriteFile:input_type -> prorl.v1.WriteFileRequest
+	30, // 33: prorl.v1.HostServices.ListDir:input_type -> prorl.v1.ListDirRequest
+	3,  // 34: prorl.v1.TaskDomain.GetInfo:output_type -> prorl.v1.DomainInfo
+	5,  // 35: prorl.v1.TaskDomain.Configure:output_type -> prorl.v1.ConfigureResponse
+	11, // 36: prorl.v1.TaskDomain.Prepare:output_type -> prorl.v1.PrepareResponse
+	13, // 37: prorl.v1.TaskDomain.Setup:output_type -> prorl.v1.SetupResponse
+	15, // 38: prorl.v1.TaskDomain.CallTool:output_type -> prorl.v1.CallToolResponse
+	17, // 39: prorl.v1.TaskDomain.Evaluate:output_type -> prorl.v1.EvaluateResponse
+	23, // 40: prorl.v1.TaskDomain.Release:output_type -> prorl.v1.ReleaseResponse
+	19, // 41: prorl.v1.TaskDomain.PrepareBatch:output_type -> prorl.v1.PrepareBatchItem
+	21, // 42: prorl.v1.TaskDomain.EvaluateBatch:output_type -> prorl.v1.EvaluateBatchItem
+	25, // 43: prorl.v1.HostServices.Exec:output_type -> prorl.v1.ExecChunk
+	27, // 44: prorl.v1.HostServices.ReadFile:output_type -> prorl.v1.ReadFileResponse
+	29, // 45: prorl.v1.HostServices.WriteFile:output_type -> prorl.v1.WriteFileResponse
+	32, // 46: prorl.v1.HostServices.ListDir:output_type -> prorl.v1.ListDirResponse
+	34, // [34:47] is the sub-list for method output_type
+	21, // [21:34] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_prorl_proto_init() }
@@ -2277,7 +2494,7 @@ func file_prorl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_prorl_proto_rawDesc), len(file_prorl_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

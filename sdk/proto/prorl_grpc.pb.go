@@ -23,13 +23,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	TaskDomain_GetInfo_FullMethodName   = "/prorl.v1.TaskDomain/GetInfo"
-	TaskDomain_Configure_FullMethodName = "/prorl.v1.TaskDomain/Configure"
-	TaskDomain_Prepare_FullMethodName   = "/prorl.v1.TaskDomain/Prepare"
-	TaskDomain_Setup_FullMethodName     = "/prorl.v1.TaskDomain/Setup"
-	TaskDomain_CallTool_FullMethodName  = "/prorl.v1.TaskDomain/CallTool"
-	TaskDomain_Evaluate_FullMethodName  = "/prorl.v1.TaskDomain/Evaluate"
-	TaskDomain_Release_FullMethodName   = "/prorl.v1.TaskDomain/Release"
+	TaskDomain_GetInfo_FullMethodName       = "/prorl.v1.TaskDomain/GetInfo"
+	TaskDomain_Configure_FullMethodName     = "/prorl.v1.TaskDomain/Configure"
+	TaskDomain_Prepare_FullMethodName       = "/prorl.v1.TaskDomain/Prepare"
+	TaskDomain_Setup_FullMethodName         = "/prorl.v1.TaskDomain/Setup"
+	TaskDomain_CallTool_FullMethodName      = "/prorl.v1.TaskDomain/CallTool"
+	TaskDomain_Evaluate_FullMethodName      = "/prorl.v1.TaskDomain/Evaluate"
+	TaskDomain_Release_FullMethodName       = "/prorl.v1.TaskDomain/Release"
+	TaskDomain_PrepareBatch_FullMethodName  = "/prorl.v1.TaskDomain/PrepareBatch"
+	TaskDomain_EvaluateBatch_FullMethodName = "/prorl.v1.TaskDomain/EvaluateBatch"
 )
 
 // TaskDomainClient is the client API for TaskDomain service.
@@ -45,6 +47,14 @@ type TaskDomainClient interface {
 	CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error)
 	Evaluate(ctx context.Context, in *EvaluateRequest, opts ...grpc.CallOption) (*EvaluateResponse, error)
 	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
+	// Many rollouts' Prepare (Evaluate) calls in one, each answered on the
+	// stream as it finishes: a slow one holds up no other. The host sends
+	// the calls that queue while it sends a batch, so one stream and one
+	// round of framing serve many rollouts under load. Each item is exactly
+	// the unary call's; a plugin without them answers UNIMPLEMENTED and the
+	// host makes unary calls.
+	PrepareBatch(ctx context.Context, in *PrepareBatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[PrepareBatchItem], error)
+	EvaluateBatch(ctx context.Context, in *EvaluateBatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[EvaluateBatchItem], error)
 }
 
 type taskDomainClient struct {
@@ -125,6 +135,44 @@ func (c *taskDomainClient) Release(ctx context.Context, in *ReleaseRequest, opts
 	return out, nil
 }
 
+func (c *taskDomainClient) PrepareBatch(ctx context.Context, in *PrepareBatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[PrepareBatchItem], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &TaskDomain_ServiceDesc.Streams[0], TaskDomain_PrepareBatch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[PrepareBatchRequest, PrepareBatchItem]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TaskDomain_PrepareBatchClient = grpc.ServerStreamingClient[PrepareBatchItem]
+
+func (c *taskDomainClient) EvaluateBatch(ctx context.Context, in *EvaluateBatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[EvaluateBatchItem], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &TaskDomain_ServiceDesc.Streams[1], TaskDomain_EvaluateBatch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[EvaluateBatchRequest, EvaluateBatchItem]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TaskDomain_EvaluateBatchClient = grpc.ServerStreamingClient[EvaluateBatchItem]
+
 // TaskDomainServer is the server API for TaskDomain service.
 // All implementations must embed UnimplementedTaskDomainServer
 // for forward compatibility.
@@ -138,6 +186,14 @@ type TaskDomainServer interface {
 	CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error)
 	Evaluate(context.Context, *EvaluateRequest) (*EvaluateResponse, error)
 	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
+	// Many rollouts' Prepare (Evaluate) calls in one, each answered on the
+	// stream as it finishes: a slow one holds up no other. The host sends
+	// the calls that queue while it sends a batch, so one stream and one
+	// round of framing serve many rollouts under load. Each item is exactly
+	// the unary call's; a plugin without them answers UNIMPLEMENTED and the
+	// host makes unary calls.
+	PrepareBatch(*PrepareBatchRequest, grpc.ServerStreamingServer[PrepareBatchItem]) error
+	EvaluateBatch(*EvaluateBatchRequest, grpc.ServerStreamingServer[EvaluateBatchItem]) error
 	mustEmbedUnimplementedTaskDomainServer()
 }
 
@@ -168,6 +224,12 @@ func (UnimplementedTaskDomainServer) Evaluate(context.Context, *EvaluateRequest)
 }
 func (UnimplementedTaskDomainServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
+}
+func (UnimplementedTaskDomainServer) PrepareBatch(*PrepareBatchRequest, grpc.ServerStreamingServer[PrepareBatchItem]) error {
+	return status.Error(codes.Unimplemented, "method PrepareBatch not implemented")
+}
+func (UnimplementedTaskDomainServer) EvaluateBatch(*EvaluateBatchRequest, grpc.ServerStreamingServer[EvaluateBatchItem]) error {
+	return status.Error(codes.Unimplemented, "method EvaluateBatch not implemented")
 }
 func (UnimplementedTaskDomainServer) mustEmbedUnimplementedTaskDomainServer() {}
 func (UnimplementedTaskDomainServer) testEmbeddedByValue()                    {}
@@ -316,6 +378,28 @@ func _TaskDomain_Release_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TaskDomain_PrepareBatch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(PrepareBatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(TaskDomainServer).PrepareBatch(m, &grpc.GenericServerStream[PrepareBatchRequest, PrepareBatchItem]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TaskDomain_PrepareBatchServer = grpc.ServerStreamingServer[PrepareBatchItem]
+
+func _TaskDomain_EvaluateBatch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(EvaluateBatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(TaskDomainServer).EvaluateBatch(m, &grpc.GenericServerStream[EvaluateBatchRequest, EvaluateBatchItem]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TaskDomain_EvaluateBatchServer = grpc.ServerStreamingServer[EvaluateBatchItem]
+
 // TaskDomain_ServiceDesc is the grpc.ServiceDesc for TaskDomain service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -352,7 +436,18 @@ var TaskDomain_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _TaskDomain_Release_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "PrepareBatch",
+			Handler:       _TaskDomain_PrepareBatch_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "EvaluateBatch",
+			Handler:       _TaskDomain_EvaluateBatch_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "prorl.proto",
 }
 

@@ -3,7 +3,9 @@ package sdktest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"slices"
 	"sync"
@@ -12,6 +14,7 @@ import (
 	"github.com/prorl/prorl/sdk"
 	pb "github.com/prorl/prorl/sdk/proto"
 	"github.com/prorl/prorl/sdk/schema"
+	"google.golang.org/protobuf/proto"
 )
 
 // Case is one sample task with a final response that must earn reward 1 and
@@ -229,6 +232,8 @@ func Conformance(t *testing.T, s Suite) {
 		})
 	}
 
+	t.Run("batches", func(t *testing.T) { checkBatches(ctx, t, h, s) })
+
 	t.Run("bad tasks", func(t *testing.T) {
 		bad := append([]json.RawMessage{json.RawMessage(`{}`), json.RawMessage(`[1,2]`), json.RawMessage(`"x"`)}, s.BadTasks...)
 		for _, b := range bad {
@@ -287,5 +292,109 @@ func checkDescribe(t *testing.T, argv []string, info *pb.DomainInfo) {
 	}
 	if d.Name != info.Name || len(d.Tools) != len(info.Tools) || !containsU32(d.APIVersions, sdk.APIVersion) {
 		t.Errorf("describe says %s with %d tools, api %v; the plugin serves %s with %d tools", d.Name, len(d.Tools), d.APIVersions, info.Name, len(info.Tools))
+	}
+}
+
+// checkBatches: PrepareBatch and EvaluateBatch answer each request once, by
+// its index, exactly as the unary call answers the same request (the
+// reference here is the plugin's own unary path). The tasks differ, so an
+// answer given to the wrong index shows.
+func checkBatches(ctx context.Context, t *testing.T, h *Harness, s Suite) {
+	var preps []*pb.PrepareRequest
+	var evals []*pb.EvaluateRequest
+	for i, c := range s.Cases {
+		preps = append(preps, &pb.PrepareRequest{RolloutId: fmt.Sprintf("batch-%d", i), TaskJson: c.Task})
+	}
+	for i, b := range append([]json.RawMessage{json.RawMessage(`{}`), json.RawMessage("{not json")}, s.BadTasks...) {
+		preps = append(preps, &pb.PrepareRequest{RolloutId: fmt.Sprintf("batch-bad-%d", i), TaskJson: b})
+	}
+	want := make([]*pb.PrepareResponse, len(preps))
+	for i, r := range preps {
+		var err error
+		if want[i], err = h.Client.Prepare(ctx, r); err != nil {
+			t.Fatalf("Prepare: %v", err)
+		}
+	}
+	got := make([]*pb.PrepareResponse, len(preps))
+	st, err := h.Client.PrepareBatch(ctx, &pb.PrepareBatchRequest{Requests: preps})
+	if err != nil {
+		t.Fatalf("PrepareBatch: %v", err)
+	}
+	recvAll(t, "PrepareBatch", len(preps), func() (uint32, error) {
+		it, err := st.Recv()
+		if err == nil && int(it.Index) < len(got) {
+			got[it.Index] = it.Response
+		}
+		return it.GetIndex(), err
+	})
+	for i := range preps {
+		if !proto.Equal(got[i], want[i]) {
+			t.Errorf("PrepareBatch item %d (task %s) = %v; the unary Prepare = %v", i, preps[i].TaskJson, got[i], want[i])
+		}
+	}
+	for i, c := range s.Cases {
+		if len(want[i].GetDiagnostics()) > 0 || c.RightCalls != nil || c.WrongCalls != nil {
+			continue // scored from what tools saw: Play covers it
+		}
+		for k, resp := range []string{c.Right, c.Wrong, ""} {
+			r := &pb.EvaluateRequest{RolloutId: preps[i].RolloutId, TaskJson: c.Task, FinalResponse: resp, EndReason: "finish"}
+			if want[i].EvalSandbox != nil {
+				r.EvalSandboxId = fmt.Sprintf("%s-batch-eval-%d", r.RolloutId, k)
+			}
+			evals = append(evals, r)
+		}
+	}
+	wantE := make([]*pb.EvaluateResponse, len(evals))
+	for i, r := range evals {
+		u := proto.Clone(r).(*pb.EvaluateRequest)
+		if u.EvalSandboxId != "" {
+			u.EvalSandboxId += "-unary"
+		}
+		if wantE[i], err = h.Client.Evaluate(ctx, u); err != nil {
+			t.Fatalf("Evaluate: %v", err)
+		}
+	}
+	gotE := make([]*pb.EvaluateResponse, len(evals))
+	es, err := h.Client.EvaluateBatch(ctx, &pb.EvaluateBatchRequest{Requests: evals})
+	if err != nil {
+		t.Fatalf("EvaluateBatch: %v", err)
+	}
+	recvAll(t, "EvaluateBatch", len(evals), func() (uint32, error) {
+		it, err := es.Recv()
+		if err == nil && int(it.Index) < len(gotE) {
+			gotE[it.Index] = it.Response
+		}
+		return it.GetIndex(), err
+	})
+	for i := range evals {
+		if !proto.Equal(gotE[i], wantE[i]) {
+			t.Errorf("EvaluateBatch item %d (%q) = %v; the unary Evaluate = %v", i, evals[i].FinalResponse, gotE[i], wantE[i])
+		}
+	}
+	for _, r := range preps {
+		_, _ = h.Client.Release(ctx, &pb.ReleaseRequest{RolloutId: r.RolloutId})
+	}
+}
+
+// recvAll reads a batch's stream to its end: every index in [0, n) once.
+func recvAll(t *testing.T, op string, n int, recv func() (uint32, error)) {
+	seen := make([]bool, n)
+	for {
+		i, err := recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+		if int(i) >= n || seen[i] {
+			t.Fatalf("%s answered index %d (of %d) twice or out of range", op, i, n)
+		}
+		seen[i] = true
+	}
+	for i, ok := range seen {
+		if !ok {
+			t.Errorf("%s left out index %d", op, i)
+		}
 	}
 }

@@ -19,9 +19,9 @@ import sys
 import tempfile
 import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from cryptography import x509
@@ -191,6 +191,10 @@ class _TLS:
         return grpc.ssl_channel_credentials(root_certificates=self.client_pem, private_key=self.key_pem, certificate_chain=self.cert_pem)
 
 
+_Req = TypeVar("_Req")
+_Resp = TypeVar("_Resp")
+
+
 class _Domain(pbg.TaskDomainServicer):
     """TaskDomain over an Env; every failure of domain code is a diagnostic
     in the reply, never a dead plugin or a transport error."""
@@ -199,6 +203,31 @@ class _Domain(pbg.TaskDomainServicer):
         self.env, self.broker, self.tls = env, broker, tls
         self.sandboxes = Sandboxes(None)
         self.tools = {t.name: t for t in env.tools}
+        # A batch's calls run at once, as the unary calls of its rollouts would.
+        self._batch_pool = futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="batch")
+
+    def _batch(
+        self,
+        call: Callable[[_Req, grpc.ServicerContext], _Resp],
+        reqs: Sequence[_Req],
+        context: grpc.ServicerContext,
+    ) -> Iterator[tuple[int, _Resp]]:
+        """Each request's answer with its index, as each call returns."""
+        fs = {self._batch_pool.submit(call, r, context): i for i, r in enumerate(reqs)}
+        for f in futures.as_completed(fs):
+            yield fs[f], f.result()
+
+    def PrepareBatch(  # noqa: N802
+        self, request: pb.PrepareBatchRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.PrepareBatchItem]:
+        for i, resp in self._batch(self.Prepare, request.requests, context):
+            yield pb.PrepareBatchItem(index=i, response=resp)
+
+    def EvaluateBatch(  # noqa: N802
+        self, request: pb.EvaluateBatchRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.EvaluateBatchItem]:
+        for i, resp in self._batch(self.Evaluate, request.requests, context):
+            yield pb.EvaluateBatchItem(index=i, response=resp)
 
     def _internal(self, op: str, e: BaseException) -> list[pb.Diagnostic]:
         if not isinstance(e, DomainError):

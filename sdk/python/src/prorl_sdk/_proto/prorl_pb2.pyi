@@ -242,6 +242,34 @@ class EvaluateResponse(_message.Message):
     diagnostics: _containers.RepeatedCompositeFieldContainer[Diagnostic]
     def __init__(self, reward: _Optional[float] = ..., resolved: _Optional[bool] = ..., metrics: _Optional[_Mapping[str, float]] = ..., info_json: _Optional[bytes] = ..., diagnostics: _Optional[_Iterable[_Union[Diagnostic, _Mapping]]] = ...) -> None: ...
 
+class PrepareBatchRequest(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[PrepareRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[PrepareRequest, _Mapping]]] = ...) -> None: ...
+
+class PrepareBatchItem(_message.Message):
+    __slots__ = ("index", "response")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    response: PrepareResponse
+    def __init__(self, index: _Optional[int] = ..., response: _Optional[_Union[PrepareResponse, _Mapping]] = ...) -> None: ...
+
+class EvaluateBatchRequest(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[EvaluateRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[EvaluateRequest, _Mapping]]] = ...) -> None: ...
+
+class EvaluateBatchItem(_message.Message):
+    __slots__ = ("index", "response")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    response: EvaluateResponse
+    def __init__(self, index: _Optional[int] = ..., response: _Optional[_Union[EvaluateResponse, _Mapping]] = ...) -> None: ...
+
 class ReleaseRequest(_message.Message):
     __slots__ = ("rollout_id",)
     ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]

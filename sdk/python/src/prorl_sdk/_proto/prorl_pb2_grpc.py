@@ -70,6 +70,16 @@ class TaskDomainStub:
                 request_serializer=prorl__sdk_dot___proto_dot_prorl__pb2.ReleaseRequest.SerializeToString,
                 response_deserializer=prorl__sdk_dot___proto_dot_prorl__pb2.ReleaseResponse.FromString,
                 _registered_method=True)
+        self.PrepareBatch = channel.unary_stream(
+                '/prorl.v1.TaskDomain/PrepareBatch',
+                request_serializer=prorl__sdk_dot___proto_dot_prorl__pb2.PrepareBatchRequest.SerializeToString,
+                response_deserializer=prorl__sdk_dot___proto_dot_prorl__pb2.PrepareBatchItem.FromString,
+                _registered_method=True)
+        self.EvaluateBatch = channel.unary_stream(
+                '/prorl.v1.TaskDomain/EvaluateBatch',
+                request_serializer=prorl__sdk_dot___proto_dot_prorl__pb2.EvaluateBatchRequest.SerializeToString,
+                response_deserializer=prorl__sdk_dot___proto_dot_prorl__pb2.EvaluateBatchItem.FromString,
+                _registered_method=True)
 
 
 class TaskDomainServicer:
@@ -118,6 +128,24 @@ class TaskDomainServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PrepareBatch(self, request, context):
+        """Many rollouts' Prepare (Evaluate) calls in one, each answered on the
+        stream as it finishes: a slow one holds up no other. The host sends
+        the calls that queue while it sends a batch, so one stream and one
+        round of framing serve many rollouts under load. Each item is exactly
+        the unary call's; a plugin without them answers UNIMPLEMENTED and the
+        host makes unary calls.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EvaluateBatch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TaskDomainServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -155,6 +183,16 @@ def add_TaskDomainServicer_to_server(servicer, server):
                     servicer.Release,
                     request_deserializer=prorl__sdk_dot___proto_dot_prorl__pb2.ReleaseRequest.FromString,
                     response_serializer=prorl__sdk_dot___proto_dot_prorl__pb2.ReleaseResponse.SerializeToString,
+            ),
+            'PrepareBatch': grpc.unary_stream_rpc_method_handler(
+                    servicer.PrepareBatch,
+                    request_deserializer=prorl__sdk_dot___proto_dot_prorl__pb2.PrepareBatchRequest.FromString,
+                    response_serializer=prorl__sdk_dot___proto_dot_prorl__pb2.PrepareBatchItem.SerializeToString,
+            ),
+            'EvaluateBatch': grpc.unary_stream_rpc_method_handler(
+                    servicer.EvaluateBatch,
+                    request_deserializer=prorl__sdk_dot___proto_dot_prorl__pb2.EvaluateBatchRequest.FromString,
+                    response_serializer=prorl__sdk_dot___proto_dot_prorl__pb2.EvaluateBatchItem.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -347,6 +385,60 @@ class TaskDomain:
             '/prorl.v1.TaskDomain/Release',
             prorl__sdk_dot___proto_dot_prorl__pb2.ReleaseRequest.SerializeToString,
             prorl__sdk_dot___proto_dot_prorl__pb2.ReleaseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PrepareBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/prorl.v1.TaskDomain/PrepareBatch',
+            prorl__sdk_dot___proto_dot_prorl__pb2.PrepareBatchRequest.SerializeToString,
+            prorl__sdk_dot___proto_dot_prorl__pb2.PrepareBatchItem.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EvaluateBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/prorl.v1.TaskDomain/EvaluateBatch',
+            prorl__sdk_dot___proto_dot_prorl__pb2.EvaluateBatchRequest.SerializeToString,
+            prorl__sdk_dot___proto_dot_prorl__pb2.EvaluateBatchItem.FromString,
             options,
             channel_credentials,
             insecure,
