@@ -287,6 +287,54 @@ func TestAdmissionSlowerLeavesToFaster(t *testing.T) {
 	f2.end()
 }
 
+// TestEvacuableSlowerTakesNewRequests: with the tail evacuated, a slower
+// backend that can abort starts a new request while the faster one is
+// full; one that cannot abort still leaves it to the faster backend.
+func TestEvacuableSlowerTakesNewRequests(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		abortable bool
+		takes     bool
+	}{{"abortable", true, true}, {"cannot abort", false, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, bs := newPool(t, 2, 0)
+			fast, slow := bs[0], bs[1]
+			fast.Weight, fast.Slots = 2, 1
+			slow.Weight, slow.Slots = 1, 2
+			if tc.abortable {
+				slow.Client = &VLLM{BaseURL: slow.URL} // never called: the evacuator is the test's
+			}
+			p.SetEvacuator(func(context.Context, *Backend) error { return nil })
+			ctx := context.Background()
+			p.SetHealth(fast.ID, errors.New("down"))
+			onSlow, _ := p.Acquire(ctx, 0)
+			p.SetHealth(fast.ID, nil)
+			onFast, _ := p.Acquire(ctx, 0)
+			if onSlow.B != slow || onFast.B != fast {
+				t.Fatal("placement")
+			}
+			f := waitRouted(t, routeAsync(ctx, onFast, 0, 10)) // the fast backend is full
+			w := routeAsync(ctx, onSlow, 0, 10)
+			if !tc.takes {
+				notYet(t, w)
+				f.end()
+				if r := waitRouted(t, w); r.b != fast {
+					t.Fatalf("went to %s", r.b.ID)
+				} else {
+					r.end()
+				}
+				return
+			}
+			if r := waitRouted(t, w); r.b != slow {
+				t.Fatalf("went to %s", r.b.ID)
+			} else {
+				r.end()
+			}
+			f.end()
+		})
+	}
+}
+
 // TestNoHoldWithoutSlots: a backend without slots (its engine queues) is
 // never made to leave a request to a faster one with slots, since nothing
 // would give it back if the faster one went away.

@@ -113,6 +113,16 @@ func (p *Pool) endEvacuationLocked(b *Backend) {
 	}
 }
 
+// evacuableLocked is whether b's generations can be evacuated: an
+// evacuator is set and b's client can abort (and has not said it cannot).
+func (p *Pool) evacuableLocked(b *Backend) bool {
+	if p.evacuator == nil || b.noEvacuate {
+		return false
+	}
+	_, ok := b.Client.(Aborter)
+	return ok
+}
+
 // evacuatedLocked is whether b takes no requests (being evacuated).
 func (p *Pool) evacuatedLocked(b *Backend) bool { return p.evacuating == b }
 

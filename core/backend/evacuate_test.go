@@ -33,6 +33,12 @@ func TestEvacuation(t *testing.T) {
 			fast, slow := bs[0], bs[1]
 			fast.Weight, fast.Slots = tc.ratio, 2
 			slow.Weight, slow.Slots = 1, 2
+			slow.Client = &VLLM{BaseURL: slow.URL} // it can abort (the evacuator here is the test's)
+			if tc.waiting {
+				// Full too, so that a request for the fast backend waits
+				// (an evacuable backend takes new requests while it has room).
+				slow.Slots = 1
+			}
 			calls := make(chan *Backend, 4)
 			release := make(chan error)
 			p.SetEvacuator(func(_ context.Context, b *Backend) error {
