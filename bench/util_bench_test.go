@@ -244,6 +244,7 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 	// in an engine), the share of the fleet's slots running a sequence.
 	var busy, ready float64
 	var slotFull, cacheFull, samples float64
+	idleWhy, idleSamples := map[string]float64{}, 0.0
 	stopSampling := make(chan struct{})
 	sampled := make(chan struct{})
 	go func() {
@@ -265,6 +266,13 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 				busy += float64(running) / float64(slots)
 				ready++
 				if benchDebug {
+					if running < slots {
+						for k, v := range pool.WaitingFor() {
+							idleWhy[k] += float64(v)
+						}
+						idleWhy["engine queue"] += float64(waiting - pool.Waiting())
+						idleSamples++
+					}
 					for _, st := range pool.List() {
 						if st.Requests >= st.Slots {
 							slotFull++
@@ -361,6 +369,9 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 	}
 	if benchDebug {
 		fmt.Printf("DEBUG while waiting: backends slot-full %.0f%%, cache >90%% %.0f%%\n", 100*slotFull/samples, 100*cacheFull/samples)
+		for k, v := range idleWhy {
+			fmt.Printf("DEBUG with a slot free and work waiting (%.0f samples): %.1f requests held for %s\n", idleSamples, v/max(idleSamples, 1), k)
+		}
 		idx := make([]int, len(done))
 		for i := range idx {
 			idx[i] = i

@@ -360,3 +360,20 @@ func (p *Pool) Waiting() int {
 	defer p.mu.Unlock()
 	return len(p.waiting)
 }
+
+// WaitingFor counts the requests waiting in the host by what holds them:
+// "slots" (their backend is full), "cache" (it has a free slot but not the
+// cache room a new rollout needs, or it is being evacuated).
+func (p *Pool) WaitingFor() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int{}
+	for _, w := range p.waiting {
+		if w.home.Slots > 0 && w.home.requests >= w.home.Slots {
+			out["slots"]++
+		} else {
+			out["cache"]++
+		}
+	}
+	return out
+}

@@ -166,6 +166,9 @@ func TestAdmissionCacheBudget(t *testing.T) {
 	r1.end()
 	w := routeAsync(ctx, l2, 0, 50)
 	notYet(t, w)
+	if got := p.WaitingFor(); got["cache"] != 1 || len(got) != 1 {
+		t.Fatalf("waiting for %v, want cache room", got)
+	}
 	// l1's next turn, with a longer context, goes ahead of the waiting newcomer.
 	r1 = waitRouted(t, routeAsync(ctx, l1, 0, 90))
 	r1.end()
@@ -199,6 +202,9 @@ func TestAdmissionCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := routeAsync(ctx, l2, 0, 1)
 	notYet(t, w)
+	if got := p.WaitingFor(); got["slots"] != 1 || len(got) != 1 {
+		t.Fatalf("waiting for %v, want a slot", got)
+	}
 	cancel()
 	if r := <-w; !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("err %v", r.err)
