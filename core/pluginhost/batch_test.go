@@ -236,48 +236,91 @@ func TestBatchFaults(t *testing.T) {
 }
 
 // TestSlowCallHoldsNoOther: a call the plugin takes long over (an SWE test
-// run) holds neither the next batch nor, once its caller gives up, the
-// stream.
+// run) holds no call that comes after it, whether it went alone (a unary
+// call) or in a batch, nor, once its caller gives up, its batch's stream.
 func TestSlowCallHoldsNoOther(t *testing.T) {
 	streamEnded := make(chan struct{})
 	co := &coalescer[int, int]{
 		size: func(int) int { return 8 },
+		unary: func(ctx context.Context, r int) (int, error) {
+			if r == 0 { // a slow call
+				<-ctx.Done()
+				return 0, ctx.Err()
+			}
+			return r, nil
+		},
+		// Answers the batch's other calls at once; a slow one (0) when the
+		// stream ends.
 		open: func(ctx context.Context, reqs []int) (func() (uint32, int, error), error) {
+			next := 0
 			return func() (uint32, int, error) {
-				if reqs[0] == 0 { // the slow call: answered when the stream ends
-					<-ctx.Done()
+				for ; next < len(reqs); next++ {
+					if reqs[next] != 0 {
+						next++
+						return uint32(next - 1), reqs[next-1], nil
+					}
+				}
+				<-ctx.Done()
+				select {
+				case <-streamEnded:
+				default:
 					close(streamEnded)
-					return 0, 0, ctx.Err()
 				}
-				if len(reqs) > 0 && reqs[0] > 0 {
-					r := reqs[0]
-					reqs[0] = -1
-					return 0, r, nil
-				}
-				return 0, 0, io.EOF
+				return 0, 0, ctx.Err()
 			}, nil
 		},
 	}
-	slowCtx, giveUp := context.WithCancel(context.Background())
-	slowDone := make(chan error, 1)
-	go func() { _, err := co.do(slowCtx, 0); slowDone <- err }()
-	time.Sleep(20 * time.Millisecond) // the slow call's batch is out
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if v, err := co.do(ctx, 7); err != nil || v != 7 {
-		t.Fatalf("call behind a slow one: %v %v", v, err)
+	slow := func(ctx context.Context) chan error {
+		done := make(chan error, 1)
+		go func() { _, err := co.do(ctx, 0); done <- err }()
+		return done
 	}
-	if el := time.Since(start); el > time.Second {
-		t.Errorf("a call waited %v behind a slow one", el)
+	call := func(v int) {
+		t.Helper()
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if got, err := co.do(ctx, v); err != nil || got != v {
+			t.Fatalf("call %d behind slow ones: %v %v", v, got, err)
+		}
+		if el := time.Since(start); el > time.Second {
+			t.Errorf("call %d waited %v behind slow ones", v, el)
+		}
 	}
-	giveUp()
-	if err := <-slowDone; !errors.Is(err, context.Canceled) {
-		t.Errorf("the slow caller got %v", err)
+	loneCtx, giveUpLone := context.WithCancel(context.Background())
+	lone := slow(loneCtx) // alone: a unary call
+	time.Sleep(20 * time.Millisecond)
+	call(7) // the window behind the lone call has passed: alone too
+	// Queued together behind a call in flight, a slow call and another.
+	co.mu.Lock()
+	co.sending = true
+	co.mu.Unlock()
+	batchedCtx, giveUpBatched := context.WithCancel(context.Background())
+	batched := slow(batchedCtx)
+	mate := make(chan struct{})
+	go func() {
+		defer close(mate)
+		// A context that never ends: answered, it waits no more all the same.
+		if v, err := co.do(context.Background(), 9); err != nil || v != 9 {
+			t.Errorf("batch-mate of a slow call: %v %v", v, err)
+		}
+	}()
+	time.Sleep(20 * time.Millisecond)
+	go co.handOff() // as the call in flight returns: one batch of both
+	<-mate          // answered though its batch-mate is not
+	time.Sleep(20 * time.Millisecond)
+	call(8) // behind that batch, unanswered: sent after batchWindow
+	giveUpBatched()
+	if err := <-batched; !errors.Is(err, context.Canceled) {
+		t.Errorf("the slow batched caller got %v", err)
 	}
 	select {
 	case <-streamEnded:
 	case <-time.After(5 * time.Second):
 		t.Error("the stream outlived every caller of its batch")
+	}
+	giveUpLone()
+	if err := <-lone; !errors.Is(err, context.Canceled) {
+		t.Errorf("the slow lone caller got %v", err)
 	}
 }
