@@ -30,43 +30,40 @@ type batchingClient struct {
 func newBatchingClient(c pb.TaskDomainClient) *batchingClient {
 	return &batchingClient{
 		TaskDomainClient: c,
-		prepare: &coalescer[*pb.PrepareRequest, *pb.PrepareResponse]{
-			unary: func(ctx context.Context, r *pb.PrepareRequest) (*pb.PrepareResponse, error) { return c.Prepare(ctx, r) },
-			size:  func(r *pb.PrepareRequest) int { return proto.Size(r) },
-			open: func(ctx context.Context, rs []*pb.PrepareRequest) (func() (uint32, *pb.PrepareResponse, error), error) {
-				st, err := c.PrepareBatch(ctx, &pb.PrepareBatchRequest{Requests: rs})
-				if err != nil {
-					return nil, err
-				}
-				return func() (uint32, *pb.PrepareResponse, error) {
-					it, err := st.Recv()
-					if err != nil {
-						return 0, nil, err
-					}
-					return it.Index, it.Response, nil
-				}, nil
-			},
-		},
-		evaluate: &coalescer[*pb.EvaluateRequest, *pb.EvaluateResponse]{
-			unary: func(ctx context.Context, r *pb.EvaluateRequest) (*pb.EvaluateResponse, error) {
-				return c.Evaluate(ctx, r)
-			},
-			size: func(r *pb.EvaluateRequest) int { return proto.Size(r) },
-			open: func(ctx context.Context, rs []*pb.EvaluateRequest) (func() (uint32, *pb.EvaluateResponse, error), error) {
-				st, err := c.EvaluateBatch(ctx, &pb.EvaluateBatchRequest{Requests: rs})
-				if err != nil {
-					return nil, err
-				}
-				return func() (uint32, *pb.EvaluateResponse, error) {
-					it, err := st.Recv()
-					if err != nil {
-						return 0, nil, err
-					}
-					return it.Index, it.Response, nil
-				}, nil
-			},
-		},
+		prepare: newCoalescer(c.Prepare, func(ctx context.Context, rs []*pb.PrepareRequest) (func() (uint32, *pb.PrepareResponse, error), error) {
+			st, err := c.PrepareBatch(ctx, &pb.PrepareBatchRequest{Requests: rs})
+			return answers(st, err, func(it *pb.PrepareBatchItem) (uint32, *pb.PrepareResponse) { return it.Index, it.Response })
+		}),
+		evaluate: newCoalescer(c.Evaluate, func(ctx context.Context, rs []*pb.EvaluateRequest) (func() (uint32, *pb.EvaluateResponse, error), error) {
+			st, err := c.EvaluateBatch(ctx, &pb.EvaluateBatchRequest{Requests: rs})
+			return answers(st, err, func(it *pb.EvaluateBatchItem) (uint32, *pb.EvaluateResponse) { return it.Index, it.Response })
+		}),
 	}
+}
+
+func newCoalescer[Req proto.Message, Resp any](unary func(context.Context, Req, ...grpc.CallOption) (Resp, error),
+	open func(context.Context, []Req) (func() (uint32, Resp, error), error)) *coalescer[Req, Resp] {
+	return &coalescer[Req, Resp]{
+		unary: func(ctx context.Context, r Req) (Resp, error) { return unary(ctx, r) },
+		open:  open,
+		size:  func(r Req) int { return proto.Size(r) },
+	}
+}
+
+// answers reads a batch stream's items as (index, answer).
+func answers[Item, Resp any](st grpc.ServerStreamingClient[Item], err error, of func(*Item) (uint32, Resp)) (func() (uint32, Resp, error), error) {
+	if err != nil {
+		return nil, err
+	}
+	return func() (uint32, Resp, error) {
+		it, err := st.Recv()
+		if err != nil {
+			var zero Resp
+			return 0, zero, err
+		}
+		i, r := of(it)
+		return i, r, nil
+	}, nil
 }
 
 // Prepare goes through the coalescer (call options: a unary call).
