@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -113,6 +114,54 @@ func together(n int, call func(int) error, t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
+}
+
+// TestCrashMidBatch: when the plugin process dies with a batch and a lone
+// call unanswered, each caller gets an error the host reads as the crash
+// (so the pipeline retries it on the restarted process), none an answer.
+func TestCrashMidBatch(t *testing.T) {
+	m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"envtest": pcfg(envPlugin, "")}, NoSandboxes{}, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	p, _ := m.Get("envtest")
+	c, err := p.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc := c.TaskDomainClient.(*batchingClient)
+	errs := make(chan error, 20)
+	for i := 0; i < 20; i++ {
+		go func() {
+			_, err := c.Prepare(context.Background(), &pb.PrepareRequest{RolloutId: fmt.Sprintf("r%d", i), TaskJson: []byte(`{"hang":true}`)})
+			errs <- err
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for bc.prepare.batches.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if bc.prepare.batches.Load() == 0 {
+		t.Fatal("no batch went out")
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		select {
+		case err := <-errs:
+			if err == nil {
+				t.Fatal("a call to the killed process was answered")
+			}
+			if err := p.Check(c.Epoch, err); !errors.Is(err, ErrCrashed) {
+				t.Errorf("Check = %v, want the crash", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%d callers still wait on the killed process", 20-i)
+		}
+	}
 }
 
 // unaryOnly is a plugin from before batches: the generated server answers

@@ -29,7 +29,11 @@ func (domain) Info() sdk.Info {
 	}}
 }
 func (domain) Configure(context.Context, json.RawMessage, sdk.Sandboxes) error { return nil }
-func (domain) Prepare(context.Context, sdk.PrepareRequest) (*sdk.Episode, error) {
+func (domain) Prepare(ctx context.Context, r sdk.PrepareRequest) (*sdk.Episode, error) {
+	if string(r.Task) == `{"hang":true}` { // held until the host gives up or kills the process
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	return &sdk.Episode{Messages: []sdk.Message{{Role: "user", Content: "hi"}}}, nil
 }
 func (domain) Evaluate(context.Context, sdk.EvaluateRequest) (*sdk.Score, error) {
