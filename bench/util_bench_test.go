@@ -257,7 +257,8 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 				return
 			case <-tick.C:
 			}
-			running, waiting, slots := 0, pool.Waiting(), 0
+			hostWaiting := pool.Waiting()
+			running, waiting, slots := 0, hostWaiting, 0
 			for _, s := range sims {
 				st, _ := s.EngineStats()
 				running, waiting, slots = running+st.Running, waiting+st.Waiting, slots+st.Slots
@@ -270,7 +271,7 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 						for k, v := range pool.WaitingFor() {
 							idleWhy[k] += float64(v)
 						}
-						idleWhy["engine queue"] += float64(waiting - pool.Waiting())
+						idleWhy["engine queue"] += float64(waiting - hostWaiting)
 						idleSamples++
 					}
 					for _, st := range pool.List() {

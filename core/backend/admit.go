@@ -363,16 +363,27 @@ func (p *Pool) Waiting() int {
 
 // WaitingFor counts the requests waiting in the host by what holds them:
 // "slots" (their backend is full), "cache" (it has a free slot but not the
-// cache room a new rollout needs, or it is being evacuated).
+// cache room a new rollout needs), "faster" (a slower backend leaves a new
+// request to faster ones), "evacuation" (their backend is being
+// evacuated), "other" (between a slot's release and its dispatch).
 func (p *Pool) WaitingFor() map[string]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := map[string]int{}
+	queued := p.newWaitingLocked()
 	for _, w := range p.waiting {
-		if w.home.Slots > 0 && w.home.requests >= w.home.Slots {
+		b := w.home
+		switch {
+		case b.Slots > 0 && b.requests >= b.Slots:
 			out["slots"]++
-		} else {
+		case p.evacuatedLocked(b):
+			out["evacuation"]++
+		case !p.fitsCacheLocked(w.l, b, w.tokens):
 			out["cache"]++
+		case p.leaveToFasterLocked(w.l, b, w.tokens, queued):
+			out["faster"]++
+		default:
+			out["other"]++
 		}
 	}
 	return out

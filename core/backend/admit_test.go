@@ -253,6 +253,9 @@ func TestAdmissionSlowerLeavesToFaster(t *testing.T) {
 	notYet(t, w1)
 	w2 := routeAsync(ctx, onSlow[1], 0, 10)
 	notYet(t, w2)
+	if got := p.WaitingFor(); got["faster"] != 2 || len(got) != 1 {
+		t.Fatalf("waiting for %v, want two left to the faster backend", got)
+	}
 	s3 := waitRouted(t, routeAsync(ctx, onSlow[2], 0, 10))
 	if s3.b != slow {
 		t.Fatalf("the third waiting request went to %s", s3.b.ID)

@@ -157,8 +157,8 @@ func New(d Deps) (*Pipeline, error) {
 			return 0
 		})
 		m.Gauge("prorl_generations_in_flight", "Generation requests in flight to backends.", nil, func() float64 { return float64(p.PolicyState().Generating) })
-		for _, why := range []string{"slots", "cache"} {
-			m.Gauge("prorl_generations_waiting", "Generation requests waiting in the host for a backend's slot, or for cache room a new rollout needs on a backend with a free slot.",
+		for _, why := range []string{"slots", "cache", "faster", "evacuation", "other"} {
+			m.Gauge("prorl_generations_waiting", "Generation requests waiting in the host, by what holds them: a backend's slot, cache room a new rollout needs, a faster backend it is left to, an evacuation (backend.Pool.WaitingFor).",
 				map[string]string{"held_for": why}, func() float64 { return float64(d.Pool.WaitingFor()[why]) })
 		}
 	}
