@@ -17,8 +17,8 @@ import (
 )
 
 // batchingClient is a plugin process's client that sends Prepare and
-// Evaluate calls made while an earlier batch is being answered as one
-// PrepareBatch (EvaluateBatch) stream. When a trainer submits a step, the
+// Evaluate calls made while an earlier call or batch is being answered as
+// one PrepareBatch (EvaluateBatch) stream. When a trainer submits a step, the
 // init workers' Prepare calls all arrive at once; each unary call paid its
 // own stream, headers and goroutine hand-offs on both sides.
 type batchingClient struct {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/prorl/prorl/core/config"
 	pb "github.com/prorl/prorl/sdk/proto"
-	"github.com/prorl/prorl/sdk/sdktest"
 )
 
 // TestBatchedCallsMatchUnary: many rollouts' Prepare and Evaluate calls at
@@ -29,18 +27,9 @@ import (
 // SDK's batches and the Python SDK's, each in a real plugin process. The
 // tasks differ, so an answer handed to the wrong caller shows.
 func TestBatchedCallsMatchUnary(t *testing.T) {
-	py := sdktest.ReferencePython(t, "../../scripts/pysdk/install.sh", "PRORL_REQUIRE_PYSDK")
-	script, err := filepath.Abs("../../sdk/python/examples/countdown.py")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for lang, pc := range map[string]*config.Plugin{"go": pcfg(countdown, ""), "python": func() *config.Plugin {
-		pc := pcfg(py, "")
-		pc.Args = []string{script}
-		return pc
-	}()} {
+	for lang, pc := range countdowns(t) {
 		t.Run(lang, func(t *testing.T) {
-			m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"countdown": pc}, NoSandboxes{}, "t")
+			m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"countdown": pc()}, NoSandboxes{}, "t")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -247,27 +247,30 @@ func zombie(pid int) bool {
 	return i < 0 || (len(s) > i+2 && s[i+2] == 'Z')
 }
 
-// TestConfigSchema: the host checks a plugin's config table against the
-// schema the domain declares (generated from its config type by the SDK)
-// and names the key at fault.
-// TestConfigSchema: the host checks a plugin's config table against the
-// schema the plugin declares, the same for the Go countdown example and
-// its Python twin (started as the admin configures it: the venv's python
-// as path, the script as args).
-func TestConfigSchema(t *testing.T) {
+// countdowns are the configurations of the Go countdown example and its
+// Python twin, the latter started as the admin configures it: the venv's
+// python as path, the script as args. Each call is a fresh one.
+func countdowns(t *testing.T) map[string]func() *config.Plugin {
 	py := sdktest.ReferencePython(t, "../../scripts/pysdk/install.sh", "PRORL_REQUIRE_PYSDK")
 	script, err := filepath.Abs("../../sdk/python/examples/countdown.py")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for lang, pc := range map[string]func() *config.Plugin{
+	return map[string]func() *config.Plugin{
 		"go": func() *config.Plugin { return pcfg(countdown, "") },
 		"python": func() *config.Plugin {
 			pc := pcfg(py, "")
 			pc.Args = []string{script}
 			return pc
 		},
-	} {
+	}
+}
+
+// TestConfigSchema: the host checks a plugin's config table against the
+// schema the plugin declares and names the key at fault, the same for the
+// Go countdown example and its Python twin.
+func TestConfigSchema(t *testing.T) {
+	for lang, pc := range countdowns(t) {
 		for _, c := range []struct {
 			config map[string]any
 			want   string
