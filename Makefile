@@ -218,6 +218,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzFrames -fuzztime $(FUZZTIME) ./internal/sandboxproto
 	$(GO) test -run '^$$' -fuzz FuzzRequests -fuzztime $(FUZZTIME) ./core/gateway
 	$(GO) test -run '^$$' -fuzz FuzzReadResponse -fuzztime $(FUZZTIME) ./core/httpc
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./core/baseurl
 	$(GO) test -run '^$$' -fuzz FuzzBuiltinFinish -fuzztime $(FUZZTIME) ./core/pipeline
 
 # The main job on embedded defaults: the simulator, the host, the sample tasks,

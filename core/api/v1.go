@@ -16,6 +16,7 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/baseurl"
 	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/coord"
 	"github.com/prorl/prorl/core/pipeline"
@@ -567,13 +568,11 @@ type BackendRequest struct {
 }
 
 func (s *Server) addBackendReq(ctx context.Context, req BackendRequest, field string) (backend.Status, int, *Error) {
-	u, err := url.Parse(req.URL)
-	// An OpenAI-style base URL (…/v1) names the same server: NeMo Gym and
-	// ProRL's own scripts register http://host:port/v1.
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/" && u.Path != "/v1" && u.Path != "/v1/") || u.RawQuery != "" {
-		return backend.Status{}, 0, invalid(field+"url", "must be an http(s) base URL like http://host:port (or http://host:port/v1), got %q", req.URL)
+	srv, err := baseurl.Parse(req.URL)
+	if err != nil {
+		return backend.Status{}, 0, invalid(field+"url", "%v", err)
 	}
-	base := u.Scheme + "://" + u.Host
+	base := srv.Base
 	if req.Protocol == "" {
 		req.Protocol = "vllm"
 	}
@@ -609,13 +608,13 @@ func (s *Server) addBackendReq(ctx context.Context, req BackendRequest, field st
 	if err != nil {
 		return backend.Status{}, 0, invalid(field+"protocol", "%v", err)
 	}
-	b, err := s.Pool.Add(&backend.Backend{URL: base, Protocol: req.Protocol, Model: req.Model, MaxConcurrency: req.MaxConcurrency, Slots: req.Slots, CacheTokens: req.CacheTokens, Weight: req.Weight, Client: c})
+	b, err := s.Pool.Add(&backend.Backend{URL: srv.Display, Protocol: req.Protocol, Model: req.Model, MaxConcurrency: req.MaxConcurrency, Slots: req.Slots, CacheTokens: req.CacheTokens, Weight: req.Weight, Client: c})
 	for _, st := range s.Pool.List() {
 		if st.ID == b.ID {
 			if errors.Is(err, backend.ErrDuplicate) {
 				return st, http.StatusOK, nil
 			}
-			s.Log.Info("backend added", "backend", b.ID, "url", base, "protocol", req.Protocol, "model", req.Model)
+			s.Log.Info("backend added", "backend", b.ID, "url", srv.Display, "protocol", req.Protocol, "model", req.Model)
 			return st, http.StatusCreated, nil
 		}
 	}

@@ -9,12 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"sync"
 	"time"
 
 	json "github.com/goccy/go-json"
+	"github.com/prorl/prorl/core/baseurl"
 	"github.com/prorl/prorl/core/httpc"
 
 	"github.com/prorl/prorl/core/tokenizer"
@@ -112,9 +112,13 @@ func (e *StatusError) Error() string {
 
 // transport is shared by all backends: many idle connections per host
 // because a thousand rollouts may share one server.
+// Both clients dial through baseurl: a server on a Unix socket has a base
+// URL of its own that only its dialer knows.
+var dialer = baseurl.NewDialer()
+
 var transport = &http.Transport{
 	Proxy:               nil, // backends are addressed directly, never through a proxy from the environment
-	DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	DialContext:         dialer.DialContext,
 	MaxIdleConns:        4096,
 	MaxIdleConnsPerHost: 2048,
 	IdleConnTimeout:     90 * time.Second,
@@ -125,7 +129,11 @@ var transport = &http.Transport{
 var HTTPClient = &http.Client{Transport: transport}
 
 // lean is the client of the generation path's POSTs to plain-http backends.
-var lean = httpc.New()
+var lean = func() *httpc.Client {
+	c := httpc.New()
+	c.Dial = dialer.DialContext
+	return c
+}()
 
 // SetIdleConnTimeout sets how long unused backend connections stay open.
 func SetIdleConnTimeout(d time.Duration) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/prorl/prorl/core/baseurl"
 	"github.com/prorl/prorl/core/toolcall"
 )
 
@@ -652,6 +653,8 @@ func (c *Config) Validate() error {
 		key := fmt.Sprintf("backends.static[%d]", i)
 		if b.URL == "" {
 			errs = append(errs, fe(key+".url", "required"))
+		} else if _, err := baseurl.Parse(b.URL); err != nil {
+			errs = append(errs, fe(key+".url", "%v", err))
 		}
 		if b.Weight < 0 {
 			errs = append(errs, fe(key+".weight", "must not be negative"))

@@ -25,6 +25,8 @@ func TestParseErrors(t *testing.T) {
 		{"sglang without a Go tokenizer", "[[backends.static]]\nurl = \"http://127.0.0.1:1\"\nprotocol = \"sglang\"\n", `backends.static[0].protocol: sglang has no chat tokenizer: set tokenizer.model_dir`},
 		{"negative slots", "[[backends.static]]\nurl = \"http://127.0.0.1:1\"\nslots = -1\n", "backends.static[0].slots: must not be negative"},
 		{"negative cache", "[[backends.static]]\nurl = \"http://127.0.0.1:1\"\ncache_tokens = -5\n", "backends.static[0].cache_tokens: must not be negative"},
+		{"backend without a scheme", "[[backends.static]]\nurl = \"gpu-1:8000\"\n", "backends.static[0].url: must be an http(s) base URL"},
+		{"backend socket not absolute", "[[backends.static]]\nurl = \"unix:vllm.sock\"\n", "backends.static[0].url: a Unix socket is unix:///absolute/path/to/socket"},
 		{"bad log level", "[log]\nlevel = \"loud\"\n", "log.level"},
 		{"remote without a token", "[server]\nlisten = \"0.0.0.0:8006\"\nallow_remote = true\n", "server.allow_remote: exposing the API without a token"},
 		{"empty token file", "[server]\ntoken_file = \"/dev/null\"\n", "server.token_file: /dev/null is empty"},

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prorl/prorl/core/api"
 	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/baseurl"
 	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/coord"
 	"github.com/prorl/prorl/core/metrics"
@@ -123,14 +124,18 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 			log.Warn("a coordinator has no backends of its own: the nodes' are used", "ignored", b.URL)
 			continue
 		}
-		if b.Model == "" {
-			b.Model = backend.Discover(ctx, strings.TrimRight(b.URL, "/"))
+		srv, err := baseurl.Parse(b.URL) // validated with the config
+		if err != nil {
+			return nil, fmt.Errorf("backend %s: %w", b.URL, err)
 		}
-		c, err := backend.NewClient(b.Protocol, strings.TrimRight(b.URL, "/"), b.Model)
+		if b.Model == "" {
+			b.Model = backend.Discover(ctx, srv.Base)
+		}
+		c, err := backend.NewClient(b.Protocol, srv.Base, b.Model)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := h.Pool.Add(&backend.Backend{URL: strings.TrimRight(b.URL, "/"), Protocol: b.Protocol, Model: b.Model, MaxConcurrency: b.MaxConcurrency, Slots: b.Slots, CacheTokens: b.CacheTokens, Weight: b.Weight, Client: c}); err != nil {
+		if _, err := h.Pool.Add(&backend.Backend{URL: srv.Display, Protocol: b.Protocol, Model: b.Model, MaxConcurrency: b.MaxConcurrency, Slots: b.Slots, CacheTokens: b.CacheTokens, Weight: b.Weight, Client: c}); err != nil {
 			return nil, fmt.Errorf("backend %s: %w", b.URL, err)
 		}
 	}

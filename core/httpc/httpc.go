@@ -36,17 +36,19 @@ type Client struct {
 	MaxHeaderBytes int
 	// UserAgent is sent with every request.
 	UserAgent string
+	// Dial opens connections ("tcp", "host:port").
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
-	dialer net.Dialer
-	mu     sync.Mutex
-	idle   map[string][]*conn
-	swept  time.Time
+	mu    sync.Mutex
+	idle  map[string][]*conn
+	swept time.Time
 }
 
 // New returns a client with the host's defaults.
 func New() *Client {
+	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	return &Client{MaxIdlePerHost: 2048, IdleTimeout: 90 * time.Second, MaxHeaderBytes: 64 << 10, UserAgent: "prorl",
-		dialer: net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}, idle: map[string][]*conn{}}
+		Dial: d.DialContext, idle: map[string][]*conn{}}
 }
 
 // ErrTooLarge is returned when an answer's body exceeds the caller's limit.
@@ -168,7 +170,7 @@ func (c *Client) get(ctx context.Context, addr string) (*conn, bool, error) {
 		cn.nc.Close()
 	}
 	c.mu.Unlock()
-	nc, err := c.dialer.DialContext(ctx, "tcp", addr)
+	nc, err := c.Dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, false, err
 	}
