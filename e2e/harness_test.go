@@ -99,7 +99,11 @@ func listening(t *testing.T, addrFile, name string, args ...string) (*proc, stri
 	t.Helper()
 	os.Remove(addrFile)
 	p := start(t, name, append(args, "--addr-file", addrFile)...)
-	return p, "http://" + waitFile(t, addrFile, p)
+	addr := waitFile(t, addrFile, p)
+	if strings.HasPrefix(addr, "unix:") {
+		return p, addr
+	}
+	return p, "http://" + addr
 }
 
 func waitFile(t *testing.T, path string, p *proc) string {
@@ -140,6 +144,8 @@ type envOpts struct {
 	sha256    string
 	// staticBackend puts the simulator in the config, so a restarted host has it.
 	staticBackend bool
+	// simSocket has the simulator listen on a Unix socket (as vLLM's --uds).
+	simSocket bool
 	// pluginTOML adds keys to the [plugins.math] table; backendsTOML to [backends].
 	pluginTOML   string
 	backendsTOML string
@@ -171,7 +177,11 @@ func newEnv(t *testing.T, o envOpts) *env {
 		t.Fatal(err)
 	}
 	e.simLog = filepath.Join(e.dir, "sim.jsonl")
-	args := append([]string{"--listen", "127.0.0.1:0", "--answers", e.tasks, "--log", e.simLog}, o.simArgs...)
+	listen := "127.0.0.1:0"
+	if o.simSocket {
+		listen = "unix://" + filepath.Join(e.dir, "sim.sock")
+	}
+	args := append([]string{"--listen", listen, "--answers", e.tasks, "--log", e.simLog}, o.simArgs...)
 	e.simP, e.sim = listening(t, filepath.Join(e.dir, "sim.addr"), "prorl-simllm", args...)
 	e.cfgPath = filepath.Join(e.dir, "host.toml")
 	sha := ""

@@ -13,9 +13,11 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/prorl/prorl/core/baseurl"
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/internal/profiling"
 	"github.com/prorl/prorl/internal/simllm"
@@ -32,7 +34,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("prorl-simllm", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	listen := fs.String("listen", "127.0.0.1:8100", "address to listen on (loopback)")
+	listen := fs.String("listen", "127.0.0.1:8100", "address to listen on (loopback), or unix:///path/to/socket (as vLLM's --uds)")
 	model := fs.String("model", "prorl-sim", "model name served")
 	scripts := fs.String("scripts", "", "JSONL scripts: per task, the tool calls to make and the final answer (right, and wrong)")
 	answers := fs.String("answers", "", "JSONL task rows ({question, answer} and the bundled examples' shapes) to script from their answers")
@@ -102,16 +104,20 @@ func run(args []string, stdout, stderr io.Writer) error {
 	defer stopProfile()
 	s := simllm.New(opt)
 	defer s.Flush()
-	ln, err := net.Listen("tcp", *listen)
+	ln, addr, err := listenOn(*listen)
 	if err != nil {
 		return err
 	}
 	if *addrFile != "" {
-		if err := os.WriteFile(*addrFile, []byte(ln.Addr().String()), 0o644); err != nil {
+		if err := os.WriteFile(*addrFile, []byte(addr), 0o644); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "prorl-simllm (a SIMULATOR, not a model) serving %q on http://%s\n", *model, ln.Addr())
+	shown := "http://" + addr
+	if strings.HasPrefix(addr, "unix:") {
+		shown = addr
+	}
+	fmt.Fprintf(stdout, "prorl-simllm (a SIMULATOR, not a model) serving %q on %s\n", *model, shown)
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -125,4 +131,30 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// listenOn listens on a TCP address, or on a Unix socket given as
+// unix:///path; addr is the host:port bound, or unix:///path.
+func listenOn(listen string) (ln net.Listener, addr string, err error) {
+	if !strings.HasPrefix(listen, "unix:") {
+		ln, err = net.Listen("tcp", listen)
+		if err != nil {
+			return nil, "", err
+		}
+		return ln, ln.Addr().String(), nil
+	}
+	srv, err := baseurl.Parse(listen)
+	if err != nil {
+		return nil, "", fmt.Errorf("--listen: %w", err)
+	}
+	// A socket a stopped simulator left behind is taken over; a file of
+	// any other kind is not removed.
+	if fi, err := os.Lstat(srv.Socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		_ = os.Remove(srv.Socket)
+	}
+	ln, err = net.Listen("unix", srv.Socket)
+	if err != nil {
+		return nil, "", err
+	}
+	return ln, srv.Display, nil
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prorl/prorl/core/baseurl"
 )
 
 // uvicornPython is the venv scripts/httpc/install.sh made (make uvicorn).
@@ -113,5 +115,62 @@ func TestAgainstUvicorn(t *testing.T) {
 				t.Fatalf("after the keep-alive timeout: %d", status)
 			}
 		})
+	}
+}
+
+// TestAgainstUvicornUnixSocket: vLLM's --uds, as uvicorn serves it, reached
+// by the base URL baseurl gives the socket, on connections kept and reused.
+func TestAgainstUvicornUnixSocket(t *testing.T) {
+	py := uvicornPython(t)
+	dir, err := os.MkdirTemp("", "uds") // short: socket paths are limited to 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "vllm.sock")
+	cmd := exec.Command(py, "-m", "uvicorn", "--uds", sock, "--no-access-log", "--app-dir", "../../scripts/httpc", "app:app")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+		conn, err := net.Dial("unix", sock)
+		if err == nil {
+			conn.Close()
+			break
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("uvicorn did not start: %v\n%s", err, stderr.String())
+		}
+	}
+	srv, err := baseurl.Parse("unix://" + sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New()
+	c.Dial = baseurl.NewDialer().DialContext
+	defer c.CloseIdle()
+	body := `{"prompt":[1,2,3],"max_tokens":8}`
+	for i := 0; i < 3; i++ {
+		var out bytes.Buffer
+		status, err := c.Post(context.Background(), srv.Base+"/v1/completions", "application/json", []byte(body), &out, 1<<20)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr.String())
+		}
+		var echo map[string]any
+		if err := json.Unmarshal(out.Bytes(), &echo); err != nil || status != 200 || echo["path"] != "/v1/completions" || echo["body"] != body {
+			t.Fatalf("%d %v %s", status, err, out.String())
+		}
+	}
+	c.mu.Lock()
+	idle := 0
+	for _, cs := range c.idle {
+		idle += len(cs)
+	}
+	c.mu.Unlock()
+	if idle != 1 {
+		t.Fatalf("%d idle connections after sequential calls, want the one reused", idle)
 	}
 }
