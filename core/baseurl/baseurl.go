@@ -74,8 +74,15 @@ func parseUnix(u *url.URL, raw string) (Server, error) {
 	if p = filepath.Clean(p); p == "/" {
 		return Server{}, fmt.Errorf("a Unix socket is unix:///absolute/path/to/socket, got %q", raw)
 	}
+	if len(p) > maxSocketPath {
+		return Server{}, fmt.Errorf("the socket path %q is %d bytes, longer than the %d a Unix socket's may be", p, len(p), maxSocketPath)
+	}
 	return Server{Base: "http://" + hostFor(p), Display: "unix://" + p, Socket: p}, nil
 }
+
+// maxSocketPath is the longest path a Unix socket address holds (Linux's
+// sun_path is 108 bytes with the terminating NUL).
+const maxSocketPath = 107
 
 // sockets maps each socket's host name to its path.
 var sockets sync.Map

@@ -37,11 +37,13 @@ func TestParse(t *testing.T) {
 		{in: "unix:relative.sock", err: "unix:///absolute/path"},
 		{in: "unix:///run/dir/", err: "unix:///absolute/path"},
 		{in: "unix:///run/vllm.sock?x=1", err: "unix:///absolute/path"},
+		{in: "unix:///" + strings.Repeat("d", 106), display: "unix:///" + strings.Repeat("d", 106), socket: "/" + strings.Repeat("d", 106)},
+		{in: "unix:///" + strings.Repeat("d", 107), err: "108 bytes, longer than the 107"},
 		{in: "", err: "http(s) base URL"},
 		{in: "http://%zz", err: "base URL like"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
+		t.Run(tt.in[:min(len(tt.in), 40)], func(t *testing.T) {
 			s, err := Parse(tt.in)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
