@@ -146,6 +146,8 @@ type envOpts struct {
 	staticBackend bool
 	// simSocket has the simulator listen on a Unix socket (as vLLM's --uds).
 	simSocket bool
+	// staticSuffix is appended to the static backend's url (e.g. /v1).
+	staticSuffix string
 	// pluginTOML adds keys to the [plugins.math] table; backendsTOML to [backends].
 	pluginTOML   string
 	backendsTOML string
@@ -190,7 +192,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	}
 	static := ""
 	if o.staticBackend {
-		static = fmt.Sprintf("[[backends.static]]\nurl = %q\n", e.sim)
+		static = fmt.Sprintf("[[backends.static]]\nurl = %q\n", e.sim+o.staticSuffix)
 	}
 	cfg := fmt.Sprintf(`%s[server]
 listen = "127.0.0.1:0"

@@ -11,13 +11,24 @@ import (
 
 // TestUnixSocketBackend: an inference server on a Unix socket (vLLM's
 // --uds), registered through the API and through the config, serves
-// rollouts whose tokens are exactly the server's.
+// rollouts whose tokens are exactly the server's; so does one configured
+// by an OpenAI-style base URL.
 func TestUnixSocketBackend(t *testing.T) {
-	for _, static := range []bool{false, true} {
-		name := map[bool]string{false: "api", true: "config"}[static]
-		t.Run(name, func(t *testing.T) {
-			e := newEnv(t, envOpts{simSocket: true, staticBackend: static, simArgs: []string{"--correct-rate", "1", "--think-turns", "1"}})
-			if !strings.HasPrefix(e.sim, "unix:///") {
+	for _, tt := range []struct {
+		name                 string
+		socket, static       bool
+		staticSuffix, prefix string
+	}{
+		{name: "api", socket: true, prefix: "unix:///"},
+		{name: "config", socket: true, static: true, prefix: "unix:///"},
+		// An OpenAI-style base URL in the config: the same server (it
+		// once posted to /v1/v1/completions).
+		{name: "config http /v1", static: true, staticSuffix: "/v1", prefix: "http://"},
+	} {
+		static := tt.static
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, envOpts{simSocket: tt.socket, staticBackend: static, staticSuffix: tt.staticSuffix, simArgs: []string{"--correct-rate", "1", "--think-turns", "1"}})
+			if !strings.HasPrefix(e.sim, tt.prefix) {
 				t.Fatalf("simulator address %q", e.sim)
 			}
 			e.startHost()

@@ -110,12 +110,12 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("%s: HTTP %d: %s", e.URL, e.Status, e.Body)
 }
 
-// transport is shared by all backends: many idle connections per host
-// because a thousand rollouts may share one server.
-// Both clients dial through baseurl: a server on a Unix socket has a base
-// URL of its own that only its dialer knows.
+// dialer serves both clients: a server on a Unix socket has a base URL of
+// its own that only baseurl's dialer knows.
 var dialer = baseurl.NewDialer()
 
+// transport is shared by all backends: many idle connections per host
+// because a thousand rollouts may share one server.
 var transport = &http.Transport{
 	Proxy:               nil, // backends are addressed directly, never through a proxy from the environment
 	DialContext:         dialer.DialContext,

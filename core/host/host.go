@@ -124,7 +124,7 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 			log.Warn("a coordinator has no backends of its own: the nodes' are used", "ignored", b.URL)
 			continue
 		}
-		srv, err := baseurl.Parse(b.URL) // validated with the config
+		srv, err := baseurl.Parse(b.URL) // again: --backend flags join after the config's validation
 		if err != nil {
 			return nil, fmt.Errorf("backend %s: %w", b.URL, err)
 		}
