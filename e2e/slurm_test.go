@@ -278,3 +278,35 @@ func processesUnder(paths ...string) []string {
 	}
 	return out
 }
+
+// TestSlurmInstallPick: scripts/slurm/install.sh installs the pinned
+// revision while Debian offers it, and the newest revision of the same
+// release once a security update has replaced it; never another release.
+func TestSlurmInstallPick(t *testing.T) {
+	tests := []struct {
+		name, want, offered, got string
+	}{
+		{"pinned offered", "", "22.05.8-4+deb12u3\n", "22.05.8-4+deb12u3"},
+		{"pinned among others", "", "22.05.8-4+deb12u4\n22.05.8-4+deb12u3\n", "22.05.8-4+deb12u3"},
+		{"replaced by updates", "", "22.05.8-4+deb12u10\n22.05.8-4+deb12u4\n", "22.05.8-4+deb12u10"},
+		{"only another release", "", "23.11.4-1\n", ""},
+		{"a release whose dots are not wildcards", "", "22005x8-1\n", ""},
+		{"another pin", "23.11.4-1", "23.11.4-1\n22.05.8-4+deb12u3\n", "23.11.4-1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command("bash", filepath.Join("..", "scripts", "slurm", "install.sh"), "--pick")
+			cmd.Stdin = strings.NewReader(tt.offered)
+			if tt.want != "" {
+				cmd.Env = append(os.Environ(), "SLURM_VERSION="+tt.want)
+			}
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.TrimSpace(string(out)); got != tt.got {
+				t.Fatalf("picked %q, want %q", got, tt.got)
+			}
+		})
+	}
+}
