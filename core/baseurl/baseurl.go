@@ -68,12 +68,11 @@ func parseUnix(u *url.URL, raw string) (Server, error) {
 	// The path is shown as unix://PATH and parsed again from there: no
 	// escapes, no control characters (a NUL ends a socket path early).
 	plain := utf8.ValidString(p) && !strings.ContainsAny(p, "%?#") && !strings.ContainsFunc(p, unicode.IsControl)
-	if u.Host != "" || u.Opaque != "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || !filepath.IsAbs(p) || strings.HasSuffix(p, "/") || !plain {
+	clean := filepath.Clean(p)
+	if u.Host != "" || u.Opaque != "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || !filepath.IsAbs(p) || strings.HasSuffix(p, "/") || !plain || clean == "/" {
 		return Server{}, fmt.Errorf("a Unix socket is unix:///absolute/path/to/socket, got %q", raw)
 	}
-	if p = filepath.Clean(p); p == "/" {
-		return Server{}, fmt.Errorf("a Unix socket is unix:///absolute/path/to/socket, got %q", raw)
-	}
+	p = clean
 	if len(p) > maxSocketPath {
 		return Server{}, fmt.Errorf("the socket path %q is %d bytes, longer than the %d a Unix socket's may be", p, len(p), maxSocketPath)
 	}
