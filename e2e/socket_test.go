@@ -1,11 +1,11 @@
 package e2e
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/trajectory"
 )
 
@@ -25,26 +25,20 @@ func TestUnixSocketBackend(t *testing.T) {
 		// once posted to /v1/v1/completions).
 		{name: "config http /v1", static: true, staticSuffix: "/v1", prefix: "http://"},
 	} {
-		static := tt.static
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, envOpts{simSocket: tt.socket, staticBackend: static, staticSuffix: tt.staticSuffix, simArgs: []string{"--correct-rate", "1", "--think-turns", "1"}})
+			e := newEnv(t, envOpts{simSocket: tt.socket, staticBackend: tt.static, staticSuffix: tt.staticSuffix, simArgs: []string{"--correct-rate", "1", "--think-turns", "1"}})
 			if !strings.HasPrefix(e.sim, tt.prefix) {
 				t.Fatalf("simulator address %q", e.sim)
 			}
 			e.startHost()
-			if !static {
+			if !tt.static {
 				e.addBackend()
 			}
-			var list struct {
-				Backends []struct {
-					URL   string `json:"url"`
-					Model string `json:"model"`
-				} `json:"backends"`
-			}
+			var list struct{ Backends []backend.Status }
 			if r := e.do("GET", "/v1/backends", nil); r.code != 200 {
 				t.Fatalf("backends: %d %s", r.code, r.body)
-			} else if err := json.Unmarshal(r.body, &list); err != nil || len(list.Backends) != 1 || list.Backends[0].URL != e.sim || list.Backends[0].Model != "prorl-sim" {
-				t.Fatalf("backends %s (err %v): want %s, its model discovered over the socket", r.body, err, e.sim)
+			} else if r.json(t, &list); len(list.Backends) != 1 || list.Backends[0].URL != e.sim || list.Backends[0].Model != "prorl-sim" {
+				t.Fatalf("backends %s: want %s, its model discovered over the socket", r.body, e.sim)
 			}
 			var sub struct {
 				RolloutIDs []string `json:"rollout_ids"`
