@@ -31,6 +31,21 @@ func uvicornPython(t *testing.T) string {
 	return py
 }
 
+// waitUvicorn waits until uvicorn accepts connections at addr.
+func waitUvicorn(t *testing.T, network, addr string, stderr *bytes.Buffer) {
+	t.Helper()
+	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+		conn, err := net.Dial(network, addr)
+		if err == nil {
+			conn.Close()
+			return
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("uvicorn did not start: %v\n%s", err, stderr.String())
+		}
+	}
+}
+
 // TestAgainstUvicorn: the server vLLM and SGLang answer through, with each
 // of its HTTP/1.1 parsers (h11, httptools): answers sized by length and
 // chunked, error statuses, bodies of megabytes, connections kept and
@@ -61,16 +76,7 @@ func TestAgainstUvicorn(t *testing.T) {
 			defer c.CloseIdle()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			for start := time.Now(); ; time.Sleep(50 * time.Millisecond) { // until uvicorn is up
-				conn, err := net.Dial("tcp", ln.Addr().String())
-				if err == nil {
-					conn.Close()
-					break
-				}
-				if time.Since(start) > 30*time.Second {
-					t.Fatalf("uvicorn did not start: %v\n%s", err, stderr.String())
-				}
-			}
+			waitUvicorn(t, "tcp", ln.Addr().String(), &stderr)
 			call := func(path, body string) (int, map[string]any, string) {
 				t.Helper()
 				var out bytes.Buffer
@@ -135,16 +141,7 @@ func TestAgainstUvicornUnixSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
-		conn, err := net.Dial("unix", sock)
-		if err == nil {
-			conn.Close()
-			break
-		}
-		if time.Since(start) > 30*time.Second {
-			t.Fatalf("uvicorn did not start: %v\n%s", err, stderr.String())
-		}
-	}
+	waitUvicorn(t, "unix", sock, &stderr)
 	srv, err := baseurl.Parse("unix://" + sock)
 	if err != nil {
 		t.Fatal(err)
