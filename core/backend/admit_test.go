@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -159,6 +160,7 @@ func TestAdmissionMovesShortContextsOnly(t *testing.T) {
 func TestAdmissionCacheBudget(t *testing.T) {
 	p, bs := newPool(t, 1, 0)
 	bs[0].CacheTokens = 100
+	p.SetCacheOvercommit(1) // the budget's accounting, exactly
 	ctx := context.Background()
 	l1, _ := p.Acquire(ctx, 0)
 	l2, _ := p.Acquire(ctx, 0)
@@ -188,6 +190,43 @@ func TestAdmissionCacheBudget(t *testing.T) {
 	l3.Release()
 	if st := p.List()[0]; st.ContextTokens != 0 {
 		t.Fatalf("context counted %d after every release", st.ContextTokens)
+	}
+}
+
+// TestAdmissionCacheOvercommit: the budget is CacheTokens times the
+// overcommit; raising it admits a rollout already waiting.
+func TestAdmissionCacheOvercommit(t *testing.T) {
+	tests := []struct {
+		overcommit float64
+		wait       bool // 80 active + a newcomer's 50 against 100 × overcommit
+	}{
+		{0, false}, // the default, 1.5: 130 ≤ 150
+		{1, true},
+		{1.2, true},
+		{1.3, false},
+		{2, false},
+		{0.5, false}, // below 1: the default
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprint(tc.overcommit), func(t *testing.T) {
+			p, bs := newPool(t, 1, 0)
+			bs[0].CacheTokens = 100
+			p.SetCacheOvercommit(tc.overcommit)
+			ctx := context.Background()
+			l1, _ := p.Acquire(ctx, 0)
+			l2, _ := p.Acquire(ctx, 0)
+			defer l1.Release()
+			defer l2.Release()
+			waitRouted(t, routeAsync(ctx, l1, 0, 80)).end()
+			w := routeAsync(ctx, l2, 0, 50)
+			if !tc.wait {
+				waitRouted(t, w).end()
+				return
+			}
+			notYet(t, w)
+			p.SetCacheOvercommit(2)
+			waitRouted(t, w).end()
+		})
 	}
 }
 

@@ -101,6 +101,8 @@ type Pool struct {
 	groups  map[string]*groupPlace
 	// migrateMax bounds the context a waiting request moves (admit.go); 0: any.
 	migrateMax int
+	// overcommit scales CacheTokens for admission (admit.go).
+	overcommit float64
 	rr         uint64
 	// waiting are requests held for a free slot (admit.go).
 	waiting []*waiter
@@ -114,7 +116,20 @@ type Pool struct {
 // NewPool returns an empty pool.
 func NewPool(log hclog.Logger) *Pool {
 	return &Pool{log: log, all: map[string]*Backend{}, byURL: map[string]*Backend{}, changed: make(chan struct{}),
-		route: RouteSticky, groups: map[string]*groupPlace{}}
+		route: RouteSticky, groups: map[string]*groupPlace{}, overcommit: DefaultCacheOvercommit}
+}
+
+// SetCacheOvercommit sets how far the contexts of the rollouts active on a
+// backend may exceed its CacheTokens before new rollouts wait (admit.go);
+// values below 1 are taken as DefaultCacheOvercommit.
+func (p *Pool) SetCacheOvercommit(f float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f < 1 {
+		f = DefaultCacheOvercommit
+	}
+	p.overcommit = f
+	p.dispatchLocked()
 }
 
 // SetMigrateMaxTokens sets the largest context a request waiting for a

@@ -33,6 +33,7 @@ func TestAdmissionSharedPrompt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, bs := newPool(t, 1, 0)
 			bs[0].CacheTokens = 150
+			p.SetCacheOvercommit(1)
 			ctx := context.Background()
 			l1, _ := p.Acquire(ctx, 0)
 			l2, _ := p.Acquire(ctx, 0)

@@ -256,6 +256,11 @@ type Backends struct {
 	// 0, the default: any (in the SWE-like bench a bound of 4096 made no
 	// difference beyond run-to-run noise).
 	MigrateMaxTokens int `toml:"migrate_max_tokens"`
+	// CacheOvercommit: new rollouts start on a backend with cache_tokens
+	// while the contexts of those active there fit cache_tokens times
+	// this (at least 1; default 1.5). Rollouts in tool calls need not stay
+	// cached; counting them in full idled slots (backend.DefaultCacheOvercommit).
+	CacheOvercommit float64 `toml:"cache_overcommit"`
 	// Evacuate: at a step's tail, a slower backend's generations are
 	// aborted with their tokens kept and continue on faster backends with
 	// free slots (backends with slots and a pause API; default true).
@@ -368,7 +373,7 @@ func Default() *Config {
 		Cluster:   Cluster{HeartbeatInterval: Duration{time.Second}, DeadAfter: Duration{10 * time.Second}, Workers: 65536},
 		Backends: Backends{
 			HealthInterval: Duration{5 * time.Second}, RequestTimeout: Duration{10 * time.Minute}, WaitForBackend: Duration{60 * time.Second},
-			Evacuate: true,
+			Evacuate: true, CacheOvercommit: 1.5, // backend.DefaultCacheOvercommit (TestDefaultsMatchPool)
 		},
 		Compat: Compat{Protocol: "vllm"},
 		Sandbox: Sandbox{Driver: "bwrap", ImageDir: "{cache_dir}/prorl/images", DefaultImage: "host", AgentBinary: "{exe_dir}/prorl-sandbox-agent",
@@ -567,6 +572,9 @@ func (c *Config) Validate() error {
 	pos("server.gc_percent", c.Server.GCPercent)
 	if c.Backends.MigrateMaxTokens < 0 {
 		errs = append(errs, fe("backends.migrate_max_tokens", "must not be negative"))
+	}
+	if !(c.Backends.CacheOvercommit >= 1) { // NaN too
+		errs = append(errs, fe("backends.cache_overcommit", "must be at least 1, got %g", c.Backends.CacheOvercommit))
 	}
 	if c.Server.MemoryLimitMiB < 0 {
 		errs = append(errs, fe("server.memory_limit_mib", "must not be negative"))

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prorl/prorl/core/backend"
 )
 
 func TestParseErrors(t *testing.T) {
@@ -24,6 +26,8 @@ func TestParseErrors(t *testing.T) {
 		{"bad protocol", "[[backends.static]]\nurl = \"http://127.0.0.1:1\"\nprotocol = \"grpc\"\n", `backends.static[0].protocol: unknown protocol "grpc"`},
 		{"sglang without a Go tokenizer", "[[backends.static]]\nurl = \"http://127.0.0.1:1\"\nprotocol = \"sglang\"\n", `backends.static[0].protocol: sglang has no chat tokenizer: set tokenizer.model_dir`},
 		{"negative slots", "[[backends.static]]\nurl = \"http://127.0.0.1:1\"\nslots = -1\n", "backends.static[0].slots: must not be negative"},
+		{"overcommit below 1", "[backends]\ncache_overcommit = 0.9\n", "backends.cache_overcommit: must be at least 1, got 0.9"},
+		{"overcommit NaN", "[backends]\ncache_overcommit = nan\n", "backends.cache_overcommit: must be at least 1, got NaN"},
 		{"negative cache", "[[backends.static]]\nurl = \"http://127.0.0.1:1\"\ncache_tokens = -5\n", "backends.static[0].cache_tokens: must not be negative"},
 		{"backend without a scheme", "[[backends.static]]\nurl = \"gpu-1:8000\"\n", "backends.static[0].url: must be an http(s) base URL"},
 		{"backend socket not absolute", "[[backends.static]]\nurl = \"unix:vllm.sock\"\n", "backends.static[0].url: a Unix socket is unix:///absolute/path/to/socket"},
@@ -183,4 +187,12 @@ func FuzzPluginFlag(f *testing.F) {
 			t.Fatalf("%q: %q %v", v, name, table)
 		}
 	})
+}
+
+// TestDefaultsMatchPool: the config's default overcommit is the pool's
+// (the config does not import the backend package for one constant).
+func TestDefaultsMatchPool(t *testing.T) {
+	if got := Default().Backends.CacheOvercommit; got != backend.DefaultCacheOvercommit {
+		t.Fatalf("config default cache_overcommit %g, pool default %g", got, backend.DefaultCacheOvercommit)
+	}
 }

@@ -118,6 +118,7 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 		return nil, fmt.Errorf("backends.routing: %w", err)
 	}
 	h.Pool.SetMigrateMaxTokens(cfg.Backends.MigrateMaxTokens)
+	h.Pool.SetCacheOvercommit(cfg.Backends.CacheOvercommit)
 	backend.SetIdleConnTimeout(cfg.Backends.IdleConnTimeout.Duration)
 	for _, b := range cfg.Backends.Static {
 		if coordinating {
