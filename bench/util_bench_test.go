@@ -166,16 +166,11 @@ func lowerBound(w *workload, m simllm.EngineModel, fleet []fleetBackend) (work, 
 			critical, fullBatch = cp, full
 		}
 	}
+	if benchDebug {
+		fmt.Printf("DEBUG bound: decode %.2fM prefill %.2fM\n", decode/1e6, prefill/1e6)
+	}
 	return (decode*perTokFull + prefill*c) / speeds, critical, fullBatch
 }
-
-// cacheFactor scales the cache budget given to admission (experiments).
-var cacheFactor = func() float64 {
-	if v, err := strconv.ParseFloat(os.Getenv("PRORL_BENCH_CACHE_FACTOR"), 64); err == nil {
-		return v
-	}
-	return 1
-}()
 
 // benchDebug (PRORL_BENCH_DEBUG=1) prints where the step's time went: per
 // engine, the last rollouts' waits, what held requests while work waited.
@@ -204,6 +199,9 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 	if v, err := strconv.Atoi(os.Getenv("PRORL_BENCH_MIGRATE_MAX")); err == nil { // experiments
 		pool.SetMigrateMaxTokens(v)
 	}
+	if v, err := strconv.ParseFloat(os.Getenv("PRORL_BENCH_OVERCOMMIT"), 64); err == nil { // experiments
+		pool.SetCacheOvercommit(v)
+	}
 	if longestFirst && os.Getenv("PRORL_BENCH_EVACUATE") != "0" {
 		// As the pipeline does (without its policy gate: nothing pauses here).
 		pool.SetEvacuator(func(ctx context.Context, b *backend.Backend) error { return b.AbortInFlight(ctx) })
@@ -227,7 +225,7 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 			// Ours: the host admits up to the engine's batch size, and
 			// rollouts while their contexts fit its KV cache (admit.go).
 			slots = m.Slots
-			cache = int(float64(m.CacheTokens) * cacheFactor)
+			cache = m.CacheTokens
 		}
 		be, err := pool.Add(&backend.Backend{URL: ts.URL, Protocol: "vllm", Client: c, Weight: fb.speed, Slots: slots, CacheTokens: cache})
 		if err != nil {
@@ -245,6 +243,9 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 	var busy, ready float64
 	var slotFull, cacheFull, samples float64
 	idleWhy, idleSamples := map[string]float64{}, 0.0
+	// Free slots then, per backend speed: in the engines, and in the host
+	// (the difference is requests in transit, host to engine and back).
+	freeEngine, freeHost := map[float64]float64{}, map[float64]float64{}
 	stopSampling := make(chan struct{})
 	sampled := make(chan struct{})
 	go func() {
@@ -274,7 +275,12 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 						idleWhy["engine queue"] += float64(waiting - hostWaiting)
 						idleSamples++
 					}
-					for _, st := range pool.List() {
+					for k, st := range pool.List() { // in the order added, as sims
+						if running < slots {
+							es, _ := sims[k].EngineStats()
+							freeEngine[st.Weight] += float64(es.Slots - es.Running)
+							freeHost[st.Weight] += float64(st.Slots - st.Requests)
+						}
 						if st.Requests >= st.Slots {
 							slotFull++
 						}
@@ -291,6 +297,7 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 	waitT := make([]float64, len(w.rollouts))
 	genT := make([]float64, len(w.rollouts))
 	startT := make([]float64, len(w.rollouts))
+	slowT := make([]float64, len(w.rollouts))
 	var wg sync.WaitGroup
 	order := make([]int, len(w.rollouts))
 	for i := range order {
@@ -341,6 +348,9 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 					end()
 					waitT[i] += t1.Sub(t0).Seconds() / m.TimeScale
 					genT[i] += time.Since(t1).Seconds() / m.TimeScale
+					if be.Weight < 1 {
+						slowT[i] += time.Since(t1).Seconds() / m.TimeScale
+					}
 					if err != nil {
 						b.Error(err)
 						return
@@ -373,6 +383,9 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 		for k, v := range idleWhy {
 			fmt.Printf("DEBUG with a slot free and work waiting (%.0f samples): %.1f requests held for %s\n", idleSamples, v/max(idleSamples, 1), k)
 		}
+		for wt, v := range freeEngine {
+			fmt.Printf("DEBUG then, speed-%.1f backends' free slots: %.1f in the engines, %.1f in the host\n", wt, v/max(idleSamples, 1), freeHost[wt]/max(idleSamples, 1))
+		}
 		idx := make([]int, len(done))
 		for i := range idx {
 			idx[i] = i
@@ -385,7 +398,7 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 					tool += t.tool.Seconds()
 				}
 			}
-			fmt.Printf("DEBUG last ro %d done %.0f start %.0f wait %.0f gen %.0f tool %.0f turns %d\n", i, done[i], startT[i], waitT[i], genT[i], tool, len(w.rollouts[i].turns))
+			fmt.Printf("DEBUG last ro %d done %.0f start %.0f wait %.0f gen %.0f (slow %.0f) tool %.0f turns %d\n", i, done[i], startT[i], waitT[i], genT[i], slowT[i], tool, len(w.rollouts[i].turns))
 		}
 	}
 	sort.Float64s(done)
@@ -419,9 +432,13 @@ func BenchmarkIssue19Utilisation(b *testing.B) {
 	// same step measured 333-371 s instead of 356-438 s and slot use while
 	// work waited 94-95% instead of 83-85%. Admission gains most (a freed
 	// slot waits on the host's dispatch); routings that queue in the
-	// engines moved less (ProRL's 634-698 s either way). It makes this
-	// benchmark take about 4 minutes.
-	scale := 0.04
+	// engines moved less (ProRL's 634-698 s either way). At 0.04 requests
+	// in transit between host and engines still held 5 of the 128 slots
+	// while work waited (PRORL_BENCH_DEBUG); at 0.1 2, at 0.2 1.5, and 0.1
+	// and 0.2 measured the same (SWE-like, group-aware, overcommit 1: 313
+	// and 312 s, slot use while work waited 94% at both; 336-347 s and
+	// 90-92% at 0.04). It makes this benchmark take about 10 minutes.
+	scale := 0.1
 	if v, err := strconv.ParseFloat(os.Getenv("PRORL_BENCH_TIME_SCALE"), 64); err == nil && v > 0 {
 		scale = v
 	}
