@@ -53,6 +53,8 @@ type Server struct {
 	closing       atomic.Bool
 	// Polar's task API.
 	polar *polarTasks
+	// streamSnap is the overview the live streams share (ui.go).
+	streamSnap sharedSnapshot
 }
 
 // New returns the API handler with every route.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -57,14 +58,37 @@ func (s *Server) uiOverview(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.overview())
 }
 
-// uiStream pushes the overview as server-sent events at most once a
-// second (whatever the number of viewers, each costs one snapshot a
-// second), and a "finished" event when rollouts finish in between.
+// streamMinInterval is the shortest interval_ms of the live stream, and
+// how long its viewers share one overview.
+const streamMinInterval = 250 * time.Millisecond
+
+// sharedSnapshot is the encoded overview the live streams send: built at
+// most once per streamMinInterval whatever the number of viewers (each
+// built its own before, so a dashboard open in many tabs cost the host one
+// snapshot per tab per interval).
+type sharedSnapshot struct {
+	mu   sync.Mutex
+	at   time.Time
+	data []byte
+}
+
+// get returns the snapshot, rebuilt by build if older than streamMinInterval.
+func (c *sharedSnapshot) get(build func() []byte) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.data == nil || time.Since(c.at) >= streamMinInterval {
+		c.data, c.at = build(), time.Now()
+	}
+	return c.data
+}
+
+// uiStream pushes the overview as server-sent events every interval_ms
+// (default 1000, at least 250); the viewers share one snapshot.
 func (s *Server) uiStream(w http.ResponseWriter, r *http.Request) {
 	every := time.Second
 	if v := r.URL.Query().Get("interval_ms"); v != "" {
 		ms, err := strconv.Atoi(v)
-		if err != nil || ms < 250 || ms > 60000 {
+		if err != nil || ms < int(streamMinInterval/time.Millisecond) || ms > 60000 {
 			writeError(w, invalid("interval_ms", "between 250 and 60000"))
 			return
 		}
@@ -78,7 +102,10 @@ func (s *Server) uiStream(w http.ResponseWriter, r *http.Request) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		b, _ := json.Marshal(s.overview())
+		b := s.streamSnap.get(func() []byte {
+			b, _ := json.Marshal(s.overview())
+			return b
+		})
 		if _, err := fmt.Fprintf(w, "event: overview\ndata: %s\n\n", b); err != nil {
 			return
 		}
