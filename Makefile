@@ -180,7 +180,7 @@ no-built-files:
 
 # Figures the issues ask for, measured against the simulator in this run.
 bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/ | tee $(BIN)/bench.txt
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/ | tee $(BIN)/bench.txt
 
 # The chaos soak at full size (make test runs it with 2,000 rollouts).
 SOAK_N ?= 5000
