@@ -194,6 +194,10 @@ type Pipeline struct {
 	// StuckAfter flags a rollout held in one stage this long (the
 	// dashboard and prorl_rollouts_stuck).
 	StuckAfter Duration `toml:"stuck_after"`
+	// ExpectedTokensMemory is how many tasks' generated lengths the host
+	// remembers: a rollout submitted without expected_tokens is started
+	// and placed by what the task's earlier rollouts generated (0: off).
+	ExpectedTokensMemory int `toml:"expected_tokens_memory"`
 }
 
 // Agent holds the defaults of the multi-turn loop.
@@ -367,6 +371,7 @@ func Default() *Config {
 			InitWorkers: 64, RunWorkers: 1024, EvalWorkers: 64,
 			InitQueue: 100_000, RunQueue: 4096, EvalQueue: 4096,
 			RolloutTimeout: Duration{30 * time.Minute}, StuckAfter: Duration{10 * time.Minute},
+			ExpectedTokensMemory: 1 << 18,
 		},
 		Agent:     Agent{MaxTurns: 8, MaxTokensPerTurn: 2048, MaxTotalTokens: 32768, ToolCallFormat: "hermes", ToolTimeout: Duration{5 * time.Minute}},
 		Tokenizer: Tokenizer{Check: "every_turn"},
@@ -570,6 +575,9 @@ func (c *Config) Validate() error {
 	pos("server.max_samples", c.Server.MaxSamples)
 	pos("server.result_retention", c.Server.ResultRetention)
 	pos("server.gc_percent", c.Server.GCPercent)
+	if c.Pipeline.ExpectedTokensMemory < 0 {
+		errs = append(errs, fe("pipeline.expected_tokens_memory", "must not be negative"))
+	}
 	if c.Backends.MigrateMaxTokens < 0 {
 		errs = append(errs, fe("backends.migrate_max_tokens", "must not be negative"))
 	}

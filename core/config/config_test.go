@@ -26,6 +26,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad protocol", "[[backends.static]]\nurl = \"http://127.0.0.1:1\"\nprotocol = \"grpc\"\n", `backends.static[0].protocol: unknown protocol "grpc"`},
 		{"sglang without a Go tokenizer", "[[backends.static]]\nurl = \"http://127.0.0.1:1\"\nprotocol = \"sglang\"\n", `backends.static[0].protocol: sglang has no chat tokenizer: set tokenizer.model_dir`},
 		{"negative slots", "[[backends.static]]\nurl = \"http://127.0.0.1:1\"\nslots = -1\n", "backends.static[0].slots: must not be negative"},
+		{"negative length memory", "[pipeline]\nexpected_tokens_memory = -1\n", "pipeline.expected_tokens_memory: must not be negative"},
 		{"overcommit below 1", "[backends]\ncache_overcommit = 0.9\n", "backends.cache_overcommit: must be at least 1, got 0.9"},
 		{"overcommit NaN", "[backends]\ncache_overcommit = nan\n", "backends.cache_overcommit: must be at least 1, got NaN"},
 		{"negative cache", "[[backends.static]]\nurl = \"http://127.0.0.1:1\"\ncache_tokens = -5\n", "backends.static[0].cache_tokens: must not be negative"},

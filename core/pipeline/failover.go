@@ -42,7 +42,7 @@ func (f *failover) retrying(b *backend.Backend) backend.Client {
 
 // hintOf is what the pool's routing knows of the rollout.
 func hintOf(r *Rollout) backend.Hint {
-	return backend.Hint{Key: r.ID, Group: r.Req.GroupID, GroupSize: r.Req.GroupSize, Cost: float64(r.Req.ExpectedTokens)}
+	return backend.Hint{Key: r.ID, Group: r.Req.GroupID, GroupSize: r.Req.GroupSize, Cost: float64(r.Req.Expected())}
 }
 
 // do runs call against the current backend, moving to another on a

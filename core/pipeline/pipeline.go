@@ -6,6 +6,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/flightcache"
 	"github.com/prorl/prorl/core/gateway"
+	"github.com/prorl/prorl/core/lengthhist"
 	"github.com/prorl/prorl/core/metrics"
 	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/sandbox"
@@ -84,6 +86,9 @@ type Pipeline struct {
 	dynamic  map[string]*dynBatch
 	dynStops []string // batches that just reached their K (p.mu)
 
+	// lengths remembers what each task's rollouts generated (nil: off).
+	lengths *lengthhist.Memo
+
 	splicers sync.Map // backend id -> *tokenizer.Splicer
 	gw       *gateway.Gateway
 
@@ -111,6 +116,7 @@ func New(d Deps) (*Pipeline, error) {
 		// A group's rollouts start together: a few hundred tasks cover the
 		// groups starting at once, and bound what large tasks (SWE) hold.
 		prepares: flightcache.New[*pb.PrepareResponse](256),
+		lengths:  lengthhist.New(d.Cfg.Pipeline.ExpectedTokensMemory),
 	}
 	p.gate = newGate(p)
 	if d.Cfg.Backends.Evacuate {
@@ -403,11 +409,24 @@ func (p *Pipeline) admit(ids []string, attempts []int, reqs []Request) ([]*Rollo
 	now := time.Now()
 	rs := make([]*Rollout, len(reqs))
 	pend := make([]store.Pending, len(reqs))
+	var key lengthhist.Key
+	var keyed json.RawMessage
 	for i, rq := range reqs {
 		if rq.Timeout <= 0 {
 			rq.Timeout = p.d.Cfg.Pipeline.RolloutTimeout.Duration
 		}
+		if p.lengths != nil {
+			if i == 0 || !bytes.Equal(rq.Task, keyed) { // a group shares its task: hashed once
+				key, keyed = lengthhist.KeyOf(rq.Domain, rq.Task), rq.Task
+			}
+			// Not for a dynamic-sampling batch: which groups it keeps must
+			// not depend on their length (queue.go).
+			if rq.ExpectedTokens <= 0 && rq.LearnedTokens <= 0 && rq.Dynamic == "" {
+				rq.LearnedTokens = p.lengths.Expect(key)
+			}
+		}
 		rs[i] = p.newRollout(ids[i], rq, attempts[i], now)
+		rs[i].lenKey = key
 		b, err := json.Marshal(rq)
 		if err != nil {
 			p.initReserved.Add(-n)
@@ -608,6 +627,13 @@ func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Fail
 	}
 	res := p.result(r, st, f)
 	p.tally.add(res)
+	if st == trajectory.StatusCompleted || st == trajectory.StatusTruncated {
+		n := 0
+		for _, t := range res.Turns {
+			n += len(t.ResponseIDs)
+		}
+		p.lengths.Observe(r.lenKey, n)
+	}
 	if err := p.d.Store.Finish(res); err != nil {
 		p.d.Log.Error("store result", "rollout", r.ID, "error", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/core/lengthhist"
 	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/store"
 	"github.com/prorl/prorl/core/trajectory"
@@ -403,5 +404,86 @@ func TestUsable(t *testing.T) {
 				t.Fatalf("Usable = %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestLearnedExpectedTokens: a task's rollouts submitted without
+// expected_tokens are expected to generate what its earlier rollouts did
+// (the same task re-sent with other whitespace included), and start by it;
+// a trainer's estimate, a dynamic-sampling batch and a memory of 0 are
+// left alone.
+func TestLearnedExpectedTokens(t *testing.T) {
+	f := newFixture(t, nil, sim(0))
+	var generated []int
+	for _, r := range f.submit(t, 2, nil) {
+		n := 0
+		for _, turn := range f.result(t, r).Turns {
+			n += len(turn.ResponseIDs)
+		}
+		generated = append(generated, n)
+	}
+	want := int(float64(generated[0]+generated[1])/2 + 0.5)
+	if want == 0 {
+		t.Fatal("the rollouts generated nothing")
+	}
+	respaced := json.RawMessage("{ \"domain\": \"math\",\n \"question\": \"What is 17 + 25?\", \"answer\": \"42\" }")
+	tests := []struct {
+		name string
+		mut  func(*Request)
+		want int
+	}{
+		{"same task", nil, want},
+		{"same task, other whitespace", func(r *Request) { r.Task = respaced }, want},
+		{"other task", func(r *Request) {
+			r.Task = json.RawMessage(`{"domain":"math","question":"What is 1 + 1?","answer":"2"}`)
+		}, 0},
+		{"trainer's estimate", func(r *Request) { r.ExpectedTokens = 7 }, 0},
+		{"dynamic sampling", func(r *Request) { r.Dynamic, r.DynamicK = "d", 1 }, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := f.submit(t, 1, tc.mut)
+			if got := rs[0].Req.LearnedTokens; got != tc.want {
+				t.Fatalf("learned_tokens %d, want %d (generated %v)", got, tc.want, generated)
+			}
+			f.result(t, rs[0])
+		})
+	}
+	off := newFixture(t, func(c *config.Config) { c.Pipeline.ExpectedTokensMemory = 0 }, sim(0))
+	off.result(t, off.submit(t, 1, nil)[0])
+	if got := off.submit(t, 1, nil)[0].Req.LearnedTokens; got != 0 {
+		t.Fatalf("memory off: learned_tokens %d", got)
+	}
+}
+
+// TestStartOrderLearnedTokens: without expected_tokens, a task known to
+// run long starts before one known to run short, and both before unknown.
+func TestStartOrderLearnedTokens(t *testing.T) {
+	f := newStopped(t, func(c *config.Config) {
+		c.Pipeline.InitWorkers, c.Pipeline.RunWorkers, c.Pipeline.EvalWorkers = 1, 1, 1
+	}, sim(0))
+	task := func(q string) json.RawMessage {
+		return json.RawMessage(`{"domain":"math","question":"What is 17 + 25?","answer":"42","id":"` + q + `"}`)
+	}
+	f.p.lengths.Observe(lengthhist.KeyOf("math", task("long")), 3000)
+	f.p.lengths.Observe(lengthhist.KeyOf("math", task("short")), 100)
+	of := func(q string) func(*Request) {
+		return func(r *Request) { r.Task, r.GroupID = task(q), q }
+	}
+	unknown := f.submit(t, 1, of("new"))
+	short := f.submit(t, 2, of("short"))
+	long := f.submit(t, 2, of("long"))
+	f.p.Start()
+	want := slices.Concat(long, short, unknown)
+	seq := map[uint64]string{}
+	for _, r := range want {
+		seq[f.result(t, r).Seq] = r.ID
+	}
+	var order []string
+	for s := uint64(1); s <= uint64(len(want)); s++ {
+		order = append(order, seq[s])
+	}
+	if !slices.Equal(order, ids(want)) {
+		t.Fatalf("start order %v, want long, short, unknown %v", order, ids(want))
 	}
 }

@@ -34,7 +34,7 @@ func (q *startQueue) push(ctx context.Context, r *Rollout) bool {
 	q.seq++
 	it := queued{r: r, prio: r.Req.Priority, seq: q.seq}
 	if r.Req.Dynamic == "" {
-		it.expected = r.Req.ExpectedTokens
+		it.expected = r.Req.Expected()
 	}
 	heap.Push(&q.items, it)
 	q.mu.Unlock()

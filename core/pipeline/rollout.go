@@ -11,6 +11,7 @@ import (
 
 	"github.com/prorl/prorl/core/agent"
 	"github.com/prorl/prorl/core/gateway"
+	"github.com/prorl/prorl/core/lengthhist"
 	"github.com/prorl/prorl/core/sandbox"
 	"github.com/prorl/prorl/core/trajectory"
 	pb "github.com/prorl/prorl/sdk/proto"
@@ -25,13 +26,16 @@ type Request struct {
 	// routings that place a group together).
 	GroupSize int `json:"group_size,omitempty"`
 	// ExpectedTokens is the trainer's estimate of the tokens it generates.
-	ExpectedTokens int                 `json:"expected_tokens,omitempty"`
-	Domain         string              `json:"domain"`
-	Task           json.RawMessage     `json:"task"`
-	Sampling       trajectory.Sampling `json:"sampling"`
-	MaxTurns       int                 `json:"max_turns,omitempty"`
-	Timeout        time.Duration       `json:"timeout,omitempty"`
-	Metadata       json.RawMessage     `json:"metadata,omitempty"`
+	ExpectedTokens int `json:"expected_tokens,omitempty"`
+	// LearnedTokens, without ExpectedTokens, is what the task's earlier
+	// rollouts generated (lengthhist), filled in when it was submitted.
+	LearnedTokens int                 `json:"learned_tokens,omitempty"`
+	Domain        string              `json:"domain"`
+	Task          json.RawMessage     `json:"task"`
+	Sampling      trajectory.Sampling `json:"sampling"`
+	MaxTurns      int                 `json:"max_turns,omitempty"`
+	Timeout       time.Duration       `json:"timeout,omitempty"`
+	Metadata      json.RawMessage     `json:"metadata,omitempty"`
 	// MessageSpans asks for each initial message's own token span (ProRL compatibility).
 	MessageSpans bool `json:"message_spans,omitempty"`
 	// Priority orders the start of queued rollouts: higher first (0-100).
@@ -58,6 +62,15 @@ type Request struct {
 	Workdir     string `json:"workdir,omitempty"`
 	// HarnessImage is the sandbox image when the domain has no sandbox.
 	HarnessImage string `json:"harness_image,omitempty"`
+}
+
+// Expected is the tokens the rollout is expected to generate: the
+// trainer's estimate, else the task's history; 0 if neither is known.
+func (rq *Request) Expected() int {
+	if rq.ExpectedTokens > 0 {
+		return rq.ExpectedTokens
+	}
+	return rq.LearnedTokens
 }
 
 // AgentGateway marks a rollout whose agent drives it through the gateway.
@@ -91,6 +104,9 @@ type Rollout struct {
 	timing    trajectory.Timing
 	policy    int64
 	backendID string
+
+	// lenKey is the task's key in the pipeline's length history.
+	lenKey lengthhist.Key
 
 	// set by stages
 	taskID string
