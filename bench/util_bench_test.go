@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/lengthhist"
 	"github.com/prorl/prorl/internal/simllm"
 )
 
@@ -500,4 +501,77 @@ func BenchmarkIssue19Utilisation(b *testing.B) {
 		printTable(fmt.Sprintf("Issue 19 — one GRPO step, %s, %d rollouts; fleet 2×H100 + 2×half-speed, %d slots each (simulated s; lower bound = max(work %.0f s, longest rollout %.0f s; at full batches it takes %.0f s = %.2f×); time scale %g)",
 			w.name, len(w.rollouts), m.Slots, work, crit, critFull, critFull/lb, scale), rows)
 	}
+}
+
+// mathEpochs is the math workload with prompt-dependent answer lengths, as
+// two epochs over the same 64 prompts: each prompt's median answer is
+// lognormal(1200, σ 0.65) and its answers lognormal around it (σ 0.47),
+// in [50, 8192]; the overall spread, σ 0.8, is the math workload's.
+// Splitting it two thirds between prompts is our assumption: RhymeRL
+// (arXiv:2508.18588) reports responses to a prompt alike across epochs,
+// with no figure to take.
+func mathEpochs(groups, size, vocab int) (first, second *workload) {
+	r := rand.New(rand.NewSource(2019))
+	first = &workload{name: "math, epoch 1", size: size, vocab: vocab}
+	second = &workload{name: "math, epoch 2", size: size, vocab: vocab}
+	for g := 0; g < groups; g++ {
+		p := randIDs(r, int(lognorm(r, 150, 0.4, 40, 1000)), vocab)
+		median := lognorm(r, 1200, 0.65, 50, 8192)
+		for _, w := range []*workload{first, second} {
+			w.prompts = append(w.prompts, p)
+			for i := 0; i < size; i++ {
+				w.rollouts = append(w.rollouts, wlRollout{group: g, key: fmt.Sprintf("%s-m%d-r%d", w.name[len(w.name)-1:], g, i),
+					turns: []wlTurn{{out: int(lognorm(r, median, 0.47, 50, 8192))}}})
+			}
+		}
+	}
+	return first, second
+}
+
+// BenchmarkIssue19History: the second epoch of a math workload whose
+// answer lengths depend on the prompt, with group-aware routing, started
+// and placed as the pipeline does without expected_tokens: with nothing
+// known, and by the first epoch's lengths remembered per task
+// (lengthhist, what [pipeline] expected_tokens_memory turns on). The
+// memory is fed the first epoch's drawn lengths, which are what its
+// rollouts generate on the simulator (the pipeline's own feeding is
+// TestLearnedExpectedTokens).
+func BenchmarkIssue19History(b *testing.B) {
+	scale := 0.1
+	if v, err := strconv.ParseFloat(os.Getenv("PRORL_BENCH_TIME_SCALE"), 64); err == nil && v > 0 {
+		scale = v
+	}
+	m := simllm.DefaultEngine()
+	m.Slots, m.TimeScale = 32, scale
+	fleet := []fleetBackend{{1}, {1}, {0.5}, {0.5}}
+	first, second := mathEpochs(64, 8, simllm.NewTokenizer().VocabSize())
+	memo := lengthhist.New(1 << 10)
+	taskOf := func(g int) []byte { return fmt.Appendf(nil, `{"question":"prompt %d"}`, g) }
+	for _, ro := range first.rollouts {
+		memo.Observe(lengthhist.KeyOf("math", taskOf(ro.group)), ro.turns[0].out)
+	}
+	learned := *second
+	learned.rollouts = slices.Clone(second.rollouts)
+	for i := range learned.rollouts {
+		learned.rollouts[i].cost = float64(memo.Expect(lengthhist.KeyOf("math", taskOf(learned.rollouts[i].group))))
+	}
+	work, crit, _ := lowerBound(second, m, fleet)
+	lb := math.Max(work, crit)
+	var rows []row
+	res := map[string]utilResult{}
+	for _, v := range []struct {
+		name string
+		w    *workload
+	}{{"nothing known", second}, {"last epoch's", &learned}, {"nothing known", second}, {"last epoch's", &learned}} {
+		r := runStep(b, v.w, m, fleet, backend.RouteGroup, true)
+		if old, ok := res[v.name]; !ok || r.makespan > old.makespan {
+			res[v.name] = r // the worse of two runs each, interleaved
+		}
+		rows = append(rows, row{name: fmt.Sprintf("%-14s makespan / lower bound", v.name), measured: fmt.Sprintf("%.0f s / %.0f s = %.2f×", r.makespan, lb, r.makespan/lb)},
+			row{name: fmt.Sprintf("%-14s slot use: step, while work waits", v.name), measured: fmt.Sprintf("%.0f%%, %.0f%%", 100*r.util, 100*r.utilWaiting)})
+	}
+	none, hist := res["nothing known"], res["last epoch's"]
+	rows = append(rows, row{name: "speed-up from the lengths remembered (worse runs)", measured: fmt.Sprintf("%.2f×", none.makespan/hist.makespan)})
+	printTable(fmt.Sprintf("Issue 19 — expected tokens from history: epoch 2 of math with prompt-dependent lengths, %d rollouts, group-aware; fleet as Issue19Utilisation (lower bound = max(work %.0f s, longest rollout %.0f s); time scale %g)",
+		len(second.rollouts), work, crit, scale), rows)
 }
