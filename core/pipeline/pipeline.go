@@ -411,13 +411,14 @@ func (p *Pipeline) admit(ids []string, attempts []int, reqs []Request) ([]*Rollo
 	pend := make([]store.Pending, len(reqs))
 	var key lengthhist.Key
 	var keyed json.RawMessage
+	keyedDomain := ""
 	for i, rq := range reqs {
 		if rq.Timeout <= 0 {
 			rq.Timeout = p.d.Cfg.Pipeline.RolloutTimeout.Duration
 		}
 		if p.lengths != nil {
-			if i == 0 || !bytes.Equal(rq.Task, keyed) { // a group shares its task: hashed once
-				key, keyed = lengthhist.KeyOf(rq.Domain, rq.Task), rq.Task
+			if i == 0 || rq.Domain != keyedDomain || !bytes.Equal(rq.Task, keyed) { // a group shares its task: hashed once
+				key, keyed, keyedDomain = lengthhist.KeyOf(rq.Domain, rq.Task), rq.Task, rq.Domain
 			}
 			// Not for a dynamic-sampling batch: which groups it keeps must
 			// not depend on their length (queue.go).
