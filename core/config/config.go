@@ -571,22 +571,21 @@ func (c *Config) Validate() error {
 			errs = append(errs, fe(key, "must be positive, got %d", v))
 		}
 	}
+	nonNeg := func(key string, v float64) {
+		if v < 0 {
+			errs = append(errs, fe(key, "must not be negative"))
+		}
+	}
 	pos("server.max_batch", c.Server.MaxBatch)
 	pos("server.max_samples", c.Server.MaxSamples)
 	pos("server.result_retention", c.Server.ResultRetention)
 	pos("server.gc_percent", c.Server.GCPercent)
-	if c.Pipeline.ExpectedTokensMemory < 0 {
-		errs = append(errs, fe("pipeline.expected_tokens_memory", "must not be negative"))
-	}
-	if c.Backends.MigrateMaxTokens < 0 {
-		errs = append(errs, fe("backends.migrate_max_tokens", "must not be negative"))
-	}
+	nonNeg("pipeline.expected_tokens_memory", float64(c.Pipeline.ExpectedTokensMemory))
+	nonNeg("backends.migrate_max_tokens", float64(c.Backends.MigrateMaxTokens))
 	if !(c.Backends.CacheOvercommit >= 1) { // NaN too
 		errs = append(errs, fe("backends.cache_overcommit", "must be at least 1, got %g", c.Backends.CacheOvercommit))
 	}
-	if c.Server.MemoryLimitMiB < 0 {
-		errs = append(errs, fe("server.memory_limit_mib", "must not be negative"))
-	}
+	nonNeg("server.memory_limit_mib", float64(c.Server.MemoryLimitMiB))
 	if c.Server.MaxBodyBytes <= 0 {
 		errs = append(errs, fe("server.max_body_bytes", "must be positive"))
 	}
@@ -672,15 +671,9 @@ func (c *Config) Validate() error {
 		} else if _, err := baseurl.Parse(b.URL); err != nil {
 			errs = append(errs, fe(key+".url", "%v", err))
 		}
-		if b.Weight < 0 {
-			errs = append(errs, fe(key+".weight", "must not be negative"))
-		}
-		if b.Slots < 0 {
-			errs = append(errs, fe(key+".slots", "must not be negative"))
-		}
-		if b.CacheTokens < 0 {
-			errs = append(errs, fe(key+".cache_tokens", "must not be negative"))
-		}
+		nonNeg(key+".weight", b.Weight)
+		nonNeg(key+".slots", float64(b.Slots))
+		nonNeg(key+".cache_tokens", float64(b.CacheTokens))
 		if b.Protocol == "" {
 			c.Backends.Static[i].Protocol = "vllm"
 		} else if !oneOf(b.Protocol, Protocols) {
