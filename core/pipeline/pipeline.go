@@ -629,11 +629,7 @@ func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Fail
 	res := p.result(r, st, f)
 	p.tally.add(res)
 	if st == trajectory.StatusCompleted || st == trajectory.StatusTruncated {
-		n := 0
-		for _, t := range res.Turns {
-			n += len(t.ResponseIDs)
-		}
-		p.lengths.Observe(r.lenKey, n)
+		p.lengths.Observe(r.lenKey, res.GeneratedTokens())
 	}
 	if err := p.d.Store.Finish(res); err != nil {
 		p.d.Log.Error("store result", "rollout", r.ID, "error", err)

@@ -283,19 +283,9 @@ func TestDispatchPriority(t *testing.T) {
 	high := f.submit(t, 3, prio(90))
 	mid := f.submit(t, 3, prio(50))
 	f.p.Start()
-	var order []string
-	want := append(append(append([]*Rollout{}, high...), mid...), low...)
-	seq := map[uint64]string{}
-	for _, r := range want {
-		seq[f.result(t, r).Seq] = r.ID
-	}
-	for s := uint64(1); s <= uint64(len(want)); s++ {
-		order = append(order, seq[s])
-	}
-	for i, r := range want {
-		if order[i] != r.ID {
-			t.Fatalf("start order %v, want high, mid, low in submission order %v", order, ids(want))
-		}
+	want := slices.Concat(high, mid, low)
+	if order := f.finishOrder(t, want); !slices.Equal(order, ids(want)) {
+		t.Fatalf("start order %v, want high, mid, low in submission order %v", order, ids(want))
 	}
 }
 
@@ -319,17 +309,24 @@ func TestStartOrderExpectedTokens(t *testing.T) {
 	dynLong := f.submit(t, 1, expect(3000, "d"))
 	f.p.Start()
 	want := slices.Concat(long, mid, short, dynShort, unknown, dynLong)
+	if order := f.finishOrder(t, want); !slices.Equal(order, ids(want)) {
+		t.Fatalf("start order %v, want %v", order, ids(want))
+	}
+}
+
+// finishOrder waits for rs and returns their ids in the order they were
+// stored (with one worker per stage, the start order).
+func (f *fixture) finishOrder(t *testing.T, rs []*Rollout) []string {
+	t.Helper()
 	seq := map[uint64]string{}
-	for _, r := range want {
+	for _, r := range rs {
 		seq[f.result(t, r).Seq] = r.ID
 	}
 	var order []string
-	for s := uint64(1); s <= uint64(len(want)); s++ {
+	for s := uint64(1); s <= uint64(len(rs)); s++ {
 		order = append(order, seq[s])
 	}
-	if !slices.Equal(order, ids(want)) {
-		t.Fatalf("start order %v, want %v", order, ids(want))
-	}
+	return order
 }
 
 func ids(rs []*Rollout) []string {
@@ -416,11 +413,7 @@ func TestLearnedExpectedTokens(t *testing.T) {
 	f := newFixture(t, nil, sim(0))
 	var generated []int
 	for _, r := range f.submit(t, 2, nil) {
-		n := 0
-		for _, turn := range f.result(t, r).Turns {
-			n += len(turn.ResponseIDs)
-		}
-		generated = append(generated, n)
+		generated = append(generated, f.result(t, r).GeneratedTokens())
 	}
 	want := int(float64(generated[0]+generated[1])/2 + 0.5)
 	if want == 0 {
@@ -475,15 +468,7 @@ func TestStartOrderLearnedTokens(t *testing.T) {
 	long := f.submit(t, 2, of("long"))
 	f.p.Start()
 	want := slices.Concat(long, short, unknown)
-	seq := map[uint64]string{}
-	for _, r := range want {
-		seq[f.result(t, r).Seq] = r.ID
-	}
-	var order []string
-	for s := uint64(1); s <= uint64(len(want)); s++ {
-		order = append(order, seq[s])
-	}
-	if !slices.Equal(order, ids(want)) {
+	if order := f.finishOrder(t, want); !slices.Equal(order, ids(want)) {
 		t.Fatalf("start order %v, want long, short, unknown %v", order, ids(want))
 	}
 }

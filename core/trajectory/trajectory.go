@@ -218,3 +218,12 @@ type Result struct {
 	// it to disk): the API sends those bytes instead of encoding again.
 	Encoded []byte `json:"-"`
 }
+
+// GeneratedTokens is how many tokens the policy generated over the turns.
+func (r *Result) GeneratedTokens() int {
+	n := 0
+	for _, t := range r.Turns {
+		n += len(t.ResponseIDs)
+	}
+	return n
+}
