@@ -125,19 +125,25 @@ func mathWorkload(groups, size, vocab int) *workload {
 	return w
 }
 
-// withKnownLengths is w with each rollout's cost its drawn generated
-// tokens, as if the trainer's expected_tokens were exact: what the
-// scheduling reaches when lengths are known in advance.
-func withKnownLengths(w *workload) *workload {
+// withCosts is w with each rollout's cost (its expected_tokens) given by cost.
+func withCosts(w *workload, cost func(wlRollout) float64) *workload {
 	k := *w
 	k.rollouts = slices.Clone(w.rollouts)
 	for i := range k.rollouts {
-		k.rollouts[i].cost = 0
-		for _, t := range k.rollouts[i].turns {
-			k.rollouts[i].cost += float64(t.out)
-		}
+		k.rollouts[i].cost = cost(k.rollouts[i])
 	}
 	return &k
+}
+
+// drawnLength is a rollout's drawn generated tokens: expected_tokens as if
+// the trainer's were exact, what the scheduling reaches when lengths are
+// known in advance.
+func drawnLength(ro wlRollout) float64 {
+	n := 0
+	for _, t := range ro.turns {
+		n += t.out
+	}
+	return float64(n)
 }
 
 type fleetBackend struct {
@@ -363,9 +369,10 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 					res, err := be.Client.Generate(ctx, backend.GenerateRequest{PromptIDs: ids, MaxTokens: want, IgnoreEOS: true, Temperature: 1, Seed: &seed, Priority: prio})
 					end()
 					waitT[i] += t1.Sub(t0).Seconds() / m.TimeScale
-					genT[i] += time.Since(t1).Seconds() / m.TimeScale
+					gen := time.Since(t1).Seconds() / m.TimeScale
+					genT[i] += gen
 					if be.Weight < 1 {
-						slowT[i] += time.Since(t1).Seconds() / m.TimeScale
+						slowT[i] += gen
 					}
 					if err != nil {
 						b.Error(err)
@@ -440,7 +447,10 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 		utilWaiting: busy / math.Max(ready, 1)}
 }
 
-func BenchmarkIssue19Utilisation(b *testing.B) {
+// utilFleet is the engine model and fleet of the Issue 19 benches: four
+// engines of 32 slots, two at the calibrated speed and two at half, at
+// PRORL_BENCH_TIME_SCALE real seconds per simulated one (default 0.1).
+func utilFleet() (simllm.EngineModel, []fleetBackend) {
 	// Real time per simulated second. The host's own latency is real time:
 	// at 0.015 a millisecond of it (a 2-core machine running 512 rollouts'
 	// goroutines) counted as 67 simulated ms, several engine steps, and
@@ -453,14 +463,24 @@ func BenchmarkIssue19Utilisation(b *testing.B) {
 	// while work waited (PRORL_BENCH_DEBUG); at 0.1 2, at 0.2 1.5, and 0.1
 	// and 0.2 measured the same (SWE-like, group-aware, overcommit 1: 313
 	// and 312 s, slot use while work waited 94% at both; 336-347 s and
-	// 90-92% at 0.04). It makes this benchmark take about 10 minutes.
+	// 90-92% at 0.04). It makes Issue19Utilisation take about 10 minutes.
 	scale := 0.1
 	if v, err := strconv.ParseFloat(os.Getenv("PRORL_BENCH_TIME_SCALE"), 64); err == nil && v > 0 {
 		scale = v
 	}
 	m := simllm.DefaultEngine()
 	m.Slots, m.TimeScale = 32, scale
-	fleet := []fleetBackend{{1}, {1}, {0.5}, {0.5}}
+	return m, []fleetBackend{{1}, {1}, {0.5}, {0.5}}
+}
+
+// stepRows are a step's makespan and slot-use rows, named after label.
+func stepRows(label string, r utilResult, lb float64) []row {
+	return []row{{name: fmt.Sprintf("%-15s makespan / lower bound", label), measured: fmt.Sprintf("%.0f s / %.0f s = %.2f×", r.makespan, lb, r.makespan/lb)},
+		{name: fmt.Sprintf("%-15s slot use: step, while work waits", label), measured: fmt.Sprintf("%.0f%%, %.0f%%", 100*r.util, 100*r.utilWaiting)}}
+}
+
+func BenchmarkIssue19Utilisation(b *testing.B) {
+	m, fleet := utilFleet()
 	vocab := simllm.NewTokenizer().VocabSize()
 	for _, w := range []*workload{sweWorkload(64, 8, vocab), mathWorkload(64, 8, vocab)} {
 		if v := os.Getenv("PRORL_BENCH_WORKLOADS"); v != "" && !slices.Contains(strings.Split(v, ","), w.name) {
@@ -480,8 +500,7 @@ func BenchmarkIssue19Utilisation(b *testing.B) {
 		for _, rt := range routings {
 			r := runStep(b, w, m, fleet, rt, rt == backend.RouteGroup)
 			res[rt] = r
-			rows = append(rows, row{name: fmt.Sprintf("%-15s makespan / lower bound", rt), measured: fmt.Sprintf("%.0f s / %.0f s = %.2f×", r.makespan, lb, r.makespan/lb)},
-				row{name: fmt.Sprintf("%-15s slot use: step, while work waits", rt), measured: fmt.Sprintf("%.0f%%, %.0f%%", 100*r.util, 100*r.utilWaiting)},
+			rows = append(append(rows, stepRows(string(rt), r, lb)...),
 				row{name: fmt.Sprintf("%-15s cache hits, 90→100%% tail, moves", rt), measured: fmt.Sprintf("%.0f%%, %.0f s, %d (%d evacuations)", 100*r.hit, r.tail, r.moves, r.evacuations)})
 		}
 		ours, prorl := res[backend.RouteGroup], res[backend.RouteProRL]
@@ -489,9 +508,8 @@ func BenchmarkIssue19Utilisation(b *testing.B) {
 			// Math answers' lengths are drawn independently of their
 			// prompts, so nothing known before a rollout runs predicts
 			// them: this row is the gap's cause, not a result of ours.
-			k := runStep(b, withKnownLengths(w), m, fleet, backend.RouteGroup, true)
-			rows = append(rows, row{name: "lengths known   makespan / lower bound (group-aware)", measured: fmt.Sprintf("%.0f s / %.0f s = %.2f×", k.makespan, lb, k.makespan/lb)},
-				row{name: "lengths known   slot use: step, while work waits", measured: fmt.Sprintf("%.0f%%, %.0f%%", 100*k.util, 100*k.utilWaiting)})
+			k := runStep(b, withCosts(w, drawnLength), m, fleet, backend.RouteGroup, true)
+			rows = append(rows, stepRows("lengths known", k, lb)...)
 		}
 		rows = append(rows,
 			row{name: "group-aware: makespan / lower bound", measured: fmt.Sprintf("%.2f×", ours.makespan/lb), target: "≤ 1.10×", ok: ours.makespan/lb <= 1.10},
@@ -499,7 +517,7 @@ func BenchmarkIssue19Utilisation(b *testing.B) {
 			row{name: "group-aware slot use over the step", measured: fmt.Sprintf("%.0f%%", 100*ours.util), target: "≥ 95%", ok: ours.util >= 0.95},
 			row{name: "group-aware slot use while work waits", measured: fmt.Sprintf("%.0f%%", 100*ours.utilWaiting), target: "≥ 95%", ok: ours.utilWaiting >= 0.95})
 		printTable(fmt.Sprintf("Issue 19 — one GRPO step, %s, %d rollouts; fleet 2×H100 + 2×half-speed, %d slots each (simulated s; lower bound = max(work %.0f s, longest rollout %.0f s; at full batches it takes %.0f s = %.2f×); time scale %g)",
-			w.name, len(w.rollouts), m.Slots, work, crit, critFull, critFull/lb, scale), rows)
+			w.name, len(w.rollouts), m.Slots, work, crit, critFull, critFull/lb, m.TimeScale), rows)
 	}
 }
 
@@ -537,24 +555,14 @@ func mathEpochs(groups, size, vocab int) (first, second *workload) {
 // rollouts generate on the simulator (the pipeline's own feeding is
 // TestLearnedExpectedTokens).
 func BenchmarkIssue19History(b *testing.B) {
-	scale := 0.1
-	if v, err := strconv.ParseFloat(os.Getenv("PRORL_BENCH_TIME_SCALE"), 64); err == nil && v > 0 {
-		scale = v
-	}
-	m := simllm.DefaultEngine()
-	m.Slots, m.TimeScale = 32, scale
-	fleet := []fleetBackend{{1}, {1}, {0.5}, {0.5}}
+	m, fleet := utilFleet()
 	first, second := mathEpochs(64, 8, simllm.NewTokenizer().VocabSize())
 	memo := lengthhist.New(1 << 10)
 	taskOf := func(g int) []byte { return fmt.Appendf(nil, `{"question":"prompt %d"}`, g) }
 	for _, ro := range first.rollouts {
 		memo.Observe(lengthhist.KeyOf("math", taskOf(ro.group)), ro.turns[0].out)
 	}
-	learned := *second
-	learned.rollouts = slices.Clone(second.rollouts)
-	for i := range learned.rollouts {
-		learned.rollouts[i].cost = float64(memo.Expect(lengthhist.KeyOf("math", taskOf(learned.rollouts[i].group))))
-	}
+	learned := withCosts(second, func(ro wlRollout) float64 { return float64(memo.Expect(lengthhist.KeyOf("math", taskOf(ro.group)))) })
 	work, crit, _ := lowerBound(second, m, fleet)
 	lb := math.Max(work, crit)
 	var rows []row
@@ -562,16 +570,15 @@ func BenchmarkIssue19History(b *testing.B) {
 	for _, v := range []struct {
 		name string
 		w    *workload
-	}{{"nothing known", second}, {"last epoch's", &learned}, {"nothing known", second}, {"last epoch's", &learned}} {
+	}{{"nothing known", second}, {"last epoch's", learned}, {"nothing known", second}, {"last epoch's", learned}} {
 		r := runStep(b, v.w, m, fleet, backend.RouteGroup, true)
 		if old, ok := res[v.name]; !ok || r.makespan > old.makespan {
 			res[v.name] = r // the worse of two runs each, interleaved
 		}
-		rows = append(rows, row{name: fmt.Sprintf("%-14s makespan / lower bound", v.name), measured: fmt.Sprintf("%.0f s / %.0f s = %.2f×", r.makespan, lb, r.makespan/lb)},
-			row{name: fmt.Sprintf("%-14s slot use: step, while work waits", v.name), measured: fmt.Sprintf("%.0f%%, %.0f%%", 100*r.util, 100*r.utilWaiting)})
+		rows = append(rows, stepRows(v.name, r, lb)...)
 	}
 	none, hist := res["nothing known"], res["last epoch's"]
 	rows = append(rows, row{name: "speed-up from the lengths remembered (worse runs)", measured: fmt.Sprintf("%.2f×", none.makespan/hist.makespan)})
 	printTable(fmt.Sprintf("Issue 19 — expected tokens from history: epoch 2 of math with prompt-dependent lengths, %d rollouts, group-aware; fleet as Issue19Utilisation (lower bound = max(work %.0f s, longest rollout %.0f s); time scale %g)",
-		len(second.rollouts), work, crit, scale), rows)
+		len(second.rollouts), work, crit, m.TimeScale), rows)
 }
