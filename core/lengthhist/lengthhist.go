@@ -85,7 +85,7 @@ func (m *Memo) Observe(k Key, tokens int) {
 	e, _ := m.getLocked(k)
 	e.n = min(e.n+1, window)
 	e.mean += (float64(tokens) - e.mean) / float64(e.n)
-	m.cur[k] = e
+	m.putLocked(k, e)
 }
 
 // Len is how many tasks the memo holds.
@@ -98,8 +98,7 @@ func (m *Memo) Len() int {
 	return len(m.cur) + len(m.old)
 }
 
-// getLocked finds k, moving it to the newer generation (and turning the
-// generations over when that one is full).
+// getLocked finds k, moving it to the newer generation.
 func (m *Memo) getLocked(k Key) (entry, bool) {
 	if e, ok := m.cur[k]; ok {
 		return e, true
@@ -107,12 +106,16 @@ func (m *Memo) getLocked(k Key) (entry, bool) {
 	e, ok := m.old[k]
 	if ok {
 		delete(m.old, k)
-	}
-	if len(m.cur) >= m.half {
-		m.old, m.cur = m.cur, make(map[Key]entry, m.half)
-	}
-	if ok {
-		m.cur[k] = e
+		m.putLocked(k, e)
 	}
 	return e, ok
+}
+
+// putLocked stores k in the newer generation, turning the generations over
+// first if it is full and k is new there.
+func (m *Memo) putLocked(k Key, e entry) {
+	if _, ok := m.cur[k]; !ok && len(m.cur) >= m.half {
+		m.old, m.cur = m.cur, make(map[Key]entry, m.half)
+	}
+	m.cur[k] = e
 }
