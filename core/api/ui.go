@@ -88,8 +88,8 @@ func (s *Server) uiStream(w http.ResponseWriter, r *http.Request) {
 	every := time.Second
 	if v := r.URL.Query().Get("interval_ms"); v != "" {
 		ms, err := strconv.Atoi(v)
-		if err != nil || ms < int(streamMinInterval/time.Millisecond) || ms > 60000 {
-			writeError(w, invalid("interval_ms", "between 250 and 60000"))
+		if err != nil || ms < int(streamMinInterval.Milliseconds()) || ms > 60000 {
+			writeError(w, invalid("interval_ms", "between %d and 60000", streamMinInterval.Milliseconds()))
 			return
 		}
 		every = time.Duration(ms) * time.Millisecond
