@@ -196,6 +196,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzFastDecode -fuzztime $(FUZZTIME) ./core/backend
 	$(GO) test -run '^$$' -fuzz FuzzAppendJSON -fuzztime $(FUZZTIME) ./core/trajectory
 	$(GO) test -run '^$$' -fuzz FuzzKeyOf -fuzztime $(FUZZTIME) ./core/lengthhist
+	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME) ./core/lengthhist
 	$(GO) test -run '^$$' -fuzz FuzzScalars -fuzztime $(FUZZTIME) ./core/jsonw
 	$(GO) test -run '^$$' -fuzz FuzzAgainstReference -fuzztime $(FUZZTIME) ./core/tokenizer/regex
 	$(GO) test -run '^$$' -fuzz FuzzEncodeDecode -fuzztime $(FUZZTIME) ./core/tokenizer/bpe

@@ -71,6 +71,31 @@ func TestGracefulShutdown(t *testing.T) {
 			t.Errorf("%s: %s attempt %d %+v: live work was lost or redone in shutdown", id, res.Status, res.Attempt, res.Failure)
 		}
 	}
+	// What the first run learned of the task's lengths came back with the
+	// host (saved at shutdown beside the store): the same task is expected
+	// to generate what it did.
+	var again api.SubmitResponse
+	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}}).json(t, &again)
+	var list struct {
+		Rollouts []struct {
+			ID            string `json:"id"`
+			LearnedTokens int    `json:"learned_tokens"`
+		} `json:"rollouts"`
+	}
+	e.do("GET", "/v1/rollouts", nil).json(t, &list)
+	found := false
+	for _, r := range list.Rollouts {
+		if r.ID == again.RolloutIDs[0] {
+			found = true
+			if r.LearnedTokens <= 0 {
+				t.Errorf("after a restart the task's learned_tokens is %d", r.LearnedTokens)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("rollout %s not listed while it runs (5 ms a token)", again.RolloutIDs[0])
+	}
+	e.wait(t, again.RolloutIDs[0])
 }
 
 // A math rollout whose model calls python: the host starts a bubblewrap

@@ -192,6 +192,10 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 		socket = gwLn.Addr().String()
 	}
 	pd := pipeline.Deps{Cfg: cfg, Log: log.Named("pipeline"), Plugins: plugs, Pool: h.Pool, Store: h.Store, Metrics: h.Metrics, Sandboxes: h.Sandboxes, GatewaySocket: socket}
+	if cfg.Store.Driver != "memory" {
+		// Beside the durable store: what the memory store forgets, this does too.
+		pd.LengthsFile = cfg.Store.Path + ".lengths"
+	}
 	onRestart := cfg.Store.OnRestart
 	if coordinating {
 		h.Coordinator = coord.New(coord.Options{Version: Version, Plugins: plugs.Names(), Token: cfg.Server.Admin(), DeadAfter: cfg.Cluster.DeadAfter.Duration,

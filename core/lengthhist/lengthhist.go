@@ -50,6 +50,7 @@ type Memo struct {
 	mu       sync.Mutex
 	half     int
 	cur, old map[Key]entry
+	dirty    bool // changed since the last AppendBinary (persist.go)
 }
 
 // New returns a memo of capacity tasks; nil (off) if capacity < 2.
@@ -86,6 +87,7 @@ func (m *Memo) Observe(k Key, tokens int) {
 	e.n = min(e.n+1, window)
 	e.mean += (float64(tokens) - e.mean) / float64(e.n)
 	m.putLocked(k, e)
+	m.dirty = true
 }
 
 // Len is how many tasks the memo holds.

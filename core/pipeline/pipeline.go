@@ -59,7 +59,15 @@ type Deps struct {
 	// nodes) instead of through the stages here; Workers of them at once.
 	Remote        Executor
 	RemoteWorkers int
+	// LengthsFile keeps the learned expected tokens (lengthhist) across
+	// restarts: loaded by New, saved every lengthsSaveEvery and at
+	// Shutdown. "": in memory only.
+	LengthsFile string
 }
+
+// lengthsSaveEvery is how often learned lengths are saved while they
+// change: a crash loses at most this much of them.
+const lengthsSaveEvery = time.Minute
 
 // Pipeline runs rollouts.
 type Pipeline struct {
@@ -119,6 +127,14 @@ func New(d Deps) (*Pipeline, error) {
 		lengths:  lengthhist.New(d.Cfg.Pipeline.ExpectedTokensMemory),
 	}
 	p.gate = newGate(p)
+	if d.LengthsFile != "" && p.lengths != nil {
+		// Not fatal: without them rollouts start as unknown, as on a first run.
+		if n, err := p.lengths.ReadFile(d.LengthsFile); err != nil {
+			d.Log.Warn("learned expected tokens not loaded; starting without them", "error", err)
+		} else if n > 0 {
+			d.Log.Info("learned expected tokens loaded", "tasks", n, "file", d.LengthsFile)
+		}
+	}
 	if d.Cfg.Backends.Evacuate {
 		d.Pool.SetEvacuator(p.evacuate)
 	}
@@ -175,6 +191,10 @@ func New(d Deps) (*Pipeline, error) {
 func (p *Pipeline) Start() {
 	p.base, p.stop = context.WithCancel(context.Background())
 	c := p.d.Cfg.Pipeline
+	if p.d.LengthsFile != "" && p.lengths != nil {
+		p.wg.Add(1)
+		go p.saveLengthsEvery(lengthsSaveEvery)
+	}
 	if p.d.Remote != nil {
 		p.remotePool(max(1, p.d.RemoteWorkers))
 		return
@@ -767,6 +787,32 @@ stop:
 	}
 	p.stop()
 	p.wg.Wait()
+	p.saveLengths()
+}
+
+// saveLengthsEvery saves the learned lengths when they changed, until the
+// pipeline stops.
+func (p *Pipeline) saveLengthsEvery(d time.Duration) {
+	defer p.wg.Done()
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.base.Done():
+			return
+		case <-t.C:
+			p.saveLengths()
+		}
+	}
+}
+
+func (p *Pipeline) saveLengths() {
+	if p.d.LengthsFile == "" || p.lengths.Saved() {
+		return
+	}
+	if err := p.lengths.WriteFile(p.d.LengthsFile); err != nil {
+		p.d.Log.Warn("learned expected tokens not saved", "error", err)
+	}
 }
 
 func (p *Pipeline) splicer(b *backend.Backend) *tokenizer.Splicer {

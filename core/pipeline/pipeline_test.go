@@ -55,7 +55,7 @@ func newFixture(t *testing.T, cfgf func(*config.Config), sim *simllm.Server) *fi
 }
 
 // newStopped builds a pipeline whose workers have not started yet.
-func newStopped(t *testing.T, cfgf func(*config.Config), sim *simllm.Server) *fixture {
+func newStopped(t *testing.T, cfgf func(*config.Config), sim *simllm.Server, depsf ...func(*Deps)) *fixture {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Backends.WaitForBackend.Duration = 200 * time.Millisecond
@@ -80,7 +80,11 @@ func newStopped(t *testing.T, cfgf func(*config.Config), sim *simllm.Server) *fi
 			t.Fatal(err)
 		}
 	}
-	p, err := New(Deps{Cfg: cfg, Log: log, Plugins: plugs, Pool: pool, Store: st})
+	d := Deps{Cfg: cfg, Log: log, Plugins: plugs, Pool: pool, Store: st}
+	for _, f := range depsf {
+		f(&d)
+	}
+	p, err := New(d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,6 +450,33 @@ func TestLearnedExpectedTokens(t *testing.T) {
 	off.result(t, off.submit(t, 1, nil)[0])
 	if got := off.submit(t, 1, nil)[0].Req.LearnedTokens; got != 0 {
 		t.Fatalf("memory off: learned_tokens %d", got)
+	}
+}
+
+// TestLearnedTokensSurviveRestart: what a host learned of a task's lengths
+// is there after it stops and starts again (LengthsFile), and a damaged
+// file is ignored, not fatal.
+func TestLearnedTokensSurviveRestart(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "prorl.db.lengths")
+	withFile := func(d *Deps) { d.LengthsFile = file }
+	first := newStopped(t, nil, sim(0), withFile)
+	first.p.Start()
+	learned := first.result(t, first.submit(t, 1, nil)[0]).GeneratedTokens()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	first.p.Shutdown(ctx)
+	second := newStopped(t, nil, sim(0), withFile)
+	second.p.Start()
+	if got := second.submit(t, 1, nil)[0].Req.LearnedTokens; got != learned || got == 0 {
+		t.Fatalf("after a restart learned_tokens %d, want %d", got, learned)
+	}
+	if err := os.WriteFile(file, []byte("damaged"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	third := newStopped(t, nil, sim(0), withFile)
+	third.p.Start()
+	if got := third.submit(t, 1, nil)[0].Req.LearnedTokens; got != 0 {
+		t.Fatalf("from a damaged file learned_tokens %d", got)
 	}
 }
 

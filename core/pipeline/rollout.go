@@ -147,6 +147,10 @@ type Summary struct {
 	SubmittedAt time.Time `json:"submitted_at"`
 	StageSince  time.Time `json:"stage_since,omitzero"`
 	AgeSeconds  float64   `json:"age_seconds"`
+	// ExpectedTokens is the trainer's estimate; LearnedTokens, without
+	// one, what the task's earlier rollouts generated (Request).
+	ExpectedTokens int `json:"expected_tokens,omitempty"`
+	LearnedTokens  int `json:"learned_tokens,omitempty"`
 }
 
 func (r *Rollout) summary() Summary {
@@ -161,7 +165,8 @@ func (r *Rollout) summary() Summary {
 		turns = len(r.outcome.Turns)
 	}
 	return Summary{ID: r.ID, GroupID: r.Req.GroupID, Domain: r.Req.Domain, Status: st, Stage: r.stage, Turn: turns,
-		Backend: r.backendID, SubmittedAt: r.submitted, StageSince: r.stageFrom, AgeSeconds: time.Since(r.submitted).Seconds()}
+		Backend: r.backendID, SubmittedAt: r.submitted, StageSince: r.stageFrom, AgeSeconds: time.Since(r.submitted).Seconds(),
+		ExpectedTokens: r.Req.ExpectedTokens, LearnedTokens: r.Req.LearnedTokens}
 }
 
 // Done is closed when the rollout's result is stored.
