@@ -110,15 +110,21 @@ func hostFor(path string) string {
 // Socket is the path of the Unix socket behind addr ("host:port", as
 // dialers get it), if it names one.
 func Socket(addr string) (string, bool) {
-	host := hostOf(addr)
+	p, _, ok := socketOf(hostOf(addr))
+	return p, ok
+}
+
+// socketOf is the socket behind a host name (ok), and whether the name is
+// a socket host name at all (known or not).
+func socketOf(host string) (path string, socketHost, ok bool) {
 	if !isSocketHost(host) {
-		return "", false
+		return "", false, false
 	}
 	p, ok := sockets.Load(host)
 	if !ok {
-		return "", false
+		return "", true, false
 	}
-	return p.(string), true
+	return p.(string), true, true
 }
 
 // ErrUnknownSocket is a dial to a socket host name that Parse never gave.
@@ -135,10 +141,10 @@ func NewDialer() *Dialer {
 
 // DialContext implements the dial function of net/http's Transport.
 func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	if p, ok := Socket(addr); ok {
+	switch p, socketHost, ok := socketOf(hostOf(addr)); {
+	case ok:
 		return d.Dialer.DialContext(ctx, "unix", p)
-	}
-	if isSocketHost(hostOf(addr)) {
+	case socketHost:
 		// Never sent to a resolver: it would only fail later, and slower.
 		return nil, fmt.Errorf("%w %q", ErrUnknownSocket, addr)
 	}
