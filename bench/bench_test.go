@@ -317,7 +317,16 @@ func BenchmarkIssue2Figures(b *testing.B) {
 	if only := os.Getenv("PRORL_BENCH_DRIVERS"); only != "" {
 		drivers = strings.Split(only, ",") // e.g. bbolt,bbolt+groups for interleaved comparisons
 	}
-	for _, storeDriver := range drivers {
+	for _, label := range drivers {
+		// "DRIVER@b" runs the host binary PRORL_BENCH_HOST_B instead: two
+		// builds compared in one run, interleaved (the VM's speed swings).
+		storeDriver, alt, _ := strings.Cut(label, "@")
+		hostBin := filepath.Join(dir, "prorl-host")
+		if alt != "" {
+			if hostBin = os.Getenv("PRORL_BENCH_HOST_" + strings.ToUpper(alt)); hostBin == "" {
+				b.Fatalf("driver %s: PRORL_BENCH_HOST_%s is not set", label, strings.ToUpper(alt))
+			}
+		}
 		listen := "127.0.0.1:0"
 		if storeDriver == "bbolt+unix" {
 			// A server on this machine, on a Unix socket (vLLM's --uds).
@@ -349,10 +358,10 @@ func BenchmarkIssue2Figures(b *testing.B) {
 		}
 		args := []string{"serve", "--config", cfgPath}
 		profDriver := cmp.Or(os.Getenv("PRORL_BENCH_CPUPROFILE_DRIVER"), "bbolt")
-		if p := os.Getenv("PRORL_BENCH_CPUPROFILE"); p != "" && storeDriver == profDriver {
+		if p := os.Getenv("PRORL_BENCH_CPUPROFILE"); p != "" && label == profDriver {
 			args = append(args, "--cpuprofile", p) // written when the host stops gracefully
 		}
-		host := spawn(b, dir, "prorl-host", args...)
+		host := spawnArgv(b, "prorl-host", append([]string{hostBin}, args...))
 		call(b, "POST", host.addr+"/v1/backends", map[string]any{"url": sim.addr}, nil)
 		collect(b, host.addr, 0, len(submit(b, host.addr, 500)))
 		defer func() { _ = host.cmd.Process.Signal(syscall.SIGTERM); time.Sleep(time.Second) }()
@@ -376,19 +385,22 @@ func BenchmarkIssue2Figures(b *testing.B) {
 		used := map[string]float64{}
 		for _, k := range []string{"host", "math plugin", "simulator", "bench client"} {
 			used[k] = cpuSeconds(procs[k]) - cpu0[k]
-			rows = append(rows, row{"  CPU of " + k + " (" + storeDriver + ")", fmt.Sprintf("%.2f s (%.0f µs/rollout)", used[k], used[k]/n*1e6), "", true})
+			rows = append(rows, row{"  CPU of " + k + " (" + label + ")", fmt.Sprintf("%.2f s (%.0f µs/rollout)", used[k], used[k]/n*1e6), "", true})
 		}
 		// The simulator's CPU for the same calls is the yardstick: this
 		// VM's speed swings by half from run to run, the ratio much less.
-		rows = append(rows, row{"  host CPU / simulator CPU (" + storeDriver + ")", fmt.Sprintf("%.2f", used["host"]/used["simulator"]), "", true})
+		rows = append(rows, row{"  host CPU / simulator CPU (" + label + ")", fmt.Sprintf("%.2f", used["host"]/used["simulator"]), "", true})
 		name := map[string]string{"bbolt": "single-turn math rollouts/s, end to end, durable store",
 			"memory":             "single-turn math rollouts/s, end to end, memory store",
 			"bbolt+go-tokenizer": "single-turn math rollouts/s, durable store, Go tokenizer",
 			"bbolt+groups":       "single-turn math rollouts/s, durable store, groups of 8",
 			"bbolt+unix":         "single-turn math rollouts/s, durable store, Unix socket"}[storeDriver]
+		if alt != "" {
+			name += " @" + alt
+		}
 		rows = append(rows, row{name, fmt.Sprintf("%.0f /s", rate), ">= 2000 /s", rate >= 2000})
-		b.ReportMetric(rate, storeDriver+"-rollouts/s")
-		if storeDriver != "bbolt" {
+		b.ReportMetric(rate, label+"-rollouts/s")
+		if label != "bbolt" {
 			continue
 		}
 		// Baseline: the calls one rollout makes to the simulator (tokenize + completion), made directly.

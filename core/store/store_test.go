@@ -128,6 +128,44 @@ func TestBoltDurable(t *testing.T) {
 	}
 }
 
+// TestBoltResultsShareCommits: results finishing together share a commit,
+// each is durable when Finish returns, and Close commits what is in flight.
+func TestBoltResultsShareCommits(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	b, err := OpenBolt(path, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := b.Finish(&trajectory.Result{ID: fmt.Sprintf("r%d", i)}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	// Goroutines start within microseconds, the batch waits 25 ms: a
+	// loaded machine may split them, not into one commit each.
+	if c := b.batches.Load(); c >= n/4 {
+		t.Fatalf("%d results took %d commits", n, c)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err = OpenBolt(path, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if st := b.Stats(); st.Finished != n {
+		t.Fatalf("%d results durable, want %d", st.Finished, n)
+	}
+}
+
 // Results committed out of order are published in order: a reader paging
 // with since= never steps over a result that shows up later.
 func TestBoltPublishesInOrder(t *testing.T) {
