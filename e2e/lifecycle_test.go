@@ -95,6 +95,12 @@ func TestGracefulShutdown(t *testing.T) {
 	if !found {
 		t.Errorf("rollout %s not listed while it runs (5 ms a token)", again.RolloutIDs[0])
 	}
+	metrics := string(e.do("GET", "/metrics", nil).body)
+	for _, want := range []string{`prorl_expected_tokens_total{source="learned"} 1`, `prorl_expected_tokens_memory_tasks 1`} {
+		if !strings.Contains(metrics, want+"\n") {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 	e.wait(t, again.RolloutIDs[0])
 }
 

@@ -65,6 +65,9 @@ type Deps struct {
 	LengthsFile string
 }
 
+// expectedSources label prorl_expected_tokens_total (bySource's order).
+var expectedSources = [3]string{"trainer", "learned", "none"}
+
 // lengthsSaveEvery is how often learned lengths are saved while they
 // change: a crash loses at most this much of them.
 const lengthsSaveEvery = time.Minute
@@ -96,6 +99,9 @@ type Pipeline struct {
 
 	// lengths remembers what each task's rollouts generated (nil: off).
 	lengths *lengthhist.Memo
+	// bySource counts submitted rollouts by where their expected tokens
+	// came from: the trainer, the task's history, or nowhere.
+	bySource [3]atomic.Int64
 
 	splicers sync.Map // backend id -> *tokenizer.Splicer
 	gw       *gateway.Gateway
@@ -168,6 +174,12 @@ func New(d Deps) (*Pipeline, error) {
 		m.Counter("prorl_prepares_total", "Tasks prepared by their plugin, by whether a group's earlier rollout had (domains whose Prepare depends on the task alone).", map[string]string{"cached": "true"},
 			func() float64 { _, hits := p.prepares.Stats(); return float64(hits) })
 		m.Gauge("prorl_policy_version", "Current policy version.", nil, func() float64 { return float64(p.policy.Load()) })
+		for i, src := range expectedSources {
+			m.Counter("prorl_expected_tokens_total", "Rollouts submitted, by where their expected tokens came from: the trainer's expected_tokens, the task's earlier rollouts (learned_tokens), or none.",
+				map[string]string{"source": src}, func() float64 { return float64(p.bySource[i].Load()) })
+		}
+		m.Gauge("prorl_expected_tokens_memory_tasks", "Tasks whose generated lengths the host remembers ([pipeline] expected_tokens_memory).", nil,
+			func() float64 { return float64(p.lengths.Len()) })
 		m.Counter("prorl_prompt_renders_total", "First prompts rendered, by whether the prompt cache had them (a group's rollouts share one).", map[string]string{"cached": "false"},
 			func() float64 { calls, hits := p.runner.Prompts.Stats(); return float64(calls - hits) })
 		m.Counter("prorl_prompt_renders_total", "First prompts rendered, by whether the prompt cache had them (a group's rollouts share one).", map[string]string{"cached": "true"},
@@ -445,6 +457,14 @@ func (p *Pipeline) admit(ids []string, attempts []int, reqs []Request) ([]*Rollo
 			if rq.ExpectedTokens <= 0 && rq.LearnedTokens <= 0 && rq.Dynamic == "" {
 				rq.LearnedTokens = p.lengths.Expect(key)
 			}
+		}
+		switch {
+		case rq.ExpectedTokens > 0:
+			p.bySource[0].Add(1)
+		case rq.LearnedTokens > 0:
+			p.bySource[1].Add(1)
+		default:
+			p.bySource[2].Add(1)
 		}
 		rs[i] = p.newRollout(ids[i], rq, attempts[i], now)
 		rs[i].lenKey = key
