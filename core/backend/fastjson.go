@@ -278,25 +278,40 @@ func (s *scan) ints(dst *[]int) bool {
 	if !s.is('[') {
 		return false
 	}
-	out := make([]int, 0, 256)
+	b := s.b
+	// Sized by the commas up to the first ']' (SIMD-fast): a prompt's
+	// thousands of ids fill one allocation instead of a doubling series.
+	size := 1
+	if end := bytes.IndexByte(b[s.i:], ']'); end > 0 {
+		size += bytes.Count(b[s.i:s.i+end], []byte(","))
+	}
+	out := make([]int, 0, size)
 	*dst = out
 	if s.is(']') {
 		return true
 	}
-	b := s.b
 	for {
 		i, n := s.i, 0
-		for i < len(b) && i-s.i < 9 && b[i] >= '0' && b[i] <= '9' {
+		for i < len(b) && i-s.i < 9 && b[i]-'0' <= 9 {
 			n = n*10 + int(b[i]-'0')
 			i++
 		}
-		if i > s.i && i < len(b) && (b[i] == ',' || b[i] == ']') && (b[s.i] != '0' || i == s.i+1) {
-			s.i = i
-		} else {
-			var ok bool
-			if n, ok = s.integer(); !ok {
-				return false
+		if i > s.i && i < len(b) && (b[s.i] != '0' || i == s.i+1) {
+			// The usual case: a small id and its delimiter, no spaces.
+			switch b[i] {
+			case ',':
+				out = append(out, n)
+				s.i = i + 1
+				continue
+			case ']':
+				*dst = append(out, n)
+				s.i = i + 1
+				return true
 			}
+		}
+		var ok bool
+		if n, ok = s.integer(); !ok {
+			return false
 		}
 		out = append(out, n)
 		if s.is(']') {
