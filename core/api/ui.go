@@ -122,20 +122,23 @@ func (s *Server) uiStream(w http.ResponseWriter, r *http.Request) {
 
 // uiRollout is a row of the dashboard's rollouts table.
 type uiRollout struct {
-	ID         string     `json:"id"`
-	GroupID    string     `json:"group_id"`
-	Domain     string     `json:"domain"`
-	Status     string     `json:"status"`
-	Stage      string     `json:"stage"`
-	Backend    string     `json:"backend,omitempty"`
-	Turn       int        `json:"turns"`
-	AgeSeconds float64    `json:"age_seconds"`
-	InStageS   float64    `json:"in_stage_seconds,omitempty"`
-	Stuck      bool       `json:"stuck,omitempty"`
-	Reward     *float64   `json:"reward,omitempty"`
-	Reason     string     `json:"reason,omitempty"`
-	Health     []string   `json:"health,omitempty"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	ID         string  `json:"id"`
+	GroupID    string  `json:"group_id"`
+	Domain     string  `json:"domain"`
+	Status     string  `json:"status"`
+	Stage      string  `json:"stage"`
+	Backend    string  `json:"backend,omitempty"`
+	Turn       int     `json:"turns"`
+	AgeSeconds float64 `json:"age_seconds"`
+	InStageS   float64 `json:"in_stage_seconds,omitempty"`
+	// ExpectedTokens and LearnedTokens are a live rollout's (Summary).
+	ExpectedTokens int        `json:"expected_tokens,omitempty"`
+	LearnedTokens  int        `json:"learned_tokens,omitempty"`
+	Stuck          bool       `json:"stuck,omitempty"`
+	Reward         *float64   `json:"reward,omitempty"`
+	Reason         string     `json:"reason,omitempty"`
+	Health         []string   `json:"health,omitempty"`
+	FinishedAt     *time.Time `json:"finished_at,omitempty"`
 }
 
 // uiRollouts lists live rollouts (a stage held longer than stuck_after,
@@ -172,7 +175,8 @@ func (s *Server) uiRollouts(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	var rows []uiRollout
 	for _, sm := range s.Pipeline.Active() {
-		row := uiRollout{ID: sm.ID, GroupID: sm.GroupID, Domain: sm.Domain, Status: sm.Status, Stage: sm.Stage, Backend: sm.Backend, Turn: sm.Turn, AgeSeconds: sm.AgeSeconds}
+		row := uiRollout{ID: sm.ID, GroupID: sm.GroupID, Domain: sm.Domain, Status: sm.Status, Stage: sm.Stage, Backend: sm.Backend, Turn: sm.Turn, AgeSeconds: sm.AgeSeconds,
+			ExpectedTokens: sm.ExpectedTokens, LearnedTokens: sm.LearnedTokens}
 		if !sm.StageSince.IsZero() {
 			row.InStageS = now.Sub(sm.StageSince).Seconds()
 			row.Stuck = now.Sub(sm.StageSince) > stuck

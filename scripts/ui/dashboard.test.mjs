@@ -47,6 +47,10 @@ try {
   await page.selectOption("#status-filter", "stuck");
   const stuckIDs = await page.$$eval("#rollouts tbody tr.stuck", trs => trs.map(tr => tr.dataset.id));
   check("stuck rollouts are flagged", cfg.stuck.every(id => stuckIDs.includes(id)), { stuckIDs, want: cfg.stuck });
+  // Their task's first group finished before they were sent: the host
+  // expects them to generate what it did (learned_tokens).
+  const expected = await page.$$eval("#rollouts tbody tr.stuck", trs => trs.map(tr => tr.children[6].textContent));
+  check("stuck rollouts show the tokens learned from the first group", expected.length > 0 && expected.every(x => /^[1-9]\d* \(learned\)$/.test(x)), expected);
   await page.screenshot({ path: cfg.shots + "/rollouts.png", fullPage: true });
 
   // Cancel needs the admin token.

@@ -153,14 +153,15 @@ async function loadRollouts() {
   const stuck = new URLSearchParams(location.hash.split("?")[1] || "").get("stuck_after") || "";
   try {
     const d = await api("/v1/ui/rollouts?limit=1000" + (stuck ? "&stuck_after=" + encodeURIComponent(stuck) : ""));
-    state.rows = d.rollouts;
+    // One sortable figure: the trainer's expected_tokens, else the learned one.
+    state.rows = d.rollouts.map(r => ({ ...r, expected: r.expected_tokens || r.learned_tokens }));
     renderRollouts();
   } catch (e) {
     document.getElementById("main").replaceChildren(el("p", { class: "error" }, e.message));
   }
 }
 
-const columns = [["id", "id"], ["status", "status"], ["stage", "stage"], ["domain", "domain"], ["group_id", "group"], ["age_seconds", "age (s)"], ["backend", "backend"], ["reward", "reward"], ["health", "health"]];
+const columns = [["id", "id"], ["status", "status"], ["stage", "stage"], ["domain", "domain"], ["group_id", "group"], ["age_seconds", "age (s)"], ["expected", "expected tokens"], ["backend", "backend"], ["reward", "reward"], ["health", "health"]];
 
 function renderRollouts() {
   const m = document.getElementById("main");
@@ -179,7 +180,9 @@ function renderRollouts() {
   const body = el("tbody", {}, ...rows.map(r => el("tr", { class: r.stuck ? "stuck" : "", "data-id": r.id },
     el("td", {}, el("a", { href: "#/rollouts/" + encodeURIComponent(r.id) }, r.id)),
     el("td", {}, el("span", { class: "badge " + r.status }, r.status), r.stuck ? el("span", { class: "badge stuck" }, "stuck") : null),
-    el("td", {}, r.stage), el("td", {}, r.domain), el("td", {}, r.group_id), el("td", {}, fmt(r.age_seconds)), el("td", {}, r.backend || ""),
+    el("td", {}, r.stage), el("td", {}, r.domain), el("td", {}, r.group_id), el("td", {}, fmt(r.age_seconds)),
+    el("td", { title: r.learned_tokens ? "learned from the task's earlier rollouts" : "" }, r.expected_tokens ? String(r.expected_tokens) : r.learned_tokens ? r.learned_tokens + " (learned)" : ""),
+    el("td", {}, r.backend || ""),
     el("td", {}, r.reward === undefined ? "" : fmt(r.reward, 3)),
     el("td", { class: "health" }, ...(r.health || []).map(h => el("span", { class: "badge failed" }, h))),
     el("td", {}, r.finished_at ? "" : el("button", { type: "button", class: "cancel", onclick: () => cancel({ id: r.id }) }, "cancel"),
