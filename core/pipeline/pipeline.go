@@ -458,14 +458,6 @@ func (p *Pipeline) admit(ids []string, attempts []int, reqs []Request) ([]*Rollo
 				rq.LearnedTokens = p.lengths.Expect(key)
 			}
 		}
-		switch {
-		case rq.ExpectedTokens > 0:
-			p.bySource[0].Add(1)
-		case rq.LearnedTokens > 0:
-			p.bySource[1].Add(1)
-		default:
-			p.bySource[2].Add(1)
-		}
 		rs[i] = p.newRollout(ids[i], rq, attempts[i], now)
 		rs[i].lenKey = key
 		b, err := json.Marshal(rq)
@@ -486,6 +478,14 @@ func (p *Pipeline) admit(ids []string, attempts []int, reqs []Request) ([]*Rollo
 	}
 	p.mu.Unlock()
 	for _, r := range rs {
+		switch { // counted once the submission is on disk
+		case r.Req.ExpectedTokens > 0:
+			p.bySource[0].Add(1)
+		case r.Req.LearnedTokens > 0:
+			p.bySource[1].Add(1)
+		default:
+			p.bySource[2].Add(1)
+		}
 		if r.Req.Agent == AgentGateway {
 			p.gw.Expect(r.ID, r.Req.SessionKey)
 		}
