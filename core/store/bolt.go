@@ -63,9 +63,10 @@ type Bolt struct {
 // resultBatchDelay is how long a finished result waits for others to share
 // its commit (bbolt's Batch waits 10 ms): each commit costs two fsyncs and
 // the tree's upper pages whatever it holds. Bench Issue2Figures, single-turn
-// rollouts with the durable store, three pairs interleaved with the 10 ms
-// of db.Batch: the host's CPU over the simulator's 0.78 / 0.86 / 0.83
-// against 0.82 / 0.93 / 0.93. A result is published up to this much later;
+// rollouts with the durable store, four pairs interleaved with the 10 ms of
+// db.Batch: the host's CPU over the simulator's 0.78 / 0.88 / 0.85 / 0.88
+// against 0.87 / 0.87 / 0.89 / 0.89; 60 ms measured no better than 25
+// (0.83 / 0.87 / 1.01 against 0.84 / 0.84 / 0.89). A result is published up to this much later;
 // submissions and acknowledgements keep db.Batch's 10 ms (a trainer waits
 // on them).
 const resultBatchDelay = 25 * time.Millisecond
