@@ -66,9 +66,9 @@ type Bolt struct {
 // rollouts with the durable store, four pairs interleaved with the 10 ms of
 // db.Batch: the host's CPU over the simulator's 0.78 / 0.88 / 0.85 / 0.88
 // against 0.87 / 0.87 / 0.89 / 0.89; 60 ms measured no better than 25
-// (0.83 / 0.87 / 1.01 against 0.84 / 0.84 / 0.89). A result is published up to this much later;
-// submissions and acknowledgements keep db.Batch's 10 ms (a trainer waits
-// on them).
+// (0.83 / 0.87 / 1.01 against 0.84 / 0.84 / 0.89). A result is published
+// up to this much later; submissions and acknowledgements keep db.Batch's
+// 10 ms (a trainer waits on them).
 const resultBatchDelay = 25 * time.Millisecond
 
 // resultBatchMax bounds a commit's results (bbolt's MaxBatchSize).
