@@ -133,12 +133,15 @@ func New(d Deps) (*Pipeline, error) {
 		lengths:  lengthhist.New(d.Cfg.Pipeline.ExpectedTokensMemory),
 	}
 	p.gate = newGate(p)
-	if d.LengthsFile != "" && p.lengths != nil {
+	if p.lengths == nil {
+		p.d.LengthsFile = "" // memory off: nothing to keep
+	}
+	if p.d.LengthsFile != "" {
 		// Not fatal: without them rollouts start as unknown, as on a first run.
-		if n, err := p.lengths.ReadFile(d.LengthsFile); err != nil {
+		if n, err := p.lengths.ReadFile(p.d.LengthsFile); err != nil {
 			d.Log.Warn("learned expected tokens not loaded; starting without them", "error", err)
 		} else if n > 0 {
-			d.Log.Info("learned expected tokens loaded", "tasks", n, "file", d.LengthsFile)
+			d.Log.Info("learned expected tokens loaded", "tasks", n, "file", p.d.LengthsFile)
 		}
 	}
 	if d.Cfg.Backends.Evacuate {
@@ -203,7 +206,7 @@ func New(d Deps) (*Pipeline, error) {
 func (p *Pipeline) Start() {
 	p.base, p.stop = context.WithCancel(context.Background())
 	c := p.d.Cfg.Pipeline
-	if p.d.LengthsFile != "" && p.lengths != nil {
+	if p.d.LengthsFile != "" {
 		p.wg.Add(1)
 		go p.saveLengthsEvery(lengthsSaveEvery)
 	}
@@ -478,14 +481,7 @@ func (p *Pipeline) admit(ids []string, attempts []int, reqs []Request) ([]*Rollo
 	}
 	p.mu.Unlock()
 	for _, r := range rs {
-		switch { // counted once the submission is on disk
-		case r.Req.ExpectedTokens > 0:
-			p.bySource[0].Add(1)
-		case r.Req.LearnedTokens > 0:
-			p.bySource[1].Add(1)
-		default:
-			p.bySource[2].Add(1)
-		}
+		p.bySource[r.Req.expectedSource()].Add(1) // counted once the submission is on disk
 		if r.Req.Agent == AgentGateway {
 			p.gw.Expect(r.ID, r.Req.SessionKey)
 		}

@@ -73,6 +73,18 @@ func (rq *Request) Expected() int {
 	return rq.LearnedTokens
 }
 
+// expectedSource is whose figure Expected is, as an index of
+// expectedSources: the trainer's, the history's, or none.
+func (rq *Request) expectedSource() int {
+	switch {
+	case rq.ExpectedTokens > 0:
+		return 0
+	case rq.LearnedTokens > 0:
+		return 1
+	}
+	return 2
+}
+
 // AgentGateway marks a rollout whose agent drives it through the gateway.
 const AgentGateway = "gateway"
 
