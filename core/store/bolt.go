@@ -57,6 +57,9 @@ type Bolt struct {
 	loopDone chan struct{}
 	closeMu  sync.RWMutex
 	closed   bool
+	stop     chan struct{} // closed by Close: the healer gives up
+	stopOnce sync.Once
+	healers  sync.WaitGroup
 	batches  atomic.Int64 // commits of results made
 }
 
@@ -118,7 +121,7 @@ func OpenBolt(path string, retention int) (*Bolt, error) {
 	}
 	b.mem.seq = b.seq
 	b.published = b.seq
-	b.commits, b.loopDone = make(chan commitReq, resultBatchMax), make(chan struct{})
+	b.commits, b.loopDone, b.stop = make(chan commitReq, resultBatchMax), make(chan struct{}), make(chan struct{})
 	go b.commitLoop()
 	return b, nil
 }
@@ -350,6 +353,7 @@ func (b *Bolt) markFault(err error) {
 func (b *Bolt) healLocked() {
 	if !b.healing {
 		b.healing = true
+		b.healers.Add(1)
 		go b.heal()
 	}
 }
@@ -357,9 +361,18 @@ func (b *Bolt) healLocked() {
 // heal retries with backoff until the held results are written (or, with
 // none held, until a probe write goes through), then clears the fault.
 func (b *Bolt) heal() {
+	defer b.healers.Done()
 	backoff := 20 * time.Millisecond
 	for {
-		time.Sleep(backoff)
+		select {
+		case <-time.After(backoff):
+		case <-b.stop:
+			// Close makes the last attempt; the file is gone after it.
+			b.faultMu.Lock()
+			b.healing = false
+			b.faultMu.Unlock()
+			return
+		}
 		b.faultMu.Lock()
 		rs := append([]*trajectory.Result(nil), b.unwritten...)
 		b.faultMu.Unlock()
@@ -566,5 +579,22 @@ func (b *Bolt) Close() error {
 	}
 	b.closeMu.Unlock()
 	<-b.loopDone
-	return b.db.Close()
+	b.stopOnce.Do(func() { close(b.stop) })
+	b.healers.Wait()
+	// One last try for results held by a fault: written now they are not
+	// run again after a restart (their pending records say to).
+	b.faultMu.Lock()
+	rs := b.unwritten
+	b.faultMu.Unlock()
+	var werr error
+	if len(rs) > 0 {
+		if werr = b.db.Update(func(tx *bolt.Tx) error { return writeTx(tx, rs) }); werr == nil {
+			b.faultMu.Lock()
+			b.unwritten = b.unwritten[len(rs):]
+			b.faultMu.Unlock()
+		} else {
+			werr = fmt.Errorf("store: %d finished results not written at close (their rollouts run again after a restart): %w", len(rs), werr)
+		}
+	}
+	return errors.Join(werr, b.db.Close())
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -210,4 +211,42 @@ func TestBoltPublishesInOrder(t *testing.T) {
 		since = next
 	}
 	<-done
+}
+
+// A result held by a fault is written by Close (not run again after a
+// restart), and no healer outlives Close, even for a Finish after it.
+func TestBoltCloseWritesHeldResults(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	b, err := OpenBolt(path, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.faultMu.Lock()
+	b.fault = errors.New("injected: the file refuses writes")
+	b.faultMu.Unlock()
+	if err := b.Finish(&trajectory.Result{ID: "held"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// After Close: held in memory, its healer gives up at once.
+	if err := b.Finish(&trajectory.Result{ID: "late"}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { b.healers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a healer still runs after Close")
+	}
+	b, err = OpenBolt(path, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if st := b.Stats(); st.Finished != 1 {
+		t.Fatalf("%d results durable, want the held one", st.Finished)
+	}
 }
