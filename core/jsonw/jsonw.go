@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -127,32 +128,72 @@ func (w *Writer) Ints(v []int) {
 		w.Raw("null")
 		return
 	}
-	b := append(w.B, '[')
+	// Room for the common case (ids below 10^7 and a comma each): the
+	// loop writes digits in place, by index, instead of appending.
+	b := slices.Grow(w.B, 2+8*len(v))
+	buf, at := b[:cap(b)], len(b)
+	buf[at] = '['
+	at++
 	for i, n := range v {
-		if i > 0 {
-			b = append(b, ',')
+		if uint(n) >= 1e7 || len(buf)-at < 9 {
+			b = buf[:at]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(n), 10)
+			b = slices.Grow(b, 8*(len(v)-i))
+			buf, at = b[:cap(b)], len(b)
+			continue
 		}
-		b = appendInt(b, n)
+		if i > 0 {
+			buf[at] = ','
+			at++
+		}
+		at = putSmall(buf, at, uint(n))
 	}
-	w.B = append(b, ']')
+	w.B = append(buf[:at], ']')
 }
 
-// appendInt is strconv.AppendInt with a quicker path for token ids.
-func appendInt(b []byte, n int) []byte {
-	if n < 0 || n >= 1e8 {
-		return strconv.AppendInt(b, int64(n), 10)
+// pairs is "00".."99": two digits per division.
+const pairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
+	"4041424344454647484950515253545556575859606162636465666768697071727374757677787980818283848586878889" +
+	"90919293949596979899"
+
+// putSmall writes n < 10^7 at buf[at:], which has room, and returns the
+// index after it.
+func putSmall(buf []byte, at int, n uint) int {
+	var k int
+	switch {
+	case n < 10:
+		buf[at] = byte('0' + n)
+		return at + 1
+	case n < 100:
+		k = 2
+	case n < 1000:
+		k = 3
+	case n < 10000:
+		k = 4
+	case n < 100000:
+		k = 5
+	case n < 1000000:
+		k = 6
+	default:
+		k = 7
 	}
-	var d [8]byte
-	i := len(d)
-	for {
-		i--
-		d[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			break
-		}
+	end := at + k
+	i := end
+	for n >= 100 {
+		q := n % 100 * 2
+		n /= 100
+		buf[i-1], buf[i-2] = pairs[q+1], pairs[q]
+		i -= 2
 	}
-	return append(b, d[i:]...)
+	if n >= 10 {
+		buf[i-1], buf[i-2] = pairs[n*2+1], pairs[n*2]
+	} else {
+		buf[i-1] = byte('0' + n)
+	}
+	return end
 }
 
 // Mask writes a loss mask.

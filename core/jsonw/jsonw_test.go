@@ -27,3 +27,38 @@ func FuzzScalars(f *testing.F) {
 		}
 	})
 }
+
+// FuzzInts: id arrays come out as encoding/json writes them.
+func FuzzInts(f *testing.F) {
+	f.Add([]byte{0, 1, 9, 10, 99, 100, 255})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var v []int
+		for i := 0; i+3 < len(raw); i += 4 {
+			n := int(int32(uint32(raw[i]) | uint32(raw[i+1])<<8 | uint32(raw[i+2])<<16 | uint32(raw[i+3])<<24))
+			v = append(v, n, n>>8, n>>16, n>>24, -n, n*1000003)
+		}
+		if len(raw)%2 == 1 {
+			v = append(v, 1<<62, -1<<63, 9999999, 10000000, 99999999, 100000000)
+		}
+		want, _ := json.Marshal(v)
+		w := &Writer{B: []byte("x")}
+		w.Ints(v)
+		if !bytes.Equal(w.B[1:], want) {
+			t.Fatalf("%v: got %s want %s", v, w.B[1:], want)
+		}
+	})
+}
+
+func BenchmarkInts(b *testing.B) {
+	ids := make([]int, 500)
+	for i := range ids {
+		ids[i] = (i * 7919 * 31) % 151000 // Qwen-sized vocabulary: mostly 5-6 digits
+	}
+	ids[0], ids[1], ids[2] = 0, 7, 42
+	w := &Writer{}
+	for b.Loop() {
+		w.B = w.B[:0]
+		w.Ints(ids)
+	}
+	b.SetBytes(int64(len(w.B)))
+}
