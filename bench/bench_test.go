@@ -11,10 +11,12 @@ import (
 	"fmt"
 	fastjson "github.com/goccy/go-json"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -316,7 +318,12 @@ func BenchmarkIssue2Figures(b *testing.B) {
 	drivers := []string{"bbolt", "memory", "bbolt+go-tokenizer", "bbolt+groups", "bbolt+unix"}
 	if only := os.Getenv("PRORL_BENCH_DRIVERS"); only != "" {
 		drivers = strings.Split(only, ",") // e.g. bbolt,bbolt+groups for interleaved comparisons
+	} else if os.Getenv("PRORL_BENCH_HOST_FILED") != "" {
+		// make bench: the host of the day issue 19 was filed, interleaved
+		// with this one; its target is half that host's CPU.
+		drivers = append([]string{"bbolt@filed", "bbolt", "bbolt@filed"}, drivers...)
 	}
+	hostUS := map[string][]float64{} // host CPU per rollout by label, in run order
 	for _, label := range drivers {
 		// "DRIVER@b" runs the host binary PRORL_BENCH_HOST_B instead: two
 		// builds compared in one run, interleaved (the VM's speed swings).
@@ -387,6 +394,7 @@ func BenchmarkIssue2Figures(b *testing.B) {
 			used[k] = cpuSeconds(procs[k]) - cpu0[k]
 			rows = append(rows, row{"  CPU of " + k + " (" + label + ")", fmt.Sprintf("%.2f s (%.0f µs/rollout)", used[k], used[k]/n*1e6), "", true})
 		}
+		hostUS[label] = append(hostUS[label], used["host"]/n*1e6)
 		// The simulator's CPU for the same calls is the yardstick: this
 		// VM's speed swings by half from run to run, the ratio much less.
 		rows = append(rows, row{"  host CPU / simulator CPU (" + label + ")", fmt.Sprintf("%.2f", used["host"]/used["simulator"]), "", true})
@@ -400,13 +408,15 @@ func BenchmarkIssue2Figures(b *testing.B) {
 		}
 		rows = append(rows, row{name, fmt.Sprintf("%.0f /s", rate), ">= 2000 /s", rate >= 2000})
 		b.ReportMetric(rate, label+"-rollouts/s")
-		if label != "bbolt" {
+		if label != "bbolt" || len(hostUS[label]) > 1 {
 			continue
 		}
 		// Baseline: the calls one rollout makes to the simulator (tokenize + completion), made directly.
 		base := simBaseline(b, sim.addr, 4000)
 		rows = append(rows, row{"  baseline: simulator alone, tokenize+generate pairs/s", fmt.Sprintf("%.0f /s (host at %.2fx)", base, rate/base), "", true})
 	}
+
+	rows = append(rows, buildRatios(hostUS)...)
 
 	// 3. Host memory per in-flight rollout: rollouts held in the run stage by a slow simulator.
 	{
@@ -467,6 +477,36 @@ func BenchmarkIssue2Figures(b *testing.B) {
 	}
 
 	printTable("prorl issue 2 figures (2 cores; simulator with zero latency unless noted)", rows)
+}
+
+// buildRatios compares, per "DRIVER@X" label, that build's host CPU with
+// this build's on the same driver, both measured in this run: the mean of
+// each over the mean of the other. Against the build issue 19 was filed
+// on (@filed) the target is half.
+func buildRatios(hostUS map[string][]float64) []row {
+	var rows []row
+	for _, label := range slices.Sorted(maps.Keys(hostUS)) {
+		driver, alt, ok := strings.Cut(label, "@")
+		if !ok || len(hostUS[driver]) == 0 {
+			continue
+		}
+		this, other := mean(hostUS[driver]), mean(hostUS[label])
+		r := row{fmt.Sprintf("host CPU, this build / @%s (%s)", alt, driver),
+			fmt.Sprintf("%.2f (%.0f / %.0f µs, %d+%d runs)", this/other, this, other, len(hostUS[driver]), len(hostUS[label])), "", true}
+		if alt == "filed" {
+			r.target, r.ok = "<= 0.50", this/other <= 0.5
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func mean(v []float64) float64 {
+	var s float64
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
 }
 
 // printTable prints figures against their targets.
