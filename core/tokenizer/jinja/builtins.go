@@ -23,7 +23,7 @@ var builtinGlobals = map[string]Value{
 		return nil, &RaiseError{Msg: msg}
 	}),
 	"namespace": Func(func(args []Value, kw map[string]Value) (Value, error) {
-		ns := &Namespace{Map: *NewMap()}
+		ns := &Namespace{Map: Map{vals: map[string]Value{}}}
 		if len(args) > 0 {
 			if m, ok := args[0].(*Map); ok {
 				for _, k := range m.keys {
@@ -161,14 +161,14 @@ func applyFilter(name string, v Value, args []Value, kw map[string]Value) (Value
 				seps = &[2]string{str(l[0]), str(l[1])}
 			}
 		}
-		var b strings.Builder
-		if err := writeJSON(&b, v, indent, 0, sortKeys, seps); err != nil {
+		out, err := toJSON(v, indent, sortKeys, seps)
+		if err != nil {
 			return nil, err
 		}
 		if x, ok := kw["ensure_ascii"]; ok && truthy(x) {
-			return asciiJSON(b.String()), nil
+			return asciiJSON(out), nil
 		}
-		return b.String(), nil
+		return out, nil
 	case "trim":
 		s := str(v)
 		if x, ok := kwOr(kw, args, 0, "chars"); ok && x != nil {

@@ -27,6 +27,10 @@ func TestRender(t *testing.T) {
 		{`{{ m | tojson(indent=2) }}`, "{\n  \"b\": 1,\n  \"a\": [\n    1,\n    2.5,\n    \"x\",\n    null,\n    true\n  ]\n}"},
 		{`{{ m | tojson(sort_keys=true) }}`, `{"a": [1, 2.5, "x", null, true], "b": 1}`},
 		{`{{ "é\n\"<" | tojson }}`, `"é\n\"<"`},
+		// A dict's tojson is kept for the next call with the same options;
+		// other options, or a namespace under it that changed, write it again.
+		{`{{ m|tojson }}|{{ m|tojson(separators=[",", ":"]) }}|{{ m|tojson }}`, `{"b": 1, "a": [1, 2.5, "x", null, true]}|{"b":1,"a":[1,2.5,"x",null,true]}|{"b": 1, "a": [1, 2.5, "x", null, true]}`},
+		{`{% set ns = namespace(a=1) %}{% set d = {'x': [ns]} %}{{ d|tojson }}{% set ns.a = 2 %}{{ d|tojson }}`, `{"x": [{"a": 1}]}{"x": [{"a": 2}]}`},
 		{`{% for k, v in m|items %}{{ k }}={{ v|length if v is iterable else v }};{% endfor %}`, "b=1;a=5;"},
 		{`{{ m.a|select("string")|list }} {{ m.a|reject("none")|length }} {{ [3,1,2]|sort|join(",") }}`, "['x'] 4 1,2,3"},
 		{`{{ 'x' in 'axb' }} {{ 'b' in m }} {{ 1 not in [2] }} {{ m is mapping }} {{ 'a' is string }} {{ n is number }} {{ n is divisibleby 3 }}`, "True True True True True True True"},

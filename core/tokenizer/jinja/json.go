@@ -40,6 +40,53 @@ func asciiJSON(s string) string {
 	return b.String()
 }
 
+// toJSON is writeJSON's text, kept on a dict for the next render with the
+// same options when nothing under it can change (no namespace).
+func toJSON(v Value, indent int, sortKeys bool, seps *[2]string) (string, error) {
+	m, _ := v.(*Map)
+	var key jsonMemo
+	if m != nil {
+		key = jsonMemo{indent: indent, sortKeys: sortKeys, hasSeps: seps != nil}
+		if seps != nil {
+			key.seps = *seps
+		}
+		if c := m.json.Load(); c != nil && c.indent == key.indent && c.sortKeys == key.sortKeys && c.hasSeps == key.hasSeps && c.seps == key.seps {
+			return c.out, nil
+		}
+	}
+	var b strings.Builder
+	if err := writeJSON(&b, v, indent, 0, sortKeys, seps); err != nil {
+		return "", err
+	}
+	if m != nil && !mutable(m) {
+		key.out = b.String()
+		m.json.Store(&key)
+	}
+	return b.String(), nil
+}
+
+// mutable is whether v holds a namespace, the one value a template can
+// change after it is made.
+func mutable(v Value) bool {
+	switch x := v.(type) {
+	case *Namespace:
+		return true
+	case []Value:
+		for _, e := range x {
+			if mutable(e) {
+				return true
+			}
+		}
+	case *Map:
+		for _, e := range x.vals {
+			if mutable(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // writeJSON writes v as Python's json.dumps(v, ensure_ascii=False,
 // indent=indent, sort_keys=sortKeys) does, which is what Hugging Face's
 // tojson filter calls: ", " and ": " separators without indent, "," and

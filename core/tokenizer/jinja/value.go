@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // Value is a template value: nil (None), Undefined, bool, int, float64,
@@ -21,6 +22,19 @@ type Undefined struct{}
 type Map struct {
 	keys []string
 	vals map[string]Value
+	// json is the last tojson of this map (a chat template writes each
+	// tool's schema with tojson on every render; the tools' values are
+	// shared across renders, and a template cannot change a dict).
+	json atomic.Pointer[jsonMemo]
+}
+
+// jsonMemo is a tojson result and the options it was written with.
+type jsonMemo struct {
+	indent   int
+	sortKeys bool
+	seps     [2]string
+	hasSeps  bool
+	out      string
 }
 
 // NewMap returns an empty ordered map.
@@ -32,6 +46,7 @@ func (m *Map) Set(k string, v Value) {
 		m.keys = append(m.keys, k)
 	}
 	m.vals[k] = v
+	m.json.Store(nil)
 }
 
 // Get returns a key's value.
