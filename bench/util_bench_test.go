@@ -317,6 +317,7 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 	}()
 	done := make([]float64, len(w.rollouts))
 	waitT := make([]float64, len(w.rollouts))
+	firstT := make([]float64, len(w.rollouts))
 	genT := make([]float64, len(w.rollouts))
 	startT := make([]float64, len(w.rollouts))
 	slowT := make([]float64, len(w.rollouts))
@@ -369,6 +370,9 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 					res, err := be.Client.Generate(ctx, backend.GenerateRequest{PromptIDs: ids, MaxTokens: want, IgnoreEOS: true, Temperature: 1, Seed: &seed, Priority: prio})
 					end()
 					waitT[i] += t1.Sub(t0).Seconds() / m.TimeScale
+					if k == 0 && firstT[i] == 0 {
+						firstT[i] = t1.Sub(t0).Seconds() / m.TimeScale
+					}
 					gen := time.Since(t1).Seconds() / m.TimeScale
 					genT[i] += gen
 					if be.Weight < 1 {
@@ -421,7 +425,7 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 					tool += t.tool.Seconds()
 				}
 			}
-			fmt.Printf("DEBUG last ro %d done %.0f start %.0f wait %.0f gen %.0f (slow %.0f) tool %.0f turns %d\n", i, done[i], startT[i], waitT[i], genT[i], slowT[i], tool, len(w.rollouts[i].turns))
+			fmt.Printf("DEBUG last ro %d done %.0f start %.0f wait %.0f (first %.0f) gen %.0f (slow %.0f) tool %.0f turns %d\n", i, done[i], startT[i], waitT[i], firstT[i], genT[i], slowT[i], tool, len(w.rollouts[i].turns))
 		}
 	}
 	sort.Float64s(done)
