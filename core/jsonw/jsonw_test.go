@@ -62,3 +62,21 @@ func BenchmarkInts(b *testing.B) {
 	}
 	b.SetBytes(int64(len(w.B)))
 }
+
+// Ints at every digit-count boundary, where the in-place writer picks its
+// width, and past it to the slow path, as encoding/json writes them.
+func TestIntsBoundaries(t *testing.T) {
+	var v []int
+	for p := 1; p > 0 && p <= math.MaxInt/10; p *= 10 {
+		v = append(v, p-1, p, p+1, -p, 1-p)
+	}
+	v = append(v, math.MaxInt, math.MinInt)
+	for i := range v {
+		want, _ := json.Marshal(v[i:]) // every start: the room grown differs
+		w := &Writer{}
+		w.Ints(v[i:])
+		if !bytes.Equal(w.B, want) {
+			t.Fatalf("got %s want %s", w.B, want)
+		}
+	}
+}
