@@ -208,41 +208,29 @@ soak: build
 	PRORL_SOAK_N=$(SOAK_N) $(GO) test -count=1 -run TestChaosSoak -v -timeout 30m ./e2e/ | grep -E "soak|^(---|ok|FAIL)"
 
 FUZZTIME ?= 20s
+# fuzz runs every Fuzz function in the tree, each alone: the pattern is
+# anchored because a bare name also matches its longer namesakes
+# (FuzzSentencePiece, FuzzSentencePieceModel) and go test then refuses.
+# Go 1.26's coordinator can end a duration-bounded run with "context
+# deadline exceeded" and no failing input (golang/go#75804, fixed in 1.27):
+# such a run is reported and passed over; a run that writes a failing input
+# under testdata/fuzz, or fails any other way, fails the target.
 fuzz:
-	$(GO) -C sdk test -run '^$$' -fuzz FuzzExtract -fuzztime $(FUZZTIME) ./mathans
-	$(GO) -C sdk test -run '^$$' -fuzz FuzzParseExpr -fuzztime $(FUZZTIME) ./mathans
-	$(GO) test -run '^$$' -fuzz FuzzInts -fuzztime $(FUZZTIME) ./core/jsonw
-	$(GO) test -run '^$$' -fuzz FuzzHermes -fuzztime $(FUZZTIME) ./core/toolcall
-	$(GO) test -run '^$$' -fuzz FuzzFormats -fuzztime $(FUZZTIME) ./core/toolcall
-	$(GO) test -run '^$$' -fuzz FuzzFastDecode -fuzztime $(FUZZTIME) ./core/backend
-	$(GO) test -run '^$$' -fuzz FuzzAppendJSON -fuzztime $(FUZZTIME) ./core/trajectory
-	$(GO) test -run '^$$' -fuzz FuzzKeyOf -fuzztime $(FUZZTIME) ./core/lengthhist
-	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME) ./core/lengthhist
-	$(GO) test -run '^$$' -fuzz FuzzScalars -fuzztime $(FUZZTIME) ./core/jsonw
-	$(GO) test -run '^$$' -fuzz FuzzAgainstReference -fuzztime $(FUZZTIME) ./core/tokenizer/regex
-	$(GO) test -run '^$$' -fuzz FuzzEncodeDecode -fuzztime $(FUZZTIME) ./core/tokenizer/bpe
-	$(GO) test -run '^$$' -fuzz FuzzSentencePiece -fuzztime $(FUZZTIME) ./core/tokenizer/bpe
-	$(GO) test -run '^$$' -fuzz FuzzSpaceSplit -fuzztime $(FUZZTIME) ./core/tokenizer/bpe
-	$(GO) test -run '^$$' -fuzz FuzzTemplate -fuzztime $(FUZZTIME) ./core/tokenizer/jinja
-	$(GO) -C sdk test -run '^$$' -fuzz FuzzValidate -fuzztime $(FUZZTIME) ./schema
-	$(GO) -C sdk test -run '^$$' -fuzz FuzzChoice -fuzztime $(FUZZTIME) ./stemans
-	$(GO) -C sdk test -run '^$$' -fuzz FuzzParseQuantity -fuzztime $(FUZZTIME) ./stemans
-	$(GO) test -run '^$$' -fuzz FuzzParseTask -fuzztime $(FUZZTIME) ./plugins/stem
-	$(GO) test -run '^$$' -fuzz FuzzParseTask -fuzztime $(FUZZTIME) ./plugins/code
-	$(GO) test -run '^$$' -fuzz FuzzPickledString -fuzztime $(FUZZTIME) ./plugins/code
-	$(GO) test -run '^$$' -fuzz FuzzOutputsMatch -fuzztime $(FUZZTIME) ./plugins/code
-	$(GO) test -run '^$$' -fuzz FuzzParseTask -fuzztime $(FUZZTIME) ./plugins/swe
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./plugins/swe/testlog
-	$(GO) test -run '^$$' -fuzz FuzzGymParsers -fuzztime $(FUZZTIME) ./plugins/swe/testlog
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./core/config
-	$(GO) test -run '^$$' -fuzz FuzzPluginFlag -fuzztime $(FUZZTIME) ./core/config
-	$(GO) test -run '^$$' -fuzz FuzzScript -fuzztime $(FUZZTIME) ./internal/simllm
-	$(GO) test -run '^$$' -fuzz FuzzDecodeSubmit -fuzztime $(FUZZTIME) ./core/api
-	$(GO) test -run '^$$' -fuzz FuzzFrames -fuzztime $(FUZZTIME) ./internal/sandboxproto
-	$(GO) test -run '^$$' -fuzz FuzzRequests -fuzztime $(FUZZTIME) ./core/gateway
-	$(GO) test -run '^$$' -fuzz FuzzReadResponse -fuzztime $(FUZZTIME) ./core/httpc
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./core/baseurl
-	$(GO) test -run '^$$' -fuzz FuzzBuiltinFinish -fuzztime $(FUZZTIME) ./core/pipeline
+	@set -e; out=$$(mktemp); trap 'rm -f "$$out"' EXIT; \
+	for m in $(GO_MODULES); do \
+		for f in $$(cd $$m && grep -rl --include='*_test.go' '^func Fuzz' . | grep -v -e '^./sdk/' -e node_modules | sort); do \
+			d=$$(dirname $$f); \
+			for n in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$m/$$f | cut -d' ' -f2); do \
+				echo "fuzz $$m/$${d#./} $$n"; \
+				corpus=$$m/$$d/testdata/fuzz/$$n; before=$$(ls $$corpus 2>/dev/null | wc -l); \
+				if ! $(GO) -C $$m test -run '^$$' -fuzz "^$$n\$$" -fuzztime $(FUZZTIME) $$d >$$out 2>&1; then \
+					if grep -q '^    context deadline exceeded$$' $$out && [ "$$(ls $$corpus 2>/dev/null | wc -l)" = "$$before" ]; then \
+						echo "  ended by golang/go#75804 (no failing input written): passed over"; \
+					else cat $$out; exit 1; fi; \
+				fi; \
+			done; \
+		done; \
+	done
 
 # The main job on embedded defaults: the simulator, the host, the sample tasks,
 # the summary; then the host keeps serving until Ctrl-C.
