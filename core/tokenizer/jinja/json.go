@@ -44,13 +44,12 @@ func asciiJSON(s string) string {
 // same options when nothing under it can change (no namespace).
 func toJSON(v Value, indent int, sortKeys bool, seps *[2]string) (string, error) {
 	m, _ := v.(*Map)
-	var key jsonMemo
+	opts := jsonOpts{indent: indent, sortKeys: sortKeys, hasSeps: seps != nil}
+	if seps != nil {
+		opts.seps = *seps
+	}
 	if m != nil {
-		key = jsonMemo{indent: indent, sortKeys: sortKeys, hasSeps: seps != nil}
-		if seps != nil {
-			key.seps = *seps
-		}
-		if c := m.json.Load(); c != nil && c.indent == key.indent && c.sortKeys == key.sortKeys && c.hasSeps == key.hasSeps && c.seps == key.seps {
+		if c := m.json.Load(); c != nil && c.opts == opts {
 			return c.out, nil
 		}
 	}
@@ -59,8 +58,7 @@ func toJSON(v Value, indent int, sortKeys bool, seps *[2]string) (string, error)
 		return "", err
 	}
 	if m != nil && !mutable(m) {
-		key.out = b.String()
-		m.json.Store(&key)
+		m.json.Store(&jsonMemo{opts: opts, out: b.String()})
 	}
 	return b.String(), nil
 }

@@ -30,11 +30,16 @@ type Map struct {
 
 // jsonMemo is a tojson result and the options it was written with.
 type jsonMemo struct {
+	opts jsonOpts
+	out  string
+}
+
+// jsonOpts are tojson's options, comparable with ==.
+type jsonOpts struct {
 	indent   int
 	sortKeys bool
 	seps     [2]string
 	hasSeps  bool
-	out      string
 }
 
 // NewMap returns an empty ordered map.
