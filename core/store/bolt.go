@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,7 +59,6 @@ type Bolt struct {
 	closeMu  sync.RWMutex
 	closed   bool
 	stop     chan struct{} // closed by Close: the healer gives up
-	stopOnce sync.Once
 	healers  sync.WaitGroup
 	batches  atomic.Int64 // commits of results made
 }
@@ -373,13 +373,8 @@ func (b *Bolt) heal() {
 			b.faultMu.Unlock()
 			return
 		}
-		b.faultMu.Lock()
-		rs := append([]*trajectory.Result(nil), b.unwritten...)
-		b.faultMu.Unlock()
-		var err error
-		if len(rs) > 0 {
-			err = b.write(rs)
-		} else {
+		n, err := b.writeHeld()
+		if n == 0 && err == nil {
 			err = b.db.Update(func(tx *bolt.Tx) error {
 				return tx.Bucket(bMeta).Put([]byte("probe"), seqKey(uint64(time.Now().UnixNano())))
 			})
@@ -391,7 +386,6 @@ func (b *Bolt) heal() {
 			backoff = min(backoff*2, 500*time.Millisecond)
 			continue
 		}
-		b.unwritten = b.unwritten[len(rs):]
 		if len(b.unwritten) == 0 {
 			b.fault, b.healing = nil, false
 			b.faultMu.Unlock()
@@ -399,6 +393,24 @@ func (b *Bolt) heal() {
 		}
 		b.faultMu.Unlock()
 	}
+}
+
+// writeHeld writes the results a fault holds and, once they are on disk,
+// lets go of them (results held meanwhile stay); n is how many it took.
+func (b *Bolt) writeHeld() (n int, err error) {
+	b.faultMu.Lock()
+	rs := slices.Clone(b.unwritten)
+	b.faultMu.Unlock()
+	if len(rs) == 0 {
+		return 0, nil
+	}
+	if err := b.write(rs); err != nil {
+		return len(rs), err
+	}
+	b.faultMu.Lock()
+	b.unwritten = b.unwritten[len(rs):]
+	b.faultMu.Unlock()
+	return len(rs), nil
 }
 
 // Healthy implements Store: nil, or why the file does not take writes.
@@ -576,25 +588,16 @@ func (b *Bolt) Close() error {
 	if !b.closed {
 		b.closed = true
 		close(b.commits) // the loop commits what it holds, then ends
+		close(b.stop)    // healers give up; the last attempt is below
 	}
 	b.closeMu.Unlock()
 	<-b.loopDone
-	b.stopOnce.Do(func() { close(b.stop) })
 	b.healers.Wait()
 	// One last try for results held by a fault: written now they are not
 	// run again after a restart (their pending records say to).
-	b.faultMu.Lock()
-	rs := b.unwritten
-	b.faultMu.Unlock()
-	var werr error
-	if len(rs) > 0 {
-		if werr = b.db.Update(func(tx *bolt.Tx) error { return writeTx(tx, rs) }); werr == nil {
-			b.faultMu.Lock()
-			b.unwritten = b.unwritten[len(rs):]
-			b.faultMu.Unlock()
-		} else {
-			werr = fmt.Errorf("store: %d finished results not written at close (their rollouts run again after a restart): %w", len(rs), werr)
-		}
+	n, err := b.writeHeld()
+	if err != nil {
+		err = fmt.Errorf("store: %d finished results not written at close (their rollouts run again after a restart): %w", n, err)
 	}
-	return errors.Join(werr, b.db.Close())
+	return errors.Join(err, b.db.Close())
 }
