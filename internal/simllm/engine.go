@@ -18,7 +18,7 @@ import (
 // takes StepBase + StepPerSeq·(decoding sequences) + PrefillPerToken·(prefill
 // tokens), divided by Speed. The prefix cache is an LRU of hashed token
 // blocks (BlockSize tokens, chained like vLLM's automatic prefix caching)
-// holding CacheTokens tokens.
+// holding CacheTokens tokens, a sequence's tail evicted before its head.
 //
 // Where it differs from vLLM (stated, not hidden): a prompt's blocks enter
 // the cache when it is admitted, so requests admitted together share a
@@ -372,11 +372,19 @@ func (e *Engine) applyLocked(step time.Duration, k, prefill int) {
 }
 
 // blockCache is an LRU of chained block hashes (a block's hash covers every
-// token before it, as in vLLM's prefix caching).
+// token before it, as in vLLM's prefix caching). A sequence's blocks are
+// touched tail first, so that its head is the most recent and its tail is
+// evicted first: vLLM frees a finished request's blocks in reverse order
+// for that reason (vllm/v1/core/kv_cache_manager.py, free), and SGLang's
+// radix cache evicts only leaves. Evicting a head first, as a plain LRU
+// touched in order does, leaves the rest of that sequence's blocks
+// unreachable (a match stops at the first missing block) while they still
+// take room.
 type blockCache struct {
-	cap int
-	lru *list.List
-	m   map[uint64]*list.Element
+	cap    int
+	lru    *list.List
+	m      map[uint64]*list.Element
+	hashes []uint64 // scratch for insert
 }
 
 func newBlockCache(blocks int) *blockCache {
@@ -400,29 +408,35 @@ func blockHashes(ids []int, bs int, f func(h uint64) bool) {
 	}
 }
 
-// match is the number of leading tokens of ids in the cache.
+// match is the number of leading tokens of ids in the cache (the caller
+// inserts ids next, which touches them).
 func (c *blockCache) match(ids []int, bs int) int {
 	n := 0
 	blockHashes(ids, bs, func(h uint64) bool {
-		el, ok := c.m[h]
-		if !ok {
+		if _, ok := c.m[h]; !ok {
 			return false
 		}
-		c.lru.MoveToFront(el)
 		n += bs
 		return true
 	})
 	return n
 }
 
+// insert caches ids' full blocks, touching them tail first.
 func (c *blockCache) insert(ids []int, bs int) {
 	if c.cap <= 0 {
 		return
 	}
+	c.hashes = c.hashes[:0]
 	blockHashes(ids, bs, func(h uint64) bool {
+		c.hashes = append(c.hashes, h)
+		return true
+	})
+	for i := len(c.hashes) - 1; i >= 0; i-- {
+		h := c.hashes[i]
 		if el, ok := c.m[h]; ok {
 			c.lru.MoveToFront(el)
-			return true
+			continue
 		}
 		c.m[h] = c.lru.PushFront(h)
 		if c.lru.Len() > c.cap {
@@ -430,6 +444,5 @@ func (c *blockCache) insert(ids []int, bs int) {
 			c.lru.Remove(old)
 			delete(c.m, old.Value.(uint64))
 		}
-		return true
-	})
+	}
 }

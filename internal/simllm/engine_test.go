@@ -147,3 +147,42 @@ func TestEngineStop(t *testing.T) {
 		}
 	}
 }
+
+// TestBlockCacheEvictsTailFirst: when the prefix cache is full, an idle
+// sequence loses its last blocks first and keeps a usable prefix, as vLLM
+// frees a request's blocks in reverse order (a plain LRU touched front to
+// back evicts the first block, and with it every match of that sequence).
+func TestBlockCacheEvictsTailFirst(t *testing.T) {
+	const bs = 4
+	seq := func(first, blocks int) []int {
+		ids := make([]int, blocks*bs)
+		for i := range ids {
+			ids[i] = first + i
+		}
+		return ids
+	}
+	for _, tc := range []struct {
+		name        string
+		capacity    int // blocks
+		a, b        int // blocks of sequence a, then of b
+		wantA, wanB int // blocks of each still matched
+	}{
+		{"room for both", 8, 4, 4, 4, 4},
+		{"two over", 6, 4, 4, 2, 4},
+		{"b fills it", 4, 4, 4, 0, 4},
+		{"b longer than the cache", 3, 2, 5, 0, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newBlockCache(tc.capacity)
+			a, b := seq(1000, tc.a), seq(2000, tc.b)
+			c.insert(a, bs)
+			c.insert(b, bs)
+			if got := c.match(a, bs); got != tc.wantA*bs {
+				t.Errorf("a: %d tokens matched, want %d", got, tc.wantA*bs)
+			}
+			if got := c.match(b, bs); got != tc.wanB*bs {
+				t.Errorf("b: %d tokens matched, want %d", got, tc.wanB*bs)
+			}
+		})
+	}
+}
