@@ -74,13 +74,36 @@ func (p *Pool) admitLocked(l *Lease, b *Backend, prio, tokens int) (*Backend, *w
 	}
 	// Its backend is full: a backend with room and nobody waiting for it
 	// takes the request now (the fastest such).
-	if o := p.freeBackendLocked(l, tokens, queued); o != nil && p.movableLocked(tokens) {
+	if o := p.freeBackendLocked(l, tokens, queued); o != nil && p.movableLocked(tokens) && !p.downgradeLocked(l, o) {
 		return p.moveLocked(l, o), nil
 	}
 	p.wseq++
 	w := &waiter{l: l, home: b, prio: prio, seq: p.wseq, tokens: tokens, got: make(chan *Backend, 1)}
 	p.waiting = append(p.waiting, w)
 	return nil, w
+}
+
+// downgradeLocked is whether l may not move to o, a slower backend: a
+// rollout under way never does (its context is cached where it is, and a
+// slot there frees within a turn), and a new one only if its expected work
+// (Hint.Cost) is no more than that of the rollouts o holds, on average.
+// A rollout's own time goes as 1/speed whatever the load, so the long ones
+// belong on the faster backends, as group placement puts them; taking
+// whatever waited when a slot freed, the half-speed engines took the
+// whole group of the step's fourth costliest at its first request in 5 of
+// 11 runs, and the step ended on its longest rollout (bench
+// Issue19Utilisation, SWE-like: 28 turns and 200 s of tools; it decoded
+// 113-159 s there against 83-91 s on a fast engine, and the step took
+// 349-371 s against 295-313 s). With no costs known every rollout counts
+// alike and new ones move as before.
+func (p *Pool) downgradeLocked(l *Lease, o *Backend) bool {
+	if p.route.PerRequest() || o.weight() >= l.B.weight() {
+		return false
+	}
+	if l.active {
+		return true
+	}
+	return o.inflight > 0 && l.hint.cost() > o.load/float64(o.inflight)
 }
 
 // movableLocked is whether a request of tokens context may move its
@@ -204,7 +227,7 @@ func (p *Pool) dispatchLocked() {
 		at := -1
 		for i, w := range p.waiting {
 			// The speed rule (a loop over the backends) last: only for a better candidate.
-			if (w.home == b || !own && p.movableLocked(w.tokens)) && p.fitsLocked(w.l, b, w.tokens) &&
+			if (w.home == b || !own && p.movableLocked(w.tokens) && !p.downgradeLocked(w.l, b)) && p.fitsLocked(w.l, b, w.tokens) &&
 				(at < 0 || better(w, p.waiting[at])) && !p.leaveToFasterLocked(w.l, b, w.tokens, queued) {
 				at = i
 			}
