@@ -86,7 +86,8 @@ func (p *Pool) admitLocked(l *Lease, b *Backend, prio, tokens int) (*Backend, *w
 // downgradeLocked is whether l may not move to o, a slower backend: a
 // rollout under way never does (its context is cached where it is, and a
 // slot there frees within a turn), and a new one only if its expected work
-// (Hint.Cost) is no more than that of the rollouts o holds, on average.
+// (Hint.Cost) is no more than that of the rollouts o holds, on average (of
+// all rollouts, while o holds none).
 // A rollout's own time goes as 1/speed whatever the load, so the long ones
 // belong on the faster backends, as group placement puts them; taking
 // whatever waited when a slot freed, the half-speed engines took the
@@ -103,7 +104,13 @@ func (p *Pool) downgradeLocked(l *Lease, o *Backend) bool {
 	if l.active {
 		return true
 	}
-	return o.inflight > 0 && l.hint.cost() > o.load/float64(o.inflight)
+	load, n := o.load, o.inflight
+	if n == 0 { // nothing there yet: the average of all
+		for _, b := range p.h {
+			load, n = load+b.load, n+b.inflight
+		}
+	}
+	return n > 0 && l.hint.cost() > load/float64(n)
 }
 
 // movableLocked is whether a request of tokens context may move its

@@ -443,60 +443,67 @@ func TestAdmissionOrder(t *testing.T) {
 
 // TestAdmissionKeepsLongOnFaster: a slower backend with a free slot does not
 // take a rollout under way on a faster one, nor a new one costlier than
-// the rollouts it holds on average; a cheaper new one it takes.
+// the rollouts it holds on average (than all rollouts, while it holds
+// none); a cheaper new one it takes.
 func TestAdmissionKeepsLongOnFaster(t *testing.T) {
-	p, bs := newPool(t, 2, 0)
-	fast, slow := bs[0], bs[1]
-	fast.Weight, fast.Slots = 2, 1
-	slow.Weight, slow.Slots = 1, 4
-	// Abortable with an evacuator: the speed rule (leaveToFasterLocked)
-	// holds nothing back, so what holds is the rule under test.
-	slow.Client = &VLLM{BaseURL: slow.URL}
-	p.SetEvacuator(func(context.Context, *Backend) error { return nil })
-	ctx := context.Background()
-	acquire := func(on *Backend, cost float64) *Lease {
-		t.Helper()
-		other := fast
-		if on == fast {
-			other = slow
-		}
-		p.SetHealth(other.ID, errors.New("down"))
-		defer p.SetHealth(other.ID, nil)
-		l, err := p.AcquireFor(ctx, 0, Hint{Cost: cost})
-		if err != nil || l.B != on {
-			t.Fatalf("placement: %v", err)
-		}
-		return l
-	}
-	acquire(slow, 10) // what the slow backend holds: expected work 10
-	underWay, long, cheap, other := acquire(fast, 50), acquire(fast, 50), acquire(fast, 5), acquire(fast, 50)
-	waitRouted(t, routeAsync(ctx, underWay, 0, 10)).end() // its first turn: now under way on fast
-	busy := waitRouted(t, routeAsync(ctx, other, 0, 10))  // fast is full
-	var held []chan routed
-	for _, tc := range []struct {
-		name  string
-		l     *Lease
-		moves bool
-	}{{"under way", underWay, false}, {"new, costlier", long, false}, {"new, cheaper", cheap, true}} {
-		w := routeAsync(ctx, tc.l, 0, 10)
-		if !tc.moves {
-			notYet(t, w)
-			held = append(held, w)
-			continue
-		}
-		if r := waitRouted(t, w); r.b != slow || tc.l.Current() != slow {
-			t.Fatalf("%s: went to %s", tc.name, r.b.ID)
-		} else {
-			r.end()
-		}
-	}
-	// The held ones wait for the fast backend's slot, in turn.
-	busy.end()
-	for _, w := range held {
-		if r := waitRouted(t, w); r.b != fast {
-			t.Fatalf("went to %s", r.b.ID)
-		} else {
-			r.end()
-		}
+	for _, slowHolds := range []bool{true, false} {
+		t.Run(fmt.Sprintf("slow holds a rollout: %v", slowHolds), func(t *testing.T) {
+			p, bs := newPool(t, 2, 0)
+			fast, slow := bs[0], bs[1]
+			fast.Weight, fast.Slots = 2, 1
+			slow.Weight, slow.Slots = 1, 4
+			// Abortable with an evacuator: the speed rule (leaveToFasterLocked)
+			// holds nothing back, so what holds is the rule under test.
+			slow.Client = &VLLM{BaseURL: slow.URL}
+			p.SetEvacuator(func(context.Context, *Backend) error { return nil })
+			ctx := context.Background()
+			acquire := func(on *Backend, cost float64) *Lease {
+				t.Helper()
+				other := fast
+				if on == fast {
+					other = slow
+				}
+				p.SetHealth(other.ID, errors.New("down"))
+				defer p.SetHealth(other.ID, nil)
+				l, err := p.AcquireFor(ctx, 0, Hint{Cost: cost})
+				if err != nil || l.B != on {
+					t.Fatalf("placement: %v", err)
+				}
+				return l
+			}
+			if slowHolds {
+				acquire(slow, 10) // average there 10; of all, 33
+			} // else the average of all, 38.75
+			underWay, long, cheap, other := acquire(fast, 50), acquire(fast, 50), acquire(fast, 5), acquire(fast, 50)
+			waitRouted(t, routeAsync(ctx, underWay, 0, 10)).end() // its first turn: now under way on fast
+			busy := waitRouted(t, routeAsync(ctx, other, 0, 10))  // fast is full
+			var held []chan routed
+			for _, tc := range []struct {
+				name  string
+				l     *Lease
+				moves bool
+			}{{"under way", underWay, false}, {"new, costlier", long, false}, {"new, cheaper", cheap, true}} {
+				w := routeAsync(ctx, tc.l, 0, 10)
+				if !tc.moves {
+					notYet(t, w)
+					held = append(held, w)
+					continue
+				}
+				if r := waitRouted(t, w); r.b != slow || tc.l.Current() != slow {
+					t.Fatalf("%s: went to %s", tc.name, r.b.ID)
+				} else {
+					r.end()
+				}
+			}
+			// The held ones wait for the fast backend's slot, in turn.
+			busy.end()
+			for _, w := range held {
+				if r := waitRouted(t, w); r.b != fast {
+					t.Fatalf("went to %s", r.b.ID)
+				} else {
+					r.end()
+				}
+			}
+		})
 	}
 }
