@@ -406,8 +406,9 @@ func TestNoHoldWithoutSlots(t *testing.T) {
 }
 
 // TestAdmissionOrder: a freed slot goes by the trainer's priority first,
-// then to a rollout under way before any new one, then to the new one
-// expected to generate most (LPT), whatever the order they came in.
+// then to a rollout under way before any new one (the one under way
+// longest first), then to the new one expected to generate most (LPT),
+// whatever the order they came in.
 func TestAdmissionOrder(t *testing.T) {
 	p, bs := newPool(t, 1, 0)
 	bs[0].Slots = 1
@@ -419,7 +420,8 @@ func TestAdmissionOrder(t *testing.T) {
 		}
 		return l
 	}
-	holder, underWay, cheap, costly, urgent := lease(0), lease(100), lease(10), lease(1000), lease(0)
+	holder, older, underWay, cheap, costly, urgent := lease(0), lease(1), lease(100), lease(10), lease(1000), lease(0)
+	waitRouted(t, routeAsync(ctx, older, 0, 10)).end()
 	waitRouted(t, routeAsync(ctx, underWay, 0, 10)).end()
 	r := waitRouted(t, routeAsync(ctx, holder, 0, 10))
 	// In the order they come: the worst first.
@@ -429,9 +431,11 @@ func TestAdmissionOrder(t *testing.T) {
 	notYet(t, wCostly)
 	wUnderWay := routeAsync(ctx, underWay, 0, 20)
 	notYet(t, wUnderWay)
+	wOlder := routeAsync(ctx, older, 0, 20) // under way since before underWay
+	notYet(t, wOlder)
 	wUrgent := routeAsync(ctx, urgent, -1, 10)
 	notYet(t, wUrgent)
-	for _, next := range []chan routed{wUrgent, wUnderWay, wCostly, wCheap} {
+	for _, next := range []chan routed{wUrgent, wOlder, wUnderWay, wCostly, wCheap} {
 		r.end()
 		r = waitRouted(t, next)
 	}

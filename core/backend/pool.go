@@ -271,6 +271,9 @@ type Lease struct {
 	// evacuated is the backend its last request was aborted on, to leave
 	// at its next request if a faster one has room (evacuate.go).
 	evacuated *Backend
+	// asked orders the rollout among those under way: when it first
+	// asked for a slot (the pool's waiter sequence).
+	asked uint64
 }
 
 // Release returns the lease's capacity.
