@@ -98,8 +98,8 @@ func (p *Pool) admitLocked(l *Lease, b *Backend, prio, tokens int) (*Backend, *w
 // 349-371 s against 295-313 s). With no costs known every rollout counts
 // alike and new ones move as before.
 func (p *Pool) downgradeLocked(l *Lease, o *Backend) bool {
-	if p.route.PerRequest() || o.weight() >= l.B.weight() {
-		return false
+	if p.route.PerRequest() || o.weight() >= l.B.weight() || l.B.index < 0 {
+		return false // (its backend out of rotation: it must move)
 	}
 	if l.active {
 		return true
@@ -339,7 +339,7 @@ func (p *Pool) leaveToFasterLocked(l *Lease, b *Backend, tokens, queued int) boo
 			ahead += float64(c.Slots) * (c.weight()/b.weight() - 1)
 		}
 	}
-	return float64(queued) <= ahead
+	return ahead > 0 && float64(queued) <= ahead // none faster with room: nothing to leave it to
 }
 
 // cancelWaitLocked takes a waiter out; if it was admitted meanwhile, its

@@ -511,3 +511,40 @@ func TestAdmissionKeepsLongOnFaster(t *testing.T) {
 		})
 	}
 }
+
+// TestAdmissionUnderWayLeavesAFailedBackend: a rollout under way waits for
+// its own backend rather than move to a slower one, until its backend
+// leaves the rotation: then the slower one takes it at once.
+func TestAdmissionUnderWayLeavesAFailedBackend(t *testing.T) {
+	for _, leave := range []string{"unhealthy", "removed"} {
+		t.Run(leave, func(t *testing.T) {
+			p, bs := newPool(t, 2, 0)
+			fast, slow := bs[0], bs[1]
+			fast.Weight, fast.Slots = 2, 1
+			slow.Weight, slow.Slots = 1, 1
+			ctx := context.Background()
+			p.SetHealth(slow.ID, errors.New("down"))
+			underWay, _ := p.AcquireFor(ctx, 0, Hint{})
+			other, _ := p.AcquireFor(ctx, 0, Hint{})
+			p.SetHealth(slow.ID, nil)
+			if underWay.B != fast || other.B != fast {
+				t.Fatal("placement")
+			}
+			waitRouted(t, routeAsync(ctx, underWay, 0, 10)).end()
+			busy := waitRouted(t, routeAsync(ctx, other, 0, 10)) // fast is full
+			w := routeAsync(ctx, underWay, 0, 20)
+			notYet(t, w)
+			if leave == "removed" {
+				p.Remove(fast.ID)
+			} else {
+				p.SetHealth(fast.ID, errors.New("down"))
+			}
+			if r := waitRouted(t, w); r.b != slow {
+				t.Fatalf("went to %s", r.b.ID)
+			} else {
+				r.end()
+			}
+			busy.end()
+		})
+	}
+}

@@ -202,6 +202,7 @@ func (p *Pool) Remove(id string) bool {
 	}
 	delete(p.all, id)
 	delete(p.byURL, b.URL)
+	p.dispatchLocked() // its waiting requests may go elsewhere now
 	return true
 }
 
@@ -403,6 +404,7 @@ func (p *Pool) SetHealth(id string, err error) {
 		if b.index >= 0 {
 			heap.Remove(&p.h, b.index)
 		}
+		p.dispatchLocked() // its waiting requests may go elsewhere now
 		p.log.Warn("backend unhealthy, out of rotation", "backend", b.ID, "url", b.URL, "error", err)
 	}
 }
