@@ -80,6 +80,34 @@ func TestAdmissionSlots(t *testing.T) {
 	}
 }
 
+// fastSlow is a pool of two backends, the first twice as fast, with the
+// slots given (0: the engine queues).
+func fastSlow(t *testing.T, fastSlots, slowSlots int) (p *Pool, fast, slow *Backend) {
+	t.Helper()
+	p, bs := newPool(t, 2, 0)
+	fast, slow = bs[0], bs[1]
+	fast.Weight, fast.Slots = 2, fastSlots
+	slow.Weight, slow.Slots = 1, slowSlots
+	return p, fast, slow
+}
+
+// acquireOn places a lease for h on b: the pool's other backends are out
+// of rotation meanwhile.
+func acquireOn(t *testing.T, p *Pool, b *Backend, h Hint) *Lease {
+	t.Helper()
+	for _, o := range p.Backends() {
+		if o != b {
+			p.SetHealth(o.ID, errors.New("down"))
+			defer p.SetHealth(o.ID, nil)
+		}
+	}
+	l, err := p.AcquireFor(context.Background(), 0, h)
+	if err != nil || l.B != b {
+		t.Fatalf("placement: %v", err)
+	}
+	return l
+}
+
 // TestAdmissionSteals: a request whose backend is full goes at once to a
 // backend with a free slot, and the lease moves with it.
 // twoOnFirst is two backends of one slot each, with two leases on the
@@ -261,19 +289,12 @@ func TestAdmissionCancel(t *testing.T) {
 // backend, the third starts on the slower one at once, and a rollout
 // already running on the slower backend is never held.
 func TestAdmissionSlowerLeavesToFaster(t *testing.T) {
-	p, bs := newPool(t, 2, 0)
-	fast, slow := bs[0], bs[1]
-	fast.Weight, fast.Slots = 2, 2
-	slow.Weight, slow.Slots = 1, 2
+	p, fast, slow := fastSlow(t, 2, 2)
 	ctx := context.Background()
-	// Leases homed on the slow backend (the fast one out of rotation meanwhile).
-	p.SetHealth(fast.ID, errors.New("down"))
 	var onSlow []*Lease
 	for range 4 {
-		l, _ := p.Acquire(ctx, 0)
-		onSlow = append(onSlow, l)
+		onSlow = append(onSlow, acquireOn(t, p, slow, Hint{}))
 	}
-	p.SetHealth(fast.ID, nil)
 	var onFast []*Lease
 	for len(onFast) < 2 {
 		l, _ := p.Acquire(ctx, 0)
@@ -345,22 +366,13 @@ func TestEvacuableSlowerTakesNewRequests(t *testing.T) {
 		takes     bool
 	}{{"abortable", true, true}, {"cannot abort", false, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, bs := newPool(t, 2, 0)
-			fast, slow := bs[0], bs[1]
-			fast.Weight, fast.Slots = 2, 1
-			slow.Weight, slow.Slots = 1, 2
+			p, fast, slow := fastSlow(t, 1, 2)
 			if tc.abortable {
 				slow.Client = &VLLM{BaseURL: slow.URL} // never called: the evacuator is the test's
 			}
 			p.SetEvacuator(func(context.Context, *Backend) error { return nil })
 			ctx := context.Background()
-			p.SetHealth(fast.ID, errors.New("down"))
-			onSlow, _ := p.Acquire(ctx, 0)
-			p.SetHealth(fast.ID, nil)
-			onFast, _ := p.Acquire(ctx, 0)
-			if onSlow.B != slow || onFast.B != fast {
-				t.Fatal("placement")
-			}
+			onSlow, onFast := acquireOn(t, p, slow, Hint{}), acquireOn(t, p, fast, Hint{})
 			f := waitRouted(t, routeAsync(ctx, onFast, 0, 10)) // the fast backend is full
 			w := routeAsync(ctx, onSlow, 0, 10)
 			if !tc.takes {
@@ -387,15 +399,9 @@ func TestEvacuableSlowerTakesNewRequests(t *testing.T) {
 // never made to leave a request to a faster one with slots, since nothing
 // would give it back if the faster one went away.
 func TestNoHoldWithoutSlots(t *testing.T) {
-	p, bs := newPool(t, 2, 0)
-	fast, slow := bs[0], bs[1]
-	fast.Weight, fast.Slots = 2, 1
-	slow.Weight = 1
+	p, fast, slow := fastSlow(t, 1, 0)
 	ctx := context.Background()
-	p.SetHealth(fast.ID, errors.New("down"))
-	l, _ := p.Acquire(ctx, 0)
-	p.SetHealth(fast.ID, nil)
-	f, _ := p.Acquire(ctx, 0)
+	l, f := acquireOn(t, p, slow, Hint{}), acquireOn(t, p, fast, Hint{})
 	busy := waitRouted(t, routeAsync(ctx, f, 0, 10))
 	if r := waitRouted(t, routeAsync(ctx, l, 0, 10)); r.b != slow {
 		t.Fatalf("sent to %s", r.b.ID)
@@ -452,29 +458,13 @@ func TestAdmissionOrder(t *testing.T) {
 func TestAdmissionKeepsLongOnFaster(t *testing.T) {
 	for _, slowHolds := range []bool{true, false} {
 		t.Run(fmt.Sprintf("slow holds a rollout: %v", slowHolds), func(t *testing.T) {
-			p, bs := newPool(t, 2, 0)
-			fast, slow := bs[0], bs[1]
-			fast.Weight, fast.Slots = 2, 1
-			slow.Weight, slow.Slots = 1, 4
+			p, fast, slow := fastSlow(t, 1, 4)
 			// Abortable with an evacuator: the speed rule (leaveToFasterLocked)
 			// holds nothing back, so what holds is the rule under test.
 			slow.Client = &VLLM{BaseURL: slow.URL}
 			p.SetEvacuator(func(context.Context, *Backend) error { return nil })
 			ctx := context.Background()
-			acquire := func(on *Backend, cost float64) *Lease {
-				t.Helper()
-				other := fast
-				if on == fast {
-					other = slow
-				}
-				p.SetHealth(other.ID, errors.New("down"))
-				defer p.SetHealth(other.ID, nil)
-				l, err := p.AcquireFor(ctx, 0, Hint{Cost: cost})
-				if err != nil || l.B != on {
-					t.Fatalf("placement: %v", err)
-				}
-				return l
-			}
+			acquire := func(on *Backend, cost float64) *Lease { return acquireOn(t, p, on, Hint{Cost: cost}) }
 			if slowHolds {
 				acquire(slow, 10) // average there 10; of all, 33
 			} // else the average of all, 38.75
@@ -518,18 +508,9 @@ func TestAdmissionKeepsLongOnFaster(t *testing.T) {
 func TestAdmissionUnderWayLeavesAFailedBackend(t *testing.T) {
 	for _, leave := range []string{"unhealthy", "removed"} {
 		t.Run(leave, func(t *testing.T) {
-			p, bs := newPool(t, 2, 0)
-			fast, slow := bs[0], bs[1]
-			fast.Weight, fast.Slots = 2, 1
-			slow.Weight, slow.Slots = 1, 1
+			p, fast, slow := fastSlow(t, 1, 1)
 			ctx := context.Background()
-			p.SetHealth(slow.ID, errors.New("down"))
-			underWay, _ := p.AcquireFor(ctx, 0, Hint{})
-			other, _ := p.AcquireFor(ctx, 0, Hint{})
-			p.SetHealth(slow.ID, nil)
-			if underWay.B != fast || other.B != fast {
-				t.Fatal("placement")
-			}
+			underWay, other := acquireOn(t, p, fast, Hint{}), acquireOn(t, p, fast, Hint{})
 			waitRouted(t, routeAsync(ctx, underWay, 0, 10)).end()
 			busy := waitRouted(t, routeAsync(ctx, other, 0, 10)) // fast is full
 			w := routeAsync(ctx, underWay, 0, 20)
