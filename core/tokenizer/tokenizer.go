@@ -34,17 +34,23 @@ var ErrNotAppendOnly = errors.New("chat template is not append-only for this con
 // Splicer computes the exact tokens to append after a generated turn: the
 // template's tail after the model's stop token, then the newly rendered
 // messages and the generation prompt. The past is never re-tokenised: the
-// delta is taken against a fixed placeholder conversation, whose render is
-// cached per tool set.
+// delta is taken from a fixed placeholder conversation followed by the new
+// messages, after the placeholder assistant's stop token. The
+// placeholder's render up to that assistant is cached per tool set.
 type Splicer struct {
 	mu sync.Mutex
-	// base renders of the placeholder conversation, keyed by tools+kwargs hash
-	base map[[32]byte][]int
+	// probes by tools+kwargs hash and the first new message's role
+	probes map[[32]byte]probe
 }
+
+// probe is the placeholder's system and user messages rendered (pre), and
+// what a conversation going on with a message of that role renders after
+// them up to the assistant's stop token (its header and content).
+type probe struct{ pre, asst []int }
 
 // NewSplicer returns a splicer; its cache serves every tokenizer of one
 // model (a rollout that moves to another backend keeps using it).
-func NewSplicer() *Splicer { return &Splicer{base: map[[32]byte][]int{}} }
+func NewSplicer() *Splicer { return &Splicer{probes: map[[32]byte]probe{}} }
 
 var placeholder = []trajectory.Message{
 	{Role: "system", Content: "S"},
@@ -62,44 +68,67 @@ func key(tools []trajectory.Tool, kw map[string]any) [32]byte {
 
 // Delta returns the tokens that follow a generated turn ending in stopID.
 // The bridge is what the template writes after the assistant's stop token
-// (e.g. the newline after <|im_end|>).
+// (e.g. the newline after <|im_end|>). The placeholder assistant is never
+// the conversation's last message, as a generated turn followed by tool
+// output is not: Qwen3's template writes an empty <think> block into a last
+// assistant message and not into earlier ones, so a render ending with it
+// is no prefix of the longer one (vLLM's /tokenize, TestVLLMEndToEnd). The
+// assistant's stop token is the first one after the user message.
 func (s *Splicer) Delta(ctx context.Context, tok Tokenizer, stopID int, msgs []trajectory.Message, tools []trajectory.Tool, kw map[string]any) ([]int, error) {
 	if tt, ok := tok.(TextTokenizer); ok {
 		ids, _, err := textDelta(tt, stopID, msgs, tools, kw)
 		return ids, err
 	}
-	k := key(tools, kw)
-	s.mu.Lock()
-	base, ok := s.base[k]
-	s.mu.Unlock()
-	if !ok {
-		var err error
-		base, err = tok.Render(ctx, placeholder, tools, RenderOptions{Kwargs: kw})
-		if err != nil {
-			return nil, fmt.Errorf("render placeholder: %w", err)
-		}
-		s.mu.Lock()
-		s.base[k] = base
-		s.mu.Unlock()
+	if len(msgs) == 0 {
+		return nil, errors.New("no messages to splice")
+	}
+	pr, err := s.probe(ctx, tok, stopID, msgs[0], tools, kw)
+	if err != nil {
+		return nil, err
 	}
 	full, err := tok.Render(ctx, append(slices.Clone(placeholder), msgs...), tools, RenderOptions{AddGenerationPrompt: true, Kwargs: kw})
 	if err != nil {
 		return nil, fmt.Errorf("render observation: %w", err)
 	}
-	if len(full) < len(base) || !slices.Equal(full[:len(base)], base) {
+	// The assistant must render as it does before any message of that role:
+	// a template that drops or rewrites it here has no exact delta.
+	n := len(pr.pre) + len(pr.asst)
+	if len(full) <= n || !slices.Equal(full[:len(pr.pre)], pr.pre) || !slices.Equal(full[len(pr.pre):n], pr.asst) || full[n] != stopID {
 		return nil, ErrNotAppendOnly
 	}
-	stop := -1
-	for i := len(base) - 1; i >= 0; i-- {
-		if base[i] == stopID {
-			stop = i
-			break
-		}
+	return slices.Clone(full[n+1:]), nil
+}
+
+// probe renders, once per tool set and role, the placeholder's system and
+// user messages, and the placeholder assistant followed by a message of
+// next's role, whose assistant part ends at the first stopID.
+func (s *Splicer) probe(ctx context.Context, tok Tokenizer, stopID int, next trajectory.Message, tools []trajectory.Tool, kw map[string]any) (probe, error) {
+	k := key(tools, map[string]any{"kwargs": kw, "role": next.Role, "stop": stopID})
+	s.mu.Lock()
+	pr, ok := s.probes[k]
+	s.mu.Unlock()
+	if ok {
+		return pr, nil
 	}
+	pre, err := tok.Render(ctx, placeholder[:2], tools, RenderOptions{Kwargs: kw})
+	if err != nil {
+		return probe{}, fmt.Errorf("render placeholder: %w", err)
+	}
+	next.Content, next.Span = "T", nil
+	conv, err := tok.Render(ctx, append(slices.Clone(placeholder), next), tools, RenderOptions{Kwargs: kw})
+	if err != nil {
+		return probe{}, fmt.Errorf("render placeholder: %w", err)
+	}
+	if len(conv) < len(pre) || !slices.Equal(conv[:len(pre)], pre) {
+		return probe{}, ErrNotAppendOnly
+	}
+	stop := slices.Index(conv[len(pre):], stopID)
 	if stop < 0 {
-		return nil, fmt.Errorf("the template does not end an assistant turn with the model's stop token %d", stopID)
+		return probe{}, fmt.Errorf("the template does not end an assistant turn with the model's stop token %d", stopID)
 	}
-	out := make([]int, 0, len(base)-stop-1+len(full)-len(base))
-	out = append(out, base[stop+1:]...)
-	return append(out, full[len(base):]...), nil
+	pr = probe{pre: pre, asst: conv[len(pre) : len(pre)+stop]}
+	s.mu.Lock()
+	s.probes[k] = pr
+	s.mu.Unlock()
+	return pr, nil
 }

@@ -56,8 +56,10 @@ func Start(tb testing.TB, flags ...string) string {
 		"--host", "127.0.0.1", "--port", strconv.Itoa(port), "--enforce-eager", "--disable-uvicorn-access-log"}, flags...)
 	cmd := exec.Command(python, args...)
 	// 1 GiB of KV cache (the CPU backend's own budget; --num-gpu-blocks-override
-	// narrows it), nothing fetched, no usage report.
-	cmd.Env = append(os.Environ(), "VLLM_CPU_KVCACHE_SPACE=1", "HF_HUB_OFFLINE=1", "VLLM_NO_USAGE_STATS=1", "DO_NOT_TRACK=1")
+	// narrows it), nothing fetched, no usage report; scripts/vllm importable
+	// (--logits-processors tool_script:ToolScript).
+	cmd.Env = append(os.Environ(), "VLLM_CPU_KVCACHE_SPACE=1", "HF_HUB_OFFLINE=1", "VLLM_NO_USAGE_STATS=1", "DO_NOT_TRACK=1",
+		"PYTHONPATH="+scriptsDir(tb))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its engine runs in child processes
 	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -92,6 +94,23 @@ func Start(tb testing.TB, flags ...string) string {
 		}
 		if time.Now().After(deadline) {
 			tb.Fatalf("vLLM did not serve within 5 minutes:\n%s", tail(out.Bytes()))
+		}
+	}
+}
+
+// scriptsDir is this checkout's scripts/vllm (tests run in their package's
+// directory).
+func scriptsDir(tb testing.TB) string {
+	dir, err := os.Getwd()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for ; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, "scripts", "vllm")
+		}
+		if dir == filepath.Dir(dir) {
+			tb.Fatal("no go.mod above the test's directory")
 		}
 	}
 }
