@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prorl/prorl/core/api"
 	"github.com/prorl/prorl/core/trajectory"
 	"github.com/prorl/prorl/internal/testvllm"
 )
@@ -116,4 +117,77 @@ func TestVLLMEndToEnd(t *testing.T) {
 	}
 	u, _ := url.Parse(base)
 	t.Logf("vLLM at %s: 6 rollouts of 3 turns, %d /tokenize and %d /v1/completions calls, every token exactly vLLM's", u.Host, tokenizes, completions)
+}
+
+// TestPolicyPauseVLLM: a weight-sync pause against a real vLLM (its
+// /pause, /is_paused and /resume, served in its dev mode as RL trainers
+// run it): vLLM ends the generations in flight with finish_reason "abort"
+// and their tokens so far, the turns continue from them under the new
+// version after :resume, and every span's ids and logprobs are exactly
+// what vLLM returned for that span's request.
+func TestPolicyPauseVLLM(t *testing.T) {
+	t.Setenv("VLLM_SERVER_DEV_MODE", "1")
+	t.Setenv("PRORL_TOOL_SCRIPT_DELAY_MS", "60") // a turn of 22 tokens takes 1.3 s or more
+	base := testvllm.Start(t, "--max-model-len", "4096", "--max-num-seqs", "8", "--logits-processors", "tool_script:ToolScript")
+	proxy, logPath := recordingProxy(t, base)
+	e := newEnv(t, envOpts{})
+	e.startHost()
+	e.register(map[string]any{"url": proxy, "protocol": "vllm", "model": testvllm.Model})
+	waitHealthy(t, e, 1)
+	var sub api.SubmitResponse
+	e.do("POST", "/v1/rollouts", map[string]any{
+		"task":     map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"},
+		"sampling": map[string]any{"temperature": 1.0, "max_tokens_per_turn": 64, "seed": 5},
+		"n":        2, "max_turns": 5,
+	}).json(t, &sub)
+	waitGenerating(t, e, 2)
+	time.Sleep(400 * time.Millisecond) // some tokens of the first turn, not all
+	rep := pause(t, e, "abort")
+	if rep.Aborted == 0 {
+		t.Fatalf("nothing aborted: %+v", rep)
+	}
+	var paused struct {
+		IsPaused bool `json:"is_paused"`
+	}
+	if r, err := http.Get(base + "/is_paused"); err != nil {
+		t.Fatal(err)
+	} else {
+		_ = json.NewDecoder(r.Body).Decode(&paused)
+		r.Body.Close()
+	}
+	if !paused.IsPaused {
+		t.Fatal("vLLM was not paused")
+	}
+	if r := e.do("POST", "/v1/policy:resume", map[string]any{"version": 4}); r.code != 200 {
+		t.Fatalf("resume: %d %s", r.code, r.body)
+	}
+	spanned := 0
+	for _, id := range sub.RolloutIDs {
+		res := e.wait(t, id)
+		if res.Status != trajectory.StatusCompleted || len(res.Turns) != 3 || res.Reward != 1 {
+			t.Fatalf("%s: %s, %d turns, reward %v, failure %+v", res.ID, res.Status, len(res.Turns), res.Reward, res.Failure)
+		}
+		checkTokens(t, res, readEntries(t, logPath))
+		for _, turn := range res.Turns {
+			if s := turn.PolicySpans; s != nil {
+				spanned++
+				if s[0].Version != 0 || s[len(s)-1].Version != 4 || s[len(s)-1].End != len(turn.ResponseIDs) {
+					t.Fatalf("%s turn %d: spans %+v of %d tokens", id, turn.Index, s, len(turn.ResponseIDs))
+				}
+			}
+		}
+	}
+	if spanned == 0 {
+		t.Fatal("no turn was continued across the pause")
+	}
+	aborts := 0
+	for _, en := range readEntries(t, logPath) {
+		if en.Path == "/v1/completions" && bytes.Contains(en.Response, []byte(`"finish_reason":"abort"`)) {
+			aborts++
+		}
+	}
+	if aborts == 0 {
+		t.Fatal("vLLM ended no generation with finish_reason abort")
+	}
+	t.Logf("vLLM: %d in flight, %d aborted (%d answers with finish_reason abort); %d turns continued under version 4, every span exactly vLLM's", rep.InFlight, rep.Aborted, aborts, spanned)
 }

@@ -7,8 +7,12 @@ call of finish with the answer 42, each ended by <|im_end|>. The logprobs
 vLLM reports are the model's own (its default logprobs mode is the raw
 logits, before any processor). Loaded with
 --logits-processors tool_script:ToolScript, this directory on PYTHONPATH.
+PRORL_TOOL_SCRIPT_DELAY_MS slows each step, so that a test can pause
+generation while a turn is under way.
 """
 
+import os
+import time
 from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
@@ -30,6 +34,7 @@ class ToolScript(AdapterLogitsProcessor):
         tok = Tokenizer.from_file(str(Path(vllm_config.model_config.model) / "tokenizer.json"))
         self.think = tok.encode(THINK, add_special_tokens=False).ids + [IM_END]
         self.finish = tok.encode(FINISH, add_special_tokens=False).ids + [IM_END]
+        self.delay = float(os.environ.get("PRORL_TOOL_SCRIPT_DELAY_MS", "0")) / 1000
 
     def is_argmax_invariant(self) -> bool:
         return False
@@ -37,11 +42,20 @@ class ToolScript(AdapterLogitsProcessor):
     def new_req_logits_processor(self, params: SamplingParams) -> Callable[[list[int], list[int], torch.Tensor], torch.Tensor]:
         return self.force
 
+    def apply(self, logits: torch.Tensor) -> torch.Tensor:
+        if self.delay and self.req_info:
+            time.sleep(self.delay)  # once per step
+        return super().apply(logits)
+
     def force(self, prompt_ids: list[int], output_ids: list[int], logits: torch.Tensor) -> torch.Tensor:
         # Turns so far: the assistant headers in the prompt, this one included.
-        turn = sum(1 for a, b in pairwise(prompt_ids) if (a, b) == (IM_START, ASSISTANT))
-        script = self.think if turn < 3 else self.finish
-        nxt = script[len(output_ids)] if len(output_ids) < len(script) else IM_END
+        heads = [i for i, (a, b) in enumerate(pairwise(prompt_ids)) if (a, b) == (IM_START, ASSISTANT)]
+        script = self.think if len(heads) < 3 else self.finish
+        # A turn continued after a pause has its first tokens in the prompt,
+        # after the header's newline.
+        done = len(prompt_ids) - (heads[-1] + 3) if heads else 0
+        k = done + len(output_ids)
+        nxt = script[k] if k < len(script) else IM_END
         keep = logits[nxt].item()
         logits.fill_(float("-inf"))
         logits[nxt] = keep
