@@ -20,7 +20,7 @@ import (
 // blocks (BlockSize tokens, chained like vLLM's automatic prefix caching)
 // holding CacheTokens tokens, a sequence's tail evicted before its head.
 // Request by request, it finds the cached prompt tokens a real vLLM finds
-// (TestPrefixCacheAgainstVLLM, vLLM 0.32's CPU build): a hit ends at the
+// (TestAgainstVLLM, vLLM 0.32's CPU build): a hit ends at the
 // last whole block before the prompt's last token, a request's last
 // sampled token is never cached, and a block computed again is a second
 // copy that takes room.

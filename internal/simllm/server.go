@@ -176,7 +176,22 @@ func (s *Server) logEntry(e *LogEntry) {
 
 // apiError writes vLLM's error body.
 func (s *Server) apiError(w http.ResponseWriter, status int, msg string) []byte {
-	b, _ := json.Marshal(map[string]any{"object": "error", "message": msg, "type": http.StatusText(status), "param": nil, "code": status})
+	return s.apiErrorParam(w, status, msg, "")
+}
+
+// apiErrorParam is vLLM's error answer (0.32: ErrorResponse{error:
+// ErrorInfo}), naming the request field at fault if param is set.
+func (s *Server) apiErrorParam(w http.ResponseWriter, status int, msg, param string) []byte {
+	typ := map[int]string{400: "BadRequestError", 404: "NotFoundError", 422: "UnprocessableEntityError",
+		500: "InternalServerError", 503: "ServiceUnavailableError"}[status]
+	if typ == "" {
+		typ = http.StatusText(status)
+	}
+	info := map[string]any{"message": msg, "type": typ, "param": nil, "code": status}
+	if param != "" {
+		info["param"] = param
+	}
+	b, _ := json.Marshal(map[string]any{"error": info})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
@@ -567,7 +582,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Model                  string          `json:"model"`
 		Prompt                 json.RawMessage `json:"prompt"`
-		MaxTokens              int             `json:"max_tokens"`
+		MaxTokens              *int            `json:"max_tokens"`
 		Temperature            *float64        `json:"temperature"`
 		TopP                   *float64        `json:"top_p"`
 		TopK                   *int            `json:"top_k"`
@@ -603,6 +618,14 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		}
 		prompt = s.tok.Encode(text)
 	}
+	maxTokens := 0 // absent: up to the model's length
+	if req.MaxTokens != nil {
+		if maxTokens = *req.MaxTokens; maxTokens < 1 {
+			msg := fmt.Sprintf("max_tokens must be at least 1, got %d.", maxTokens)
+			entry.Status, entry.Response = 400, s.apiErrorParam(w, 400, msg, "max_tokens")
+			return
+		}
+	}
 	if req.Temperature != nil && *req.Temperature < 0 {
 		entry.Status, entry.Response = 400, s.apiError(w, 400, "temperature must be non-negative")
 		return
@@ -612,7 +635,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		entry.Status = 500
 		return
 	}
-	out, err := s.run(prompt, req.MaxTokens, req.IgnoreEOS, req.Priority, req.Seed, r)
+	out, err := s.run(prompt, maxTokens, req.IgnoreEOS, req.Priority, req.Seed, r)
 	if err != nil {
 		entry.Status, entry.Response = 400, s.apiError(w, 400, err.Error())
 		return

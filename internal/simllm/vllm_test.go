@@ -4,11 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
 	"math/rand"
 	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/internal/testvllm"
 )
 
@@ -43,7 +50,7 @@ func vllmCompletion(t *testing.T, url string, prompt []int, n int) (out []int, c
 	return r.Choices[0].TokenIDs, r.Usage.PromptTokensDetails.CachedTokens
 }
 
-// TestPrefixCacheAgainstVLLM: the simulator's prefix cache finds, request
+// TestAgainstVLLM, prefix cache: the simulator's prefix cache finds, request
 // by request, the prompt tokens a real vLLM (0.32, CPU build) finds in its
 // own, on a sequence built to exercise it: a group's repeated prompt, turns
 // that extend a conversation with the previous answer and a tool's output,
@@ -57,10 +64,18 @@ func vllmCompletion(t *testing.T, url string, prompt []int, n int) (out []int, c
 // is a whole number of blocks: vLLM keeps a partly filled last block in its
 // free list, where it takes a place in the eviction order without holding
 // anything; the simulator has no such block.
-func TestPrefixCacheAgainstVLLM(t *testing.T) {
-	const bs, blocks = 32, 40
+//
+// The same server answers TestProtocolAgainstVLLM's requests (one start).
+func TestAgainstVLLM(t *testing.T) {
+	t.Setenv("VLLM_SERVER_DEV_MODE", "1") // /pause, /resume, /is_paused
 	url := testvllm.Start(t, "--max-model-len", "1024", "--block-size", "32", "--num-gpu-blocks-override", "40",
 		"--enable-prompt-tokens-details", "--max-num-seqs", "4")
+	t.Run("prefix cache", func(t *testing.T) { prefixCacheAgainstVLLM(t, url) })
+	t.Run("protocol", func(t *testing.T) { protocolAgainstVLLM(t, url) })
+}
+
+func prefixCacheAgainstVLLM(t *testing.T, url string) {
+	const bs, blocks = 32, 40
 	// vLLM keeps one of its blocks as the null block: the cache has the rest.
 	eng := NewEngine(EngineModel{Slots: 4, StepBase: time.Millisecond, CacheTokens: (blocks - 1) * bs, BlockSize: bs, TimeScale: 1e-4})
 	defer eng.Stop()
@@ -125,4 +140,170 @@ func TestPrefixCacheAgainstVLLM(t *testing.T) {
 		t.Fatalf("the sequence did not exercise the cache: %d requests hit, %d of them in part", hits, partial)
 	}
 	t.Logf("80 requests, %d hit vLLM's cache (%d in part); the simulator agreed on every one", hits, partial)
+}
+
+// shape is v's JSON structure with the values left out: objects by key,
+// arrays by their first element.
+func shape(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range x {
+			out[k] = shape(e)
+		}
+		return out
+	case []any:
+		if len(x) == 0 {
+			return []any{}
+		}
+		return []any{shape(x[0])}
+	case nil:
+		return nil
+	case float64:
+		return "number"
+	case string:
+		return "string"
+	case bool:
+		return "bool"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// within reports where sim's shape is not part of ref's: a field the
+// reference does not send, or of another type (a null on either side, or
+// an empty array, stands for any value).
+func within(path string, sim, ref any) []string {
+	if sim == nil || ref == nil {
+		return nil
+	}
+	switch s := sim.(type) {
+	case map[string]any:
+		r, ok := ref.(map[string]any)
+		if !ok {
+			return []string{fmt.Sprintf("%s: object here, %v in vLLM's", path, ref)}
+		}
+		var out []string
+		if strings.HasSuffix(path, ".top_logprobs[]") { // keyed by token: compare the values
+			for _, k := range slices.Sorted(maps.Keys(s)) {
+				for _, rv := range r {
+					out = append(out, within(path+"."+k, s[k], rv)...)
+					break
+				}
+			}
+			return out
+		}
+		for _, k := range slices.Sorted(maps.Keys(s)) {
+			rv, ok := r[k]
+			if !ok {
+				out = append(out, fmt.Sprintf("%s.%s: not in vLLM's answer", path, k))
+				continue
+			}
+			out = append(out, within(path+"."+k, s[k], rv)...)
+		}
+		return out
+	case []any:
+		r, ok := ref.([]any)
+		if !ok {
+			return []string{fmt.Sprintf("%s: array here, %v in vLLM's", path, ref)}
+		}
+		if len(s) == 0 || len(r) == 0 {
+			return nil
+		}
+		return within(path+"[]", s[0], r[0])
+	}
+	if sim != ref {
+		return []string{fmt.Sprintf("%s: %v here, %v in vLLM's", path, sim, ref)}
+	}
+	return nil
+}
+
+// exchange sends one request and returns the status and the decoded JSON
+// answer (nil for an empty body).
+func exchange(t *testing.T, method, url string, body any) (int, any) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	var v any
+	if len(bytes.TrimSpace(b)) > 0 {
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("%s %s: %d, not JSON: %.200s", method, url, res.StatusCode, b)
+		}
+	}
+	return res.StatusCode, v
+}
+
+// protocolAgainstVLLM: the simulator answers the requests the host sends
+// (and the ones of its API that tests use) with vLLM's status codes and
+// vLLM's fields and types, none of its own; on Qwen3's tokenizer and
+// template (Options.Local) /tokenize and /detokenize answer the same ids
+// and text as vLLM does.
+func protocolAgainstVLLM(t *testing.T, url string) {
+	_, modelDir := testvllm.Paths(t)
+	local, err := tokenizer.LoadDir(modelDir, tokenizer.LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := New(Options{Model: testvllm.Model, MaxModelLen: 1024, CorrectRate: 1, Local: local})
+	ts := httptest.NewServer(sim)
+	defer ts.Close()
+	msgs := []map[string]any{{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 17 + 25?"}}
+	tools := []map[string]any{{"type": "function", "function": map[string]any{"name": "finish", "description": "End with the answer.",
+		"parameters": map[string]any{"type": "object", "properties": map[string]any{"message": map[string]any{"type": "string"}}}}}}
+	_, tok := exchange(t, "POST", url+"/tokenize", map[string]any{"model": testvllm.Model, "messages": msgs, "tools": tools, "add_generation_prompt": true})
+	prompt := []int{}
+	for _, id := range tok.(map[string]any)["tokens"].([]any) {
+		prompt = append(prompt, int(id.(float64)))
+	}
+	seed := 7
+	for _, c := range []struct {
+		name, method, path string
+		body               any
+		same               bool // the same answer, values too
+	}{
+		{"tokenize messages", "POST", "/tokenize", map[string]any{"model": testvllm.Model, "messages": msgs, "tools": tools, "add_generation_prompt": true}, true},
+		{"tokenize text", "POST", "/tokenize", map[string]any{"model": testvllm.Model, "prompt": "Hello, world! 17 + 25 = 42", "add_special_tokens": false}, true},
+		{"detokenize", "POST", "/detokenize", map[string]any{"model": testvllm.Model, "tokens": prompt}, true},
+		// The host's request (core/backend/encode.go), every field it sends.
+		{"completion", "POST", "/v1/completions", map[string]any{"model": testvllm.Model, "prompt": prompt, "max_tokens": 8, "temperature": 1.0,
+			"top_p": 1.0, "top_k": 20, "seed": seed, "stop": []string{"</answer>"}, "logprobs": 0, "return_tokens_as_token_ids": true,
+			"skip_special_tokens": false, "stream": false}, false},
+		{"completion, token ids", "POST", "/v1/completions", map[string]any{"model": testvllm.Model, "prompt": prompt, "max_tokens": 8, "temperature": 1.0,
+			"return_token_ids": true, "logprobs": 1}, false},
+		{"completion, bad max_tokens", "POST", "/v1/completions", map[string]any{"model": testvllm.Model, "prompt": prompt, "max_tokens": -1}, false},
+		{"completion, prompt over max_model_len", "POST", "/v1/completions", map[string]any{"model": testvllm.Model, "prompt": make([]int, 2000), "max_tokens": 8}, false},
+		{"models", "GET", "/v1/models", nil, false},
+		{"health", "GET", "/health", nil, true},
+		{"pause", "POST", "/pause?mode=abort&clear_cache=false", nil, true},
+		{"is paused", "GET", "/is_paused", nil, true},
+		{"resume", "POST", "/resume", nil, true},
+		{"is paused after resume", "GET", "/is_paused", nil, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			refCode, ref := exchange(t, c.method, url+c.path, c.body)
+			simCode, got := exchange(t, c.method, ts.URL+c.path, c.body)
+			if simCode != refCode {
+				t.Fatalf("status %d, vLLM's %d (%v)", simCode, refCode, ref)
+			}
+			if c.same {
+				if a, b := fmt.Sprint(got), fmt.Sprint(ref); a != b {
+					t.Fatalf("answer\n%s\nvLLM's\n%s", a, b)
+				}
+				return
+			}
+			for _, d := range within("", shape(got), shape(ref)) {
+				t.Error(d)
+			}
+		})
+	}
 }
