@@ -8,7 +8,9 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/prorl/prorl/core/api"
 	"github.com/prorl/prorl/core/trajectory"
 	"github.com/prorl/prorl/internal/testvllm"
+	"github.com/prorl/prorl/sdk/sdktest"
 )
 
 // recordingProxy forwards to target and writes every exchange, bodies as
@@ -190,4 +193,50 @@ func TestPolicyPauseVLLM(t *testing.T) {
 		t.Fatal("vLLM ended no generation with finish_reason abort")
 	}
 	t.Logf("vLLM: %d in flight, %d aborted (%d answers with finish_reason abort); %d turns continued under version 4, every span exactly vLLM's", rep.InFlight, rep.Aborted, aborts, spanned)
+}
+
+// TestVLLMGateway drives the gateway with the official OpenAI and
+// Anthropic Python SDKs (scripts/gateway/sdk_agent.py) against a real vLLM
+// in the host's default mode (vLLM's /tokenize, Qwen3's template): the
+// calls of a session merge into one trace (before the splice followed a
+// placeholder assistant that was not the conversation's last, every call
+// of a Qwen3 session started a trace of its own), and every trace is
+// exactly the prompts vLLM was sent and the ids and logprobs it returned.
+func TestVLLMGateway(t *testing.T) {
+	py := sdktest.ReferencePython(t, "../scripts/client/install.sh", "PRORL_REQUIRE_PYSDK")
+	base := testvllm.Start(t, "--max-model-len", "4096", "--max-num-seqs", "8", "--logits-processors", "tool_script:ToolScript")
+	proxy, logPath := recordingProxy(t, base)
+	e := newEnv(t, envOpts{})
+	e.startHost()
+	e.register(map[string]any{"url": proxy, "protocol": "vllm", "model": testvllm.Model})
+	task, _ := json.Marshal(map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"})
+	out, err := exec.Command(py, "../scripts/gateway/sdk_agent.py", e.host, string(task), "2", "7").Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("sdk_agent.py: %v\n%s\n%s", err, out, tail(stderr, 4000))
+	}
+	log := readEntries(t, logPath)
+	merged, calls := 0.0, 0
+	sdks := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		id, sdk, _ := strings.Cut(line, " ")
+		res := e.wait(t, id)
+		if res.Status != trajectory.StatusCompleted {
+			t.Fatalf("%s (%s): %s %+v", id, sdk, res.Status, res.Failure)
+		}
+		checkTraces(t, res, log)
+		merged += res.Metrics["gateway_merged_calls"]
+		calls += len(res.Turns)
+		sdks[sdk]++
+	}
+	if sdks["run_openai"] != 2 || sdks["run_anthropic"] != 2 {
+		t.Fatalf("sessions per SDK: %v", sdks)
+	}
+	if merged == 0 {
+		t.Fatalf("no call merged into a trace in %d calls", calls)
+	}
+	t.Logf("vLLM: 4 sessions, %d calls, %.0f merged into their trace, every trace exactly vLLM's", calls, merged)
 }
