@@ -33,8 +33,9 @@ type GenerateRequest struct {
 	// IgnoreEOS generates exactly MaxTokens (vLLM's ignore_eos: fixed
 	// output lengths for benchmarks).
 	IgnoreEOS bool
-	// Priority is vLLM's request priority (lower is served first; needs
-	// --scheduling-policy priority, 0 otherwise).
+	// Priority is vLLM's request priority (lower is served first under
+	// --scheduling-policy priority; vLLM 0.32 ignores it otherwise, older
+	// versions refuse it).
 	Priority int
 }
 

@@ -438,11 +438,8 @@ func (s *Server) engineStats(w http.ResponseWriter, _ *http.Request) {
 // scripted policy is deterministic, so the continuation is the rest of what
 // it would have written, with the same seed and logprobs.
 func (s *Server) run(prompt []int, maxTokens int, ignoreEOS bool, priority int, reqSeed *int64, r *http.Request) (*genOut, error) {
-	if priority != 0 && (s.engine == nil || !s.engine.m.Priority) {
-		// vLLM's answer when its scheduling policy is fcfs.
-		//lint:ignore ST1005 vLLM's message, word for word
-		return nil, fmt.Errorf("Got priority %d but Priority scheduling is not enabled.", priority)
-	}
+	// Under first-come-first-served scheduling a priority is ignored, as
+	// vLLM 0.32 does (older versions refused it: TestAgainstVLLM/protocol).
 	if len(prompt) == 0 {
 		return nil, fmt.Errorf("prompt is empty")
 	}
