@@ -36,7 +36,8 @@ var ErrNotAppendOnly = errors.New("chat template is not append-only for this con
 // messages and the generation prompt. The past is never re-tokenised: the
 // delta is taken from a fixed placeholder conversation followed by the new
 // messages, after the placeholder assistant's stop token. The
-// placeholder's render up to that assistant is cached per tool set.
+// placeholder's render up to that assistant is cached per tool set and
+// role of the first new message.
 type Splicer struct {
 	mu sync.Mutex
 	// probes by tools+kwargs hash and the first new message's role
