@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -29,9 +30,21 @@ func TestLlamaCppGateway(t *testing.T) {
 	e := newEnv(t, envOpts{extraTOML: "[tokenizer]\nmodel_dir = \"" + modelDir + "\"\n"})
 	e.startHost()
 	e.register(map[string]any{"url": url, "protocol": "vllm"})
+	merged, calls := sdkSessions(t, e, py, logPath, 3)
+	if merged == 0 {
+		t.Fatalf("no call merged into a trace in %d calls: the test proved nothing about splicing", calls)
+	}
+	t.Logf("llama.cpp through the gateway: 6 sessions (OpenAI and Anthropic SDKs), %d calls, %.0f merged, every token the engine's", calls, merged)
+}
+
+// sdkSessions runs scripts/gateway/sdk_agent.py against the host: perSDK
+// sessions of the math task through each of the OpenAI and Anthropic SDKs.
+// Every session must complete with its traces exactly the engine's
+// (logPath); it returns the calls merged into a trace and the calls made.
+func sdkSessions(t *testing.T, e *env, py, logPath string, perSDK int) (merged float64, calls int) {
+	t.Helper()
 	task, _ := json.Marshal(map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"})
-	cmd := exec.Command(py, "../scripts/gateway/sdk_agent.py", e.host, string(task), "3", "7")
-	out, err := cmd.Output()
+	out, err := exec.Command(py, "../scripts/gateway/sdk_agent.py", e.host, string(task), strconv.Itoa(perSDK), "7").Output()
 	if err != nil {
 		var stderr string
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -40,7 +53,6 @@ func TestLlamaCppGateway(t *testing.T) {
 		t.Fatalf("sdk_agent.py: %v\n%s\n%s", err, out, tail(stderr, 4000))
 	}
 	log := readEntries(t, logPath)
-	merged, calls := 0.0, 0
 	sdks := map[string]int{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		id, sdk, _ := strings.Cut(line, " ")
@@ -53,11 +65,8 @@ func TestLlamaCppGateway(t *testing.T) {
 		calls += len(res.Turns)
 		sdks[sdk]++
 	}
-	if sdks["run_openai"] != 3 || sdks["run_anthropic"] != 3 {
+	if sdks["run_openai"] != perSDK || sdks["run_anthropic"] != perSDK {
 		t.Fatalf("sessions per SDK: %v", sdks)
 	}
-	if merged == 0 {
-		t.Fatalf("no call merged into a trace in %d calls: the test proved nothing about splicing", calls)
-	}
-	t.Logf("llama.cpp through the gateway: 6 sessions (OpenAI and Anthropic SDKs), %d calls, %.0f merged, every token the engine's", calls, merged)
+	return merged, calls
 }

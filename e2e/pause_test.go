@@ -181,6 +181,22 @@ func TestPolicyPauseLlamaCpp(t *testing.T) {
 		"n":        2, "max_turns": 2,
 	}).json(t, &sub)
 	waitGenerating(t, e, 2)
+	rep, spanned := abortAndContinue(t, e, url, logPath, sub.RolloutIDs, func(res *trajectory.Result) {
+		if res.Status != trajectory.StatusCompleted && res.Status != trajectory.StatusTruncated {
+			t.Fatalf("%s: %s %+v", res.ID, res.Status, res.Failure)
+		}
+	})
+	t.Logf("llama.cpp: %d in flight, %d aborted; %d turns continued under version 4, every span exactly the engine's", rep.InFlight, rep.Aborted, spanned)
+}
+
+// abortAndContinue pauses generation in abort mode (at least one
+// generation aborted), checks that the engine at engineURL says it is
+// paused, resumes under version 4, and waits for the rollouts ids, each
+// checked by check and its tokens against the engine's log. At least one
+// turn must have continued across the pause, its spans from version 0 to
+// 4; it returns the pause's report and the turns continued.
+func abortAndContinue(t *testing.T, e *env, engineURL, logPath string, ids []string, check func(*trajectory.Result)) (pipeline.PauseReport, int) {
+	t.Helper()
 	rep := pause(t, e, "abort")
 	if rep.Aborted == 0 {
 		t.Fatalf("nothing aborted: %+v", rep)
@@ -188,10 +204,10 @@ func TestPolicyPauseLlamaCpp(t *testing.T) {
 	var paused struct {
 		IsPaused bool `json:"is_paused"`
 	}
-	if r, err := http.Get(url + "/is_paused"); err != nil {
+	if r, err := http.Get(engineURL + "/is_paused"); err != nil {
 		t.Fatal(err)
 	} else {
-		json.NewDecoder(r.Body).Decode(&paused)
+		_ = json.NewDecoder(r.Body).Decode(&paused)
 		r.Body.Close()
 	}
 	if !paused.IsPaused {
@@ -201,11 +217,9 @@ func TestPolicyPauseLlamaCpp(t *testing.T) {
 		t.Fatalf("resume: %d %s", r.code, r.body)
 	}
 	spanned := 0
-	for _, id := range sub.RolloutIDs {
+	for _, id := range ids {
 		res := e.wait(t, id)
-		if res.Status != trajectory.StatusCompleted && res.Status != trajectory.StatusTruncated {
-			t.Fatalf("%s: %s %+v", id, res.Status, res.Failure)
-		}
+		check(res)
 		checkTokens(t, res, readEntries(t, logPath))
 		for _, turn := range res.Turns {
 			if s := turn.PolicySpans; s != nil {
@@ -219,7 +233,7 @@ func TestPolicyPauseLlamaCpp(t *testing.T) {
 	if spanned == 0 {
 		t.Fatal("no turn was continued across the pause")
 	}
-	t.Logf("llama.cpp: %d in flight, %d aborted; %d turns continued under version 4, every span exactly the engine's", rep.InFlight, rep.Aborted, spanned)
+	return rep, spanned
 }
 
 // waitGenerating waits until n generation requests are in flight, then a

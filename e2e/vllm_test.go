@@ -8,9 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -145,44 +143,11 @@ func TestPolicyPauseVLLM(t *testing.T) {
 	}).json(t, &sub)
 	waitGenerating(t, e, 2)
 	time.Sleep(400 * time.Millisecond) // some tokens of the first turn, not all
-	rep := pause(t, e, "abort")
-	if rep.Aborted == 0 {
-		t.Fatalf("nothing aborted: %+v", rep)
-	}
-	var paused struct {
-		IsPaused bool `json:"is_paused"`
-	}
-	if r, err := http.Get(base + "/is_paused"); err != nil {
-		t.Fatal(err)
-	} else {
-		_ = json.NewDecoder(r.Body).Decode(&paused)
-		r.Body.Close()
-	}
-	if !paused.IsPaused {
-		t.Fatal("vLLM was not paused")
-	}
-	if r := e.do("POST", "/v1/policy:resume", map[string]any{"version": 4}); r.code != 200 {
-		t.Fatalf("resume: %d %s", r.code, r.body)
-	}
-	spanned := 0
-	for _, id := range sub.RolloutIDs {
-		res := e.wait(t, id)
+	rep, spanned := abortAndContinue(t, e, base, logPath, sub.RolloutIDs, func(res *trajectory.Result) {
 		if res.Status != trajectory.StatusCompleted || len(res.Turns) != 3 || res.Reward != 1 {
 			t.Fatalf("%s: %s, %d turns, reward %v, failure %+v", res.ID, res.Status, len(res.Turns), res.Reward, res.Failure)
 		}
-		checkTokens(t, res, readEntries(t, logPath))
-		for _, turn := range res.Turns {
-			if s := turn.PolicySpans; s != nil {
-				spanned++
-				if s[0].Version != 0 || s[len(s)-1].Version != 4 || s[len(s)-1].End != len(turn.ResponseIDs) {
-					t.Fatalf("%s turn %d: spans %+v of %d tokens", id, turn.Index, s, len(turn.ResponseIDs))
-				}
-			}
-		}
-	}
-	if spanned == 0 {
-		t.Fatal("no turn was continued across the pause")
-	}
+	})
 	aborts := 0
 	for _, en := range readEntries(t, logPath) {
 		if en.Path == "/v1/completions" && bytes.Contains(en.Response, []byte(`"finish_reason":"abort"`)) {
@@ -209,32 +174,7 @@ func TestVLLMGateway(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.startHost()
 	e.register(map[string]any{"url": proxy, "protocol": "vllm", "model": testvllm.Model})
-	task, _ := json.Marshal(map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"})
-	out, err := exec.Command(py, "../scripts/gateway/sdk_agent.py", e.host, string(task), "2", "7").Output()
-	if err != nil {
-		var stderr string
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = string(ee.Stderr)
-		}
-		t.Fatalf("sdk_agent.py: %v\n%s\n%s", err, out, tail(stderr, 4000))
-	}
-	log := readEntries(t, logPath)
-	merged, calls := 0.0, 0
-	sdks := map[string]int{}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		id, sdk, _ := strings.Cut(line, " ")
-		res := e.wait(t, id)
-		if res.Status != trajectory.StatusCompleted {
-			t.Fatalf("%s (%s): %s %+v", id, sdk, res.Status, res.Failure)
-		}
-		checkTraces(t, res, log)
-		merged += res.Metrics["gateway_merged_calls"]
-		calls += len(res.Turns)
-		sdks[sdk]++
-	}
-	if sdks["run_openai"] != 2 || sdks["run_anthropic"] != 2 {
-		t.Fatalf("sessions per SDK: %v", sdks)
-	}
+	merged, calls := sdkSessions(t, e, py, logPath, 2)
 	if merged == 0 {
 		t.Fatalf("no call merged into a trace in %d calls", calls)
 	}
