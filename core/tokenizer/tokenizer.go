@@ -40,18 +40,15 @@ var ErrNotAppendOnly = errors.New("chat template is not append-only for this con
 // role of the first new message.
 type Splicer struct {
 	mu sync.Mutex
-	// probes by tools+kwargs hash and the first new message's role
-	probes map[[32]byte]probe
+	// heads by tools+kwargs hash and the first new message's role: the
+	// placeholder rendered up to its assistant's stop token, as a
+	// conversation going on with a message of that role renders it
+	heads map[[32]byte][]int
 }
-
-// probe is the placeholder's system and user messages rendered (pre), and
-// what a conversation going on with a message of that role renders after
-// them up to the assistant's stop token (its header and content).
-type probe struct{ pre, asst []int }
 
 // NewSplicer returns a splicer; its cache serves every tokenizer of one
 // model (a rollout that moves to another backend keeps using it).
-func NewSplicer() *Splicer { return &Splicer{probes: map[[32]byte]probe{}} }
+func NewSplicer() *Splicer { return &Splicer{heads: map[[32]byte][]int{}} }
 
 var placeholder = []trajectory.Message{
 	{Role: "system", Content: "S"},
@@ -83,7 +80,7 @@ func (s *Splicer) Delta(ctx context.Context, tok Tokenizer, stopID int, msgs []t
 	if len(msgs) == 0 {
 		return nil, errors.New("no messages to splice")
 	}
-	pr, err := s.probe(ctx, tok, stopID, msgs[0], tools, kw)
+	head, err := s.head(ctx, tok, stopID, msgs[0], tools, kw)
 	if err != nil {
 		return nil, err
 	}
@@ -93,43 +90,43 @@ func (s *Splicer) Delta(ctx context.Context, tok Tokenizer, stopID int, msgs []t
 	}
 	// The assistant must render as it does before any message of that role:
 	// a template that drops or rewrites it here has no exact delta.
-	n := len(pr.pre) + len(pr.asst)
-	if len(full) <= n || !slices.Equal(full[:len(pr.pre)], pr.pre) || !slices.Equal(full[len(pr.pre):n], pr.asst) || full[n] != stopID {
+	n := len(head)
+	if len(full) <= n || !slices.Equal(full[:n], head) || full[n] != stopID {
 		return nil, ErrNotAppendOnly
 	}
 	return slices.Clone(full[n+1:]), nil
 }
 
-// probe renders, once per tool set and role, the placeholder's system and
-// user messages, and the placeholder assistant followed by a message of
-// next's role, whose assistant part ends at the first stopID.
-func (s *Splicer) probe(ctx context.Context, tok Tokenizer, stopID int, next trajectory.Message, tools []trajectory.Tool, kw map[string]any) (probe, error) {
+// head renders, once per tool set and role, the placeholder followed by a
+// message of next's role, up to the placeholder assistant's stop token: the
+// first stopID after the system and user messages.
+func (s *Splicer) head(ctx context.Context, tok Tokenizer, stopID int, next trajectory.Message, tools []trajectory.Tool, kw map[string]any) ([]int, error) {
 	k := key(tools, map[string]any{"kwargs": kw, "role": next.Role, "stop": stopID})
 	s.mu.Lock()
-	pr, ok := s.probes[k]
+	head, ok := s.heads[k]
 	s.mu.Unlock()
 	if ok {
-		return pr, nil
+		return head, nil
 	}
 	pre, err := tok.Render(ctx, placeholder[:2], tools, RenderOptions{Kwargs: kw})
 	if err != nil {
-		return probe{}, fmt.Errorf("render placeholder: %w", err)
+		return nil, fmt.Errorf("render placeholder: %w", err)
 	}
 	next.Content, next.Span = "T", nil
 	conv, err := tok.Render(ctx, append(slices.Clone(placeholder), next), tools, RenderOptions{Kwargs: kw})
 	if err != nil {
-		return probe{}, fmt.Errorf("render placeholder: %w", err)
+		return nil, fmt.Errorf("render placeholder: %w", err)
 	}
 	if len(conv) < len(pre) || !slices.Equal(conv[:len(pre)], pre) {
-		return probe{}, ErrNotAppendOnly
+		return nil, ErrNotAppendOnly
 	}
 	stop := slices.Index(conv[len(pre):], stopID)
 	if stop < 0 {
-		return probe{}, fmt.Errorf("the template does not end an assistant turn with the model's stop token %d", stopID)
+		return nil, fmt.Errorf("the template does not end an assistant turn with the model's stop token %d", stopID)
 	}
-	pr = probe{pre: pre, asst: conv[len(pre) : len(pre)+stop]}
+	head = conv[:len(pre)+stop]
 	s.mu.Lock()
-	s.probes[k] = pr
+	s.heads[k] = head
 	s.mu.Unlock()
-	return pr, nil
+	return head, nil
 }

@@ -425,6 +425,7 @@ func (c *blockCache) drop() {
 		el.Value.(*cblock).alive = false
 	}
 }
+
 func blockHashes(ids []int, bs int, f func(h uint64) bool) {
 	var parent uint64
 	buf := make([]byte, 8+4*bs)
@@ -495,9 +496,6 @@ func (c *blockCache) hold(ids []int, bs int, held []*list.Element, reuse int) []
 	}
 	return out
 }
-
-// insert caches ids' full blocks, reusing any cached already.
-func (c *blockCache) insert(ids []int, bs int) { c.hold(ids, bs, nil, len(ids)/bs) }
 
 func (c *blockCache) evict(el *list.Element) {
 	b := el.Value.(*cblock)

@@ -176,8 +176,8 @@ func TestBlockCacheEvictsTailFirst(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newBlockCache(tc.capacity)
 			a, b := seq(1000, tc.a), seq(2000, tc.b)
-			c.insert(a, bs)
-			c.insert(b, bs)
+			c.hold(a, bs, nil, len(a)/bs) // one request's blocks, then another's
+			c.hold(b, bs, nil, len(b)/bs)
 			if got := c.match(a, bs); got != tc.wantA*bs {
 				t.Errorf("a: %d tokens matched, want %d", got, tc.wantA*bs)
 			}
