@@ -13,7 +13,9 @@ import (
 	"sync"
 	"time"
 
-	json "github.com/goccy/go-json"
+	"encoding/json"
+
+	fastjson "github.com/goccy/go-json"
 	"github.com/prorl/prorl/core/baseurl"
 	"github.com/prorl/prorl/core/httpc"
 
@@ -69,6 +71,23 @@ func (g *GenerateResult) PolicySpans(def int64) (int64, []trajectory.PolicySpan)
 		at += s.Tokens
 	}
 	return first, spans
+}
+
+// Truncate keeps the first n tokens (n below their number), as a request
+// for n would have ended: finish "length", the text to be decoded again.
+func (g *GenerateResult) Truncate(n int) {
+	g.IDs, g.Logprobs = g.IDs[:n], g.Logprobs[:n]
+	g.Text, g.HasText, g.FinishReason = "", false, "length"
+	kept := g.Segments[:0]
+	for _, s := range g.Segments {
+		if n <= 0 {
+			break
+		}
+		s.Tokens = min(s.Tokens, n)
+		n -= s.Tokens
+		kept = append(kept, s)
+	}
+	g.Segments = kept
 }
 
 // Segment is a run of a generation's tokens made by one request.
@@ -173,7 +192,7 @@ func postJSON(ctx context.Context, url string, in, out any) error {
 			return fmt.Errorf("encode request: %w", err)
 		}
 		reqBuf.Write(body)
-	} else if err := json.NewEncoder(reqBuf).Encode(in); err != nil {
+	} else if err := fastjson.NewEncoder(reqBuf).Encode(in); err != nil {
 		return fmt.Errorf("encode request: %w", err)
 	}
 	respBuf := getBuf()
@@ -189,7 +208,10 @@ func postJSON(ctx context.Context, url string, in, out any) error {
 		}
 		return &StatusError{URL: url, Status: status, Body: string(data)}
 	}
-	// Decoders copy what they keep: data goes back to the pool.
+	// Decoders copy what they keep: data goes back to the pool. What the
+	// fast decoders decline goes to encoding/json: goccy's decoder panics
+	// on some malformed input (`{"\`, found by FuzzFastDecode), and a
+	// backend's answer is not ours to trust.
 	if f, ok := out.(fastDecoder); ok && f.decodeFast(data) {
 		return nil
 	}

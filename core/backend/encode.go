@@ -86,6 +86,65 @@ func (r *tokenizeChatRequest) appendJSON(b []byte) ([]byte, error) {
 	return append(w.B, '}'), w.Err
 }
 
+func (r *chatRequest) appendJSON(b []byte) ([]byte, error) {
+	w := &jsonw.Writer{B: append(b, '{')}
+	if r.Model != "" {
+		w.Key("model")
+		w.Str(r.Model)
+	}
+	w.Key("messages")
+	w.List(r.Messages == nil, len(r.Messages), func(i int) { writeChatMessage(w, &r.Messages[i]) })
+	if len(r.Tools) > 0 {
+		w.Key("tools")
+		trajectory.WriteTools(w, r.Tools)
+	}
+	if r.ToolChoice != "" {
+		w.Key("tool_choice")
+		w.Str(r.ToolChoice)
+	}
+	w.Key("add_generation_prompt")
+	w.Bool(r.AddGenerationPrompt)
+	if len(r.ChatTemplateKwargs) > 0 {
+		w.Key("chat_template_kwargs")
+		w.Value(r.ChatTemplateKwargs)
+	}
+	w.Key("max_tokens")
+	w.Int(int64(r.MaxTokens))
+	w.Key("temperature")
+	w.Float(r.Temperature)
+	w.Key("top_p")
+	w.Float(r.TopP)
+	if r.TopK != 0 {
+		w.Key("top_k")
+		w.Int(int64(r.TopK))
+	}
+	if r.Seed != nil {
+		w.Key("seed")
+		w.Int(*r.Seed)
+	}
+	if len(r.Stop) > 0 {
+		w.Key("stop")
+		w.Strs(r.Stop)
+	}
+	w.Key("logprobs")
+	w.Bool(r.Logprobs)
+	w.Key("return_token_ids")
+	w.Bool(r.ReturnTokenIDs)
+	w.Key("skip_special_tokens")
+	w.Bool(r.SkipSpecialTokens)
+	w.Key("stream")
+	w.Bool(r.Stream)
+	if r.IgnoreEOS {
+		w.Key("ignore_eos")
+		w.Bool(r.IgnoreEOS)
+	}
+	if r.Priority != 0 {
+		w.Key("priority")
+		w.Int(int64(r.Priority))
+	}
+	return append(w.B, '}'), w.Err
+}
+
 func writeChatMessage(w *jsonw.Writer, m *chatMessage) {
 	w.Raw("{")
 	w.Key("role")

@@ -56,6 +56,13 @@ func TestRequestEncodersMatchEncodingJSON(t *testing.T) {
 			r.ChatTemplateKwargs = map[string]any{"enable_thinking": false, "x": []int{1}}
 		}
 		check(r)
+		ch := &chatRequest{Messages: randChat(rng), AddGenerationPrompt: rng.IntN(2) == 0, MaxTokens: rng.IntN(9000), Temperature: c.Temperature,
+			TopP: c.TopP, Logprobs: rng.IntN(2) == 0, ReturnTokenIDs: rng.IntN(2) == 0, Stream: rng.IntN(2) == 0, IgnoreEOS: c.IgnoreEOS, Priority: c.Priority}
+		if rng.IntN(2) == 0 {
+			ch.Model, ch.Tools, ch.ToolChoice, ch.ChatTemplateKwargs = r.Model, r.Tools, "none", r.ChatTemplateKwargs
+			ch.TopK, ch.Seed, ch.Stop = c.TopK, c.Seed, c.Stop
+		}
+		check(ch)
 	}
 	// NaN cannot be sent: both refuse it.
 	check(&completionRequest{Temperature: nan()})

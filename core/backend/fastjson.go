@@ -2,10 +2,9 @@ package backend
 
 import (
 	"bytes"
+	"encoding/json"
 	"strconv"
 	"unicode/utf8"
-
-	json "github.com/goccy/go-json"
 )
 
 // The two answers every turn waits for (/tokenize and /v1/completions)
@@ -83,6 +82,34 @@ func (s *scan) strToken() (tok []byte, plain bool, ok bool) {
 	return nil, false, false
 }
 
+// validEscapes reports whether a string token strToken passed has only
+// JSON's escapes (invalid UTF-8 is no error: decoders replace it). Every
+// token's text in a chat answer is such a string, many with escapes.
+func validEscapes(tok []byte) bool {
+	for i := 1; i < len(tok)-1; i++ {
+		if tok[i] != '\\' {
+			continue
+		}
+		i++
+		switch tok[i] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		case 'u':
+			if i+4 >= len(tok) {
+				return false
+			}
+			for _, c := range tok[i+1 : i+5] {
+				if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+					return false
+				}
+			}
+			i += 4
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // str decodes a string (null leaves ""), escapes through the generic decoder.
 func (s *scan) str(dst *string) bool {
 	if s.null() {
@@ -96,7 +123,49 @@ func (s *scan) str(dst *string) bool {
 		*dst = string(tok[1 : len(tok)-1])
 		return true
 	}
+	if v, ok := unescape(tok[1 : len(tok)-1]); ok {
+		*dst = v
+		return true
+	}
 	return json.Unmarshal(tok, dst) == nil
+}
+
+// unescape decodes a string body of valid UTF-8 with the one-character
+// escapes only (a generated text's newlines and quotes); false leaves
+// \u escapes and invalid UTF-8 to encoding/json.
+func unescape(body []byte) (string, bool) {
+	if !utf8.Valid(body) {
+		return "", false
+	}
+	out := make([]byte, 0, len(body))
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		i++
+		if i == len(body) {
+			return "", false
+		}
+		switch body[i] {
+		case '"', '\\', '/':
+			out = append(out, body[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		default:
+			return "", false
+		}
+	}
+	return string(out), true
 }
 
 // numToken returns a number token that follows JSON's grammar.
@@ -183,7 +252,7 @@ func (s *scan) skip(depth int) bool {
 	switch c := s.b[s.i]; {
 	case c == '"':
 		tok, plain, ok := s.strToken()
-		return ok && (plain || json.Valid(tok))
+		return ok && (plain || validEscapes(tok))
 	case c == '{' || c == '[':
 		// Written out rather than through object/array: this runs for
 		// every entry of top_logprobs.
@@ -198,7 +267,7 @@ func (s *scan) skip(depth int) bool {
 		for {
 			if c == '{' {
 				tok, plain, ok := s.strToken()
-				if !ok || (!plain && !json.Valid(tok)) || !s.is(':') {
+				if !ok || (!plain && !validEscapes(tok)) || !s.is(':') {
 					return false
 				}
 			}
@@ -460,4 +529,204 @@ func decodeLogprobs(s *scan, lp *completionLogprobs) bool {
 		}
 		return false
 	})
+}
+
+// decodeChat reads vLLM's /v1/chat/completions answer with
+// return_token_ids. A message a server-side parser touched (reasoning,
+// tool calls) goes to the generic decoder, which notes it.
+func decodeChat(data []byte, out *chatResponse) bool {
+	s := &scan{b: data}
+	f := fields{names: []string{"choices", "prompt_token_ids"}}
+	return s.object(func(key []byte) bool {
+		switch f.match(key) {
+		case 0:
+			if s.null() {
+				out.Choices = nil
+				return true
+			}
+			out.Choices = make([]chatChoice, 0, 1)
+			return s.array(func() bool {
+				out.Choices = append(out.Choices, chatChoice{})
+				return decodeChatChoice(s, &out.Choices[len(out.Choices)-1])
+			})
+		case 1:
+			return s.ints(&out.PromptTokenIDs)
+		case -1:
+			return s.skip(0)
+		}
+		return false
+	}) && s.end()
+}
+
+func decodeChatChoice(s *scan, c *chatChoice) bool {
+	if s.null() {
+		return true
+	}
+	f := fields{names: []string{"message", "finish_reason", "token_ids", "logprobs"}}
+	return s.object(func(key []byte) bool {
+		switch f.match(key) {
+		case 0:
+			return decodeChatAnswer(s, &c.Message)
+		case 1:
+			return s.str(&c.FinishReason)
+		case 2:
+			return s.ints(&c.TokenIDs)
+		case 3:
+			if s.null() {
+				c.Logprobs = nil
+				return true
+			}
+			c.Logprobs = &chatLogprobs{}
+			return decodeChatLogprobs(s, c.Logprobs)
+		case -1:
+			return s.skip(0)
+		}
+		return false
+	})
+}
+
+// decodeChatAnswer takes a message no parser touched: its content, with
+// reasoning and calls null (or no calls).
+func decodeChatAnswer(s *scan, a *chatAnswer) bool {
+	if s.null() {
+		return true
+	}
+	f := fields{names: []string{"content", "reasoning", "reasoning_content", "tool_calls", "function_call"}}
+	return s.object(func(key []byte) bool {
+		switch f.match(key) {
+		case 0:
+			return s.str(&a.Content)
+		case 1, 2, 4:
+			return s.null()
+		case 3:
+			if s.null() {
+				return true
+			}
+			return s.is('[') && s.is(']')
+		case -1:
+			return s.skip(0)
+		}
+		return false
+	})
+}
+
+func decodeChatLogprobs(s *scan, lp *chatLogprobs) bool {
+	f := fields{names: []string{"content"}}
+	return s.object(func(key []byte) bool {
+		switch f.match(key) {
+		case 0:
+			if s.null() {
+				lp.Content = nil
+				return true
+			}
+			lp.Content = make([]chatLogprob, 0, 64)
+			return s.array(func() bool {
+				lp.Content = append(lp.Content, chatLogprob{})
+				return decodeChatLogprob(s, &lp.Content[len(lp.Content)-1])
+			})
+		case -1:
+			return s.skip(0)
+		}
+		return false
+	})
+}
+
+// chatLogprobFields: the one field read of each token's entry.
+var chatLogprobFields = []string{"logprob"}
+
+// decodeChatLogprob reads one token's entry ({token, logprob, bytes,
+// top_logprobs}), passing its list of bytes in one loop: every generated
+// token has one.
+func decodeChatLogprob(s *scan, e *chatLogprob) bool {
+	if s.chatLogprobExact(e) {
+		return true
+	}
+	if s.null() {
+		return true
+	}
+	f := fields{names: chatLogprobFields}
+	return s.object(func(key []byte) bool {
+		switch f.match(key) {
+		case 0:
+			if s.null() {
+				return true
+			}
+			v, ok := s.float()
+			e.Logprob = v
+			return ok
+		case -1:
+			if string(key) == "bytes" {
+				return s.skipInts()
+			}
+			return s.skip(0)
+		}
+		return false
+	})
+}
+
+// chatLogprobExact reads an entry as vLLM writes it, compact and in its
+// order ({"token":…,"logprob":…,"bytes":[…],"top_logprobs":[]}), without
+// a key lookup; false (nothing consumed) leaves any other form to the
+// general path.
+func (s *scan) chatLogprobExact(e *chatLogprob) bool {
+	start := s.i
+	if !s.lit(`{"token":`) {
+		return false
+	}
+	if tok, plain, ok := s.strToken(); !ok || (!plain && !validEscapes(tok)) || !s.lit(`,"logprob":`) {
+		s.i = start
+		return false
+	}
+	v, ok := s.float()
+	if !ok || !s.lit(`,"bytes":`) || !s.skipInts() || !s.lit(`,"top_logprobs":[]}`) {
+		s.i = start
+		return false
+	}
+	e.Logprob = v
+	return true
+}
+
+// lit consumes lit if the input goes on with it.
+func (s *scan) lit(lit string) bool {
+	if len(s.b)-s.i >= len(lit) && string(s.b[s.i:s.i+len(lit)]) == lit {
+		s.i += len(lit)
+		return true
+	}
+	return false
+}
+
+// skipInts passes over a value, a list of small non-negative integers in
+// one tight loop, anything else through skip.
+func (s *scan) skipInts() bool {
+	s.ws()
+	b := s.b
+	if s.i >= len(b) || b[s.i] != '[' {
+		return s.skip(0)
+	}
+	start := s.i
+	i := s.i + 1
+	if i < len(b) && b[i] == ']' {
+		s.i = i + 1
+		return true
+	}
+	for {
+		j := i
+		for i < len(b) && i-j < 9 && b[i]-'0' <= 9 {
+			i++
+		}
+		if i == j || i >= len(b) || (b[j] == '0' && i > j+1) {
+			break // not the usual shape
+		}
+		switch b[i] {
+		case ',':
+			i++
+			continue
+		case ']':
+			s.i = i + 1
+			return true
+		}
+		break
+	}
+	s.i = start
+	return s.skip(0)
 }

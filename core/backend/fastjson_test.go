@@ -1,11 +1,15 @@
 package backend
 
 import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"testing"
 
-	json "github.com/goccy/go-json"
+	"github.com/prorl/prorl/core/tokenizer"
 )
 
 // vLLM's CompletionResponse with every field it sends (protocol.py): the
@@ -64,6 +68,8 @@ func TestFastDecodeCompletion(t *testing.T) {
 		{"no logprobs", `{"choices":[{"text":"a","logprobs":null,"finish_reason":null}]}`, true},
 		{"whitespace", " \n{ \"choices\" : [ { \"text\" : \"a\" } ] } \t", true},
 		{"escaped text", `{"choices":[{"text":"\\u00e9\\n\\\\"}]}`, true},
+		{"one-character escapes", `{"choices":[{"text":"a\"b\\c\/d\b\f\n\r\té"}]}`, true},
+		{"bad escape", `{"choices":[{"text":"a\x"}]}`, false},
 		{"invalid utf8", "{\"choices\":[{\"text\":\"\xff\"}]}", true}, // that string alone goes to the generic decoder
 		{"folded key", `{"Choices":[{"text":"a"}]}`, false},
 		{"folded inner key", `{"choices":[{"TEXT":"a"}]}`, false},
@@ -115,6 +121,54 @@ func TestFastDecodeTokenize(t *testing.T) {
 	}
 }
 
+func TestFastDecodeChat(t *testing.T) {
+	var golden []string // both answers to the host's chat request (internal/simllm's TestAgainstVLLM writes them)
+	for _, p := range []string{"testdata/vllm_chat.json", "testdata/sim_chat.json"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden = append(golden, string(b))
+	}
+	entry := `{"token":"a\"b","logprob":-0.5,"bytes":[97,34,98],"top_logprobs":[]}`
+	for _, tc := range []struct {
+		name, in string
+		fast     bool
+		parsed   bool // a server-side parser touched the message
+	}{
+		{"vllm", golden[0], true, false},
+		{"simulator", golden[1], true, false},
+		{"one token", `{"choices":[{"message":{"content":"a"},"token_ids":[7],"logprobs":{"content":[` + entry + `]}}],"prompt_token_ids":[1,2]}`, true, false},
+		{"null content", `{"choices":[{"message":{"content":null,"tool_calls":[]}}]}`, true, false},
+		{"empty bytes", `{"choices":[{"logprobs":{"content":[{"logprob":-1,"bytes":[]}]}}]}`, true, false},
+		{"null logprob", `{"choices":[{"logprobs":{"content":[{"logprob":null,"bytes":null}]}}]}`, true, false},
+		{"bytes with spaces", `{"choices":[{"logprobs":{"content":[{"bytes":[ 1 , 2 ]}]}}]}`, true, false},
+		{"escapes in token", `{"choices":[{"logprobs":{"content":[{"token":"\u00e9\n\/","logprob":-1}]}}]}`, true, false},
+		{"reasoning parsed", `{"choices":[{"message":{"content":"b","reasoning":"a"}}]}`, false, true},
+		{"reasoning_content parsed", `{"choices":[{"message":{"content":"b","reasoning_content":""}}]}`, false, true},
+		{"tool calls parsed", `{"choices":[{"message":{"content":null,"tool_calls":[{"id":"x","type":"function","function":{"name":"f","arguments":"{}"}}]}}]}`, false, true},
+		{"function call", `{"choices":[{"message":{"content":"","function_call":{"name":"f"}}}]}`, false, true},
+		{"bad escape in token", `{"choices":[{"logprobs":{"content":[{"token":"\x"}]}}]}`, false, false},
+		{"short unicode escape", `{"choices":[{"logprobs":{"content":[{"token":"\u12"}]}}]}`, false, false},
+		{"leading zero byte", `{"choices":[{"logprobs":{"content":[{"bytes":[01]}]}}]}`, false, false},
+		{"negative byte", `{"choices":[{"logprobs":{"content":[{"bytes":[-1]}]}}]}`, true, false},
+		{"folded key", `{"choices":[{"message":{"Content":"a"}}]}`, false, false},
+		{"duplicate prompt ids", `{"prompt_token_ids":[1],"prompt_token_ids":[2]}`, false, false},
+		{"prompt id as string", `{"prompt_token_ids":["1"]}`, false, false},
+		{"truncated", golden[0][:len(golden[0])/2], false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := decodeBoth[chatResponse](t, []byte(tc.in)); got != tc.fast {
+				t.Fatalf("fast path taken = %v, want %v", got, tc.fast)
+			}
+			var r chatResponse
+			if err := json.Unmarshal([]byte(tc.in), &r); err == nil && len(r.Choices) > 0 && r.Choices[0].Message.Parsed != tc.parsed {
+				t.Fatalf("parsed = %v, want %v", r.Choices[0].Message.Parsed, tc.parsed)
+			}
+		})
+	}
+}
+
 func nest(n int) string {
 	s := "1"
 	for range n {
@@ -129,7 +183,7 @@ func FuzzFastDecode(f *testing.F) {
 	for _, s := range []string{vllmCompletion, vllmTokenize, `{"choices":[{"text":"a","token_ids":[1]}]}`, `{"tokens":[1,-2]}`} {
 		f.Add([]byte(s))
 	}
-	for _, p := range []string{"testdata/sim_completion.json", "testdata/sim_tokenize.json"} {
+	for _, p := range []string{"testdata/sim_completion.json", "testdata/sim_tokenize.json", "testdata/vllm_chat.json", "testdata/sim_chat.json"} {
 		if b, err := os.ReadFile(p); err == nil {
 			f.Add(b)
 		}
@@ -137,6 +191,7 @@ func FuzzFastDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		decodeBoth[completionResponse](t, data)
 		decodeBoth[tokenizeResponse](t, data)
+		decodeBoth[chatResponse](t, data)
 	})
 }
 
@@ -165,6 +220,18 @@ func BenchmarkDecodeResponses(b *testing.B) {
 			}
 		}
 	})
+	chat, err := os.ReadFile("testdata/sim_chat.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("chat/fast", func(b *testing.B) {
+		for b.Loop() {
+			var r chatResponse
+			if !r.decodeFast(chat) {
+				b.Fatal("refused")
+			}
+		}
+	})
 	b.Run("tokenize/fast", func(b *testing.B) {
 		for b.Loop() {
 			var r tokenizeResponse
@@ -181,4 +248,22 @@ func BenchmarkDecodeResponses(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestMalformedAnswerNoPanic: goccy's decoder (the generic one before)
+// panicked on this answer cut short, in about one decode of thirty
+// depending on the memory around it. The host decodes backends' answers;
+// a panic there stops the host.
+func TestMalformedAnswerNoPanic(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(`{"\`)) }))
+	defer srv.Close()
+	v := &VLLM{BaseURL: srv.URL}
+	for range 1000 {
+		if _, err := v.Generate(context.Background(), GenerateRequest{PromptIDs: []int{1}, MaxTokens: 1}); err == nil {
+			t.Fatal("a malformed answer was taken")
+		}
+		if _, err := v.Render(context.Background(), nil, nil, tokenizer.RenderOptions{}); err == nil {
+			t.Fatal("a malformed answer was taken")
+		}
+	}
 }

@@ -21,6 +21,9 @@ type Retrying struct {
 
 // Retriable reports whether a backend error is worth another try.
 func Retriable(err error) bool {
+	if errors.Is(err, ErrNoChat) {
+		return false // the caller renders and generates apart instead
+	}
 	var se *StatusError
 	if errors.As(err, &se) {
 		return se.Status >= 500 || se.Status == 429
@@ -34,13 +37,30 @@ func Retriable(err error) bool {
 
 // Generate implements Client.
 func (r *Retrying) Generate(ctx context.Context, req GenerateRequest) (*GenerateResult, error) {
+	var res *GenerateResult
+	err := r.retry(ctx, func() (err error) { res, err = r.Client.Generate(ctx, req); return err })
+	return res, err
+}
+
+// GenerateChat implements ChatGenerator when the client does.
+func (r *Retrying) GenerateChat(ctx context.Context, req ChatRequest) ([]int, *GenerateResult, error) {
+	cg, ok := r.Client.(ChatGenerator)
+	if !ok {
+		return nil, nil, ErrNoChat
+	}
+	var prompt []int
+	var res *GenerateResult
+	err := r.retry(ctx, func() (err error) { prompt, res, err = cg.GenerateChat(ctx, req); return err })
+	return prompt, res, err
+}
+
+// retry calls call until it succeeds, fails for good, or runs out of tries.
+func (r *Retrying) retry(ctx context.Context, call func() error) error {
 	wait := r.Backoff
-	var err error
 	for try := 1; ; try++ {
-		var res *GenerateResult
-		res, err = r.Client.Generate(ctx, req)
+		err := call()
 		if err == nil || try >= r.Attempts || !Retriable(err) || ctx.Err() != nil {
-			return res, err
+			return err
 		}
 		if r.OnRetry != nil {
 			r.OnRetry(err)
@@ -48,7 +68,7 @@ func (r *Retrying) Generate(ctx context.Context, req GenerateRequest) (*Generate
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
-			return nil, err
+			return err
 		}
 		wait *= 2
 	}

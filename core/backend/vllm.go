@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prorl/prorl/core/tokenizer"
@@ -18,6 +19,8 @@ import (
 type VLLM struct {
 	BaseURL string
 	Model   string
+	// chat is whether its chat endpoint renders as /tokenize does (chat.go).
+	chat atomic.Int32
 }
 
 // completionRequest follows vLLM's CompletionRequest. top_k, seed,

@@ -572,6 +572,11 @@ func (c *Coordinator) stream(ctx context.Context, id, u string, since *uint64) e
 	for sc.Scan() {
 		var res trajectory.Result
 		// Whole trajectories, one per rollout: the coordinator's main cost.
+		// goccy's decoder panics on some malformed input (a line cut
+		// short); encoding/json's validator passes only whole documents.
+		if !json.Valid(sc.Bytes()) {
+			return fmt.Errorf("results stream: a line that is not JSON (%d bytes)", len(sc.Bytes()))
+		}
 		if err := fastjson.Unmarshal(sc.Bytes(), &res); err != nil {
 			return fmt.Errorf("results stream: %w", err)
 		}
