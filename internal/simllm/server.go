@@ -92,6 +92,7 @@ func New(opt Options) *Server {
 		s.logW = bufio.NewWriterSize(opt.Log, 1<<16)
 	}
 	s.mux.HandleFunc("POST /v1/completions", s.completions)
+	s.mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
 	s.mux.HandleFunc("POST /generate", s.generate)
 	s.mux.HandleFunc("POST /tokenize", s.tokenize)
 	s.mux.HandleFunc("POST /detokenize", s.detokenize)
@@ -198,9 +199,12 @@ func (s *Server) apiErrorParam(w http.ResponseWriter, status int, msg, param str
 	return b
 }
 
+// writeJSON answers v with its length, as vLLM (uvicorn) does: net/http
+// would send an answer over 2 KiB in chunks, in several writes.
 func writeJSON(w http.ResponseWriter, v any) []byte {
 	b, _ := json.Marshal(v)
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	_, _ = w.Write(b)
 	return b
 }
@@ -391,6 +395,49 @@ type completionLogprobs struct {
 	TokenLogprobs []float64            `json:"token_logprobs"`
 	Tokens        []string             `json:"tokens"`
 	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+}
+
+// chatResponse is vLLM's ChatCompletionResponse, the fields it sends
+// null left out (the protocol comparison with vLLM allows a subset).
+type chatResponse struct {
+	ID             string       `json:"id"`
+	Object         string       `json:"object"`
+	Created        int64        `json:"created"`
+	Model          string       `json:"model"`
+	Choices        []chatChoice `json:"choices"`
+	Usage          usage        `json:"usage"`
+	PromptTokenIDs []int        `json:"prompt_token_ids"`
+}
+
+type chatChoice struct {
+	Index        int           `json:"index"`
+	Message      chatMessage   `json:"message"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason string        `json:"finish_reason"`
+	StopReason   *string       `json:"stop_reason"`
+	TokenIDs     []int         `json:"token_ids"`
+}
+
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type chatLogprobs struct {
+	Content []chatLogprob `json:"content"`
+}
+
+type chatLogprob struct {
+	Token       string           `json:"token"`
+	Logprob     float64          `json:"logprob"`
+	Bytes       []int            `json:"bytes"`
+	TopLogprobs []chatTopLogprob `json:"top_logprobs"`
+}
+
+type chatTopLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
 }
 
 type usage struct {
@@ -598,12 +645,8 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.logEntry(entry)
-	if req.Model != "" && req.Model != s.opt.Model { // vLLM: an absent model means the served one
-		entry.Status, entry.Response = 404, s.apiError(w, 404, fmt.Sprintf("The model `%s` does not exist.", req.Model))
-		return
-	}
-	if req.Stream {
-		entry.Status, entry.Response = 400, s.apiError(w, 400, "the simulator does not stream")
+	maxTokens, ok := s.checkSampling(w, entry, req.Model, req.Stream, req.MaxTokens, req.Temperature)
+	if !ok {
 		return
 	}
 	var prompt []int
@@ -614,18 +657,6 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		prompt = s.tok.Encode(text)
-	}
-	maxTokens := 0 // absent: up to the model's length
-	if req.MaxTokens != nil {
-		if maxTokens = *req.MaxTokens; maxTokens < 1 {
-			msg := fmt.Sprintf("max_tokens must be at least 1, got %d.", maxTokens)
-			entry.Status, entry.Response = 400, s.apiErrorParam(w, 400, msg, "max_tokens")
-			return
-		}
-	}
-	if req.Temperature != nil && *req.Temperature < 0 {
-		entry.Status, entry.Response = 400, s.apiError(w, 400, "temperature must be non-negative")
-		return
 	}
 	seed := seedOf(req.Seed, prompt)
 	if s.chaos(w, seed) {
@@ -663,6 +694,137 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		Usage:   usage{PromptTokens: len(prompt), CompletionTokens: len(out.ids), TotalTokens: len(prompt) + len(out.ids)},
 	}
 	entry.Status, entry.Response = 200, writeJSON(w, resp)
+}
+
+// checkSampling answers vLLM's errors for the fields the completion and
+// chat requests share and returns max_tokens (0 when absent: up to the
+// model's length).
+func (s *Server) checkSampling(w http.ResponseWriter, entry *LogEntry, model string, stream bool, maxTokens *int, temperature *float64) (int, bool) {
+	if model != "" && model != s.opt.Model { // vLLM: an absent model means the served one
+		entry.Status, entry.Response = 404, s.apiError(w, 404, fmt.Sprintf("The model `%s` does not exist.", model))
+		return 0, false
+	}
+	if stream {
+		entry.Status, entry.Response = 400, s.apiError(w, 400, "the simulator does not stream")
+		return 0, false
+	}
+	n := 0
+	if maxTokens != nil {
+		if n = *maxTokens; n < 1 {
+			msg := fmt.Sprintf("max_tokens must be at least 1, got %d.", n)
+			entry.Status, entry.Response = 400, s.apiErrorParam(w, 400, msg, "max_tokens")
+			return 0, false
+		}
+	}
+	if temperature != nil && *temperature < 0 {
+		entry.Status, entry.Response = 400, s.apiError(w, 400, "temperature must be non-negative")
+		return 0, false
+	}
+	return n, true
+}
+
+// chatCompletions is vLLM's /v1/chat/completions as a server without
+// --enable-auto-tool-choice or a reasoning parser answers it: the
+// template rendered as /tokenize renders it, the content the generated
+// text, and with return_token_ids the prompt's ids and the generated ones.
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Model                  string          `json:"model"`
+		Messages               []Message       `json:"messages"`
+		Tools                  []Tool          `json:"tools"`
+		ToolChoice             json.RawMessage `json:"tool_choice"`
+		AddGenerationPrompt    *bool           `json:"add_generation_prompt"`
+		ChatTemplateKwargs     map[string]any  `json:"chat_template_kwargs"`
+		MaxTokens              *int            `json:"max_tokens"`
+		MaxCompletionTokens    *int            `json:"max_completion_tokens"`
+		Temperature            *float64        `json:"temperature"`
+		TopP                   *float64        `json:"top_p"`
+		TopK                   *int            `json:"top_k"`
+		Seed                   *int64          `json:"seed"`
+		Stop                   []string        `json:"stop"`
+		Logprobs               bool            `json:"logprobs"`
+		TopLogprobs            *int            `json:"top_logprobs"`
+		ReturnTokenIDs         bool            `json:"return_token_ids"`
+		ReturnTokensAsTokenIDs bool            `json:"return_tokens_as_token_ids"`
+		SkipSpecialTokens      *bool           `json:"skip_special_tokens"`
+		Stream                 bool            `json:"stream"`
+		IgnoreEOS              bool            `json:"ignore_eos"`
+		Priority               int             `json:"priority"`
+	}
+	entry, ok := s.begin(w, r, &req, false)
+	if !ok {
+		return
+	}
+	defer s.logEntry(entry)
+	if req.MaxTokens == nil {
+		req.MaxTokens = req.MaxCompletionTokens
+	}
+	maxTokens, ok := s.checkSampling(w, entry, req.Model, req.Stream, req.MaxTokens, req.Temperature)
+	if !ok {
+		return
+	}
+	var choice string
+	if len(req.ToolChoice) > 0 && json.Unmarshal(req.ToolChoice, &choice) != nil {
+		choice = "named" // an object naming a function
+	}
+	switch {
+	case len(req.Tools) > 0 && (choice == "" || choice == "auto"):
+		msg := `"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set`
+		entry.Status, entry.Response = 400, s.apiError(w, 400, msg)
+		return
+	case len(req.Tools) == 0 && choice != "" && choice != "none":
+		entry.Status, entry.Response = 400, s.apiErrorParam(w, 400, "When using `tool_choice`, `tools` must be set.", "tool_choice")
+		return
+	}
+	text, err := s.render(req.Messages, req.Tools, req.AddGenerationPrompt == nil || *req.AddGenerationPrompt)
+	if err != nil {
+		entry.Status, entry.Response = 400, s.apiError(w, 400, err.Error())
+		return
+	}
+	prompt := s.tok.Encode(text)
+	if s.chaos(w, seedOf(req.Seed, prompt)) {
+		entry.Status = 500
+		return
+	}
+	out, err := s.run(prompt, maxTokens, req.IgnoreEOS, req.Priority, req.Seed, r)
+	if err != nil {
+		entry.Status, entry.Response = 400, s.apiError(w, 400, err.Error())
+		return
+	}
+	entry.Decision = &out.decision
+	c := chatChoice{Message: chatMessage{Role: "assistant", Content: out.text}, FinishReason: out.finish}
+	if req.Logprobs {
+		c.Logprobs = &chatLogprobs{Content: make([]chatLogprob, len(out.ids))}
+		for i, id := range out.ids {
+			tok := s.tok.TokenString(id)
+			e := chatLogprob{Token: tok, Logprob: out.logprobs[i], Bytes: byteList(tok), TopLogprobs: []chatTopLogprob{}}
+			if req.ReturnTokensAsTokenIDs {
+				e.Token = "token_id:" + strconv.Itoa(id)
+			}
+			if req.TopLogprobs != nil && *req.TopLogprobs > 0 {
+				e.TopLogprobs = []chatTopLogprob{{Token: e.Token, Logprob: e.Logprob, Bytes: e.Bytes}}
+			}
+			c.Logprobs.Content[i] = e
+		}
+	}
+	resp := chatResponse{
+		ID: "chatcmpl-sim-" + strconv.FormatUint(s.n.Load(), 10), Object: "chat.completion", Created: time.Now().Unix(), Model: s.opt.Model,
+		Choices: []chatChoice{c},
+		Usage:   usage{PromptTokens: len(prompt), CompletionTokens: len(out.ids), TotalTokens: len(prompt) + len(out.ids)},
+	}
+	if req.ReturnTokenIDs {
+		resp.Choices[0].TokenIDs, resp.PromptTokenIDs = out.ids, prompt
+	}
+	entry.Status, entry.Response = 200, writeJSON(w, resp)
+}
+
+// byteList is s's UTF-8 bytes as numbers (vLLM's logprob "bytes").
+func byteList(s string) []int {
+	out := make([]int, len(s))
+	for i := range len(s) {
+		out[i] = int(s[i])
+	}
+	return out
 }
 
 func (s *Server) generate(w http.ResponseWriter, r *http.Request) {

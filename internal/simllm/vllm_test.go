@@ -10,6 +10,8 @@ import (
 	"math/rand"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -190,7 +192,7 @@ func within(path string, sim, ref any) []string {
 			return []string{fmt.Sprintf("%s: object here, %v in vLLM's", path, ref)}
 		}
 		var out []string
-		if strings.HasSuffix(path, ".top_logprobs[]") { // keyed by token: compare the values
+		if strings.HasSuffix(path, ".logprobs.top_logprobs[]") { // completions: keyed by token, compare the values
 			for _, k := range slices.Sorted(maps.Keys(s)) {
 				for _, rv := range r {
 					out = append(out, within(path+"."+k, s[k], rv)...)
@@ -228,6 +230,13 @@ func within(path string, sim, ref any) []string {
 // answer (nil for an empty body).
 func exchange(t *testing.T, method, url string, body any) (int, any) {
 	t.Helper()
+	code, v, _ := exchangeRaw(t, method, url, body)
+	return code, v
+}
+
+// exchangeRaw is exchange with the answer's bytes too.
+func exchangeRaw(t *testing.T, method, url string, body any) (int, any, []byte) {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -247,7 +256,7 @@ func exchange(t *testing.T, method, url string, body any) (int, any) {
 			t.Fatalf("%s %s: %d, not JSON: %.200s", method, url, res.StatusCode, b)
 		}
 	}
-	return res.StatusCode, v
+	return res.StatusCode, v, b
 }
 
 // protocolAgainstVLLM: the simulator answers the requests the host sends
@@ -277,33 +286,62 @@ func protocolAgainstVLLM(t *testing.T, url string) {
 		name, method, path string
 		body               any
 		same               bool // the same answer, values too
+		samePrompt         bool // the same prompt_token_ids (the chat template rendered alike)
+		golden             string
 	}{
-		{"tokenize messages", "POST", "/tokenize", map[string]any{"model": testvllm.Model, "messages": msgs, "tools": tools, "add_generation_prompt": true}, true},
-		{"tokenize text", "POST", "/tokenize", map[string]any{"model": testvllm.Model, "prompt": "Hello, world! 17 + 25 = 42", "add_special_tokens": false}, true},
-		{"detokenize", "POST", "/detokenize", map[string]any{"model": testvllm.Model, "tokens": prompt}, true},
+		{"tokenize messages", "POST", "/tokenize", map[string]any{"model": testvllm.Model, "messages": msgs, "tools": tools, "add_generation_prompt": true}, true, false, ""},
+		{"tokenize text", "POST", "/tokenize", map[string]any{"model": testvllm.Model, "prompt": "Hello, world! 17 + 25 = 42", "add_special_tokens": false}, true, false, ""},
+		{"detokenize", "POST", "/detokenize", map[string]any{"model": testvllm.Model, "tokens": prompt}, true, false, ""},
 		// The host's request (core/backend/encode.go), every field it sends.
 		{"completion", "POST", "/v1/completions", map[string]any{"model": testvllm.Model, "prompt": prompt, "max_tokens": 8, "temperature": 1.0,
 			"top_p": 1.0, "top_k": 20, "seed": seed, "stop": []string{"</answer>"}, "logprobs": 0, "return_tokens_as_token_ids": true,
-			"skip_special_tokens": false, "stream": false}, false},
+			"skip_special_tokens": false, "stream": false}, false, false, ""},
 		{"completion, token ids", "POST", "/v1/completions", map[string]any{"model": testvllm.Model, "prompt": prompt, "max_tokens": 8, "temperature": 1.0,
-			"return_token_ids": true, "logprobs": 1}, false},
+			"return_token_ids": true, "logprobs": 1}, false, false, ""},
 		{"completion, priority without priority scheduling", "POST", "/v1/completions", map[string]any{"model": testvllm.Model, "prompt": prompt,
-			"max_tokens": 8, "priority": 3}, false},
-		{"completion, another model", "POST", "/v1/completions", map[string]any{"model": "gpt-4", "prompt": prompt, "max_tokens": 8}, false},
-		{"completion, bad max_tokens", "POST", "/v1/completions", map[string]any{"model": testvllm.Model, "prompt": prompt, "max_tokens": -1}, false},
-		{"completion, prompt over max_model_len", "POST", "/v1/completions", map[string]any{"model": testvllm.Model, "prompt": make([]int, 2000), "max_tokens": 8}, false},
-		{"models", "GET", "/v1/models", nil, false},
-		{"health", "GET", "/health", nil, true},
-		{"pause", "POST", "/pause?mode=abort&clear_cache=false", nil, true},
-		{"is paused", "GET", "/is_paused", nil, true},
-		{"resume", "POST", "/resume", nil, true},
-		{"is paused after resume", "GET", "/is_paused", nil, true},
+			"max_tokens": 8, "priority": 3}, false, false, ""},
+		{"completion, another model", "POST", "/v1/completions", map[string]any{"model": "gpt-4", "prompt": prompt, "max_tokens": 8}, false, false, ""},
+		{"completion, bad max_tokens", "POST", "/v1/completions", map[string]any{"model": testvllm.Model, "prompt": prompt, "max_tokens": -1}, false, false, ""},
+		{"completion, prompt over max_model_len", "POST", "/v1/completions", map[string]any{"model": testvllm.Model, "prompt": make([]int, 2000), "max_tokens": 8}, false, false, ""},
+		// The host's first-turn request (core/backend/chat.go), every field it sends.
+		{name: "chat", method: "POST", path: "/v1/chat/completions", body: map[string]any{"model": testvllm.Model, "messages": msgs, "tools": tools,
+			"tool_choice": "none", "add_generation_prompt": true, "max_tokens": 8, "temperature": 1.0, "top_p": 1.0, "top_k": 20, "seed": seed,
+			"stop": []string{"</answer>"}, "logprobs": true, "return_token_ids": true, "skip_special_tokens": false, "stream": false},
+			samePrompt: true, golden: "chat.json"},
+		{name: "chat, top logprobs as token ids", method: "POST", path: "/v1/chat/completions", body: map[string]any{"model": testvllm.Model,
+			"messages": msgs, "max_tokens": 4, "logprobs": true, "top_logprobs": 1, "return_tokens_as_token_ids": true}},
+		{name: "chat, no logprobs or ids", method: "POST", path: "/v1/chat/completions", body: map[string]any{"model": testvllm.Model, "messages": msgs, "max_completion_tokens": 4}},
+		{name: "chat, tools and no tool_choice", method: "POST", path: "/v1/chat/completions", body: map[string]any{"model": testvllm.Model, "messages": msgs, "tools": tools, "max_tokens": 4}},
+		{name: "chat, tool_choice without tools", method: "POST", path: "/v1/chat/completions", body: map[string]any{"model": testvllm.Model, "messages": msgs, "tool_choice": "required", "max_tokens": 4}},
+		{name: "chat, tool_choice none without tools", method: "POST", path: "/v1/chat/completions", body: map[string]any{"model": testvllm.Model, "messages": msgs, "tool_choice": "none", "max_tokens": 4}},
+		{name: "chat, bad max_tokens", method: "POST", path: "/v1/chat/completions", body: map[string]any{"model": testvllm.Model, "messages": msgs, "max_tokens": 0}},
+		{name: "chat, another model", method: "POST", path: "/v1/chat/completions", body: map[string]any{"model": "gpt-4", "messages": msgs, "max_tokens": 4}},
+		{"models", "GET", "/v1/models", nil, false, false, ""},
+		{"health", "GET", "/health", nil, true, false, ""},
+		{"pause", "POST", "/pause?mode=abort&clear_cache=false", nil, true, false, ""},
+		{"is paused", "GET", "/is_paused", nil, true, false, ""},
+		{"resume", "POST", "/resume", nil, true, false, ""},
+		{"is paused after resume", "GET", "/is_paused", nil, true, false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			refCode, ref := exchange(t, c.method, url+c.path, c.body)
-			simCode, got := exchange(t, c.method, ts.URL+c.path, c.body)
+			refCode, ref, refRaw := exchangeRaw(t, c.method, url+c.path, c.body)
+			simCode, got, simRaw := exchangeRaw(t, c.method, ts.URL+c.path, c.body)
 			if simCode != refCode {
 				t.Fatalf("status %d, vLLM's %d (%v)", simCode, refCode, ref)
+			}
+			if c.golden != "" && os.Getenv("PRORL_UPDATE_GOLDEN") == "1" {
+				// The host's decoder is tested on both answers (core/backend/testdata).
+				for who, b := range map[string][]byte{"vllm_": refRaw, "sim_": simRaw} {
+					if err := os.WriteFile(filepath.Join("..", "..", "core", "backend", "testdata", who+c.golden), b, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if c.samePrompt {
+				p, r := got.(map[string]any)["prompt_token_ids"], ref.(map[string]any)["prompt_token_ids"]
+				if r == nil || fmt.Sprint(p) != fmt.Sprint(r) {
+					t.Errorf("prompt_token_ids\n%v\nvLLM's\n%v", p, r)
+				}
 			}
 			if c.same {
 				if a, b := fmt.Sprint(got), fmt.Sprint(ref); a != b {
