@@ -46,8 +46,9 @@ type engineCall struct {
 	logprobs    []float64
 }
 
-// call reads a logged generation: vLLM's /v1/completions or SGLang's
-// native /generate (input_ids in, meta_info.output_token_logprobs out).
+// call reads a logged generation: vLLM's /v1/completions or
+// /v1/chat/completions, or SGLang's native /generate (input_ids in,
+// meta_info.output_token_logprobs out).
 func (e simEntry) call() (engineCall, bool) {
 	if e.Status != 200 {
 		return engineCall{}, false
@@ -60,6 +61,28 @@ func (e simEntry) call() (engineCall, bool) {
 			return engineCall{}, false
 		}
 		return engineCall{prompt: req.Prompt, ids: cr.ids(), logprobs: cr.Choices[0].Logprobs.TokenLogprobs}, true
+	case "/v1/chat/completions":
+		// A lone rollout's first turn: the server renders the prompt and
+		// says which ids it fed the model (return_token_ids).
+		var cr struct {
+			Choices []struct {
+				TokenIDs []int `json:"token_ids"`
+				Logprobs struct {
+					Content []struct {
+						Logprob float64 `json:"logprob"`
+					} `json:"content"`
+				} `json:"logprobs"`
+			} `json:"choices"`
+			PromptTokenIDs []int `json:"prompt_token_ids"`
+		}
+		if json.Unmarshal(e.Response, &cr) != nil || len(cr.Choices) != 1 || cr.PromptTokenIDs == nil {
+			return engineCall{}, false
+		}
+		c := engineCall{prompt: cr.PromptTokenIDs, ids: cr.Choices[0].TokenIDs}
+		for _, lp := range cr.Choices[0].Logprobs.Content {
+			c.logprobs = append(c.logprobs, lp.Logprob)
+		}
+		return c, true
 	case "/generate":
 		var req struct {
 			InputIDs []int `json:"input_ids"`

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -93,8 +94,19 @@ func TestVLLMEndToEnd(t *testing.T) {
 		t.Fatalf("submit: %d %s", r.code, r.body)
 	}
 	r.json(t, &sub)
+	// Rollouts alone: the first turn of each is one chat exchange.
+	for i := range 3 {
+		var one struct {
+			RolloutIDs []string `json:"rollout_ids"`
+		}
+		e.do("POST", "/v1/rollouts", map[string]any{
+			"task":     map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"},
+			"sampling": map[string]any{"temperature": 1.0, "max_tokens_per_turn": 64, "seed": 8 + i}, "max_turns": 5,
+		}).json(t, &one)
+		sub.RolloutIDs = append(sub.RolloutIDs, one.RolloutIDs...)
+	}
 	log := func() []simEntry { return readEntries(t, logPath) }
-	tokenizes, completions := 0, 0
+	tokenizes, completions, chats := 0, 0, 0
 	for _, id := range sub.RolloutIDs {
 		res := e.wait(t, id)
 		if res.Status != trajectory.StatusCompleted || len(res.Turns) != 3 || res.Reward != 1 {
@@ -111,13 +123,39 @@ func TestVLLMEndToEnd(t *testing.T) {
 			tokenizes++
 		case "/v1/completions":
 			completions++
+		case "/v1/chat/completions":
+			chats++
+			// The prompt vLLM rendered for the chat request is the one its
+			// /tokenize renders for the same messages and tools.
+			var req map[string]json.RawMessage // as sent: a template writes the tools' keys in their order
+			var resp struct {
+				PromptTokenIDs []int `json:"prompt_token_ids"`
+			}
+			if json.Unmarshal(en.Request, &req) != nil || json.Unmarshal(en.Response, &resp) != nil {
+				t.Fatalf("chat exchange not JSON: %s", en.Request)
+			}
+			var tok struct {
+				Tokens []int `json:"tokens"`
+			}
+			body, _ := json.Marshal(map[string]any{"model": testvllm.Model, "messages": req["messages"], "tools": req["tools"], "add_generation_prompt": true})
+			tr, err := http.Post(base+"/tokenize", "application/json", bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = json.NewDecoder(tr.Body).Decode(&tok)
+			tr.Body.Close()
+			if err != nil || len(tok.Tokens) == 0 || !slices.Equal(tok.Tokens, resp.PromptTokenIDs) {
+				t.Fatalf("chat prompt_token_ids differ from /tokenize's for the same messages:\n%v\n%v", resp.PromptTokenIDs, tok.Tokens)
+			}
 		}
 	}
-	if completions != 18 || tokenizes == 0 {
-		t.Fatalf("%d completions and %d tokenize calls for 6 rollouts of 3 turns", completions, tokenizes)
+	// 6 grouped rollouts generate every turn with /v1/completions; 3 alone
+	// their first turn with /v1/chat/completions.
+	if completions != 6*3+3*2 || chats != 3 || tokenizes == 0 {
+		t.Fatalf("%d completions, %d chat and %d tokenize calls for 9 rollouts of 3 turns, 3 alone", completions, chats, tokenizes)
 	}
 	u, _ := url.Parse(base)
-	t.Logf("vLLM at %s: 6 rollouts of 3 turns, %d /tokenize and %d /v1/completions calls, every token exactly vLLM's", u.Host, tokenizes, completions)
+	t.Logf("vLLM at %s: 9 rollouts of 3 turns (3 alone), %d /tokenize, %d /v1/chat/completions and %d /v1/completions calls, every token exactly vLLM's", u.Host, tokenizes, chats, completions)
 }
 
 // TestPolicyPauseVLLM: a weight-sync pause against a real vLLM (its
@@ -141,23 +179,30 @@ func TestPolicyPauseVLLM(t *testing.T) {
 		"sampling": map[string]any{"temperature": 1.0, "max_tokens_per_turn": 64, "seed": 5},
 		"n":        2, "max_turns": 5,
 	}).json(t, &sub)
-	waitGenerating(t, e, 2)
+	// And a rollout alone: its first turn is one chat exchange, aborted
+	// too, and continued through /v1/completions from vLLM's prompt.
+	var lone api.SubmitResponse
+	e.do("POST", "/v1/rollouts", map[string]any{
+		"task":     map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"},
+		"sampling": map[string]any{"temperature": 1.0, "max_tokens_per_turn": 64, "seed": 6}, "max_turns": 5,
+	}).json(t, &lone)
+	waitGenerating(t, e, 3)
 	time.Sleep(400 * time.Millisecond) // some tokens of the first turn, not all
-	rep, spanned := abortAndContinue(t, e, base, logPath, sub.RolloutIDs, func(res *trajectory.Result) {
+	rep, spanned := abortAndContinue(t, e, base, logPath, append(sub.RolloutIDs, lone.RolloutIDs...), func(res *trajectory.Result) {
 		if res.Status != trajectory.StatusCompleted || len(res.Turns) != 3 || res.Reward != 1 {
 			t.Fatalf("%s: %s, %d turns, reward %v, failure %+v", res.ID, res.Status, len(res.Turns), res.Reward, res.Failure)
 		}
 	})
-	aborts := 0
+	aborts := map[string]int{}
 	for _, en := range readEntries(t, logPath) {
-		if en.Path == "/v1/completions" && bytes.Contains(en.Response, []byte(`"finish_reason":"abort"`)) {
-			aborts++
+		if bytes.Contains(en.Response, []byte(`"finish_reason":"abort"`)) {
+			aborts[en.Path]++
 		}
 	}
-	if aborts == 0 {
-		t.Fatal("vLLM ended no generation with finish_reason abort")
+	if aborts["/v1/completions"] == 0 || aborts["/v1/chat/completions"] == 0 {
+		t.Fatalf("vLLM's answers with finish_reason abort: %v; want some of both endpoints", aborts)
 	}
-	t.Logf("vLLM: %d in flight, %d aborted (%d answers with finish_reason abort); %d turns continued under version 4, every span exactly vLLM's", rep.InFlight, rep.Aborted, aborts, spanned)
+	t.Logf("vLLM: %d in flight, %d aborted (answers with finish_reason abort: %v); %d turns continued under version 4, every span exactly vLLM's", rep.InFlight, rep.Aborted, aborts, spanned)
 }
 
 // TestVLLMGateway drives the gateway with the official OpenAI and

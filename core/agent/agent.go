@@ -142,7 +142,12 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 	opts := tokenizer.RenderOptions{AddGenerationPrompt: true, Kwargs: ep.TemplateKwargs}
 	var prompt []int
 	var err error
-	if source := ep.TokenizerSource; rn.Prompts != nil && source != "" {
+	// A lone rollout's first turn may be rendered by the server in the
+	// same exchange that generates it (one request instead of two).
+	first, firstDur := rn.chatFirst(ctx, ep, gen)
+	if first != nil {
+		prompt, err = first.prompt, first.err
+	} else if source := ep.TokenizerSource; rn.Prompts != nil && source != "" {
 		if rn.Local != nil {
 			source = "local"
 		}
@@ -151,9 +156,13 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 		prompt, err = tok.Render(ctx, ep.Messages, ep.Tools, opts)
 	}
 	if err != nil {
-		return out, backendErr(ctx, "render prompt", err)
+		what := "render prompt"
+		if first != nil {
+			what = "render and generate"
+		}
+		return out, backendErr(ctx, what, err)
 	}
-	tokDur := time.Since(t0)
+	tokDur := time.Since(t0) - firstDur
 	if len(prompt) >= ep.MaxTotalTokens {
 		out.Tokens = trajectory.Tokens{IDs: prompt, LossMask: make([]int8, len(prompt)), Logprobs: make([]float64, len(prompt)), PromptLen: len(prompt)}
 		return out, fail(trajectory.ReasonContextOverflow, "the prompt has %d tokens, max_total_tokens is %d", len(prompt), ep.MaxTotalTokens)
@@ -183,7 +192,7 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 		out.Status, out.EndReason, out.FinalResponse = status, reason, final
 		return out, nil
 	}
-	repeats := map[string]int{} // tool name and canonical arguments -> calls
+	var repeats loops
 	for k := 0; ; k++ {
 		turnStart := time.Now()
 		if k == 0 {
@@ -192,10 +201,19 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 		maxNew := min(ep.MaxTokensPerTurn, ep.MaxTotalTokens-len(tk.IDs))
 		turn := trajectory.Turn{Index: k, PromptDeltaIDs: delta, Backend: backendID, PolicyVersion: rn.Policy()}
 		g0 := time.Now()
-		g, err := gen.Generate(ctx, backend.GenerateRequest{
-			PromptIDs: tk.IDs, MaxTokens: maxNew, Temperature: ep.Temperature, TopP: ep.TopP, TopK: ep.TopK, Seed: ep.Seed, Stop: ep.Stop,
-		})
-		genDur := time.Since(g0)
+		var g *backend.GenerateResult
+		var genDur time.Duration
+		if k == 0 && first != nil {
+			// Generated with the prompt; more than the budget left is cut
+			// (what a request for maxNew would have given, token for token).
+			g, genDur = first.res, firstDur
+			if len(g.IDs) > maxNew {
+				g.Truncate(maxNew)
+			}
+		} else {
+			g, err = gen.Generate(ctx, ep.request(tk.IDs, maxNew))
+			genDur = time.Since(g0)
+		}
 		if tb, ok := gen.(TurnBackends); ok {
 			// The turn moved between backends: record every one that served it.
 			if bs := tb.TakeTurnBackends(); len(bs) > 0 {
@@ -263,8 +281,7 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 		}
 		looped := false
 		for _, c := range parsed.Calls {
-			key := c.Name + "\x00" + canonicalJSON(c.Arguments)
-			if repeats[key]++; repeats[key] >= LoopRepeats {
+			if repeats.add(c.Name, c.Arguments) >= LoopRepeats {
 				out.metric(HealthLoop, 1)
 				looped = true
 			}
@@ -435,6 +452,94 @@ func (o *Outcome) metric(k string, v float64) {
 		o.Metrics = map[string]float64{}
 	}
 	o.Metrics[k] = v
+}
+
+// request is a turn's generation request.
+func (ep *Episode) request(prompt []int, maxNew int) backend.GenerateRequest {
+	return backend.GenerateRequest{
+		PromptIDs: prompt, MaxTokens: maxNew, Temperature: ep.Temperature, TopP: ep.TopP, TopK: ep.TopK, Seed: ep.Seed, Stop: ep.Stop,
+	}
+}
+
+// chatTurn is a first turn rendered and generated in one exchange.
+type chatTurn struct {
+	prompt []int
+	res    *backend.GenerateResult
+	err    error
+}
+
+// chatFirst renders and generates the first turn in one exchange when the
+// generator can and nothing else needs the prompt first: no Go tokenizer,
+// no group sharing a cached render, no per-message spans, and a prompt
+// that surely leaves a whole turn's room (else a request sized to the
+// room left is wanted). nil: render apart (also when the server declines).
+func (rn *Runner) chatFirst(ctx context.Context, ep Episode, gen Generator) (*chatTurn, time.Duration) {
+	cg, ok := gen.(backend.ChatGenerator)
+	if !ok || rn.Local != nil || (rn.Prompts != nil && ep.TokenizerSource != "") || ep.MessageSpans {
+		return nil, 0
+	}
+	bound := promptBound(ep.Messages, ep.Tools)
+	if bound > ep.MaxTotalTokens-ep.MaxTokensPerTurn {
+		return nil, 0
+	}
+	t0 := time.Now()
+	prompt, res, err := cg.GenerateChat(ctx, backend.ChatRequest{Messages: ep.Messages, Tools: ep.Tools, Kwargs: ep.TemplateKwargs,
+		PromptEstimate: bound / 4, GenerateRequest: ep.request(nil, ep.MaxTokensPerTurn)})
+	if errors.Is(err, backend.ErrNoChat) {
+		return nil, 0
+	}
+	if err == nil && len(res.IDs) == 0 {
+		err = fail(trajectory.ReasonInternal, "backend returned no tokens")
+	}
+	return &chatTurn{prompt: prompt, res: res, err: err}, time.Since(t0)
+}
+
+// promptBound is more tokens than a chat template can make of messages
+// and tools: a token spans at least one byte of the rendered text, tools
+// render as JSON at most twice their compact size, and the template's own
+// text is allowed 1024 tokens and 32 a message.
+func promptBound(msgs []trajectory.Message, tools []trajectory.Tool) int {
+	n := 1024
+	for _, m := range msgs {
+		n += 32 + len(m.Role) + len(m.Content) + len(m.ReasoningContent) + len(m.Name) + len(m.ToolCallID)
+		for _, c := range m.ToolCalls {
+			n += 32 + len(c.ID) + len(c.Function.Name) + 2*len(c.Function.Arguments)
+		}
+	}
+	for _, t := range tools {
+		n += 64 + len(t.Function.Name) + 2*len(t.Function.Description) + 2*len(t.Function.Parameters)
+	}
+	return n
+}
+
+// loops counts tool calls by name and canonical arguments. A name's first
+// call is kept raw: most names are called once (a single-turn rollout's
+// finish), and canonical JSON costs a decode and an encode.
+type loops struct {
+	first  map[string]json.RawMessage // name -> its one call so far
+	counts map[string]int             // name and canonical arguments -> calls
+}
+
+// add counts a call and returns how many calls had its name and arguments.
+func (l *loops) add(name string, args json.RawMessage) int {
+	if args == nil {
+		args = json.RawMessage{} // nil marks a first call already counted
+	}
+	if l.first == nil {
+		l.first, l.counts = map[string]json.RawMessage{}, map[string]int{}
+	}
+	a, seen := l.first[name]
+	if !seen {
+		l.first[name] = args
+		return 1
+	}
+	if a != nil { // the name's second call: its first is counted now
+		l.counts[name+"\x00"+canonicalJSON(a)]++
+		l.first[name] = nil
+	}
+	k := name + "\x00" + canonicalJSON(args)
+	l.counts[k]++
+	return l.counts[k]
 }
 
 // canonicalJSON is arguments with key order and spacing normalised, so a

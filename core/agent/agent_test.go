@@ -21,9 +21,11 @@ type scripted struct {
 	replies []string
 	calls   int
 	failAt  int // 1-based call that fails with HTTP 500
+	renders int
 }
 
 func (s *scripted) Render(_ context.Context, msgs []trajectory.Message, tools []trajectory.Tool, o tokenizer.RenderOptions) ([]int, error) {
+	s.renders++
 	b, _ := json.Marshal(map[string]any{"messages": msgs, "tools": tools})
 	var in struct {
 		Messages []simllm.Message `json:"messages"`
@@ -116,71 +118,192 @@ func TestRun(t *testing.T) {
 		}, errReason: trajectory.ReasonToolError, turns: 1},
 	}
 	for _, tt := range tests {
+		for _, chat := range []bool{false, true} {
+			name := tt.name
+			if chat {
+				name += ", first turn in one chat exchange"
+			}
+			t.Run(name, func(t *testing.T) {
+				var gen Generator = &scripted{tok: simllm.NewTokenizer(), replies: tt.replies, failAt: tt.failAt}
+				if chat {
+					gen = &chatScripted{scripted: gen.(*scripted)}
+				}
+				sc := scriptedOf(gen)
+				tools := tt.tools
+				if tools == nil {
+					tools = finishTools
+				}
+				ep := Episode{
+					Messages: []trajectory.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "What is 2+2?"}},
+					Tools: []trajectory.Tool{{Type: "function", Function: trajectory.ToolFunction{Name: "finish", Parameters: json.RawMessage(`{"type":"object"}`)}},
+						{Type: "function", Function: trajectory.ToolFunction{Name: "think", Parameters: json.RawMessage(`{"type":"object"}`)}}},
+					MaxTurns: 8, MaxTokensPerTurn: 512, MaxTotalTokens: 4096, Temperature: 1, TopP: 1,
+				}
+				if tt.maxTurns > 0 {
+					ep.MaxTurns = tt.maxTurns
+				}
+				if tt.perTurn > 0 {
+					ep.MaxTokensPerTurn = tt.perTurn
+				}
+				prompt, _ := gen.Render(context.Background(), ep.Messages, ep.Tools, tokenizer.RenderOptions{AddGenerationPrompt: true})
+				sc.renders = 0
+				if tt.name == "observation overflows budget" {
+					first, _ := gen.Generate(context.Background(), backend.GenerateRequest{MaxTokens: 1 << 20})
+					sc.calls = 0
+					ep.MaxTotalTokens = len(prompt) + len(first.IDs) + 5 // room for the turn, not the observation
+				}
+				rn := &Runner{Parser: toolcall.Hermes{}, Policy: func() int64 { return 7 }}
+				out, err := rn.Run(context.Background(), ep, gen, "b1", tokenizer.NewSplicer(), tools)
+				if tt.errReason != "" {
+					var ae *Error
+					if !errors.As(err, &ae) || ae.Reason != tt.errReason {
+						t.Fatalf("err = %v, want reason %s", err, tt.errReason)
+					}
+				} else if err != nil {
+					t.Fatal(err)
+				} else if out.Status != tt.status || out.EndReason != tt.endReason || (tt.final != "" && out.FinalResponse != tt.final) {
+					t.Fatalf("status %s end %s final %q", out.Status, out.EndReason, out.FinalResponse)
+				}
+				if len(out.Turns) != tt.turns {
+					t.Fatalf("turns %d, want %d", len(out.Turns), tt.turns)
+				}
+				// Invariants hold even for partial trajectories.
+				tk := out.Tokens
+				var seq []int
+				gen1 := 0
+				for _, turn := range out.Turns {
+					seq = append(append(seq, turn.PromptDeltaIDs...), turn.ResponseIDs...)
+					gen1 += len(turn.ResponseIDs)
+					if turn.PolicyVersion != 7 || turn.Backend != "b1" {
+						t.Errorf("turn stamp %+v", turn)
+					}
+				}
+				ones := 0
+				for _, m := range tk.LossMask {
+					ones += int(m)
+				}
+				if err != nil && len(tk.IDs) > len(seq) {
+					seq = append(seq, tk.IDs[len(seq):]...) // the delta sent with the failed request
+				}
+				if len(out.Turns) > 0 && (!equal(seq, tk.IDs) || ones != gen1 || len(tk.Logprobs) != len(tk.IDs)) {
+					t.Fatalf("token invariant broken: %d ids, %d from turns, mask ones %d vs %d generated", len(tk.IDs), len(seq), ones, gen1)
+				}
+				if tt.status == trajectory.StatusTruncated && out.Failure == nil {
+					t.Error("truncated without a failure reason")
+				}
+				if tt.check != nil {
+					tt.check(t, out)
+				}
+				if c, ok := gen.(*chatScripted); ok && tt.name != "observation overflows budget" {
+					if c.chats != 1 {
+						t.Errorf("%d chat exchanges", c.chats)
+					}
+					if len(out.Turns) > 0 && !equal(out.Turns[0].PromptDeltaIDs, prompt) {
+						t.Error("the chat exchange's prompt is not the rendered one")
+					}
+				}
+			})
+		}
+	}
+}
+
+// chatScripted renders and generates the first turn in one call, as
+// vLLM's chat endpoint does; refuse answers backend.ErrNoChat.
+type chatScripted struct {
+	*scripted
+	chats  int
+	refuse bool
+	// extra is ids the server's prompt has beyond the messages' render.
+	extra int
+}
+
+func (c *chatScripted) GenerateChat(ctx context.Context, r backend.ChatRequest) ([]int, *backend.GenerateResult, error) {
+	c.chats++
+	if c.refuse {
+		return nil, nil, backend.ErrNoChat
+	}
+	prompt, err := c.Render(ctx, r.Messages, r.Tools, tokenizer.RenderOptions{AddGenerationPrompt: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	prompt = append(prompt, make([]int, c.extra)...)
+	c.renders--
+	r.GenerateRequest.PromptIDs = prompt
+	g, err := c.Generate(ctx, r.GenerateRequest)
+	if err != nil {
+		return nil, nil, err
+	}
+	g.Text, g.HasText = c.tok.Decode(g.IDs), true
+	return prompt, g, nil
+}
+
+func scriptedOf(g Generator) *scripted {
+	if c, ok := g.(*chatScripted); ok {
+		return c.scripted
+	}
+	return g.(*scripted)
+}
+
+// TestChatFirstTurn: when the first turn goes in one exchange and when it
+// does not (the server declines, a group shares a render, per-message
+// spans are asked for), and a prompt that leaves less room than a turn.
+func TestChatFirstTurn(t *testing.T) {
+	ep := Episode{
+		Messages: []trajectory.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "What is 2+2?"}},
+		Tools:    []trajectory.Tool{{Type: "function", Function: trajectory.ToolFunction{Name: "finish", Parameters: json.RawMessage(`{"type":"object"}`)}}},
+		MaxTurns: 4, MaxTokensPerTurn: 512, MaxTotalTokens: 4096, Temperature: 1, TopP: 1,
+	}
+	long := strings.Repeat("word ", 40)
+	for _, tt := range []struct {
+		name    string
+		mod     func(*Episode, *chatScripted, *Runner)
+		reply   string
+		chats   int
+		renders int
+		status  trajectory.Status
+		finish  string
+	}{
+		{"alone", nil, finish, 1, 0, trajectory.StatusCompleted, "stop"},
+		{"declined", func(_ *Episode, c *chatScripted, _ *Runner) { c.refuse = true }, finish, 1, 1, trajectory.StatusCompleted, "stop"},
+		{"group renders once", func(e *Episode, _ *chatScripted, r *Runner) {
+			e.TokenizerSource, r.Prompts = "model m", tokenizer.NewPromptCache(16)
+		}, finish, 0, 1, trajectory.StatusCompleted, "stop"},
+		{"message spans", func(e *Episode, _ *chatScripted, _ *Runner) { e.MessageSpans = true }, finish, 0, 2, trajectory.StatusCompleted, "stop"},
+		{"prompt near the budget", func(e *Episode, _ *chatScripted, _ *Runner) { e.MaxTotalTokens = 1100 }, finish, 0, 1, trajectory.StatusCompleted, "stop"},
+		// The server's prompt leaves 10 ids of room: a turn of more is cut
+		// there, as a request for 10 would have ended.
+		{"cut to the room left", func(e *Episode, c *chatScripted, _ *Runner) { e.MaxTotalTokens, c.extra = 2200, -10 }, long, 1, 0, trajectory.StatusTruncated, "length"},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
-			gen := &scripted{tok: simllm.NewTokenizer(), replies: tt.replies, failAt: tt.failAt}
-			tools := tt.tools
-			if tools == nil {
-				tools = finishTools
+			gen := &chatScripted{scripted: &scripted{tok: simllm.NewTokenizer(), replies: []string{tt.reply}}}
+			e := ep
+			rn := &Runner{Parser: toolcall.Hermes{}, Policy: func() int64 { return 1 }}
+			if tt.mod != nil {
+				tt.mod(&e, gen, rn)
 			}
-			ep := Episode{
-				Messages: []trajectory.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "What is 2+2?"}},
-				Tools: []trajectory.Tool{{Type: "function", Function: trajectory.ToolFunction{Name: "finish", Parameters: json.RawMessage(`{"type":"object"}`)}},
-					{Type: "function", Function: trajectory.ToolFunction{Name: "think", Parameters: json.RawMessage(`{"type":"object"}`)}}},
-				MaxTurns: 8, MaxTokensPerTurn: 512, MaxTotalTokens: 4096, Temperature: 1, TopP: 1,
+			prompt, _ := gen.Render(context.Background(), e.Messages, e.Tools, tokenizer.RenderOptions{AddGenerationPrompt: true})
+			gen.renders = 0
+			if gen.extra < 0 { // room for -extra generated ids
+				gen.extra += e.MaxTotalTokens - len(prompt)
 			}
-			if tt.maxTurns > 0 {
-				ep.MaxTurns = tt.maxTurns
-			}
-			if tt.perTurn > 0 {
-				ep.MaxTokensPerTurn = tt.perTurn
-			}
-			prompt, _ := gen.Render(context.Background(), ep.Messages, ep.Tools, tokenizer.RenderOptions{AddGenerationPrompt: true})
-			if tt.name == "observation overflows budget" {
-				first, _ := gen.Generate(context.Background(), backend.GenerateRequest{MaxTokens: 1 << 20})
-				gen.calls = 0
-				ep.MaxTotalTokens = len(prompt) + len(first.IDs) + 5 // room for the turn, not the observation
-			}
-			rn := &Runner{Parser: toolcall.Hermes{}, Policy: func() int64 { return 7 }}
-			out, err := rn.Run(context.Background(), ep, gen, "b1", tokenizer.NewSplicer(), tools)
-			if tt.errReason != "" {
-				var ae *Error
-				if !errors.As(err, &ae) || ae.Reason != tt.errReason {
-					t.Fatalf("err = %v, want reason %s", err, tt.errReason)
-				}
-			} else if err != nil {
+			out, err := rn.Run(context.Background(), e, gen, "b", tokenizer.NewSplicer(), toolsFunc(finishTools))
+			if err != nil {
 				t.Fatal(err)
-			} else if out.Status != tt.status || out.EndReason != tt.endReason || (tt.final != "" && out.FinalResponse != tt.final) {
-				t.Fatalf("status %s end %s final %q", out.Status, out.EndReason, out.FinalResponse)
 			}
-			if len(out.Turns) != tt.turns {
-				t.Fatalf("turns %d, want %d", len(out.Turns), tt.turns)
+			if gen.chats != tt.chats || gen.renders != tt.renders {
+				t.Fatalf("%d chat exchanges, %d renders; want %d, %d", gen.chats, gen.renders, tt.chats, tt.renders)
 			}
-			// Invariants hold even for partial trajectories.
-			tk := out.Tokens
-			var seq []int
-			gen1 := 0
-			for _, turn := range out.Turns {
-				seq = append(append(seq, turn.PromptDeltaIDs...), turn.ResponseIDs...)
-				gen1 += len(turn.ResponseIDs)
-				if turn.PolicyVersion != 7 || turn.Backend != "b1" {
-					t.Errorf("turn stamp %+v", turn)
+			if out.Status != tt.status || out.Turns[0].FinishReason != tt.finish {
+				t.Fatalf("status %s, first turn's finish %s", out.Status, out.Turns[0].FinishReason)
+			}
+			if gen.extra == 0 && !equal(out.Turns[0].PromptDeltaIDs, prompt) {
+				t.Fatal("the first turn's prompt is not the rendered one")
+			}
+			if tt.finish == "length" {
+				tk := out.Tokens
+				if len(tk.IDs) != e.MaxTotalTokens || len(out.Turns[0].ResponseIDs) != 10 || out.Messages[len(out.Messages)-1].Content != gen.tok.Decode(out.Turns[0].ResponseIDs) {
+					t.Fatalf("%d ids of %d, %d generated, text %q", len(tk.IDs), e.MaxTotalTokens, len(out.Turns[0].ResponseIDs), out.Messages[len(out.Messages)-1].Content)
 				}
-			}
-			ones := 0
-			for _, m := range tk.LossMask {
-				ones += int(m)
-			}
-			if err != nil && len(tk.IDs) > len(seq) {
-				seq = append(seq, tk.IDs[len(seq):]...) // the delta sent with the failed request
-			}
-			if len(out.Turns) > 0 && (!equal(seq, tk.IDs) || ones != gen1 || len(tk.Logprobs) != len(tk.IDs)) {
-				t.Fatalf("token invariant broken: %d ids, %d from turns, mask ones %d vs %d generated", len(tk.IDs), len(seq), ones, gen1)
-			}
-			if tt.status == trajectory.StatusTruncated && out.Failure == nil {
-				t.Error("truncated without a failure reason")
-			}
-			if tt.check != nil {
-				tt.check(t, out)
 			}
 		})
 	}
@@ -304,6 +427,36 @@ func TestHealthChecks(t *testing.T) {
 			for _, k := range []string{HealthLoop, HealthRunaway} {
 				if o.Metrics[k] != tt.flags[k] {
 					t.Errorf("%s = %v, want %v", k, o.Metrics[k], tt.flags[k])
+				}
+			}
+		})
+	}
+}
+
+func TestLoopsCount(t *testing.T) {
+	type call struct {
+		name, args string
+		want       int
+	}
+	for _, tt := range []struct {
+		name  string
+		calls []call
+	}{
+		{"same call respaced and reordered", []call{{"bash", `{"a":1,"b":2}`, 1}, {"bash", `{"b":2, "a":1}`, 2}, {"bash", `{ "a": 1, "b": 2 }`, 3}}},
+		{"other arguments", []call{{"bash", `{"a":1}`, 1}, {"bash", `{"a":2}`, 1}, {"bash", `{"a":1}`, 2}}},
+		{"other names", []call{{"a", `{}`, 1}, {"b", `{}`, 1}, {"a", `{}`, 2}}},
+		{"no arguments", []call{{"finish", "", 1}, {"finish", "", 2}, {"finish", "", 3}}},
+		{"invalid JSON compared raw", []call{{"x", `{`, 1}, {"x", `{`, 2}, {"x", `{ `, 1}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var l loops
+			for i, c := range tt.calls {
+				var args json.RawMessage
+				if c.args != "" {
+					args = json.RawMessage(c.args)
+				}
+				if got := l.add(c.name, args); got != c.want {
+					t.Errorf("call %d %s(%s): count %d, want %d", i, c.name, c.args, got, c.want)
 				}
 			}
 		})

@@ -122,7 +122,12 @@ func (f *failover) Generate(ctx context.Context, req backend.GenerateRequest) (*
 		f.prompt = backend.PromptOf(req.PromptIDs)
 	}
 	f.mu.Unlock()
-	var out *backend.GenerateResult
+	return f.generate(ctx, req, nil)
+}
+
+// generate makes requests until one ends without an abort, each adding
+// its tokens to out (nil: the turn's first).
+func (f *failover) generate(ctx context.Context, req backend.GenerateRequest, out *backend.GenerateResult) (*backend.GenerateResult, error) {
 	for n := 0; ; n++ {
 		if n > maxContinuations {
 			return nil, fmt.Errorf("the generation was aborted %d times", maxContinuations)
@@ -147,17 +152,75 @@ func (f *failover) Generate(ctx context.Context, req backend.GenerateRequest) (*
 		if err != nil {
 			return nil, err
 		}
-		out = appendSegment(out, res, version)
-		if res.FinishReason != backend.FinishAbort {
+		var more bool
+		if out, more = f.continues(out, res, version, &req); !more {
 			return out, nil
 		}
-		f.p.gate.countAbort()
-		if req.MaxTokens -= len(res.IDs); req.MaxTokens <= 0 {
-			out.FinishReason = "length"
-			return out, nil
-		}
-		req.PromptIDs = append(slices.Clip(req.PromptIDs), res.IDs...)
 	}
+}
+
+// continues adds res to out and says whether the turn goes on: an abort
+// with room left continues from the tokens kept, with req changed to ask
+// for the rest.
+func (f *failover) continues(out, res *backend.GenerateResult, version int64, req *backend.GenerateRequest) (*backend.GenerateResult, bool) {
+	out = appendSegment(out, res, version)
+	if res.FinishReason != backend.FinishAbort {
+		return out, false
+	}
+	f.p.gate.countAbort()
+	if req.MaxTokens -= len(res.IDs); req.MaxTokens <= 0 {
+		out.FinishReason = "length"
+		return out, false
+	}
+	req.PromptIDs = append(slices.Clip(req.PromptIDs), res.IDs...)
+	return out, true
+}
+
+// GenerateChat renders and generates a rollout's first turn in one
+// exchange (backend.ChatGenerator). An abort continues through Generate's
+// path from the prompt the server rendered; a cut, or a backend that
+// cannot, answers backend.ErrNoChat and the caller renders apart.
+func (f *failover) GenerateChat(ctx context.Context, cr backend.ChatRequest) ([]int, *backend.GenerateResult, error) {
+	f.mu.Lock()
+	f.turn = f.turn[:0]
+	f.mu.Unlock()
+	var prompt []int
+	var res *backend.GenerateResult
+	var version int64
+	err := f.do(ctx, cr.PromptEstimate, func(b *backend.Backend, c backend.Client) error {
+		cg, ok := c.(backend.ChatGenerator)
+		if !ok {
+			return backend.ErrNoChat
+		}
+		gctx, v, slot, err := f.p.gate.enter(ctx, b.ID)
+		if err != nil {
+			return err
+		}
+		version = v
+		prompt, res, err = cg.GenerateChat(gctx, cr)
+		if f.p.gate.leave(slot) && ctx.Err() == nil {
+			return errCut
+		}
+		return err
+	})
+	if errors.Is(err, errCut) {
+		return nil, nil, fmt.Errorf("%w: the generation was cut", backend.ErrNoChat)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	f.mu.Lock()
+	if f.prompt == (backend.Prompt{}) {
+		f.prompt = backend.PromptOf(prompt)
+	}
+	f.mu.Unlock()
+	req := cr.GenerateRequest
+	req.PromptIDs = prompt
+	out, more := f.continues(nil, res, version, &req)
+	if more {
+		out, err = f.generate(ctx, req, out)
+	}
+	return prompt, out, err
 }
 
 // appendSegment adds one request's tokens to a turn's generation.
