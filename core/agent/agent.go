@@ -156,6 +156,9 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 		prompt, err = tok.Render(ctx, ep.Messages, ep.Tools, opts)
 	}
 	if err != nil {
+		if ae := (*Error)(nil); errors.As(err, &ae) {
+			return out, err // the chat exchange's empty answer: already a reason
+		}
 		what := "render prompt"
 		if first != nil {
 			what = "render and generate"

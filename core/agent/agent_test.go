@@ -215,6 +215,7 @@ type chatScripted struct {
 	refuse bool
 	// extra is ids the server's prompt has beyond the messages' render.
 	extra int
+	empty bool // answer no tokens
 }
 
 func (c *chatScripted) GenerateChat(ctx context.Context, r backend.ChatRequest) ([]int, *backend.GenerateResult, error) {
@@ -234,7 +235,23 @@ func (c *chatScripted) GenerateChat(ctx context.Context, r backend.ChatRequest) 
 		return nil, nil, err
 	}
 	g.Text, g.HasText = c.tok.Decode(g.IDs), true
+	if c.empty {
+		g.IDs, g.Logprobs, g.Text = nil, nil, ""
+	}
 	return prompt, g, nil
+}
+
+// TestChatFirstTurnEmpty: a chat answer without tokens fails the rollout
+// as the same answer to a completion request does (internal), not as a
+// backend that is down.
+func TestChatFirstTurnEmpty(t *testing.T) {
+	gen := &chatScripted{scripted: &scripted{tok: simllm.NewTokenizer(), replies: []string{finish}}, empty: true}
+	ep := Episode{Messages: []trajectory.Message{{Role: "user", Content: "What is 2+2?"}}, MaxTurns: 2, MaxTokensPerTurn: 64, MaxTotalTokens: 4096}
+	_, err := (&Runner{Parser: toolcall.Hermes{}, Policy: func() int64 { return 0 }}).Run(context.Background(), ep, gen, "b", tokenizer.NewSplicer(), toolsFunc(finishTools))
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Reason != trajectory.ReasonInternal || gen.chats != 1 {
+		t.Fatalf("err = %v after %d chat exchanges", err, gen.chats)
+	}
 }
 
 func scriptedOf(g Generator) *scripted {
