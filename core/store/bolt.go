@@ -23,6 +23,22 @@ var (
 	keySeq   = []byte("seq")
 )
 
+// decode reads a value of the file. goccy's decoder (fast on the whole
+// trajectories read at open) panics on some malformed input; a value
+// damaged on disk must give an error that names it, not stop the host.
+// (Validating each value first cost a third of a decode at every open.)
+func decode(v []byte, out any) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("not JSON (a damaged store file?): %v", p)
+		}
+	}()
+	if err := json.Unmarshal(v, out); err != nil {
+		return fmt.Errorf("not JSON (a damaged store file?): %w", err)
+	}
+	return nil
+}
+
 // Bolt is a durable Store in one bbolt file: a submission is on disk before
 // it is acknowledged, a result before it is published, and both survive a
 // crash until acknowledged. Concurrent writes share a commit (and fsync).
@@ -105,10 +121,10 @@ func OpenBolt(path string, retention int) (*Bolt, error) {
 		if v := tx.Bucket(bMeta).Get(keySeq); len(v) == 8 {
 			b.seq = binary.BigEndian.Uint64(v)
 		}
-		return tx.Bucket(bResults).ForEach(func(_, v []byte) error {
+		return tx.Bucket(bResults).ForEach(func(k, v []byte) error {
 			r := &trajectory.Result{}
-			if err := json.Unmarshal(v, r); err != nil {
-				return err
+			if err := decode(v, r); err != nil {
+				return fmt.Errorf("result %x: %w", k, err)
 			}
 			r.Encoded = append([]byte(nil), v...) // v is only valid inside the transaction
 			b.mem.add(r)
@@ -219,10 +235,10 @@ func (b *Bolt) submit(ps []Pending) error {
 func (b *Bolt) Unfinished() ([]Pending, error) {
 	var out []Pending
 	err := b.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bPending).ForEach(func(_, v []byte) error {
+		return tx.Bucket(bPending).ForEach(func(k, v []byte) error {
 			var p Pending
-			if err := json.Unmarshal(v, &p); err != nil {
-				return err
+			if err := decode(v, &p); err != nil {
+				return fmt.Errorf("pending rollout %s: %w", k, err)
 			}
 			out = append(out, p)
 			return nil
@@ -240,7 +256,7 @@ func (b *Bolt) Retry(id string, attempt int) error {
 			return fmt.Errorf("no pending rollout %q", id)
 		}
 		var p Pending
-		if err := json.Unmarshal(v, &p); err != nil {
+		if err := decode(v, &p); err != nil {
 			return err
 		}
 		p.Attempt = attempt
@@ -509,7 +525,7 @@ func (b *Bolt) Idempotent(key string) (Submission, bool) {
 	found := false
 	_ = b.db.View(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bIdem).Get([]byte(key)); v != nil {
-			found = json.Unmarshal(v, &s) == nil
+			found = decode(v, &s) == nil
 		}
 		return nil
 	})
@@ -522,7 +538,7 @@ func (b *Bolt) Remember(key string, s Submission) (Submission, bool) {
 	err := b.db.Update(func(tx *bolt.Tx) error {
 		bk := tx.Bucket(bIdem)
 		if v := bk.Get([]byte(key)); v != nil {
-			return json.Unmarshal(v, &stored)
+			return decode(v, &stored)
 		}
 		v, err := json.Marshal(s)
 		if err != nil {
@@ -564,7 +580,7 @@ func (b *Bolt) Check() error {
 			var head struct {
 				ID string `json:"id"`
 			}
-			if json.Unmarshal(v, &head) != nil || head.ID != string(id) {
+			if decode(v, &head) != nil || head.ID != string(id) {
 				errs = append(errs, fmt.Errorf("result %x is not rollout %s", k, id))
 			}
 			return nil

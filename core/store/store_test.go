@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prorl/prorl/core/trajectory"
+	bolt "go.etcd.io/bbolt"
 )
 
 func TestStores(t *testing.T) {
@@ -248,5 +250,65 @@ func TestBoltCloseWritesHeldResults(t *testing.T) {
 	defer b.Close()
 	if st := b.Stats(); st.Finished != 1 {
 		t.Fatalf("%d results durable, want the held one", st.Finished)
+	}
+}
+
+// TestBoltDamagedValue: a value damaged on disk (cut short like `{"\`,
+// on which goccy's decoder panics now and then: FuzzFastDecode in
+// core/backend) makes opening the store fail with an error that names
+// it, never a panic.
+func TestBoltDamagedValue(t *testing.T) {
+	for _, bucket := range []string{"results", "pending"} {
+		t.Run(bucket, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "s.db")
+			b, err := OpenBolt(path, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Submit([]Pending{{ID: "a", Attempt: 1, Request: []byte(`{}`)}, {ID: "b", Attempt: 1, Request: []byte(`{}`)}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Finish(&trajectory.Result{ID: "a"}); err != nil {
+				t.Fatal(err)
+			}
+			b.Close()
+			db, err := bolt.Open(path, 0o600, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = db.Update(func(tx *bolt.Tx) error {
+				c := tx.Bucket([]byte(bucket)).Cursor()
+				k, _ := c.First()
+				return tx.Bucket([]byte(bucket)).Put(k, []byte(`{"\`))
+			})
+			db.Close()
+			for range 50 { // the panic depended on the memory around the value
+				b, err = OpenBolt(path, 100)
+				if err == nil {
+					_, err = b.Unfinished()
+					b.Close()
+				}
+				if err == nil || !strings.Contains(err.Error(), "not JSON") {
+					t.Fatalf("a damaged %s value: %v", bucket, err)
+				}
+			}
+		})
+	}
+}
+
+// TestDecodeContainsPanics: goccy's decoder panics on `{"\` depending on
+// the bytes around it; decode answers an error each time.
+func TestDecodeContainsPanics(t *testing.T) {
+	for i := range 20000 {
+		full := make([]byte, 64)
+		copy(full, `{"\`)
+		for j := 3; j < 64; j++ {
+			full[j] = byte(i*7 + j)
+		}
+		var p Pending
+		var r trajectory.Result
+		if decode(full[:3:3], &p) == nil || decode(full[:3:3], &r) == nil {
+			t.Fatal("a cut value decoded")
+		}
 	}
 }
