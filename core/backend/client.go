@@ -130,8 +130,8 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("%s: HTTP %d: %s", e.URL, e.Status, e.Body)
 }
 
-// dialer serves both clients: a server on a Unix socket has a base URL of
-// its own that only baseurl's dialer knows.
+// dialer is the transport's, as httpc.New's is baseurl's too: a server on
+// a Unix socket has a base URL of its own that only baseurl's dialer knows.
 var dialer = baseurl.NewDialer()
 
 // transport is shared by all backends: many idle connections per host
@@ -149,11 +149,7 @@ var transport = &http.Transport{
 var HTTPClient = &http.Client{Transport: transport}
 
 // lean is the client of the generation path's POSTs to plain-http backends.
-var lean = func() *httpc.Client {
-	c := httpc.New()
-	c.Dial = dialer.DialContext
-	return c
-}()
+var lean = httpc.New()
 
 // SetIdleConnTimeout sets how long unused backend connections stay open.
 func SetIdleConnTimeout(d time.Duration) {

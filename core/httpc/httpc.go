@@ -23,6 +23,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prorl/prorl/core/baseurl"
 )
 
 // Client keeps idle keep-alive connections per host. Its zero value is not
@@ -44,11 +46,11 @@ type Client struct {
 	swept time.Time
 }
 
-// New returns a client with the host's defaults.
+// New returns a client with the host's defaults (baseurl's dialer: its
+// timeouts, and servers on Unix sockets).
 func New() *Client {
-	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	return &Client{MaxIdlePerHost: 2048, IdleTimeout: 90 * time.Second, MaxHeaderBytes: 64 << 10, UserAgent: "prorl",
-		Dial: d.DialContext, idle: map[string][]*conn{}}
+		Dial: baseurl.NewDialer().DialContext, idle: map[string][]*conn{}}
 }
 
 // ErrTooLarge is returned when an answer's body exceeds the caller's limit.
