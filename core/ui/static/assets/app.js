@@ -181,7 +181,7 @@ function renderRollouts() {
     el("td", {}, el("a", { href: "#/rollouts/" + encodeURIComponent(r.id) }, r.id)),
     el("td", {}, el("span", { class: "badge " + r.status }, r.status), r.stuck ? el("span", { class: "badge stuck" }, "stuck") : null),
     el("td", {}, r.stage), el("td", {}, r.domain), el("td", {}, r.group_id), el("td", {}, fmt(r.age_seconds)),
-    el("td", { title: r.learned_tokens ? "learned from the task's earlier rollouts" : "" }, r.expected_tokens ? String(r.expected_tokens) : r.learned_tokens ? r.learned_tokens + " (learned)" : ""),
+    el("td", { title: r.expected_tokens || !r.expected ? "" : "learned from the task's earlier rollouts" }, r.expected ? r.expected + (r.expected_tokens ? "" : " (learned)") : ""),
     el("td", {}, r.backend || ""),
     el("td", {}, r.reward === undefined ? "" : fmt(r.reward, 3)),
     el("td", { class: "health" }, ...(r.health || []).map(h => el("span", { class: "badge failed" }, h))),
