@@ -158,12 +158,15 @@ func (v *VLLM) GenerateChat(ctx context.Context, r ChatRequest) ([]int, *Generat
 	var resp chatResponse
 	if err := postJSON(ctx, v.BaseURL+"/v1/chat/completions", &req, &resp); err != nil {
 		var se *StatusError
-		if errors.As(err, &se) && se.Status/100 == 4 {
-			if se.Status == http.StatusNotFound || se.Status == http.StatusMethodNotAllowed {
-				v.chat.Store(chatRefused) // no chat endpoint
-			}
+		if errors.As(err, &se) && (se.Status == http.StatusNotFound || se.Status == http.StatusMethodNotAllowed) {
+			v.chat.Store(chatRefused) // no chat endpoint
+		}
+		if errors.As(err, &se) && se.Status/100 == 4 || state == chatUnchecked && ctx.Err() == nil {
 			// A request the server refuses (a prompt too long, say) is
-			// rendered and refused again apart, with the error that path gives.
+			// rendered and refused again apart, with the error that path
+			// gives; and until a server has answered one chat request
+			// well, its failures are not taken for the server's (no
+			// retries, no failover): the rollout renders apart.
 			return nil, nil, fmt.Errorf("%w: %w", ErrNoChat, err)
 		}
 		return nil, nil, err

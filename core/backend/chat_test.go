@@ -105,6 +105,12 @@ func TestGenerateChatDeclined(t *testing.T) {
 		{"no token ids", func(_ http.ResponseWriter, body []byte) ([]byte, bool) {
 			return bytes.Replace(body, []byte(`"return_token_ids":true`), []byte(`"return_token_ids":false`), 1), false
 		}, true},
+		// A server that fails its first chat request is not retried or
+		// failed over for it: the rollout renders apart.
+		{"first chat request fails", func(w http.ResponseWriter, _ []byte) ([]byte, bool) {
+			w.WriteHeader(500)
+			return nil, true
+		}, false},
 		{"a request refused", func(w http.ResponseWriter, _ []byte) ([]byte, bool) {
 			w.WriteHeader(400)
 			_, _ = w.Write([]byte(`{"error":{"message":"too long","type":"BadRequestError","param":null,"code":400}}`))
@@ -143,5 +149,28 @@ func TestGenerateChatParsed(t *testing.T) {
 	_, g, err := v.GenerateChat(context.Background(), chatTask)
 	if err != nil || g.HasText || len(g.IDs) == 0 || len(g.Logprobs) != len(g.IDs) {
 		t.Fatalf("%+v %v", g, err)
+	}
+}
+
+// TestGenerateChatTrustedFailure: once a server has answered a chat
+// request well, its failures are its own: retried, then the caller's
+// failover, not a quiet render apart.
+func TestGenerateChatTrustedFailure(t *testing.T) {
+	var failing atomic.Bool
+	v, chats := chatServer(t, func(w http.ResponseWriter, body []byte) ([]byte, bool) {
+		if failing.Load() {
+			w.WriteHeader(503)
+			return nil, true
+		}
+		return body, false
+	})
+	r := &Retrying{Client: v, Attempts: 3}
+	if _, _, err := r.GenerateChat(context.Background(), chatTask); err != nil {
+		t.Fatal(err)
+	}
+	failing.Store(true)
+	_, _, err := r.GenerateChat(context.Background(), chatTask)
+	if err == nil || errors.Is(err, ErrNoChat) || !Retriable(err) || chats.Load() != 1+3 {
+		t.Fatalf("err %v, %d chat requests", err, chats.Load())
 	}
 }
