@@ -411,9 +411,9 @@ func BenchmarkIssue2Figures(b *testing.B) {
 		if label != "bbolt" || len(hostUS[label]) > 1 {
 			continue
 		}
-		// Baseline: the calls one rollout makes to the simulator (tokenize + completion), made directly.
+		// Baseline: the call one rollout makes to the simulator, made directly.
 		base := simBaseline(b, sim.addr, 4000)
-		rows = append(rows, row{"  baseline: simulator alone, tokenize+generate pairs/s", fmt.Sprintf("%.0f /s (host at %.2fx)", base, rate/base), "", true})
+		rows = append(rows, row{"  baseline: simulator alone, chat exchanges/s", fmt.Sprintf("%.0f /s (host at %.2fx)", base, rate/base), "", true})
 	}
 
 	rows = append(rows, buildRatios(hostUS)...)
@@ -525,14 +525,14 @@ func printTable(title string, rows []row) {
 }
 
 // simBaseline is the rate of the simulator calls one single-turn rollout
-// needs (a chat /tokenize and a /v1/completions), made directly with 64 clients.
+// makes (alone, it renders and generates in one /v1/chat/completions
+// exchange), made directly with 64 clients.
 func simBaseline(b *testing.B, sim string, n int) float64 {
-	tok, _ := json.Marshal(map[string]any{"messages": []any{map[string]string{"role": "system", "content": "You are a careful mathematician."}, map[string]string{"role": "user", "content": questionOf(1)}}, "add_generation_prompt": true})
-	var tr struct {
-		Tokens []int `json:"tokens"`
-	}
-	call(b, "POST", sim+"/tokenize", json.RawMessage(tok), &tr)
-	comp, _ := json.Marshal(map[string]any{"prompt": tr.Tokens, "max_tokens": 512, "logprobs": 1, "return_token_ids": true})
+	tools := []map[string]any{{"type": "function", "function": map[string]any{"name": "finish", "description": "Give the final answer.",
+		"parameters": map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}}}}
+	chat, _ := json.Marshal(map[string]any{"messages": []any{map[string]string{"role": "system", "content": "You are a careful mathematician."},
+		map[string]string{"role": "user", "content": questionOf(1)}}, "tools": tools, "tool_choice": "none", "max_tokens": 512,
+		"logprobs": true, "return_token_ids": true})
 	start := time.Now()
 	work := make(chan struct{}, n)
 	for i := 0; i < n; i++ {
@@ -543,15 +543,10 @@ func simBaseline(b *testing.B, sim string, n int) float64 {
 	for w := 0; w < 64; w++ {
 		go func() {
 			for range work {
-				for _, rq := range []struct {
-					path string
-					body []byte
-				}{{"/tokenize", tok}, {"/v1/completions", comp}} {
-					resp, err := http.Post(sim+rq.path, "application/json", bytes.NewReader(rq.body))
-					if err == nil {
-						_, _ = io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-					}
+				resp, err := http.Post(sim+"/v1/chat/completions", "application/json", bytes.NewReader(chat))
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
 				}
 			}
 			done <- struct{}{}
