@@ -24,40 +24,12 @@ func (r *completionRequest) appendJSON(b []byte) ([]byte, error) {
 	}
 	w.Key("prompt")
 	w.Ints(r.Prompt)
-	w.Key("max_tokens")
-	w.Int(int64(r.MaxTokens))
-	w.Key("temperature")
-	w.Float(r.Temperature)
-	w.Key("top_p")
-	w.Float(r.TopP)
-	if r.TopK != 0 {
-		w.Key("top_k")
-		w.Int(int64(r.TopK))
-	}
-	if r.Seed != nil {
-		w.Key("seed")
-		w.Int(*r.Seed)
-	}
-	if len(r.Stop) > 0 {
-		w.Key("stop")
-		w.Strs(r.Stop)
-	}
+	writeSampling(w, r.MaxTokens, r.Temperature, r.TopP, r.TopK, r.Seed, r.Stop)
 	w.Key("logprobs")
 	w.Int(int64(r.Logprobs))
 	w.Key("return_tokens_as_token_ids")
 	w.Bool(r.ReturnTokensAsTokenIDs)
-	w.Key("skip_special_tokens")
-	w.Bool(r.SkipSpecialTokens)
-	w.Key("stream")
-	w.Bool(r.Stream)
-	if r.IgnoreEOS {
-		w.Key("ignore_eos")
-		w.Bool(r.IgnoreEOS)
-	}
-	if r.Priority != 0 {
-		w.Key("priority")
-		w.Int(int64(r.Priority))
-	}
+	writeFlags(w, r.SkipSpecialTokens, r.Stream, r.IgnoreEOS, r.Priority)
 	return append(w.B, '}'), w.Err
 }
 
@@ -108,41 +80,52 @@ func (r *chatRequest) appendJSON(b []byte) ([]byte, error) {
 		w.Key("chat_template_kwargs")
 		w.Value(r.ChatTemplateKwargs)
 	}
-	w.Key("max_tokens")
-	w.Int(int64(r.MaxTokens))
-	w.Key("temperature")
-	w.Float(r.Temperature)
-	w.Key("top_p")
-	w.Float(r.TopP)
-	if r.TopK != 0 {
-		w.Key("top_k")
-		w.Int(int64(r.TopK))
-	}
-	if r.Seed != nil {
-		w.Key("seed")
-		w.Int(*r.Seed)
-	}
-	if len(r.Stop) > 0 {
-		w.Key("stop")
-		w.Strs(r.Stop)
-	}
+	writeSampling(w, r.MaxTokens, r.Temperature, r.TopP, r.TopK, r.Seed, r.Stop)
 	w.Key("logprobs")
 	w.Bool(r.Logprobs)
 	w.Key("return_token_ids")
 	w.Bool(r.ReturnTokenIDs)
-	w.Key("skip_special_tokens")
-	w.Bool(r.SkipSpecialTokens)
-	w.Key("stream")
-	w.Bool(r.Stream)
-	if r.IgnoreEOS {
-		w.Key("ignore_eos")
-		w.Bool(r.IgnoreEOS)
-	}
-	if r.Priority != 0 {
-		w.Key("priority")
-		w.Int(int64(r.Priority))
-	}
+	writeFlags(w, r.SkipSpecialTokens, r.Stream, r.IgnoreEOS, r.Priority)
 	return append(w.B, '}'), w.Err
+}
+
+// writeSampling writes the sampling fields the completion and chat
+// requests share, in their order.
+func writeSampling(w *jsonw.Writer, maxTokens int, temperature, topP float64, topK int, seed *int64, stop []string) {
+	w.Key("max_tokens")
+	w.Int(int64(maxTokens))
+	w.Key("temperature")
+	w.Float(temperature)
+	w.Key("top_p")
+	w.Float(topP)
+	if topK != 0 {
+		w.Key("top_k")
+		w.Int(int64(topK))
+	}
+	if seed != nil {
+		w.Key("seed")
+		w.Int(*seed)
+	}
+	if len(stop) > 0 {
+		w.Key("stop")
+		w.Strs(stop)
+	}
+}
+
+// writeFlags writes the fields both requests end with.
+func writeFlags(w *jsonw.Writer, skipSpecialTokens, stream, ignoreEOS bool, priority int) {
+	w.Key("skip_special_tokens")
+	w.Bool(skipSpecialTokens)
+	w.Key("stream")
+	w.Bool(stream)
+	if ignoreEOS {
+		w.Key("ignore_eos")
+		w.Bool(ignoreEOS)
+	}
+	if priority != 0 {
+		w.Key("priority")
+		w.Int(int64(priority))
+	}
 }
 
 func writeChatMessage(w *jsonw.Writer, m *chatMessage) {
