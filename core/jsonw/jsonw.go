@@ -103,6 +103,11 @@ func AppendFloat(b []byte, f float64) ([]byte, bool) {
 		return append(b, '0'), true
 	}
 	abs := math.Abs(f)
+	if abs < 1e15 && f == math.Trunc(f) && f != 0 {
+		// Whole numbers (a temperature of 1, a reward, a count): %f of one
+		// is its integer, and AppendInt is several times cheaper.
+		return strconv.AppendInt(b, int64(f), 10), true
+	}
 	format := byte('f')
 	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
 		format = 'e'
@@ -248,6 +253,12 @@ func (w *Writer) RawJSON(m json.RawMessage) {
 			return
 		}
 	}
+	if plain(m) && json.Valid(m) {
+		// What encoding/json writes as it is: each rollout's own small
+		// values (a plugin's info) would only churn the cache.
+		w.B = append(w.B, m...)
+		return
+	}
 	v, err := json.Marshal(m)
 	if err != nil {
 		if w.Err == nil {
@@ -264,6 +275,29 @@ func (w *Writer) RawJSON(m json.RawMessage) {
 		rawMu.Unlock()
 	}
 	w.B = append(w.B, v...)
+}
+
+// plain is whether encoding/json would write valid m unchanged: no
+// whitespace outside strings (compacting removes it), and none of the
+// bytes it escapes (<, >, &, and U+2028/U+2029, whose UTF-8 starts with
+// 0xE2: any 0xE2 is refused, to stay simple).
+func plain(m []byte) bool {
+	in := false
+	for i := 0; i < len(m); i++ {
+		switch c := m[i]; c {
+		case '<', '>', '&', 0xE2:
+			return false
+		case ' ', '\t', '\n', '\r':
+			if !in {
+				return false
+			}
+		case '\\':
+			i++ // the escaped byte is never a quote that ends the string
+		case '"':
+			in = !in
+		}
+	}
+	return len(m) > 0
 }
 
 const (

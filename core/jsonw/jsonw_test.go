@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"strconv"
 	"testing"
 )
 
@@ -15,6 +16,9 @@ func FuzzScalars(f *testing.F) {
 	f.Add("x", 1e-7)
 	f.Add("y", 1e21)
 	f.Add("z", math.Copysign(0, -1))
+	for _, x := range []float64{1, -1, 2, 1e15 - 1, 1e15, 1e15 + 2, -1e20, 1e21, 0.5, 123456789} {
+		f.Add("n", x)
+	}
 	f.Fuzz(func(t *testing.T, s string, x float64) {
 		want, _ := json.Marshal(s)
 		if got := AppendString(nil, s); !bytes.Equal(got, want) {
@@ -79,4 +83,43 @@ func TestIntsBoundaries(t *testing.T) {
 			t.Fatalf("got %s want %s", w.B, want)
 		}
 	}
+}
+
+// BenchmarkRawJSONUnique: a plugin's info, different in every rollout.
+func BenchmarkRawJSONUnique(b *testing.B) {
+	w := &Writer{}
+	n := 0
+	for b.Loop() {
+		n++
+		w.B = w.B[:0]
+		w.RawJSON(json.RawMessage(`{"extracted_answer":"` + strconv.Itoa(n) + `","extraction":"boxed","ground_truth":"5"}`))
+	}
+}
+
+// BenchmarkFloatWhole: a temperature of 1, a reward.
+func BenchmarkFloatWhole(b *testing.B) {
+	var buf []byte
+	for b.Loop() {
+		buf, _ = AppendFloat(buf[:0], 1)
+	}
+}
+
+// FuzzRawJSON: raw messages come out as encoding/json writes them (the
+// ones already compact without a copy, the rest compacted), and invalid
+// ones are errors.
+func FuzzRawJSON(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `{"a": 1}`, `[1,"<b>"]`, `"\u2028"`, "\"\u2028\"", `"a\"b"`, `{"a":"x y"}`, `"\\"`, `{"a":"\\"} `,
+		`{"a":`, ``, `nul`, `"\xff"`, `[1,2]` + "\n", `{"k":[true,false,null,-1.5e3]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, m []byte) {
+		want, werr := json.Marshal(json.RawMessage(m))
+		for range 2 { // the second time from the cache, where it went there
+			w := &Writer{}
+			w.RawJSON(m)
+			if (werr == nil) != (w.Err == nil) || werr == nil && !bytes.Equal(w.B, want) {
+				t.Fatalf("%q: got %q (%v) want %q (%v)", m, w.B, w.Err, want, werr)
+			}
+		}
+	})
 }
