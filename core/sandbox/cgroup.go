@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +27,7 @@ type cgroups struct {
 	pids string
 	// own v1 groups of the host, to return a thread to
 	ownMem, ownPids string
+	forker          *forker // v1
 }
 
 // agentReserve is the processes and threads a sandbox's agent may hold
@@ -36,6 +38,8 @@ type cgroup struct {
 	v2        string
 	mem, pids string
 	parent    *cgroups
+	// spare: the forker waits in this group to start its sandbox.
+	spare *spare
 }
 
 // ownCgroups reads /proc/self/cgroup: the v2 path and the v1 paths by controller.
@@ -79,6 +83,7 @@ func newCgroups(instance string) (*cgroups, error) {
 			return nil, fmt.Errorf("cgroup v1 pids: %w", err)
 		}
 		_ = os.WriteFile(filepath.Join(c.mem, "memory.use_hierarchy"), []byte("1"), 0)
+		c.forker = newForker(c)
 		return c, nil
 	}
 	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil && v2 != "" {
@@ -128,12 +133,14 @@ func (c *cgroups) create(id string, l Limits) (*cgroup, error) {
 		return g, nil
 	}
 	g.mem, g.pids = filepath.Join(c.mem, id), filepath.Join(c.pids, id)
-	if err := os.Mkdir(g.mem, 0o755); err != nil {
-		return nil, err
-	}
-	if err := os.Mkdir(g.pids, 0o755); err != nil {
-		g.remove()
-		return nil, err
+	if g.spare = c.forker.claim(g); g.spare == nil {
+		if err := os.Mkdir(g.mem, 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.Mkdir(g.pids, 0o755); err != nil {
+			g.remove()
+			return nil, err
+		}
 	}
 	if l.MemoryBytes == 0 {
 		mem = "-1"
@@ -168,6 +175,10 @@ func (g *cgroup) start(cmd *exec.Cmd) error {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
 		return cmd.Start()
 	}
+	if sp := g.spare; sp != nil {
+		g.spare = nil
+		return sp.start(cmd)
+	}
 	runtime.LockOSThread()
 	tid := strconv.Itoa(unix.Gettid())
 	if err := write(g.mem, "tasks", tid); err != nil {
@@ -197,11 +208,14 @@ func (g *cgroup) procs() []int {
 	return nil
 }
 
+// procsIn lists the processes in a group but the host itself, whose
+// forker thread may be there for a moment after starting its sandbox.
 func procsIn(dir string) []int {
 	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	var out []int
+	self := os.Getpid()
 	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil {
+		if pid, err := strconv.Atoi(f); err == nil && pid != self {
 			out = append(out, pid)
 		}
 	}
@@ -212,6 +226,10 @@ func procsIn(dir string) []int {
 func (g *cgroup) remove() {
 	if g == nil {
 		return
+	}
+	if sp := g.spare; sp != nil {
+		g.spare = nil
+		sp.cancel() // the forker leaves the group (emptyAndRemove waits for it)
 	}
 	for _, d := range []string{g.v2, g.pids, g.mem} {
 		if d != "" {
@@ -224,18 +242,26 @@ func (g *cgroup) remove() {
 // It waits up to 5 s for them to go: on a loaded machine a killed process
 // can take longer than half a second to exit (a fresh-clone CI run saw two
 // outlive a 0.5 s bound), and a stopped sandbox must have none left.
+// A group the forker thread has not yet left cannot be removed (EBUSY):
+// that is waited for too.
 func emptyAndRemove(dir string) {
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
 		ps := procsIn(dir)
-		if len(ps) == 0 {
-			break
-		}
 		for _, p := range ps {
 			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
+		if len(ps) == 0 {
+			if err := os.Remove(dir); err == nil || errors.Is(err, fs.ErrNotExist) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			_ = os.Remove(dir)
+			return
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	_ = os.Remove(dir)
 }
 
 // close removes the host's parent groups (empty by then).
@@ -243,6 +269,7 @@ func (c *cgroups) close() {
 	if c == nil {
 		return
 	}
+	c.forker.close()
 	for _, d := range []string{c.v2, c.mem, c.pids} {
 		if d != "" {
 			_ = os.Remove(d)
