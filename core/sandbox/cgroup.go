@@ -157,8 +157,10 @@ func (c *cgroups) create(id string, l Limits) (*cgroup, error) {
 
 // start starts cmd inside the group, so that everything it ever forks is
 // in it from the first instruction. v2 clones straight into the group; v1
-// has no such call, so the starting thread joins the group for the fork
-// and leaves it after (a thread that cannot leave is retired).
+// has no such call, so a thread already in the group forks it: the
+// forker's (forker.go), or else the starting thread, which joins the
+// group for the fork and leaves it after (a thread that cannot leave is
+// retired).
 func (g *cgroup) start(cmd *exec.Cmd) error {
 	if g == nil {
 		return cmd.Start()
