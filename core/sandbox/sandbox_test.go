@@ -94,6 +94,10 @@ func newManagerLimits(t *testing.T, driver, root string, lim Limits) *Manager {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Closed at the end even where a test closes it itself (Close may be
+	// called again): else its cgroups, a forker's spare among them, outlive
+	// the test.
+	t.Cleanup(m.Close)
 	return m
 }
 
