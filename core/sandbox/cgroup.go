@@ -194,10 +194,15 @@ func (g *cgroup) start(cmd *exec.Cmd) error {
 		return fmt.Errorf("join cgroup: %w", err)
 	}
 	err := cmd.Start()
-	if write(g.parent.ownMem, "tasks", tid) == nil && write(g.parent.ownPids, "tasks", tid) == nil {
+	if g.parent.leave(tid) {
 		runtime.UnlockOSThread()
 	} // else the goroutine ends locked and Go retires the thread
 	return err
+}
+
+// leave returns a thread to the host's own v1 groups.
+func (c *cgroups) leave(tid string) bool {
+	return write(c.ownMem, "tasks", tid) == nil && write(c.ownPids, "tasks", tid) == nil
 }
 
 // procs lists the processes in the group.
@@ -233,7 +238,12 @@ func (g *cgroup) remove() {
 		g.spare = nil
 		sp.cancel() // the forker leaves the group (emptyAndRemove waits for it)
 	}
-	for _, d := range []string{g.v2, g.pids, g.mem} {
+	removeGroups(g.v2, g.pids, g.mem)
+}
+
+// removeGroups empties and removes each group directory given ("": none).
+func removeGroups(dirs ...string) {
+	for _, d := range dirs {
 		if d != "" {
 			emptyAndRemove(d)
 		}

@@ -22,9 +22,9 @@ import (
 // of groups, which a start renames to its sandbox's and in which it forks
 // that sandbox, and then goes back to the host's own groups. Its thread
 // never ends (after close it goes back to the runtime): a child's
-// Pdeathsig follows the thread that forked it, not the process. A start that finds no spare
-// ready (another start took it a moment before) joins and leaves on its
-// own thread, as without a forker.
+// Pdeathsig follows the thread that forked it, not the process. A start
+// that finds no spare ready (another start took it a moment before) joins
+// and leaves on its own thread, as without a forker.
 type forker struct {
 	c       *cgroups
 	mu      sync.Mutex
@@ -88,7 +88,7 @@ func (f *forker) run() {
 				sp.errs <- err
 			}
 		}
-		if !f.leave(tid) {
+		if !f.c.leave(tid) {
 			// Ending this thread would kill the sandboxes it forked
 			// (Pdeathsig): it stays, parked, and no spare is made again.
 			close(f.done)
@@ -119,11 +119,6 @@ func (sp *spare) join(tid string) error {
 		return err
 	}
 	return write(sp.pids, "tasks", tid)
-}
-
-// leave returns the forker thread to the host's own groups.
-func (f *forker) leave(tid string) bool {
-	return write(f.c.ownMem, "tasks", tid) == nil && write(f.c.ownPids, "tasks", tid) == nil
 }
 
 // claim gives g the waiting spare's groups, renamed to g's (nil: none is
@@ -170,10 +165,4 @@ func (f *forker) close() {
 	}
 	f.closing.Do(func() { close(f.quit) })
 	<-f.done
-}
-
-func removeGroups(dirs ...string) {
-	for _, d := range dirs {
-		emptyAndRemove(d)
-	}
 }
