@@ -79,6 +79,7 @@ type Pipeline struct {
 	// prepares are the plugins' answers for tasks that depend on nothing
 	// else (see prepare).
 	prepares *flightcache.Cache[*pb.PrepareResponse]
+	tools    toolLists
 	policy   atomic.Int64
 	gate     *gate
 

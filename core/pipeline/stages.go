@@ -200,20 +200,7 @@ func (p *Pipeline) episode(r *Rollout, info *pb.DomainInfo, resp *pb.PrepareResp
 		}
 		ep.Messages = append(ep.Messages, tm)
 	}
-	allowed := map[string]bool{}
-	for _, n := range resp.Tools {
-		allowed[n] = true
-	}
-	for _, t := range info.GetTools() {
-		if len(allowed) > 0 && !allowed[t.Name] {
-			continue
-		}
-		params := json.RawMessage(t.ParametersJson)
-		if len(params) == 0 {
-			params = json.RawMessage(`{"type":"object","properties":{}}`)
-		}
-		ep.Tools = append(ep.Tools, trajectory.Tool{Type: "function", Function: trajectory.ToolFunction{Name: t.Name, Description: t.Description, Parameters: params}})
-	}
+	ep.Tools = p.tools.of(info, resp.Tools)
 	if len(resp.ChatTemplateKwargsJson) > 0 {
 		if err := json.Unmarshal(resp.ChatTemplateKwargsJson, &ep.TemplateKwargs); err != nil {
 			return nil, &agent.Error{Reason: trajectory.ReasonInternal, Err: fmt.Errorf("plugin chat template kwargs: %w", err)}

@@ -3,6 +3,7 @@ package trajectory
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -290,4 +291,58 @@ func BenchmarkMarshalResult(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A frozen tool list is written from its one encoding: encoding/json's
+// bytes, for the list itself and for other lists that share its first
+// element (a shorter one, a longer one made by append) or equal it.
+func TestFreezeTools(t *testing.T) {
+	tool := func(name string) Tool {
+		return Tool{Type: "function", Function: ToolFunction{Name: name, Description: "d <" + name + ">", Parameters: json.RawMessage(`{"type": "object"}`)}}
+	}
+	frozen := FreezeTools([]Tool{tool("a"), tool("b"), tool("c")})
+	longer := append(frozen, tool("d")) // capacity 3: a copy
+	longerInPlace := append(make([]Tool, 0, 8), tool("a"), tool("b"))
+	FreezeTools(longerInPlace)
+	grown := append(longerInPlace, tool("x")) // same array, one more element
+	for name, ts := range map[string][]Tool{
+		"frozen": frozen, "prefix": frozen[:2], "suffix": frozen[1:], "appended copy": longer,
+		"frozen in a larger array": longerInPlace, "grown in place": grown, "empty": frozen[:0], "nil": nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			want, err := json.Marshal(ts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &jsonw.Writer{B: []byte("[")}
+			WriteTools(w, ts)
+			if got := w.B[1:]; !bytes.Equal(got, want) || w.Err != nil {
+				t.Fatalf("got %s (%v), want %s", got, w.Err, want)
+			}
+		})
+	}
+	bad := FreezeTools([]Tool{{Function: ToolFunction{Parameters: json.RawMessage(`{`)}}})
+	if _, err := MarshalResult(&Result{Tools: bad}); err == nil {
+		t.Fatal("a list with invalid parameters, frozen, was written without an error")
+	}
+}
+
+// Past maxFrozen lists, the oldest are forgotten and written out again:
+// still the same bytes.
+func TestFreezeToolsBounded(t *testing.T) {
+	lists := make([][]Tool, maxFrozen+10)
+	for i := range lists {
+		lists[i] = FreezeTools([]Tool{{Type: "function", Function: ToolFunction{Name: fmt.Sprint(i), Parameters: json.RawMessage(`{}`)}}})
+	}
+	if n := frozenCount.Load(); n > maxFrozen {
+		t.Fatalf("%d lists remembered, bound %d", n, maxFrozen)
+	}
+	for _, i := range []int{0, maxFrozen / 2, len(lists) - 1} {
+		want, _ := json.Marshal(lists[i])
+		w := &jsonw.Writer{B: []byte("[")}
+		WriteTools(w, lists[i])
+		if !bytes.Equal(w.B[1:], want) {
+			t.Fatalf("list %d: got %s, want %s", i, w.B[1:], want)
+		}
+	}
 }
