@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -130,9 +132,10 @@ func (s *scan) str(dst *string) bool {
 	return json.Unmarshal(tok, dst) == nil
 }
 
-// unescape decodes a string body of valid UTF-8 with the one-character
-// escapes only (a generated text's newlines and quotes); false leaves
-// \u escapes and invalid UTF-8 to encoding/json.
+// unescape decodes a string body of valid UTF-8 as encoding/json does
+// (a generated text's newlines and quotes; \u escapes, which Go servers
+// write for <, > and &, Python ones for every non-ASCII character); false
+// leaves what it does not take (invalid UTF-8) to encoding/json.
 func unescape(body []byte) (string, bool) {
 	if !utf8.Valid(body) {
 		return "", false
@@ -161,11 +164,50 @@ func unescape(body []byte) (string, bool) {
 			out = append(out, '\r')
 		case 't':
 			out = append(out, '\t')
+		case 'u':
+			// As encoding/json: a surrogate pairs with a \u escape that
+			// follows or becomes U+FFFD (and the next escape stands alone).
+			r := hex4(body[i-1:])
+			if r < 0 {
+				return "", false
+			}
+			i += 4
+			if utf16.IsSurrogate(r) {
+				if dec := utf16.DecodeRune(r, hex4(body[i+1:])); dec != unicode.ReplacementChar {
+					r = dec
+					i += 6
+				} else {
+					r = unicode.ReplacementChar
+				}
+			}
+			out = utf8.AppendRune(out, r)
 		default:
 			return "", false
 		}
 	}
 	return string(out), true
+}
+
+// hex4 is the code unit of a \uXXXX escape at the start of b, or -1.
+func hex4(b []byte) rune {
+	if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
+		return -1
+	}
+	var r rune
+	for _, c := range b[2:6] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
 }
 
 // numToken returns a number token that follows JSON's grammar.

@@ -179,6 +179,25 @@ func nest(n int) string {
 
 // FuzzFastDecode: whatever the fast decoders accept, the generic decoder
 // accepts with the same result.
+// unicodeEscapes are string bodies with \u escapes as servers write them
+// (Go's for <, > and &; Python's for non-ASCII) and as they go wrong.
+var unicodeEscapes = []string{`\u003cthink\u003e a \u0026 b`, `caf\u00e9 \u00E9`, `\ud83d\ude00 smile`, `\uD83D\uDE00`,
+	`lone \ud83d end`, `lone \ud83d\n`, `\ud83d\u0041`, `\ude00\ud83d`, `\ud83d\ud83d\ude00`, `\u12`, `\u12zz`, `\u0000`, `\ud83d\u12`}
+
+func TestUnescapeMatchesEncodingJSON(t *testing.T) {
+	for _, body := range unicodeEscapes {
+		var want string
+		werr := json.Unmarshal([]byte(`"`+body+`"`), &want)
+		got, ok := unescape([]byte(body))
+		if ok && (werr != nil || got != want) {
+			t.Errorf("%s: got %q, encoding/json %q (%v)", body, got, want, werr)
+		}
+		if !ok && werr == nil {
+			t.Errorf("%s: refused, encoding/json took it as %q", body, want)
+		}
+	}
+}
+
 func FuzzFastDecode(f *testing.F) {
 	for _, s := range []string{vllmCompletion, vllmTokenize, `{"choices":[{"text":"a","token_ids":[1]}]}`, `{"tokens":[1,-2]}`} {
 		f.Add([]byte(s))
@@ -187,6 +206,9 @@ func FuzzFastDecode(f *testing.F) {
 		if b, err := os.ReadFile(p); err == nil {
 			f.Add(b)
 		}
+	}
+	for _, text := range unicodeEscapes {
+		f.Add([]byte(`{"choices":[{"text":"` + text + `","token_ids":[1]}]}`))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		decodeBoth[completionResponse](t, data)
