@@ -177,8 +177,6 @@ func nest(n int) string {
 	return s
 }
 
-// FuzzFastDecode: whatever the fast decoders accept, the generic decoder
-// accepts with the same result.
 // unicodeEscapes are string bodies with \u escapes as servers write them
 // (Go's for <, > and &; Python's for non-ASCII) and as they go wrong.
 var unicodeEscapes = []string{`\u003cthink\u003e a \u0026 b`, `caf\u00e9 \u00E9`, `\ud83d\ude00 smile`, `\uD83D\uDE00`,
@@ -198,6 +196,8 @@ func TestUnescapeMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
+// FuzzFastDecode: whatever the fast decoders accept, the generic decoder
+// accepts with the same result.
 func FuzzFastDecode(f *testing.F) {
 	for _, s := range []string{vllmCompletion, vllmTokenize, `{"choices":[{"text":"a","token_ids":[1]}]}`, `{"tokens":[1,-2]}`} {
 		f.Add([]byte(s))
