@@ -260,6 +260,11 @@ func childPID(pid int) int {
 }
 
 func heapBytes(b *testing.B, host string) float64 {
+	return hostMetric(b, host, "go_memstats_heap_inuse_bytes")
+}
+
+// hostMetric is an unlabelled metric's value on the host's /metrics.
+func hostMetric(b *testing.B, host, name string) float64 {
 	resp, err := http.Get(host + "/metrics")
 	if err != nil {
 		b.Fatal(err)
@@ -267,7 +272,7 @@ func heapBytes(b *testing.B, host string) float64 {
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, "go_memstats_heap_inuse_bytes "); ok {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
 			f, _ := strconv.ParseFloat(v, 64)
 			return f
 		}
@@ -379,6 +384,9 @@ func BenchmarkIssue2Figures(b *testing.B) {
 		for k, pid := range procs {
 			cpu0[k] = cpuSeconds(pid)
 		}
+		// Bytes and objects the host allocates: unlike CPU time, not
+		// moved by this VM's speed, so a change's effect shows in one run.
+		alloc0, mallocs0 := hostMetric(b, host.addr, "go_memstats_alloc_bytes_total"), hostMetric(b, host.addr, "go_memstats_mallocs_total")
 		start := time.Now()
 		ids := submitGroups(b, host.addr, n, groupSize)
 		rs, _ := collect(b, host.addr, 500, len(ids))
@@ -394,6 +402,8 @@ func BenchmarkIssue2Figures(b *testing.B) {
 			used[k] = cpuSeconds(procs[k]) - cpu0[k]
 			rows = append(rows, row{"  CPU of " + k + " (" + label + ")", fmt.Sprintf("%.2f s (%.0f µs/rollout)", used[k], used[k]/n*1e6), "", true})
 		}
+		alloc, mallocs := hostMetric(b, host.addr, "go_memstats_alloc_bytes_total")-alloc0, hostMetric(b, host.addr, "go_memstats_mallocs_total")-mallocs0
+		rows = append(rows, row{"  host allocations (" + label + ")", fmt.Sprintf("%.1f KiB, %.0f objects /rollout", alloc/n/1024, mallocs/n), "", true})
 		hostUS[label] = append(hostUS[label], used["host"]/n*1e6)
 		// The simulator's CPU for the same calls is the yardstick: this
 		// VM's speed swings by half from run to run, the ratio much less.
