@@ -179,9 +179,19 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 	}
 	tk := &out.Tokens
 	tk.PromptLen = len(prompt)
-	// Room for a typical turn; longer rollouts grow by appending.
+	// Room for a typical turn (for the first turn's own tokens when they
+	// came with the prompt: most single-turn rollouts end there, and these
+	// arrays were a tenth of the bytes a rollout allocates); longer
+	// rollouts grow by appending.
 	room := len(prompt) + min(ep.MaxTokensPerTurn, 256)
-	tk.IDs = append(make([]int, 0, room), prompt...)
+	if first != nil {
+		room = len(prompt) + len(first.res.IDs)
+	}
+	if first != nil && cap(prompt)-len(prompt) >= len(first.res.IDs) {
+		tk.IDs = prompt // the exchange's own, with room for its answer (ChatGenerator)
+	} else {
+		tk.IDs = append(make([]int, 0, room), prompt...)
+	}
 	tk.LossMask = make([]int8, len(prompt), room)
 	tk.Logprobs = make([]float64, len(prompt), cap(tk.IDs))
 	delta := prompt

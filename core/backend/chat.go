@@ -28,7 +28,9 @@ type ChatRequest struct {
 
 // ChatGenerator is a protocol that can render and generate in one
 // exchange. A server it cannot trust to render as its /tokenize does
-// answers ErrNoChat, and the caller renders and generates apart.
+// answers ErrNoChat, and the caller renders and generates apart. The
+// prompt returned is the caller's: it may append to it in place (its
+// spare capacity, if any, is room for the generated ids).
 type ChatGenerator interface {
 	GenerateChat(ctx context.Context, req ChatRequest) (prompt []int, res *GenerateResult, err error)
 }

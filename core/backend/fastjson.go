@@ -381,7 +381,10 @@ func (s *scan) array(elem func() bool) bool {
 
 // ints reads an array of integers (null: nil). The common case (small
 // non-negative ids, no spaces) is one tight loop.
-func (s *scan) ints(dst *[]int) bool {
+func (s *scan) ints(dst *[]int) bool { return s.intsRoom(dst, 0) }
+
+// intsRoom is ints with capacity for room more ids after them.
+func (s *scan) intsRoom(dst *[]int, room int) bool {
 	if s.null() {
 		*dst = nil
 		return true
@@ -396,7 +399,7 @@ func (s *scan) ints(dst *[]int) bool {
 	if end := bytes.IndexByte(b[s.i:], ']'); end > 0 {
 		size += bytes.Count(b[s.i:s.i+end], []byte(","))
 	}
-	out := make([]int, 0, size)
+	out := make([]int, 0, size+room)
 	*dst = out
 	if s.is(']') {
 		return true
@@ -592,7 +595,13 @@ func decodeChat(data []byte, out *chatResponse) bool {
 				return decodeChatChoice(s, &out.Choices[len(out.Choices)-1])
 			})
 		case 1:
-			return s.ints(&out.PromptTokenIDs)
+			// Room for the answer's ids (vLLM writes choices first): the
+			// caller extends the prompt into the rollout's sequence.
+			room := 0
+			if len(out.Choices) == 1 {
+				room = len(out.Choices[0].TokenIDs)
+			}
+			return s.intsRoom(&out.PromptTokenIDs, room)
 		case -1:
 			return s.skip(0)
 		}

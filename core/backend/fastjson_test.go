@@ -169,6 +169,25 @@ func TestFastDecodeChat(t *testing.T) {
 	}
 }
 
+// TestChatPromptRoom: the prompt's ids come with room for the answer's,
+// which the agent appends in place (ChatGenerator); both golden answers
+// write choices before prompt_token_ids, as vLLM does.
+func TestChatPromptRoom(t *testing.T) {
+	for _, p := range []string{"testdata/vllm_chat.json", "testdata/sim_chat.json"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r chatResponse
+		if !r.decodeFast(b) || len(r.Choices) != 1 {
+			t.Fatalf("%s: not decoded", p)
+		}
+		if got, want := cap(r.PromptTokenIDs), len(r.PromptTokenIDs)+len(r.Choices[0].TokenIDs); got < want {
+			t.Errorf("%s: prompt capacity %d, want at least %d", p, got, want)
+		}
+	}
+}
+
 func nest(n int) string {
 	s := "1"
 	for range n {
