@@ -202,7 +202,10 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 		}
 		dynamic = pipeline.NewID("d-")
 	}
-	var all []pipeline.Request
+	// Each group's requests, joined once their total is known: appending
+	// them one group at a time copied the batch's requests over and over.
+	parts := make([][]pipeline.Request, 0, len(br.Requests))
+	total := 0
 	var groups []SubmitResponse
 	for i := range br.Requests {
 		if br.Requests[i].IdempotencyKey != "" {
@@ -223,8 +226,13 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 				reqs[j].Dynamic, reqs[j].DynamicK = dynamic, *br.InformativeGroups
 			}
 		}
-		all = append(all, reqs...)
+		parts = append(parts, reqs)
+		total += len(reqs)
 		groups = append(groups, SubmitResponse{GroupID: gid, RolloutIDs: make([]string, len(reqs))})
+	}
+	all := make([]pipeline.Request, 0, total)
+	for _, reqs := range parts {
+		all = append(all, reqs...)
 	}
 	rs, e := s.enqueue(all)
 	if e != nil {
