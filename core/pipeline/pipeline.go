@@ -260,9 +260,15 @@ func (p *Pipeline) work(r *Rollout, idx int, fn func(context.Context, *Rollout) 
 		r.mu.Unlock()
 		return
 	}
-	ctx, cancel := context.WithTimeout(p.base, r.remaining)
+	// Not a child of p.base: thousands of stages in flight made its one
+	// lock and children map a per-stage cost (stopStages cancels them).
+	ctx, cancel := context.WithTimeout(context.Background(), r.remaining)
 	r.cancel, r.stage, r.inStage, r.stageFrom = cancel, stage, true, time.Now()
+	stopped := p.base.Err() != nil
 	r.mu.Unlock()
+	if stopped {
+		cancel()
+	}
 	p.activeStage[idx].Add(1)
 	start := time.Now()
 	err := fn(ctx, r)
@@ -602,6 +608,27 @@ func (p *Pipeline) cancelRollout(r *Rollout, reason, why string) {
 	p.finalize(r, trajectory.StatusCancelled, &trajectory.Failure{Stage: stage, Reason: reason, Message: why})
 }
 
+// stopStages cancels p.base and every stage in flight. A stage that
+// starts after it sees p.base cancelled (work); one that started before
+// has set its cancel under its lock, which this reads after the stop.
+func (p *Pipeline) stopStages() {
+	p.stop()
+	p.mu.Lock()
+	rs := make([]*Rollout, 0, len(p.active))
+	for _, r := range p.active {
+		rs = append(rs, r)
+	}
+	p.mu.Unlock()
+	for _, r := range rs {
+		r.mu.Lock()
+		cancel := r.cancel
+		r.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+	}
+}
+
 // CancelWhere cancels every live rollout matching f.
 func (p *Pipeline) CancelWhere(f func(*Rollout) bool, why string) int {
 	return p.cancelWhere(f, trajectory.ReasonCancelled, why)
@@ -802,7 +829,7 @@ stop:
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	p.stop()
+	p.stopStages()
 	p.wg.Wait()
 	p.saveLengths()
 }
