@@ -503,3 +503,33 @@ func TestStartOrderLearnedTokens(t *testing.T) {
 		t.Fatalf("start order %v, want long, short, unknown %v", order, ids(want))
 	}
 }
+
+// TestShutdownCancelsStages: stage contexts are not children of the
+// pipeline's base context, so stopping must reach the stages in flight
+// itself. Rollouts mid-generation (an hour's timeout, tokens at 50 ms)
+// end cancelled, each reported, and Shutdown returns in its grace time,
+// not the rollouts' timeout.
+func TestShutdownCancelsStages(t *testing.T) {
+	f := newFixture(t, nil, sim(50*time.Millisecond))
+	rs := f.submit(t, 4, func(r *Request) { r.Timeout = time.Hour })
+	deadline := time.Now().Add(30 * time.Second)
+	for f.p.activeStage[1].Load() < 4 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := f.p.activeStage[1].Load(); n < 4 {
+		t.Fatalf("%d rollouts in the run stage, want 4", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no grace: cancel everything now
+	start := time.Now()
+	f.p.Shutdown(ctx)
+	if el := time.Since(start); el > 10*time.Second {
+		t.Fatalf("Shutdown took %s", el)
+	}
+	for _, r := range rs {
+		res := f.result(t, r)
+		if res.Status != trajectory.StatusCancelled || res.Failure == nil || res.Failure.Message != "host shutting down" {
+			t.Fatalf("rollout %s: %s %+v, want cancelled by the shutdown", r.ID, res.Status, res.Failure)
+		}
+	}
+}
