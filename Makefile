@@ -141,6 +141,9 @@ REQUIRE_REFS := PRORL_REQUIRE_HARNESSES=1 PRORL_REQUIRE_PYSDK=1 PRORL_REQUIRE_DA
 test: no-built-files deps build image models swe-fixtures mathverify transformers swebench datasets harnesses slurm ui-deps uvicorn vllm
 	@for m in $(GO_MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	@for m in $(GO_MODULES); do echo "go test module $$m"; (cd $$m && $(REQUIRE_REFS) $(GO) test -count=1 -timeout 20m ./...) || exit 1; done
+	@# The packages that read and write bytes by hand, and the store that
+	@# hands them to goccy, under the race detector (and its checkptr).
+	$(GO) test -race -count=1 ./core/store/ ./core/trajectory/ ./core/backend/ ./core/httpc/ ./core/jsonw/
 	$(MAKE) client-test pysdk-test ruff-scripts
 
 # The Python SDK (sdk/python): pip-installed from this checkout into a pinned

@@ -96,3 +96,60 @@ func writes(st *Bolt) int64 {
 	s := st.db.Stats()
 	return s.TxStats.GetWrite()
 }
+
+// BenchmarkBoltOpen: opening a file that holds 10,000 unacknowledged
+// results of a realistic shape (a 400-token prompt, a 60-token answer with
+// its logprobs, two messages), each decoded into the memory view.
+func BenchmarkBoltOpen(b *testing.B) {
+	const n = 10_000
+	path := filepath.Join(b.TempDir(), "s.db")
+	st, err := OpenBolt(path, n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range 64 { // as run workers finish: commits shared
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				r := rand.New(rand.NewSource(int64(i)))
+				res := &trajectory.Result{ID: fmt.Sprintf("r-%016x%08x", i, r.Uint32()), GroupID: "g", Status: trajectory.StatusCompleted, Reward: 1,
+					Messages: []trajectory.Message{{Role: "user", Content: strings.Repeat("What is 17 + 25? ", 20)}, {Role: "assistant", Content: "It is \\boxed{42}."}}}
+				for k := range 460 {
+					res.Tokens.IDs = append(res.Tokens.IDs, r.Intn(150_000))
+					res.Tokens.LossMask = append(res.Tokens.LossMask, int8(k/400))
+					lp := 0.0
+					if k >= 400 {
+						lp = -r.ExpFloat64()
+					}
+					res.Tokens.Logprobs = append(res.Tokens.Logprobs, lp)
+				}
+				res.Tokens.PromptLen = 400
+				if err := st.Finish(res); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st.Close()
+	b.ResetTimer()
+	for range b.N {
+		st, err := OpenBolt(path, n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got := st.Stats().Finished; got != n {
+			b.Fatalf("%d results, want %d", got, n)
+		}
+		st.Close()
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/result")
+}
