@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -334,6 +335,9 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 	genT := make([]float64, len(w.rollouts))
 	startT := make([]float64, len(w.rollouts))
 	slowT := make([]float64, len(w.rollouts))
+	// Context carried to another backend by a rollout's later requests
+	// (PRORL_BENCH_DEBUG): what moves cost in prefill, at most.
+	var movedCtx atomic.Int64
 	var wg sync.WaitGroup
 	order := make([]int, len(w.rollouts))
 	for i := range order {
@@ -365,6 +369,7 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 			startT[i] = time.Since(start).Seconds() / m.TimeScale
 			r := rand.New(rand.NewSource(int64(i)))
 			ids := append([]int(nil), w.prompts[ro.group]...)
+			var prev *backend.Backend
 			for k, t := range ro.turns {
 				seed := int64(i)<<16 | int64(k)
 				// The trainer's priority, as the pipeline passes it (none
@@ -379,6 +384,10 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 						b.Error(err)
 						return
 					}
+					if prev != nil && be != prev {
+						movedCtx.Add(int64(len(ids)))
+					}
+					prev = be
 					t1 := time.Now()
 					res, err := be.Client.Generate(ctx, backend.GenerateRequest{PromptIDs: ids, MaxTokens: want, IgnoreEOS: true, Temperature: 1, Seed: &seed, Priority: prio})
 					end()
@@ -457,7 +466,7 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 		}
 	}
 	if benchDebug {
-		fmt.Printf("DEBUG SUMMARY %s makespan %.0f prefill %.2fM moves %d\n", w.name, makespan, prefill/1e6, moves)
+		fmt.Printf("DEBUG SUMMARY %s makespan %.0f prefill %.2fM moves %d (carrying %.2fM tokens of context)\n", w.name, makespan, prefill/1e6, moves, float64(movedCtx.Load())/1e6)
 	}
 	return utilResult{makespan: makespan, tail: done[len(done)-1] - done[int(0.9*float64(len(done)))-1],
 		util: slotSec / (slots * makespan), hit: cached / math.Max(prompt, 1), generated: gen, moves: moves, evacuations: evacuations,
