@@ -98,8 +98,9 @@ func writes(st *Bolt) int64 {
 }
 
 // BenchmarkBoltOpen: opening a file that holds 10,000 unacknowledged
-// results of a realistic shape (a 400-token prompt, a 60-token answer with
-// its logprobs, two messages), each decoded into the memory view.
+// results of a realistic shape (one turn: a 400-token prompt, a 60-token
+// answer with its logprobs; two messages), each decoded into the memory
+// view.
 func BenchmarkBoltOpen(b *testing.B) {
 	const n = 10_000
 	path := filepath.Join(b.TempDir(), "s.db")
@@ -131,6 +132,7 @@ func BenchmarkBoltOpen(b *testing.B) {
 					res.Tokens.Logprobs = append(res.Tokens.Logprobs, lp)
 				}
 				res.Tokens.PromptLen = 400
+				res.Turns = []trajectory.Turn{{PromptDeltaIDs: res.Tokens.IDs[:400], ResponseIDs: res.Tokens.IDs[400:], Logprobs: res.Tokens.Logprobs[400:], FinishReason: "stop", Backend: "b-1"}}
 				if err := st.Finish(res); err != nil {
 					b.Error(err)
 					return
