@@ -506,11 +506,12 @@ func TestStartOrderLearnedTokens(t *testing.T) {
 
 // TestShutdownCancelsStages: stage contexts are not children of the
 // pipeline's base context, so stopping must reach the stages in flight
-// itself. Rollouts mid-generation (an hour's timeout, tokens at 50 ms)
+// itself. Rollouts mid-generation (an hour's timeout)
 // end cancelled, each reported, and Shutdown returns in its grace time,
-// not the rollouts' timeout.
+// not the rollouts' timeout. Tokens at 250 ms keep all four in the run
+// stage for seconds, however loaded the machine.
 func TestShutdownCancelsStages(t *testing.T) {
-	f := newFixture(t, nil, sim(50*time.Millisecond))
+	f := newFixture(t, nil, sim(250*time.Millisecond))
 	rs := f.submit(t, 4, func(r *Request) { r.Timeout = time.Hour })
 	deadline := time.Now().Add(30 * time.Second)
 	for f.p.activeStage[1].Load() < 4 && time.Now().Before(deadline) {
