@@ -570,14 +570,20 @@ func (p *Pipeline) Snapshot(r *Rollout) *trajectory.Result {
 		SubmittedAt: r.submitted, Metadata: r.Req.Metadata, Turns: []trajectory.Turn{}, Messages: []trajectory.Message{}, Tools: []trajectory.Tool{}}
 }
 
-// Active lists live rollouts.
-func (p *Pipeline) Active() []Summary {
+// live is a snapshot of the live rollouts.
+func (p *Pipeline) live() []*Rollout {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	rs := make([]*Rollout, 0, len(p.active))
 	for _, r := range p.active {
 		rs = append(rs, r)
 	}
-	p.mu.Unlock()
+	return rs
+}
+
+// Active lists live rollouts.
+func (p *Pipeline) Active() []Summary {
+	rs := p.live()
 	out := make([]Summary, 0, len(rs))
 	for _, r := range rs {
 		out = append(out, r.summary())
@@ -613,13 +619,7 @@ func (p *Pipeline) cancelRollout(r *Rollout, reason, why string) {
 // has set its cancel under its lock, which this reads after the stop.
 func (p *Pipeline) stopStages() {
 	p.stop()
-	p.mu.Lock()
-	rs := make([]*Rollout, 0, len(p.active))
-	for _, r := range p.active {
-		rs = append(rs, r)
-	}
-	p.mu.Unlock()
-	for _, r := range rs {
+	for _, r := range p.live() {
 		r.mu.Lock()
 		cancel := r.cancel
 		r.mu.Unlock()
