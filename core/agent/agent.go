@@ -187,7 +187,7 @@ func (rn *Runner) Run(ctx context.Context, ep Episode, gen Generator, backendID 
 	if first != nil {
 		room = len(prompt) + len(first.res.IDs)
 	}
-	if first != nil && cap(prompt)-len(prompt) >= len(first.res.IDs) {
+	if first != nil && cap(prompt) >= room {
 		tk.IDs = prompt // the exchange's own, with room for its answer (ChatGenerator)
 	} else {
 		tk.IDs = append(make([]int, 0, room), prompt...)
