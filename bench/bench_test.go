@@ -260,25 +260,31 @@ func childPID(pid int) int {
 }
 
 func heapBytes(b *testing.B, host string) float64 {
-	return hostMetric(b, host, "go_memstats_heap_inuse_bytes")
+	return hostMetrics(b, host, "go_memstats_heap_inuse_bytes")[0]
 }
 
-// hostMetric is an unlabelled metric's value on the host's /metrics.
-func hostMetric(b *testing.B, host, name string) float64 {
+// hostMetrics are unlabelled metrics' values on the host's /metrics, read
+// in one scrape (0 for one not there).
+func hostMetrics(b *testing.B, host string, names ...string) []float64 {
 	resp, err := http.Get(host + "/metrics")
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
+	out := make([]float64, len(names))
 	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, name+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
+		for i, name := range names {
+			if v, ok := strings.CutPrefix(l, name+" "); ok {
+				out[i], _ = strconv.ParseFloat(v, 64)
+			}
 		}
 	}
-	return 0
+	return out
 }
+
+// allocMetrics are the host's bytes and objects allocated so far.
+var allocMetrics = []string{"go_memstats_alloc_bytes_total", "go_memstats_mallocs_total"}
 
 type row struct {
 	name, measured, target string
@@ -380,13 +386,14 @@ func BenchmarkIssue2Figures(b *testing.B) {
 		const n = 10000
 		pluginPID := childPID(host.cmd.Process.Pid)
 		procs := map[string]int{"host": host.cmd.Process.Pid, "math plugin": pluginPID, "simulator": sim.cmd.Process.Pid, "bench client": os.Getpid()}
+		// Bytes and objects the host allocates: unlike CPU time, not
+		// moved by this VM's speed, so a change's effect shows in one run.
+		// Read before the CPU, so the scrape is not counted in it.
+		allocs0 := hostMetrics(b, host.addr, allocMetrics...)
 		cpu0 := map[string]float64{}
 		for k, pid := range procs {
 			cpu0[k] = cpuSeconds(pid)
 		}
-		// Bytes and objects the host allocates: unlike CPU time, not
-		// moved by this VM's speed, so a change's effect shows in one run.
-		alloc0, mallocs0 := hostMetric(b, host.addr, "go_memstats_alloc_bytes_total"), hostMetric(b, host.addr, "go_memstats_mallocs_total")
 		start := time.Now()
 		ids := submitGroups(b, host.addr, n, groupSize)
 		rs, _ := collect(b, host.addr, 500, len(ids))
@@ -402,7 +409,8 @@ func BenchmarkIssue2Figures(b *testing.B) {
 			used[k] = cpuSeconds(procs[k]) - cpu0[k]
 			rows = append(rows, row{"  CPU of " + k + " (" + label + ")", fmt.Sprintf("%.2f s (%.0f µs/rollout)", used[k], used[k]/n*1e6), "", true})
 		}
-		alloc, mallocs := hostMetric(b, host.addr, "go_memstats_alloc_bytes_total")-alloc0, hostMetric(b, host.addr, "go_memstats_mallocs_total")-mallocs0
+		allocs := hostMetrics(b, host.addr, allocMetrics...)
+		alloc, mallocs := allocs[0]-allocs0[0], allocs[1]-allocs0[1]
 		rows = append(rows, row{"  host allocations (" + label + ")", fmt.Sprintf("%.1f KiB, %.0f objects /rollout", alloc/n/1024, mallocs/n), "", true})
 		hostUS[label] = append(hostUS[label], used["host"]/n*1e6)
 		// The simulator's CPU for the same calls is the yardstick: this
