@@ -52,25 +52,9 @@ func BenchmarkBoltFinishKeys(b *testing.B) {
 					}
 				}
 				w0, c0, t0 := writes(st), st.batches.Load(), cpuTime()
-				next := make(chan string, n)
-				for _, id := range ids {
-					next <- id
-				}
-				close(next)
-				var wg sync.WaitGroup
-				for range 64 {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for id := range next {
-							if err := st.Finish(&trajectory.Result{ID: id, Status: trajectory.StatusCompleted, FinalResponse: text}); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
+				finishAll(b, st, n, func(i int) *trajectory.Result {
+					return &trajectory.Result{ID: ids[i], Status: trajectory.StatusCompleted, FinalResponse: text}
+				})
 				cpu += (cpuTime() - t0).Seconds()
 				pages += float64(writes(st) - w0)
 				commits += float64(st.batches.Load() - c0)
@@ -83,6 +67,30 @@ func BenchmarkBoltFinishKeys(b *testing.B) {
 			b.ReportMetric(float64(b.N*n)/commits, "results/commit")
 		})
 	}
+}
+
+// finishAll finishes results 0..n-1 (made by result) from 64 workers, as
+// a host's run stage does: their commits are shared.
+func finishAll(b *testing.B, st *Bolt, n int, result func(i int) *trajectory.Result) {
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := st.Finish(result(i)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // cpuTime is the process's CPU time so far (user and system).
@@ -108,39 +116,23 @@ func BenchmarkBoltOpen(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	next := make(chan int, n)
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	var wg sync.WaitGroup
-	for range 64 { // as run workers finish: commits shared
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				r := rand.New(rand.NewSource(int64(i)))
-				res := &trajectory.Result{ID: fmt.Sprintf("r-%016x%08x", i, r.Uint32()), GroupID: "g", Status: trajectory.StatusCompleted, Reward: 1,
-					Messages: []trajectory.Message{{Role: "user", Content: strings.Repeat("What is 17 + 25? ", 20)}, {Role: "assistant", Content: "It is \\boxed{42}."}}}
-				for k := range 460 {
-					res.Tokens.IDs = append(res.Tokens.IDs, r.Intn(150_000))
-					res.Tokens.LossMask = append(res.Tokens.LossMask, int8(k/400))
-					lp := 0.0
-					if k >= 400 {
-						lp = -r.ExpFloat64()
-					}
-					res.Tokens.Logprobs = append(res.Tokens.Logprobs, lp)
-				}
-				res.Tokens.PromptLen = 400
-				res.Turns = []trajectory.Turn{{PromptDeltaIDs: res.Tokens.IDs[:400], ResponseIDs: res.Tokens.IDs[400:], Logprobs: res.Tokens.Logprobs[400:], FinishReason: "stop", Backend: "b-1"}}
-				if err := st.Finish(res); err != nil {
-					b.Error(err)
-					return
-				}
+	finishAll(b, st, n, func(i int) *trajectory.Result {
+		r := rand.New(rand.NewSource(int64(i)))
+		res := &trajectory.Result{ID: fmt.Sprintf("r-%016x%08x", i, r.Uint32()), GroupID: "g", Status: trajectory.StatusCompleted, Reward: 1,
+			Messages: []trajectory.Message{{Role: "user", Content: strings.Repeat("What is 17 + 25? ", 20)}, {Role: "assistant", Content: "It is \\boxed{42}."}}}
+		for k := range 460 {
+			res.Tokens.IDs = append(res.Tokens.IDs, r.Intn(150_000))
+			res.Tokens.LossMask = append(res.Tokens.LossMask, int8(k/400))
+			lp := 0.0
+			if k >= 400 {
+				lp = -r.ExpFloat64()
 			}
-		}()
-	}
-	wg.Wait()
+			res.Tokens.Logprobs = append(res.Tokens.Logprobs, lp)
+		}
+		res.Tokens.PromptLen = 400
+		res.Turns = []trajectory.Turn{{PromptDeltaIDs: res.Tokens.IDs[:400], ResponseIDs: res.Tokens.IDs[400:], Logprobs: res.Tokens.Logprobs[400:], FinishReason: "stop", Backend: "b-1"}}
+		return res
+	})
 	st.Close()
 	b.ResetTimer()
 	for range b.N {
