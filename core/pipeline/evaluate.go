@@ -33,7 +33,9 @@ func (p *Pipeline) Evaluate(ctx context.Context, domain string, task json.RawMes
 	if len(prep.Diagnostics) > 0 {
 		return &pb.EvaluateResponse{Diagnostics: prep.Diagnostics}, nil
 	}
-	defer p.release(ro)
+	if plug := p.holder(ro); plug != nil {
+		defer p.release(plug, ro)
+	}
 	if prep.EvalSandbox != nil {
 		if p.d.Sandboxes == nil {
 			return nil, errors.New("the domain evaluates in a sandbox but sandboxes are disabled on this host ([sandbox] driver)")

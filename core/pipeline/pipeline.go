@@ -733,8 +733,8 @@ func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Fail
 		p.d.Log.Debug("rollout ended", "rollout", r.ID, "group", r.Req.GroupID, "domain", r.Req.Domain,
 			"status", st, "reward", res.Reward, "turns", len(res.Turns))
 	}
-	if r.epoch != 0 {
-		go p.release(r)
+	if plug := p.holder(r); plug != nil {
+		go p.release(plug, r)
 	}
 	if r.reserved != nil {
 		go func() {
@@ -745,10 +745,24 @@ func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Fail
 	}
 }
 
-// release frees the plugin's per-rollout state, best effort.
-func (p *Pipeline) release(r *Rollout) {
+// holder is the plugin process that keeps r's per-rollout state, or nil:
+// checked before a goroutine is started for release, as most domains keep
+// none.
+func (p *Pipeline) holder(r *Rollout) *pluginhost.Plugin {
+	if r.epoch == 0 {
+		return nil
+	}
 	plug, ok := p.d.Plugins.Get(r.Req.Domain)
-	if !ok || plug.Epoch() != r.epoch || !plug.Has(sdk.CapRelease) {
+	if !ok || !plug.Has(sdk.CapRelease) || plug.Epoch() != r.epoch {
+		return nil
+	}
+	return plug
+}
+
+// release frees plug's per-rollout state for r, best effort; not on a
+// process started since (a crash took that state).
+func (p *Pipeline) release(plug *pluginhost.Plugin, r *Rollout) {
+	if plug.Epoch() != r.epoch {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
