@@ -67,10 +67,12 @@ type Bolt struct {
 
 	// Commits finish out of order; results are published strictly in
 	// sequence order, or a reader paging with since= would step past one
-	// that committed late and never see it.
+	// that committed late and never see it. A Finish whose result waits for
+	// an earlier one is woken once, by the publish that passes it (a
+	// broadcast woke every waiter at every publish: 3.3 wakeups a result).
 	pubMu     sync.Mutex
-	pubCond   *sync.Cond // signalled when published advances
 	published uint64
+	waiting   map[uint64]chan struct{}      // closed when published reaches the key
 	held      map[uint64]*trajectory.Result // nil: that number's commit failed
 
 	// A write the file refused (read-only, full disk, I/O error) puts the
@@ -85,7 +87,7 @@ type Bolt struct {
 
 	// Results are committed by one goroutine in batches (commitLoop);
 	// closeMu and closed keep Finish from sending once Close began.
-	commits  chan commitReq
+	commits  chan *commitReq
 	loopDone chan struct{}
 	closeMu  sync.RWMutex
 	closed   bool
@@ -111,6 +113,9 @@ const resultBatchMax = 1000
 type commitReq struct {
 	r    *trajectory.Result
 	done chan error
+	// Set by commitLoop before done is sent.
+	published bool
+	dropped   []*trajectory.Result
 }
 
 // maxUnwritten bounds the results held in memory during a fault: new
@@ -125,8 +130,7 @@ func OpenBolt(path string, retention int) (*Bolt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w (is another host using it?)", path, err)
 	}
-	b := &Bolt{db: db, mem: NewMemory(retention), held: map[uint64]*trajectory.Result{}}
-	b.pubCond = sync.NewCond(&b.pubMu)
+	b := &Bolt{db: db, mem: NewMemory(retention), held: map[uint64]*trajectory.Result{}, waiting: map[uint64]chan struct{}{}}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bPending, bResults, bIndex, bIdem, bMeta} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
@@ -152,17 +156,20 @@ func OpenBolt(path string, retention int) (*Bolt, error) {
 	}
 	b.mem.seq = b.seq
 	b.published = b.seq
-	b.commits, b.loopDone, b.stop = make(chan commitReq, resultBatchMax), make(chan struct{}), make(chan struct{})
+	b.commits, b.loopDone, b.stop = make(chan *commitReq, resultBatchMax), make(chan struct{}), make(chan struct{})
 	go b.commitLoop()
 	return b, nil
 }
 
 // commitLoop commits the results sent to it, those arriving within
-// resultBatchDelay of a batch's first together, until Close.
+// resultBatchDelay of a batch's first together, until Close. It publishes
+// what it committed before it answers, so a Finish woken by its answer
+// finds its result visible unless an earlier one is still on its way: one
+// wakeup a result, not two.
 func (b *Bolt) commitLoop() {
 	defer close(b.loopDone)
 	for first := range b.commits {
-		batch := []commitReq{first}
+		batch := []*commitReq{first}
 		t := time.NewTimer(resultBatchDelay)
 	fill:
 		for len(batch) < resultBatchMax {
@@ -187,27 +194,40 @@ func (b *Bolt) commitLoop() {
 			// As db.Batch does: each on its own, so one result the file
 			// refuses does not fail the others.
 			for _, c := range batch {
-				c.done <- b.db.Update(func(tx *bolt.Tx) error { return writeTx(tx, []*trajectory.Result{c.r}) })
+				c.answer(b, b.db.Update(func(tx *bolt.Tx) error { return writeTx(tx, []*trajectory.Result{c.r}) }))
 			}
 			continue
 		}
 		for _, c := range batch {
-			c.done <- err
+			c.answer(b, err)
 		}
 	}
 }
 
-// commit writes r in the next batch and waits for it.
-func (b *Bolt) commit(r *trajectory.Result) error {
-	done := make(chan error, 1)
+// answer publishes c's result if it was written, then wakes its Finish.
+func (c *commitReq) answer(b *Bolt, err error) {
+	if err == nil {
+		b.pubMu.Lock()
+		c.dropped = b.publishLocked(c.r.Seq, c.r)
+		b.pubMu.Unlock()
+		c.published = true
+	}
+	c.done <- err
+}
+
+// commit writes r in the next batch and waits for it; on success r is
+// published, and the results the retention limit then let go of returned.
+func (b *Bolt) commit(r *trajectory.Result) (published bool, dropped []*trajectory.Result, err error) {
+	c := &commitReq{r: r, done: make(chan error, 1)}
 	b.closeMu.RLock()
 	if b.closed {
 		b.closeMu.RUnlock()
-		return errClosed
+		return false, nil, errClosed
 	}
-	b.commits <- commitReq{r: r, done: done}
+	b.commits <- c
 	b.closeMu.RUnlock()
-	return <-done
+	err = <-c.done
+	return c.published, c.dropped, err
 }
 
 var errClosed = errors.New("store closed")
@@ -300,10 +320,11 @@ func (b *Bolt) Finish(r *trajectory.Result) error {
 	b.faultMu.Lock()
 	faulted := b.fault != nil
 	b.faultMu.Unlock()
+	published, dropped := false, []*trajectory.Result(nil)
 	if faulted {
 		err = errFault
 	} else {
-		err = b.commit(r)
+		published, dropped, err = b.commit(r)
 	}
 	if err != nil {
 		// Held, not lost: visible now, written when the file takes writes
@@ -314,15 +335,23 @@ func (b *Bolt) Finish(r *trajectory.Result) error {
 			return fmt.Errorf("store result %s: %w", r.ID, herr)
 		}
 	}
-	b.publish(seq, r)
+	if !published {
+		b.publish(seq, r)
+	} else if len(dropped) > 0 {
+		b.forget(dropped) // the retention limit, on disk too
+	}
 	// Return only once the result is visible: a caller that then tells
 	// waiters the rollout is done must not have them find nothing. Earlier
 	// numbers are committing now (or fail and are skipped), so this is short.
 	b.pubMu.Lock()
-	for b.published < seq {
-		b.pubCond.Wait()
+	if b.published >= seq {
+		b.pubMu.Unlock()
+		return nil
 	}
+	ch := make(chan struct{})
+	b.waiting[seq] = ch
 	b.pubMu.Unlock()
+	<-ch
 	return nil
 }
 
@@ -464,23 +493,31 @@ func (b *Bolt) Held() int {
 // publish makes committed results visible in sequence order.
 func (b *Bolt) publish(seq uint64, r *trajectory.Result) {
 	b.pubMu.Lock()
+	dropped := b.publishLocked(seq, r)
+	b.pubMu.Unlock()
+	if len(dropped) > 0 {
+		b.forget(dropped) // the retention limit, on disk too
+	}
+}
+
+// publishLocked is publish under pubMu; it returns the results the
+// retention limit let go of, for the caller to forget once unlocked.
+func (b *Bolt) publishLocked(seq uint64, r *trajectory.Result) (dropped []*trajectory.Result) {
 	b.held[seq] = r
-	var dropped []*trajectory.Result
 	for {
 		next, ok := b.held[b.published+1]
 		if !ok {
-			break
+			return dropped
 		}
 		delete(b.held, b.published+1)
 		b.published++
 		if next != nil {
 			dropped = append(dropped, b.mem.add(next)...)
 		}
-	}
-	b.pubCond.Broadcast()
-	b.pubMu.Unlock()
-	if len(dropped) > 0 {
-		b.forget(dropped) // the retention limit, on disk too
+		if ch, ok := b.waiting[b.published]; ok { // after add: visible when woken
+			close(ch)
+			delete(b.waiting, b.published)
+		}
 	}
 }
 
