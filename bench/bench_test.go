@@ -234,15 +234,48 @@ func rssKiB(pid int) float64 {
 
 // cpuSeconds is a process's user+system CPU time from /proc.
 func cpuSeconds(pid int) float64 {
+	user, sys := cpuModes(pid)
+	return user + sys
+}
+
+// cpuModes is a process's CPU seconds in user and in kernel mode.
+func cpuModes(pid int) (user, sys float64) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
 	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ
+	kt, _ := strconv.ParseFloat(f[12], 64)
+	return ut / 100, kt / 100 // USER_HZ
+}
+
+// procStat is what /proc says a process has used: CPU seconds in user and
+// kernel mode, read and write system calls, and its threads' voluntary
+// (blocked) and involuntary context switches. Calls and switches, unlike
+// CPU time, do not swing with this VM's speed.
+type procStat struct{ user, sys, reads, writes, waits, preempts float64 }
+
+func readProc(pid int) procStat {
+	var st procStat
+	st.user, st.sys = cpuModes(pid)
+	fields := func(path string, into map[string]*float64) {
+		b, _ := os.ReadFile(path)
+		for _, l := range strings.Split(string(b), "\n") {
+			k, v, _ := strings.Cut(l, ":")
+			if p := into[k]; p != nil {
+				n, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				*p += n
+			}
+		}
+	}
+	fields(fmt.Sprintf("/proc/%d/io", pid), map[string]*float64{"syscr": &st.reads, "syscw": &st.writes})
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	for _, t := range tasks {
+		fields(t, map[string]*float64{"voluntary_ctxt_switches": &st.waits, "nonvoluntary_ctxt_switches": &st.preempts})
+	}
+	return st
 }
 
 // childPID finds the first child of pid (the host's plugin process), which
@@ -390,6 +423,7 @@ func BenchmarkIssue2Figures(b *testing.B) {
 		// moved by this VM's speed, so a change's effect shows in one run.
 		// Read before the CPU, so the scrape is not counted in it.
 		allocs0 := hostMetrics(b, host.addr, allocMetrics...)
+		proc0 := readProc(host.cmd.Process.Pid)
 		cpu0 := map[string]float64{}
 		for k, pid := range procs {
 			cpu0[k] = cpuSeconds(pid)
@@ -409,6 +443,11 @@ func BenchmarkIssue2Figures(b *testing.B) {
 			used[k] = cpuSeconds(procs[k]) - cpu0[k]
 			rows = append(rows, row{"  CPU of " + k + " (" + label + ")", fmt.Sprintf("%.2f s (%.0f µs/rollout)", used[k], used[k]/n*1e6), "", true})
 		}
+		proc := readProc(host.cmd.Process.Pid)
+		rows = append(rows, row{"  host user / kernel CPU, calls, switches (" + label + ")",
+			fmt.Sprintf("%.0f / %.0f µs, %.1f reads %.1f writes, %.1f blocked %.1f preempted /rollout",
+				(proc.user-proc0.user)/n*1e6, (proc.sys-proc0.sys)/n*1e6, (proc.reads-proc0.reads)/n,
+				(proc.writes-proc0.writes)/n, (proc.waits-proc0.waits)/n, (proc.preempts-proc0.preempts)/n), "", true})
 		allocs := hostMetrics(b, host.addr, allocMetrics...)
 		alloc, mallocs := allocs[0]-allocs0[0], allocs[1]-allocs0[1]
 		rows = append(rows, row{"  host allocations (" + label + ")", fmt.Sprintf("%.1f KiB, %.0f objects /rollout", alloc/n/1024, mallocs/n), "", true})
