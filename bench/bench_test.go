@@ -222,14 +222,22 @@ func pct(xs []float64, p float64) float64 {
 }
 
 func rssKiB(pid int) float64 {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	var kib float64
+	procFields(fmt.Sprintf("/proc/%d/status", pid), map[string]*float64{"VmRSS": &kib})
+	return kib
+}
+
+// procFields adds to each of into's numbers the value of its key in a
+// /proc file of "key: value [unit]" lines (status, io).
+func procFields(path string, into map[string]*float64) {
+	b, _ := os.ReadFile(path)
 	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
-			v, _ := strconv.ParseFloat(f[1], 64)
-			return v
+		k, v, _ := strings.Cut(l, ":")
+		if p, f := into[k], strings.Fields(v); p != nil && len(f) > 0 {
+			n, _ := strconv.ParseFloat(f[0], 64)
+			*p += n
 		}
 	}
-	return 0
 }
 
 // cpuSeconds is a process's user+system CPU time from /proc.
@@ -260,20 +268,10 @@ type procStat struct{ user, sys, reads, writes, waits, preempts float64 }
 func readProc(pid int) procStat {
 	var st procStat
 	st.user, st.sys = cpuModes(pid)
-	fields := func(path string, into map[string]*float64) {
-		b, _ := os.ReadFile(path)
-		for _, l := range strings.Split(string(b), "\n") {
-			k, v, _ := strings.Cut(l, ":")
-			if p := into[k]; p != nil {
-				n, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				*p += n
-			}
-		}
-	}
-	fields(fmt.Sprintf("/proc/%d/io", pid), map[string]*float64{"syscr": &st.reads, "syscw": &st.writes})
+	procFields(fmt.Sprintf("/proc/%d/io", pid), map[string]*float64{"syscr": &st.reads, "syscw": &st.writes})
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
 	for _, t := range tasks {
-		fields(t, map[string]*float64{"voluntary_ctxt_switches": &st.waits, "nonvoluntary_ctxt_switches": &st.preempts})
+		procFields(t, map[string]*float64{"voluntary_ctxt_switches": &st.waits, "nonvoluntary_ctxt_switches": &st.preempts})
 	}
 	return st
 }
