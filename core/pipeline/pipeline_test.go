@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -532,5 +533,58 @@ func TestShutdownCancelsStages(t *testing.T) {
 		if res.Status != trajectory.StatusCancelled || res.Failure == nil || res.Failure.Message != "host shutting down" {
 			t.Fatalf("rollout %s: %s %+v, want cancelled by the shutdown", r.ID, res.Status, res.Failure)
 		}
+	}
+}
+
+// TestStageBounds: each stage holds at most its workers, at most its queue
+// wait having left the stage before, and beyond that a rollout waits
+// holding its init slot, so later ones stay queued for init (no sandbox,
+// no plugin call for a rollout that cannot run). Tokens at a second keep
+// the run stage full for the whole check; the rollouts are cancelled
+// after, each reported with the stage it was in or waiting for.
+func TestStageBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		init, run, runQueue  int
+		n                    int
+		wantInitQ, wantRunQ  int
+		wantInStage, waitRun int // in the run stage; waiting for it holding an init slot
+	}{
+		{name: "queue then backpressure", init: 2, run: 1, runQueue: 1, n: 8, wantInitQ: 4, wantRunQ: 1, wantInStage: 1, waitRun: 2},
+		{name: "wider", init: 4, run: 2, runQueue: 3, n: 12, wantInitQ: 3, wantRunQ: 3, wantInStage: 2, waitRun: 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(c *config.Config) {
+				c.Pipeline.InitWorkers, c.Pipeline.RunWorkers, c.Pipeline.RunQueue = tc.init, tc.run, tc.runQueue
+			}, sim(time.Second))
+			rs := f.submit(t, tc.n, func(r *Request) { r.Timeout = time.Hour })
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				st := f.p.Stats()
+				if st.ActiveRun > tc.run || st.RunQueue > tc.runQueue || st.ActiveInit > tc.init {
+					t.Fatalf("over a bound: %+v", st)
+				}
+				if st.ActiveRun == tc.wantInStage && st.RunQueue == tc.wantRunQ && st.InitQueue == tc.wantInitQ {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("stats %+v, want %d running, %d queued for run, %d queued for init", st, tc.wantInStage, tc.wantRunQ, tc.wantInitQ)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			f.p.CancelWhere(func(*Rollout) bool { return true }, "checked")
+			stages := map[string]int{}
+			for _, r := range rs {
+				res := f.result(t, r)
+				if res.Status != trajectory.StatusCancelled || res.Failure == nil || res.Failure.Message != "checked" {
+					t.Fatalf("rollout %s: %s %+v", r.ID, res.Status, res.Failure)
+				}
+				stages[res.Failure.Stage]++
+			}
+			want := map[string]int{trajectory.StageInit: tc.wantInitQ, trajectory.StageRun: tc.wantInStage + tc.wantRunQ + tc.waitRun}
+			if !maps.Equal(stages, want) {
+				t.Fatalf("cancelled in stages %v, want %v", stages, want)
+			}
+		})
 	}
 }
