@@ -191,6 +191,21 @@ func dec(n int) int {
 // match, leftmost-first, like Rust's find_iter and JavaScript's matchAll.
 // An empty match advances by one character.
 func (re *Regexp) FindAll(s string, f func(start, end int)) {
+	if re.fast != nil {
+		// Its patterns never match empty.
+		for pos := 0; pos < len(s); {
+			if end := re.fast(s, pos); end > pos {
+				f(pos, end)
+				pos = end
+			} else if s[pos] < utf8.RuneSelf {
+				pos++
+			} else {
+				_, size := utf8.DecodeRuneInString(s[pos:])
+				pos += size
+			}
+		}
+		return
+	}
 	m := matcher{s: s}
 	for pos := 0; pos <= len(s); {
 		m.steps = 0

@@ -47,6 +47,7 @@ type Regexp struct {
 	src   string
 	prog  []*node
 	first firstInfo
+	fast  func(s string, i int) int // a hand-written matcher for this pattern (fast.go), or nil
 }
 
 // String returns the source pattern.
@@ -63,7 +64,9 @@ func Compile(pattern string) (*Regexp, error) {
 		return nil, fmt.Errorf("regex %q: unexpected %q at offset %d", pattern, p.src[p.pos], p.pos)
 	}
 	annotate(alt)
-	return &Regexp{src: pattern, prog: alt, first: seqFirst(alt)}, nil
+	re := &Regexp{src: pattern, prog: alt, first: seqFirst(alt)}
+	re.fast = fastMatchers[pattern]
+	return re, nil
 }
 
 // MustCompile is Compile that panics; for patterns fixed in code.

@@ -2,6 +2,7 @@ package regex
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -96,6 +97,39 @@ func FuzzAgainstReference(f *testing.F) {
 			got, want := ourFindAll(p.ours, in), refFindAll(p.ref, in)
 			if strings.Join(got, "\x00") != strings.Join(want, "\x00") {
 				t.Fatalf("%s on %q:\ngot  %q\nwant %q", p.ours, in, got, want)
+			}
+		}
+	})
+}
+
+// fastInputs are the cases the hand-written matcher decides itself.
+var fastInputs = []string{
+	"'ſ 'ſt 'LL 'Re 'rE 'VE 'D 'x ''s '", " \t\n x", "\u3000\u3000x\u3000", "a\xffb \xff\xfe!", " !", "\t!", "\r\nabc",
+	"x \u00a0y", "12345 ١٢٣٤ Ⅻ ½", "e\u0301t\u0308 \u0301", "a  \n", " \n \n  ", "\u2028x", "\u0085y", "x\r", "'\u212a",
+	"\xe3\x80 a", "  \xe3\x80\x80", "?!\r\n\r\nx", " ?? \n", "\x00\x1f a", "'",
+}
+
+// FuzzFastAgainstGeneral checks the hand-written matchers against the
+// general one (itself checked against regexp2 above) on any bytes.
+func FuzzFastAgainstGeneral(f *testing.F) {
+	for _, in := range append(slices.Clone(inputs), fastInputs...) {
+		f.Add(in)
+	}
+	type pair struct{ fast, general *Regexp }
+	var pairs []pair
+	for pat := range fastMatchers {
+		fast, general := MustCompile(pat), MustCompile(pat)
+		general.fast = nil
+		if fast.fast == nil {
+			f.Fatalf("%q: no fast matcher", pat)
+		}
+		pairs = append(pairs, pair{fast, general})
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		for _, p := range pairs {
+			got, want := ourFindAll(p.fast, in), ourFindAll(p.general, in)
+			if strings.Join(got, "\x00") != strings.Join(want, "\x00") {
+				t.Fatalf("%s on %q:\ngot  %q\nwant %q", p.fast, in, got, want)
 			}
 		}
 	})
