@@ -1,6 +1,7 @@
 package regex
 
 import (
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -15,11 +16,15 @@ var fastMatchers = map[string]func(s string, i int) int{
 	cl100kQwen:       cl100k{digits: 1}.match,
 	cl100kLlama3:     cl100k{digits: 3}.match,
 	deepSeek3Pattern: deepSeek3,
+	o200kPattern:     o200k,
+	gpt2Pattern:      gpt2,
 }
 
 const (
 	cl100kQwen       = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	cl100kLlama3     = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	o200kPattern     = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	gpt2Pattern      = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
 	deepSeek3Pattern = "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"
 )
 
@@ -31,6 +36,8 @@ const (
 	cMark               // \p{M}
 	cPunct              // \p{P}
 	cSymbol             // \p{S}
+	cUpper              // \p{Lu}, \p{Lt}
+	cLower              // \p{Ll}
 
 	cl100kClasses = cLetter | cNumber | cSpace
 )
@@ -61,6 +68,12 @@ func classOf(r rune) uint8 {
 	}
 	if unicode.Is(unicode.S, r) {
 		c |= cSymbol
+	}
+	if unicode.Is(unicode.Lu, r) || unicode.Is(unicode.Lt, r) {
+		c |= cUpper
+	}
+	if unicode.Is(unicode.Ll, r) {
+		c |= cLower
 	}
 	return c
 }
@@ -131,21 +144,9 @@ func (p cl100k) match(s string, i int) int {
 		return -1
 	}
 	r, size, class := at(s, i)
-	if r == '\'' && i+1 < len(s) {
-		r1, n1, _ := at(s, i+1)
-		var second rune // of 're', 've', 'll'
-		switch foldASCII(r1) {
-		case 's', 't', 'm', 'd':
-			return i + 1 + n1
-		case 'r', 'v':
-			second = 'e'
-		case 'l':
-			second = 'l'
-		}
-		if j := i + 1 + n1; second != 0 && j < len(s) {
-			if r2, n2, _ := at(s, j); foldASCII(r2) == second {
-				return j + n2
-			}
+	if r == '\'' {
+		if end := contraction(s, i, true); end > 0 {
+			return end
 		}
 	}
 	switch {
@@ -163,11 +164,11 @@ func (p cl100k) match(s string, i int) int {
 		}
 	}
 	if class&cl100kClasses == 0 {
-		return punctuation(s, i, cl100kClasses, 0)
+		return punctuation(s, i, cl100kClasses, 0, "\r\n")
 	}
 	if r == ' ' && j < len(s) {
 		if _, _, c := at(s, j); c&cl100kClasses == 0 {
-			return punctuation(s, j, cl100kClasses, 0)
+			return punctuation(s, j, cl100kClasses, 0, "\r\n")
 		}
 	}
 	return whitespace(s, i)
@@ -192,10 +193,10 @@ func whitespace(s string, i int) int {
 	return end
 }
 
-// punctuation matches a run of characters then [\r\n]* at i, whose first
-// character is in the run: with in 0, characters with no class of out
-// ([^\s\p{L}\p{N}]+); else those with a class of in ([\p{P}\p{S}]+).
-func punctuation(s string, i int, out, in uint8) int {
+// punctuation matches a run of characters then any of trail at i, whose
+// first character is in the run: with in 0, characters with no class of
+// out ([^\s\p{L}\p{N}]+); else those with a class of in ([\p{P}\p{S}]+).
+func punctuation(s string, i int, out, in uint8, trail string) int {
 	if in != 0 {
 		i = run(s, i, in, -1)
 	}
@@ -206,7 +207,7 @@ func punctuation(s string, i int, out, in uint8) int {
 		}
 		i += size
 	}
-	for i < len(s) && (s[i] == '\r' || s[i] == '\n') {
+	for i < len(s) && strings.IndexByte(trail, s[i]) >= 0 {
 		i++
 	}
 	return i
@@ -243,11 +244,11 @@ func deepSeek3(s string, i int) int {
 		}
 	}
 	if class&punct != 0 {
-		return punctuation(s, i, 0, punct)
+		return punctuation(s, i, 0, punct, "\r\n")
 	}
 	if r == ' ' && j < len(s) {
 		if _, _, c := at(s, j); c&punct != 0 {
-			return punctuation(s, j, 0, punct)
+			return punctuation(s, j, 0, punct, "\r\n")
 		}
 	}
 	if class&cSpace != 0 {
@@ -257,3 +258,191 @@ func deepSeek3(s string, i int) int {
 }
 
 func isASCIILetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+
+// contraction matches 's|'t|'re|'ve|'m|'ll|'d at i, case folded if fold
+// (as (?i:...) does: 'ſ matches 's), or returns -1.
+func contraction(s string, i int, fold bool) int {
+	if i+1 >= len(s) || s[i] != '\'' {
+		return -1
+	}
+	lower := func(r rune) rune {
+		if fold {
+			return foldASCII(r)
+		}
+		return r
+	}
+	r1, n1, _ := at(s, i+1)
+	var second rune // of 're', 've', 'll'
+	switch lower(r1) {
+	case 's', 't', 'm', 'd':
+		return i + 1 + n1
+	case 'r', 'v':
+		second = 'e'
+	case 'l':
+		second = 'l'
+	}
+	if j := i + 1 + n1; second != 0 && j < len(s) {
+		if r2, n2, _ := at(s, j); lower(r2) == second {
+			return j + n2
+		}
+	}
+	return -1
+}
+
+// o200k matches tiktoken's o200k pattern (GPT-4o, gpt-oss):
+//
+//	[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+//	[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+//	\p{N}{1,3}
+//	 ?[^\s\p{L}\p{N}]+[\r\n/]*
+//	\s*[\r\n]+|\s+(?!\S)|\s+
+//
+// A word is a run of upper-case letters (U) then lower-case ones (W);
+// modifier and other letters and marks are both.
+func o200k(s string, i int) int {
+	if i >= len(s) {
+		return -1
+	}
+	r, size, class := at(s, i)
+	j := i + size
+	prefix := r != '\r' && r != '\n' && class&(cLetter|cNumber) == 0 && j < len(s)
+	for _, word := range []func(string, int) int{upperLower, upperRun} {
+		if prefix {
+			if end := word(s, j); end >= 0 {
+				return end
+			}
+		}
+		if end := word(s, i); end >= 0 {
+			return end
+		}
+	}
+	if class&cNumber != 0 {
+		return run(s, i, cNumber, 3)
+	}
+	if class&cl100kClasses == 0 {
+		return punctuation(s, i, cl100kClasses, 0, "\r\n/")
+	}
+	if r == ' ' && j < len(s) {
+		if _, _, c := at(s, j); c&cl100kClasses == 0 {
+			return punctuation(s, j, cl100kClasses, 0, "\r\n/")
+		}
+	}
+	if class&cSpace != 0 {
+		return whitespace(s, i)
+	}
+	return -1
+}
+
+func isUpperish(c uint8) bool { return c&(cLetter|cMark) != 0 && c&cLower == 0 }
+func isLowerish(c uint8) bool { return c&(cLetter|cMark) != 0 && c&cUpper == 0 }
+
+// upperLower matches U*W+ then an optional contraction at i, or returns -1.
+// U* takes all it can and gives back until W+ can start: at the first
+// character after the U run if it is W, else at the last W inside it,
+// where W+ then ends (what follows it is U only).
+func upperLower(s string, i int) int {
+	lastW, q := -1, i
+	for q < len(s) {
+		_, size, c := at(s, q)
+		if !isUpperish(c) {
+			break
+		}
+		if isLowerish(c) {
+			lastW = q
+		}
+		q += size
+	}
+	end := -1
+	if q < len(s) {
+		if _, _, c := at(s, q); isLowerish(c) {
+			end = lowerRun(s, q)
+		}
+	}
+	if end < 0 {
+		if lastW < 0 {
+			return -1
+		}
+		_, size, _ := at(s, lastW)
+		end = lastW + size
+	}
+	return withContraction(s, end)
+}
+
+// upperRun matches U+W* then an optional contraction at i, or returns -1.
+func upperRun(s string, i int) int {
+	q := i
+	for q < len(s) {
+		_, size, c := at(s, q)
+		if !isUpperish(c) {
+			break
+		}
+		q += size
+	}
+	if q == i {
+		return -1
+	}
+	return withContraction(s, lowerRun(s, q))
+}
+
+func lowerRun(s string, i int) int {
+	for i < len(s) {
+		_, size, c := at(s, i)
+		if !isLowerish(c) {
+			break
+		}
+		i += size
+	}
+	return i
+}
+
+func withContraction(s string, end int) int {
+	if e := contraction(s, end, true); e > 0 {
+		return e
+	}
+	return end
+}
+
+// gpt2 matches GPT-2's pattern (ByteLevel's own split):
+//
+//	's|'t|'re|'ve|'m|'ll|'d         a contraction, case-sensitive
+//	 ?\p{L}+| ?\p{N}+               letters, digits, after an optional space
+//	 ?[^\s\p{L}\p{N}]+             punctuation, after an optional space
+//	\s+(?!\S)|\s+                   whitespace, but its last before a non-space
+func gpt2(s string, i int) int {
+	if end := contraction(s, i, false); end > 0 {
+		return end
+	}
+	if i >= len(s) {
+		return -1
+	}
+	r, size, class := at(s, i)
+	start, c := i, class
+	if j := i + size; r == ' ' && j < len(s) {
+		if _, _, next := at(s, j); next&cSpace == 0 {
+			start, c = j, next
+		}
+	}
+	switch {
+	case c&cLetter != 0:
+		return run(s, start, cLetter, -1)
+	case c&cNumber != 0:
+		return run(s, start, cNumber, -1)
+	case c&cl100kClasses == 0:
+		for start < len(s) {
+			_, size, c := at(s, start)
+			if c&cl100kClasses != 0 {
+				break
+			}
+			start += size
+		}
+		return start
+	}
+	end := run(s, i, cSpace, -1)
+	if end == len(s) {
+		return end
+	}
+	if _, last := utf8.DecodeLastRuneInString(s[:end]); end-last > i {
+		return end - last
+	}
+	return end
+}

@@ -2,6 +2,7 @@ package regex
 
 import (
 	"fmt"
+	"math/rand"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ var patterns = map[string]string{
 	"ds3-num":  `\p{N}{1,3}`,
 	"ds3-cjk":  "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
 	"ds3-main": "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+	"o200k":    `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`,
 	"lazy":     `a+?b|(?:ab)+c|(?:x|y){2,3}z|\d*?q|(?=x)`,
 }
 
@@ -58,7 +60,10 @@ func TestAgainstBacktrackingReference(t *testing.T) {
 	for name, pat := range patterns {
 		ours := MustCompile(pat)
 		ref := reference(t, pat)
-		for _, in := range inputs {
+		for _, in := range append(slices.Clone(inputs), fastInputs...) {
+			if !utf8.ValidString(in) {
+				continue // regexp2 reads runes
+			}
 			t.Run(fmt.Sprintf("%s/%q", name, in), func(t *testing.T) {
 				got, want := ourFindAll(ours, in), refFindAll(ref, in)
 				if strings.Join(got, "\x00") != strings.Join(want, "\x00") {
@@ -107,6 +112,8 @@ var fastInputs = []string{
 	"'ſ 'ſt 'LL 'Re 'rE 'VE 'D 'x ''s '", " \t\n x", "\u3000\u3000x\u3000", "a\xffb \xff\xfe!", " !", "\t!", "\r\nabc",
 	"x \u00a0y", "12345 ١٢٣٤ Ⅻ ½", "e\u0301t\u0308 \u0301", "a  \n", " \n \n  ", "\u2028x", "\u0085y", "x\r", "'\u212a",
 	"\xe3\x80 a", "  \xe3\x80\x80", "?!\r\n\r\nx", " ?? \n", "\x00\x1f a", "'",
+	"HTMLParser's XMLHttpRequest iPhone McDONALD'S ǅungla ǈx", "ʰaʰ Aʰb Ǆ\u0301x \u0301a a\u0301B", " /path//to/ ,/\r\n",
+	"'s's 'Sx 'l 'll 'LL'", "ŉ ﬁ ǅ ᾈ", "ＡＢｃ", "\u0300\u0300", "a\u0300", " \u0300x", "\t\u0300",
 }
 
 // FuzzFastAgainstGeneral checks the hand-written matchers against the
@@ -133,4 +140,27 @@ func FuzzFastAgainstGeneral(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFastAgainstGeneralDense compares the hand-written matchers with the
+// general one on strings drawn from the characters their alternatives
+// tell apart, denser in the hard cases than random bytes are.
+func TestFastAgainstGeneralDense(t *testing.T) {
+	alphabet := []string{"a", "Z", "s", "S", "ſ", "l", "L", "e", "E", "r", "v", "t", "m", "d", "'", "ǅ", "ʰ", "中", "ひ", "\u0301", "\u20dd",
+		"٣", "7", "Ⅻ", " ", "  ", "\t", "\r", "\n", "\u00a0", "\u3000", "/", "!", ".", "$", "€", "_", "\x00", "\xff", "\xe3\x80"}
+	r := rand.New(rand.NewSource(34))
+	for pat := range fastMatchers {
+		fast, general := MustCompile(pat), MustCompile(pat)
+		general.fast = nil
+		for range 20000 {
+			var b strings.Builder
+			for range r.Intn(12) {
+				b.WriteString(alphabet[r.Intn(len(alphabet))])
+			}
+			in := b.String()
+			if got, want := ourFindAll(fast, in), ourFindAll(general, in); strings.Join(got, "\x00") != strings.Join(want, "\x00") {
+				t.Fatalf("%s on %q:\ngot  %q\nwant %q", pat, in, got, want)
+			}
+		}
+	}
 }
