@@ -408,7 +408,10 @@ func BenchmarkIssue2Figures(b *testing.B) {
 		}
 		args := []string{"serve", "--config", cfgPath}
 		profDriver := cmp.Or(os.Getenv("PRORL_BENCH_CPUPROFILE_DRIVER"), "bbolt")
-		if p := os.Getenv("PRORL_BENCH_CPUPROFILE"); p != "" && label == profDriver {
+		if p := os.Getenv("PRORL_BENCH_CPUPROFILE"); p != "" && (label == profDriver || profDriver == "all") {
+			if profDriver == "all" { // one profile a run: DRIVER@B runs compared in one VM state
+				p = fmt.Sprintf("%s.%s.%d", p, strings.NewReplacer("@", "-", "+", "-").Replace(label), len(hostUS[label]))
+			}
 			args = append(args, "--cpuprofile", p) // written when the host stops gracefully
 		}
 		host := spawnArgv(b, "prorl-host", append([]string{hostBin}, args...))
