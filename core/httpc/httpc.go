@@ -89,7 +89,8 @@ func split(url string) (host, target string, ok bool) {
 // Post sends body to url with contentType and appends the answer's body to
 // out (at most limit bytes). It returns the status; a non-2xx status is not
 // an error. A request that fails on a reused connection before any answer
-// came is sent once more on a new one: the server closed it while idle.
+// came is sent once more on a new one: the server closed it while idle
+// (and the other idle ones to it are dropped).
 func (c *Client) Post(ctx context.Context, url, contentType string, body []byte, out *bytes.Buffer, limit int64) (int, error) {
 	host, target, ok := split(url)
 	if !ok {
@@ -105,7 +106,14 @@ func (c *Client) Post(ctx context.Context, url, contentType string, body []byte,
 	head := c.header(host, target, contentType, len(body))
 	defer putHead(head)
 	for attempt := 0; ; attempt++ {
-		cn, reused, err := c.get(ctx, addr)
+		var cn *conn
+		var reused bool
+		var err error
+		if attempt == 0 {
+			cn, reused, err = c.get(ctx, addr)
+		} else {
+			cn, err = c.dial(ctx, addr)
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -127,6 +135,21 @@ func (c *Client) Post(ctx context.Context, url, contentType string, body []byte,
 		if !reused || started || attempt > 0 {
 			return 0, err
 		}
+		// The server closed it while idle (its keep-alive timeout, or a
+		// restart), so it closed those idle longer too: the pool keeps the
+		// most recently used on top. Sent again on a new connection.
+		c.dropIdle(addr)
+	}
+}
+
+// dropIdle closes the idle connections to addr.
+func (c *Client) dropIdle(addr string) {
+	c.mu.Lock()
+	cs := c.idle[addr]
+	delete(c.idle, addr)
+	c.mu.Unlock()
+	for _, cn := range cs {
+		cn.nc.Close()
 	}
 }
 
@@ -172,11 +195,17 @@ func (c *Client) get(ctx context.Context, addr string) (*conn, bool, error) {
 		cn.nc.Close()
 	}
 	c.mu.Unlock()
+	cn, err := c.dial(ctx, addr)
+	return cn, false, err
+}
+
+// dial opens a new connection to addr.
+func (c *Client) dial(ctx context.Context, addr string) (*conn, error) {
 	nc, err := c.Dial(ctx, "tcp", addr)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	return &conn{nc: nc, br: bufio.NewReaderSize(nc, 16<<10)}, false, nil
+	return &conn{nc: nc, br: bufio.NewReaderSize(nc, 16<<10)}, nil
 }
 
 // put keeps cn for reuse; now and then it closes what has idled too long.

@@ -114,6 +114,40 @@ func TestReusesConnections(t *testing.T) {
 	}
 }
 
+// TestServerRestarted: a server restarted on the same address (a crashed
+// inference server brought back) left every idle connection to it closed;
+// the next call goes through, and so do the ones after it.
+func TestServerRestarted(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	first := &http.Server{Handler: ok}
+	go func() { _ = first.Serve(ln) }()
+	c := New()
+	defer c.CloseIdle()
+	idleConns(t, c, addr, "http://"+addr+"/", 8)
+	if err := first.Close(); err != nil { // closes its idle connections too
+		t.Fatal(err)
+	}
+	ln2, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the address was taken meanwhile: %v", err)
+	}
+	second := &http.Server{Handler: ok}
+	go func() { _ = second.Serve(ln2) }()
+	defer second.Close()
+	time.Sleep(50 * time.Millisecond) // the closes reach the client's sockets
+	for i := range 3 {
+		var out bytes.Buffer
+		if status, err := c.Post(context.Background(), "http://"+addr+"/", "text/plain", []byte("hi"), &out, 100); err != nil || status != 200 || out.String() != "ok" {
+			t.Fatalf("call %d after the restart: %d %q %v", i, status, out.String(), err)
+		}
+	}
+}
+
 // TestCancel: a cancelled call returns at once with the context's error,
 // and its connection is not reused.
 func TestCancel(t *testing.T) {

@@ -120,6 +120,14 @@ func TestAgainstUvicorn(t *testing.T) {
 			if status, _, _ := call("/json", body); status != 200 {
 				t.Fatalf("after the keep-alive timeout: %d", status)
 			}
+			// Many idle connections, as a thousand rollouts leave, all closed
+			// by uvicorn during a tool call longer than its keep-alive: one
+			// retry must not take another closed one.
+			idleConns(t, c, ln.Addr().String(), base+"/json", 8)
+			time.Sleep(2500 * time.Millisecond)
+			if status, _, _ := call("/json", body); status != 200 {
+				t.Fatalf("after the keep-alive timeout, 8 idle: %d", status)
+			}
 		})
 	}
 }
@@ -169,5 +177,29 @@ func TestAgainstUvicornUnixSocket(t *testing.T) {
 	c.mu.Unlock()
 	if idle != 1 {
 		t.Fatalf("%d idle connections after sequential calls, want the one reused", idle)
+	}
+}
+
+// idleConns leaves n idle connections to addr in c's pool, each having
+// carried one request to url.
+func idleConns(t *testing.T, c *Client, addr, url string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	host, target, _ := split(url)
+	var cs []*conn
+	for range n {
+		cn, err := c.dial(ctx, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head := c.header(host, target, "application/json", 2)
+		var out bytes.Buffer
+		if status, keep, _, err := cn.roundTrip(ctx, *head, []byte("{}"), &out, 1<<20, c.MaxHeaderBytes); err != nil || !keep || status != 200 {
+			t.Fatalf("priming a connection: %d %v %v", status, keep, err)
+		}
+		cs = append(cs, cn)
+	}
+	for _, cn := range cs {
+		c.put(addr, cn)
 	}
 }
