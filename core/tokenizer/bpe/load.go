@@ -159,6 +159,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if t.splits, t.byteLevel, err = t.parsePreTokenizer(f.PreTokenizer, 0); err != nil {
 		return nil, fmt.Errorf("pre_tokenizer: %w", err)
 	}
+	t.digitsCJK = len(t.splits) > 2 && t.splits[0].isolates(digitsPattern) && t.splits[1].isolates(cjkPattern)
 	if t.byteLevel && uni != nil {
 		return nil, fmt.Errorf("pre_tokenizer: ByteLevel with a Unigram model is not supported")
 	}
@@ -381,6 +382,11 @@ type split struct {
 	// mergePrev, mergeNext: a match joins the piece before it or after it.
 	mergePrev, mergeNext bool
 	onlyMatches          bool // inverted Removed: text between matches is dropped
+}
+
+// isolates is whether sp is an Isolated split on pattern.
+func (sp split) isolates(pattern string) bool {
+	return sp.re.String() == pattern && !sp.removed && !sp.mergePrev && !sp.mergeNext && !sp.onlyMatches
 }
 
 func (t *Tokenizer) parsePreTokenizer(raw json.RawMessage, at int) (splits []split, byteLevel bool, err error) {

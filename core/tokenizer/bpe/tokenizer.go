@@ -39,6 +39,8 @@ type Tokenizer struct {
 	uni          *unigram // the Unigram model; nil: BPE
 	meta         *metaspace
 	addedByFirst map[byte][]AddedToken
+	// digitsCJK: the first two splits are DeepSeek V3's (splitDigitsCJK).
+	digitsCJK bool
 }
 
 // VocabSize is one more than the largest id.
@@ -181,6 +183,9 @@ func (t *Tokenizer) encodeText(dst []int, s string, first bool) []int {
 func (t *Tokenizer) splitAndEncode(dst []int, s string, level int) []int {
 	if s == "" {
 		return dst
+	}
+	if level == 0 && t.digitsCJK {
+		return t.splitDigitsCJK(dst, s)
 	}
 	if level == len(t.splits) {
 		if t.spaceSplit {
@@ -456,6 +461,54 @@ func (t *Tokenizer) AppendBytes(dst []byte, ids []int) []byte {
 				dst = utf8.AppendRune(dst, r)
 			}
 		}
+	}
+	return dst
+}
+
+// DeepSeek V3's first two splits, each Isolated: digits in threes, then
+// runs of CJK characters. The two sets are disjoint, so one pass cuts what
+// the two do (digit chunks, CJK runs, and the stretches between), and
+// each piece goes on to the third split. Each split's own pass over the
+// whole text had taken a fifth of encoding time.
+const (
+	digitsPattern = `\p{N}{1,3}`
+	cjkPattern    = "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"
+)
+
+// splitKind is what a character is to those splits: 1 a digit, 2 CJK,
+// 0 neither.
+func splitKind(r rune) int {
+	switch {
+	case r < utf8.RuneSelf:
+		if '0' <= r && r <= '9' {
+			return 1
+		}
+		return 0
+	case unicode.Is(unicode.N, r):
+		return 1
+	case '\u4e00' <= r && r <= '\u9fa5' || '\u3040' <= r && r <= '\u309f' || '\u30a0' <= r && r <= '\u30ff':
+		return 2
+	}
+	return 0
+}
+
+func (t *Tokenizer) splitDigitsCJK(dst []int, s string) []int {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		k, j, n := splitKind(r), i+size, 1
+		for j < len(s) && (k != 1 || n < 3) {
+			q, qs := rune(s[j]), 1
+			if q >= utf8.RuneSelf {
+				q, qs = utf8.DecodeRuneInString(s[j:])
+			}
+			if splitKind(q) != k {
+				break
+			}
+			j += qs
+			n++
+		}
+		dst = t.splitAndEncode(dst, s[i:j], 2)
+		i = j
 	}
 	return dst
 }
