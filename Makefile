@@ -194,7 +194,7 @@ no-built-files:
 FILED_REV := 01900ba
 FILED_DIR := $(HOME)/.cache/prorl/baseline/$(FILED_REV)
 bench: build baseline-host
-	PRORL_BENCH_HOST_FILED=$$([ -x $(FILED_DIR)/prorl-host ] && echo $(FILED_DIR)/prorl-host) \
+	set -o pipefail; PRORL_BENCH_HOST_FILED=$$([ -x $(FILED_DIR)/prorl-host ] && echo $(FILED_DIR)/prorl-host) \
 		$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/ | tee $(BIN)/bench.txt
 
 # baseline-host builds the host of $(FILED_REV) once (cached); without the
@@ -214,7 +214,7 @@ baseline-host:
 # The chaos soak at full size (make test runs it with 2,000 rollouts).
 SOAK_N ?= 5000
 soak: build
-	PRORL_SOAK_N=$(SOAK_N) $(GO) test -count=1 -run TestChaosSoak -v -timeout 30m ./e2e/ | grep -E "soak|^(---|ok|FAIL)"
+	set -o pipefail; PRORL_SOAK_N=$(SOAK_N) $(GO) test -count=1 -run TestChaosSoak -v -timeout 30m ./e2e/ | grep -E "soak|^(---|ok|FAIL)"
 
 FUZZTIME ?= 20s
 # fuzz runs every Fuzz function in the tree, each alone: the pattern is
