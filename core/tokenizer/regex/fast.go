@@ -7,8 +7,8 @@ import (
 )
 
 // Hand-written matchers for the pre-tokenizer patterns of the chat models
-// most used (Qwen 2/3, Llama 3, DeepSeek V3), chosen by the pattern's exact
-// text. The backtracking matcher took four fifths of encoding time on
+// most used (Qwen 2/3, Llama 3, DeepSeek V3, GPT-4o and gpt-oss, and GPT-2's
+// that ByteLevel splits with), chosen by the pattern's exact text. The backtracking matcher took four fifths of encoding time on
 // them; these read each character once or twice. Each must give the same
 // matches as the general matcher on any input, valid UTF-8 or not
 // (FuzzFastAgainstGeneral), which is itself checked against regexp2.
