@@ -49,31 +49,27 @@ var asciiClass = func() (t [utf8.RuneSelf]uint8) {
 	return t
 }()
 
+// classTables are the Unicode tables behind each class bit.
+var classTables = []struct {
+	bit  uint8
+	tabs []*unicode.RangeTable
+}{
+	{cLetter, []*unicode.RangeTable{unicode.L}},
+	{cNumber, []*unicode.RangeTable{unicode.N}},
+	{cSpace, []*unicode.RangeTable{unicode.White_Space}},
+	{cMark, []*unicode.RangeTable{unicode.M}},
+	{cPunct, []*unicode.RangeTable{unicode.P}},
+	{cSymbol, []*unicode.RangeTable{unicode.S}},
+	{cUpper, []*unicode.RangeTable{unicode.Lu, unicode.Lt}},
+	{cLower, []*unicode.RangeTable{unicode.Ll}},
+}
+
 func classOf(r rune) uint8 {
 	var c uint8
-	if unicode.Is(unicode.L, r) {
-		c |= cLetter
-	}
-	if unicode.Is(unicode.N, r) {
-		c |= cNumber
-	}
-	if unicode.Is(unicode.White_Space, r) {
-		c |= cSpace
-	}
-	if unicode.Is(unicode.M, r) {
-		c |= cMark
-	}
-	if unicode.Is(unicode.P, r) {
-		c |= cPunct
-	}
-	if unicode.Is(unicode.S, r) {
-		c |= cSymbol
-	}
-	if unicode.Is(unicode.Lu, r) || unicode.Is(unicode.Lt, r) {
-		c |= cUpper
-	}
-	if unicode.Is(unicode.Ll, r) {
-		c |= cLower
+	for _, t := range classTables {
+		if unicode.IsOneOf(t.tabs, r) {
+			c |= t.bit
+		}
 	}
 	return c
 }
@@ -164,22 +160,23 @@ func (p cl100k) match(s string, i int) int {
 		}
 	}
 	if class&cl100kClasses == 0 {
-		return punctuation(s, i, cl100kClasses, 0, "\r\n")
+		return trailing(s, runNot(s, i, cl100kClasses), "\r\n")
 	}
 	if r == ' ' && j < len(s) {
 		if _, _, c := at(s, j); c&cl100kClasses == 0 {
-			return punctuation(s, j, cl100kClasses, 0, "\r\n")
+			return trailing(s, runNot(s, j, cl100kClasses), "\r\n")
 		}
 	}
-	return whitespace(s, i)
+	return whitespace(s, i, true)
 }
 
 // whitespace matches \s*[\r\n]+|\s+(?!\S)|\s+ at i, whitespace: to its
-// last newline, if it has one; else all of it, or all but its last
-// character when a non-space follows.
-func whitespace(s string, i int) int {
+// last newline, if it has one (with newlines: GPT-2's pattern has no
+// \s*[\r\n]+); else all of it, or all but its last character when a
+// non-space follows.
+func whitespace(s string, i int, newlines bool) int {
 	end := run(s, i, cSpace, -1)
-	for j := end - 1; j >= i; j-- {
+	for j := end - 1; newlines && j >= i; j-- {
 		if s[j] == '\r' || s[j] == '\n' {
 			return j + 1
 		}
@@ -193,21 +190,23 @@ func whitespace(s string, i int) int {
 	return end
 }
 
-// punctuation matches a run of characters then any of trail at i, whose
-// first character is in the run: with in 0, characters with no class of
-// out ([^\s\p{L}\p{N}]+); else those with a class of in ([\p{P}\p{S}]+).
-func punctuation(s string, i int, out, in uint8, trail string) int {
-	if in != 0 {
-		i = run(s, i, in, -1)
-	}
-	for in == 0 && i < len(s) {
+// runNot returns the end of the run of characters from i whose class has
+// no bit of out ([^\s\p{L}\p{N}]+ with out cl100kClasses).
+func runNot(s string, i int, out uint8) int {
+	for i < len(s) {
 		_, size, class := at(s, i)
 		if class&out != 0 {
 			break
 		}
 		i += size
 	}
-	for i < len(s) && strings.IndexByte(trail, s[i]) >= 0 {
+	return i
+}
+
+// trailing returns the end of the run of bytes from i that are in set
+// ([\r\n]*).
+func trailing(s string, i int, set string) int {
+	for i < len(s) && strings.IndexByte(set, s[i]) >= 0 {
 		i++
 	}
 	return i
@@ -244,15 +243,15 @@ func deepSeek3(s string, i int) int {
 		}
 	}
 	if class&punct != 0 {
-		return punctuation(s, i, 0, punct, "\r\n")
+		return trailing(s, run(s, i, punct, -1), "\r\n")
 	}
 	if r == ' ' && j < len(s) {
 		if _, _, c := at(s, j); c&punct != 0 {
-			return punctuation(s, j, 0, punct, "\r\n")
+			return trailing(s, run(s, j, punct, -1), "\r\n")
 		}
 	}
 	if class&cSpace != 0 {
-		return whitespace(s, i)
+		return whitespace(s, i, true)
 	}
 	return -1
 }
@@ -320,15 +319,15 @@ func o200k(s string, i int) int {
 		return run(s, i, cNumber, 3)
 	}
 	if class&cl100kClasses == 0 {
-		return punctuation(s, i, cl100kClasses, 0, "\r\n/")
+		return trailing(s, runNot(s, i, cl100kClasses), "\r\n/")
 	}
 	if r == ' ' && j < len(s) {
 		if _, _, c := at(s, j); c&cl100kClasses == 0 {
-			return punctuation(s, j, cl100kClasses, 0, "\r\n/")
+			return trailing(s, runNot(s, j, cl100kClasses), "\r\n/")
 		}
 	}
 	if class&cSpace != 0 {
-		return whitespace(s, i)
+		return whitespace(s, i, true)
 	}
 	return -1
 }
@@ -428,21 +427,7 @@ func gpt2(s string, i int) int {
 	case c&cNumber != 0:
 		return run(s, start, cNumber, -1)
 	case c&cl100kClasses == 0:
-		for start < len(s) {
-			_, size, c := at(s, start)
-			if c&cl100kClasses != 0 {
-				break
-			}
-			start += size
-		}
-		return start
+		return runNot(s, start, cl100kClasses)
 	}
-	end := run(s, i, cSpace, -1)
-	if end == len(s) {
-		return end
-	}
-	if _, last := utf8.DecodeLastRuneInString(s[:end]); end-last > i {
-		return end - last
-	}
-	return end
+	return whitespace(s, i, false)
 }
