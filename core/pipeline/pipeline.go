@@ -260,6 +260,14 @@ func (p *Pipeline) work(r *Rollout, idx int, fn func(context.Context, *Rollout) 
 		r.mu.Unlock()
 		return
 	}
+	if r.cancelled.Load() != nil {
+		// Marked by a cancellation still under way (cancelWhere): the
+		// stage does not start, and the rollout is reported waiting for it.
+		r.mu.Unlock()
+		st, f := p.classify(context.Background(), r, stage, context.Canceled)
+		p.finalize(r, st, f)
+		return
+	}
 	// Not a child of p.base: thousands of stages in flight made its one
 	// lock and children map a per-stage cost (stopStages cancels them).
 	ctx, cancel := context.WithTimeout(context.Background(), r.remaining)
@@ -643,6 +651,13 @@ func (p *Pipeline) cancelWhere(f func(*Rollout) bool, reason, why string) int {
 		}
 	}
 	p.mu.Unlock()
+	// All are marked before any is stopped: a worker that one's
+	// cancellation frees must not start another's next stage meanwhile
+	// (work checks the mark), so each is reported in the stage it was in
+	// or waiting for when this was called.
+	for _, r := range rs {
+		r.cancelled.Store(&trajectory.Failure{Reason: reason, Message: why})
+	}
 	for _, r := range rs {
 		p.cancelRollout(r, reason, why)
 	}

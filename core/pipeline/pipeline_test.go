@@ -564,7 +564,18 @@ func TestStageBounds(t *testing.T) {
 				if st.ActiveRun > tc.run || st.RunQueue > tc.runQueue || st.ActiveInit > tc.init {
 					t.Fatalf("over a bound: %+v", st)
 				}
-				if st.ActiveRun == tc.wantInStage && st.RunQueue == tc.wantRunQ && st.InitQueue == tc.wantInitQ {
+				// And every rollout past its init (ActiveInit 0) shows the stage
+				// its cancellation will report: on a loaded machine an init
+				// worker's plugin call can still be running when the queues
+				// have settled.
+				inRun := 0
+				for _, s := range f.p.Active() {
+					if s.Stage == trajectory.StageRun {
+						inRun++
+					}
+				}
+				if st.ActiveRun == tc.wantInStage && st.RunQueue == tc.wantRunQ && st.InitQueue == tc.wantInitQ &&
+					st.ActiveInit == 0 && inRun == tc.wantInStage+tc.wantRunQ+tc.waitRun {
 					break
 				}
 				if time.Now().After(deadline) {
@@ -586,5 +597,24 @@ func TestStageBounds(t *testing.T) {
 				t.Fatalf("cancelled in stages %v, want %v", stages, want)
 			}
 		})
+	}
+}
+
+// TestMarkedCancelledStartsNoStage: a rollout marked by a cancellation
+// still under way (cancelWhere marks all before it stops any) does not
+// start the stage a freed worker hands it, and is reported waiting for it.
+func TestMarkedCancelledStartsNoStage(t *testing.T) {
+	f := newFixture(t, nil, sim(time.Millisecond))
+	r := f.p.newRollout("r-marked", Request{Domain: "math", Timeout: time.Minute}, 1, time.Now())
+	r.stage = trajectory.StageRun // as work leaves one waiting for the run queue
+	r.cancelled.Store(&trajectory.Failure{Reason: trajectory.ReasonCancelled, Message: "marked"})
+	started := false
+	f.p.work(r, 1, func(context.Context, *Rollout) error { started = true; return nil }, f.p.evalQ)
+	if started {
+		t.Fatal("the stage started for a rollout marked cancelled")
+	}
+	res := f.result(t, r)
+	if res.Status != trajectory.StatusCancelled || res.Failure == nil || res.Failure.Stage != trajectory.StageRun || res.Failure.Message != "marked" {
+		t.Fatalf("got %s %+v, want cancelled in stage run with the mark's message", res.Status, res.Failure)
 	}
 }
