@@ -416,7 +416,14 @@ func BenchmarkIssue2Figures(b *testing.B) {
 		}
 		host := spawnArgv(b, "prorl-host", append([]string{hostBin}, args...))
 		call(b, "POST", host.addr+"/v1/backends", map[string]any{"url": sim.addr}, nil)
-		collect(b, host.addr, 0, len(submit(b, host.addr, 500)))
+		// PRORL_BENCH_WARMUP=N: N rollouts before the measured ones (500):
+		// a fresh host's heap grows into new pages during the first
+		// thousands, which a long-running host has done once.
+		warm := 500
+		if v, err := strconv.Atoi(os.Getenv("PRORL_BENCH_WARMUP")); err == nil && v > 0 {
+			warm = v
+		}
+		collect(b, host.addr, 0, len(submit(b, host.addr, warm)))
 		defer func() { _ = host.cmd.Process.Signal(syscall.SIGTERM); time.Sleep(time.Second) }()
 		const n = 10000
 		pluginPID := childPID(host.cmd.Process.Pid)
@@ -432,7 +439,7 @@ func BenchmarkIssue2Figures(b *testing.B) {
 		}
 		start := time.Now()
 		ids := submitGroups(b, host.addr, n, groupSize)
-		rs, _ := collect(b, host.addr, 500, len(ids))
+		rs, _ := collect(b, host.addr, uint64(warm), len(ids))
 		el := time.Since(start)
 		for _, r := range rs {
 			if r.Status != trajectory.StatusCompleted || r.Reward != 1 {
