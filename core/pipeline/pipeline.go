@@ -612,6 +612,12 @@ func (p *Pipeline) Cancel(id, why string) bool {
 
 func (p *Pipeline) cancelRollout(r *Rollout, reason, why string) {
 	r.cancelled.Store(&trajectory.Failure{Reason: reason, Message: why})
+	p.stopCancelled(r, reason, why)
+}
+
+// stopCancelled stops a rollout already marked cancelled: its stage's
+// worker reports it, or, between stages, it is reported here.
+func (p *Pipeline) stopCancelled(r *Rollout, reason, why string) {
 	r.mu.Lock()
 	running, cancel, stage := r.inStage, r.cancel, r.stage
 	r.mu.Unlock()
@@ -659,7 +665,7 @@ func (p *Pipeline) cancelWhere(f func(*Rollout) bool, reason, why string) int {
 		r.cancelled.Store(&trajectory.Failure{Reason: reason, Message: why})
 	}
 	for _, r := range rs {
-		p.cancelRollout(r, reason, why)
+		p.stopCancelled(r, reason, why)
 	}
 	return len(rs)
 }
