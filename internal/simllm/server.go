@@ -329,7 +329,9 @@ func (s *Server) final(d Decision, text string, seed int64, q string) (string, D
 		return d.Answer, d
 	}
 	d.Action = "finish"
-	msg, _ := json.Marshal(map[string]string{"message": d.Answer})
+	msg, _ := json.Marshal(struct {
+		Message string `json:"message"` // a struct, not a map: the same bytes, a tenth the CPU
+	}{d.Answer})
 	return toolCall("<think>\nI have it.\n</think>\n\n"+d.Answer, "finish", msg), d
 }
 
