@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -616,5 +618,54 @@ func TestMarkedCancelledStartsNoStage(t *testing.T) {
 	res := f.result(t, r)
 	if res.Status != trajectory.StatusCancelled || res.Failure == nil || res.Failure.Stage != trajectory.StageRun || res.Failure.Message != "marked" {
 		t.Fatalf("got %s %+v, want cancelled in stage run with the mark's message", res.Status, res.Failure)
+	}
+}
+
+// slowStore holds every Finish until released, counting those waiting.
+type slowStore struct {
+	*store.Memory
+	release chan struct{}
+	waiting atomic.Int64
+}
+
+func (s *slowStore) Finish(r *trajectory.Result) error {
+	s.waiting.Add(1)
+	<-s.release
+	s.waiting.Add(-1)
+	return s.Memory.Finish(r)
+}
+
+// A result waiting for the store's commit does not hold the eval worker
+// that evaluated it, up to maxFinishing (here 2) results; past that the
+// worker waits, so a slow store still holds the stages back.
+func TestFinishFreesWorker(t *testing.T) {
+	var slow *slowStore
+	f := newStopped(t, func(c *config.Config) { c.Pipeline.EvalWorkers = 1 }, sim(time.Millisecond), func(d *Deps) {
+		slow = &slowStore{Memory: d.Store.(*store.Memory), release: make(chan struct{})}
+		d.Store = slow
+	})
+	var once sync.Once
+	release := func() { once.Do(func() { close(slow.release) }) }
+	t.Cleanup(release) // before the pipeline's shutdown, which waits for them
+	f.p.finishing = make(chan struct{}, 2)
+	f.p.Start()
+	rs := f.submit(t, 4, nil)
+	deadline := time.Now().Add(60 * time.Second)
+	// Two results wait off the worker; the third waits in it.
+	for slow.waiting.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d results reached the store; want 3 with one eval worker (two of them off it)", slow.waiting.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := slow.waiting.Load(); n != 3 {
+		t.Fatalf("%d results waiting for the store, want 3: two off the worker and the one holding it", n)
+	}
+	release()
+	for _, r := range rs {
+		if res := f.result(t, r); res.Status != trajectory.StatusCompleted {
+			t.Fatalf("rollout %s: %s %+v", r.ID, res.Status, res.Failure)
+		}
 	}
 }
