@@ -714,7 +714,6 @@ func (p *Pipeline) Stats() Stats {
 		ActiveInit: int(p.activeStage[0].Load()), ActiveRun: int(p.activeStage[1].Load()), ActiveEval: int(p.activeStage[2].Load()), Total: total}
 }
 
-// finalize reports a rollout exactly once: persist, then publish.
 // finish finalizes r off the stage worker that ran its last stage: a
 // durable store's group commit holds its caller for up to the batch's
 // delay, and a worker held there is a slot its stage cannot use (bench
@@ -736,6 +735,7 @@ func (p *Pipeline) finish(r *Rollout, st trajectory.Status, f *trajectory.Failur
 	}()
 }
 
+// finalize reports a rollout exactly once: persist, then publish.
 func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Failure) {
 	if !r.finalized.CompareAndSwap(false, true) {
 		return
