@@ -289,6 +289,7 @@ func TestDispatchPriority(t *testing.T) {
 	low := f.submit(t, 3, prio(0))
 	high := f.submit(t, 3, prio(90))
 	mid := f.submit(t, 3, prio(50))
+	f.finishInline()
 	f.p.Start()
 	want := slices.Concat(high, mid, low)
 	if order := f.finishOrder(t, want); !slices.Equal(order, ids(want)) {
@@ -314,6 +315,7 @@ func TestStartOrderExpectedTokens(t *testing.T) {
 	unknown := f.submit(t, 1, expect(0, ""))
 	mid := f.submit(t, 2, expect(1000, ""))
 	dynLong := f.submit(t, 1, expect(3000, "d"))
+	f.finishInline()
 	f.p.Start()
 	want := slices.Concat(long, mid, short, dynShort, unknown, dynLong)
 	if order := f.finishOrder(t, want); !slices.Equal(order, ids(want)) {
@@ -321,8 +323,13 @@ func TestStartOrderExpectedTokens(t *testing.T) {
 	}
 }
 
+// finishInline has the workers record their results themselves, as
+// finish does when maxFinishing results wait already: with one worker per
+// stage the store's order is then the start order. Before Start.
+func (f *fixture) finishInline() { f.p.finishing = make(chan struct{}) }
+
 // finishOrder waits for rs and returns their ids in the order they were
-// stored (with one worker per stage, the start order).
+// stored (with one worker per stage and finishInline, the start order).
 func (f *fixture) finishOrder(t *testing.T, rs []*Rollout) []string {
 	t.Helper()
 	seq := map[uint64]string{}
@@ -500,6 +507,7 @@ func TestStartOrderLearnedTokens(t *testing.T) {
 	unknown := f.submit(t, 1, of("new"))
 	short := f.submit(t, 2, of("short"))
 	long := f.submit(t, 2, of("long"))
+	f.finishInline()
 	f.p.Start()
 	want := slices.Concat(long, short, unknown)
 	if order := f.finishOrder(t, want); !slices.Equal(order, ids(want)) {
