@@ -1,10 +1,12 @@
 package simllm
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
-	"sync"
+
+	"github.com/prorl/prorl/core/flightcache"
 )
 
 // Message is an OpenAI chat message as /tokenize receives it.
@@ -126,47 +128,21 @@ func compactJSON(raw json.RawMessage) []byte {
 	return out
 }
 
-// compactTool is compactJSON for a tool's definition, remembered.
+// compactTool is compactJSON for a tool's definition, remembered: a client
+// sends the same tool definitions with every request, and decoding and
+// encoding them again was a tenth of the simulator's CPU per single-turn
+// rollout.
 func compactTool(raw json.RawMessage) []byte {
-	if out, ok := compacted.get(raw); ok {
-		return out
+	if len(raw) > maxCompactedLen {
+		return compactJSON(raw)
 	}
-	out := compactJSON(raw)
-	if len(raw) <= maxCompactedLen {
-		compacted.put(raw, out)
-	}
+	out, _ := compacted.Get(context.Background(), string(raw), func() ([]byte, error) {
+		return slices.Clone(compactJSON(raw)), nil // compactJSON returns raw itself when it is not JSON
+	})
 	return out
 }
 
-// compacted remembers compactJSON's recent answers: a client sends the
-// same tool definitions with every request, and decoding and encoding them
-// again was a tenth of the simulator's CPU per single-turn rollout.
-var compacted = compactCache{m: map[string][]byte{}}
+// compacted keeps the most recent definitions up to maxCompactedLen long.
+var compacted = flightcache.New[[]byte](1024)
 
-type compactCache struct {
-	mu sync.Mutex
-	m  map[string][]byte
-}
-
-// maxCompacted bounds the cache, and maxCompactedLen what it keeps; past
-// maxCompacted it starts again empty.
-const (
-	maxCompacted    = 1024
-	maxCompactedLen = 64 << 10
-)
-
-func (c *compactCache) get(raw []byte) ([]byte, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out, ok := c.m[string(raw)]
-	return out, ok
-}
-
-func (c *compactCache) put(raw, out []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.m) >= maxCompacted {
-		clear(c.m)
-	}
-	c.m[string(raw)] = slices.Clone(out) // out is raw itself when raw is not JSON
-}
+const maxCompactedLen = 64 << 10
