@@ -84,7 +84,7 @@ type Pipeline struct {
 	gate     *gate
 
 	initQ        *startQueue
-	runQ, evalQ  chan *Rollout
+	runQ, evalQ  *handoff
 	tally        Tally
 	initReserved atomic.Int64 // queued in init, including reservations
 	activeStage  [3]atomic.Int64
@@ -132,8 +132,8 @@ func New(d Deps) (*Pipeline, error) {
 	p := &Pipeline{
 		d:         d,
 		initQ:     newStartQueue(d.Cfg.Pipeline.InitQueue),
-		runQ:      make(chan *Rollout, d.Cfg.Pipeline.RunQueue),
-		evalQ:     make(chan *Rollout, d.Cfg.Pipeline.EvalQueue),
+		runQ:      newHandoff(d.Cfg.Pipeline.RunQueue),
+		evalQ:     newHandoff(d.Cfg.Pipeline.EvalQueue),
 		finishing: make(chan struct{}, maxFinishing),
 		active:    map[string]*Rollout{},
 		early:     map[string]*earlyStop{},
@@ -178,7 +178,7 @@ func New(d Deps) (*Pipeline, error) {
 		p.runner.CheckTemplate = tc.Check != "off"
 	}
 	if m := d.Metrics; m != nil {
-		depth := []func() int{p.initQ.len, func() int { return len(p.runQ) }, func() int { return len(p.evalQ) }}
+		depth := []func() int{p.initQ.len, p.runQ.len, p.evalQ.len}
 		for i, name := range []string{trajectory.StageInit, trajectory.StageRun, trajectory.StageEval} {
 			n := depth[i]
 			m.Gauge("prorl_queue_depth", "Rollouts waiting for a stage.", map[string]string{"stage": name}, func() float64 { return float64(n()) })
@@ -226,32 +226,22 @@ func (p *Pipeline) Start() {
 		p.remotePool(max(1, p.d.RemoteWorkers))
 		return
 	}
-	p.pool(c.InitWorkers, p.initQ.pop, 0, p.initStage, p.runQ)
-	p.pool(c.RunWorkers, fromChan(p.runQ), 1, p.runStage, p.evalQ)
-	p.pool(c.EvalWorkers, fromChan(p.evalQ), 2, p.evalStage, nil)
-}
-
-func fromChan(c chan *Rollout) func(context.Context) (*Rollout, bool) {
-	return func(ctx context.Context) (*Rollout, bool) {
-		select {
-		case <-ctx.Done():
-			return nil, false
-		case r := <-c:
-			return r, true
-		}
-	}
+	p.pool(c.InitWorkers, func(ctx context.Context, _ chan *Rollout) (*Rollout, bool) { return p.initQ.pop(ctx) }, 0, p.initStage, p.runQ)
+	p.pool(c.RunWorkers, p.runQ.get, 1, p.runStage, p.evalQ)
+	p.pool(c.EvalWorkers, p.evalQ.get, 2, p.evalStage, nil)
 }
 
 var stageNames = [3]string{trajectory.StageInit, trajectory.StageRun, trajectory.StageEval}
 
 // pool starts n workers moving rollouts from in through fn to next.
-func (p *Pipeline) pool(n int, in func(context.Context) (*Rollout, bool), idx int, fn func(context.Context, *Rollout) error, next chan *Rollout) {
+func (p *Pipeline) pool(n int, in func(context.Context, chan *Rollout) (*Rollout, bool), idx int, fn func(context.Context, *Rollout) error, next *handoff) {
 	for i := 0; i < n; i++ {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
+			mailbox := make(chan *Rollout, 1)
 			for {
-				r, ok := in(p.base)
+				r, ok := in(p.base, mailbox)
 				if !ok {
 					return
 				}
@@ -264,7 +254,7 @@ func (p *Pipeline) pool(n int, in func(context.Context) (*Rollout, bool), idx in
 	}
 }
 
-func (p *Pipeline) work(r *Rollout, idx int, fn func(context.Context, *Rollout) error, next chan *Rollout) {
+func (p *Pipeline) work(r *Rollout, idx int, fn func(context.Context, *Rollout) error, next *handoff) {
 	stage := stageNames[idx]
 	r.mu.Lock()
 	if r.finalized.Load() {
@@ -347,9 +337,7 @@ func (p *Pipeline) work(r *Rollout, idx int, fn func(context.Context, *Rollout) 
 		return
 	}
 	// Backpressure: a full next queue holds this worker, not the rollout's clock.
-	select {
-	case next <- r:
-	case <-p.base.Done():
+	if !next.put(p.base, r) {
 		p.finalize(r, trajectory.StatusCancelled, &trajectory.Failure{Stage: stage, Reason: trajectory.ReasonCancelled, Message: "host shutting down"})
 	}
 }
@@ -710,7 +698,7 @@ func (p *Pipeline) Stats() Stats {
 	p.mu.Lock()
 	total := len(p.active)
 	p.mu.Unlock()
-	return Stats{InitQueue: p.initQ.len(), RunQueue: len(p.runQ), EvalQueue: len(p.evalQ),
+	return Stats{InitQueue: p.initQ.len(), RunQueue: p.runQ.len(), EvalQueue: p.evalQ.len(),
 		ActiveInit: int(p.activeStage[0].Load()), ActiveRun: int(p.activeStage[1].Load()), ActiveEval: int(p.activeStage[2].Load()), Total: total}
 }
 

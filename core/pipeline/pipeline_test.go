@@ -231,12 +231,12 @@ func TestCancelAsStageFinishes(t *testing.T) {
 	f.p.mu.Lock()
 	f.p.track(r)
 	f.p.mu.Unlock()
-	next := make(chan *Rollout, 1)
+	next := newHandoff(1)
 	f.p.work(r, 0, func(context.Context, *Rollout) error {
 		f.p.Cancel(r.ID, "late") // the stage's work is already done
 		return nil
 	}, next)
-	if len(next) != 0 {
+	if next.len() != 0 {
 		t.Fatal("a cancelled rollout went on to the next stage")
 	}
 	res := f.result(t, r)
