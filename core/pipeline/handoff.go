@@ -35,13 +35,10 @@ func (h *handoff) put(ctx context.Context, r *Rollout) bool {
 		return false
 	}
 	h.mu.Lock()
-	if n := len(h.idle); n > 0 {
+	if h.giveLocked(r) {
 		// A worker went idle while this waited for room.
-		w := h.idle[n-1]
-		h.idle = h.idle[:n-1]
 		h.mu.Unlock()
 		<-h.room
-		w <- r
 		return true
 	}
 	h.items = append(h.items, r)
@@ -52,18 +49,32 @@ func (h *handoff) put(ctx context.Context, r *Rollout) bool {
 // give hands r to an idle worker if there is one.
 func (h *handoff) give(r *Rollout) bool {
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.giveLocked(r)
+}
+
+// giveLocked sends under the lock: a worker leaving on its context then
+// either is still on the idle list or finds r in its mailbox. (Sent after
+// the unlock, r could arrive after the leaving worker had looked.) The
+// mailbox is empty while its worker is idle, so the send never blocks.
+func (h *handoff) giveLocked(r *Rollout) bool {
 	n := len(h.idle)
 	if n == 0 {
-		h.mu.Unlock()
 		return false
 	}
 	w := h.idle[n-1]
 	h.idle[n-1] = nil
 	h.idle = h.idle[:n-1]
-	h.mu.Unlock()
-	w <- r // buffered: never blocks
+	if testHookPopped != nil {
+		testHookPopped()
+	}
+	w <- r
 	return true
 }
+
+// testHookPopped runs between taking a worker off the idle list and handing
+// it the rollout (tests only).
+var testHookPopped func()
 
 // get returns the oldest queued rollout, or waits as the newest idle worker
 // on its mailbox (capacity 1, one per worker) until handed one or ctx ends.

@@ -144,6 +144,39 @@ func TestHandoffHandedAsWorkerLeaves(t *testing.T) {
 	}
 }
 
+// A worker whose context ends just as it is taken off the idle list must
+// still get the rollout: it is off the list, so nothing else will.
+func TestHandoffWorkerLeavesAsPopped(t *testing.T) {
+	h := newHandoff(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	type got struct {
+		r  *Rollout
+		ok bool
+	}
+	res := make(chan got, 1)
+	go func() {
+		r, ok := h.get(ctx, make(chan *Rollout, 1))
+		res <- got{r, ok}
+	}()
+	idleWorkers(t, h, 1)
+	testHookPopped = func() {
+		cancel()
+		// Give the worker time to leave, if it can while the rollout is
+		// in hand; under the lock it cannot, and this times out.
+		select {
+		case g := <-res:
+			res <- g
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	defer func() { testHookPopped = nil }()
+	r := &Rollout{ID: "r"}
+	h.put(context.Background(), r)
+	if g := <-res; !g.ok || g.r != r {
+		t.Fatal("the rollout handed to a worker leaving as it was taken off the idle list was lost")
+	}
+}
+
 // Many producers and workers, workers leaving and coming back: every
 // rollout is taken exactly once (run with -race).
 func TestHandoffEveryRolloutOnce(t *testing.T) {
