@@ -496,6 +496,9 @@ func utilFleet() (simllm.EngineModel, []fleetBackend) {
 	}
 	m := simllm.DefaultEngine()
 	m.Slots, m.TimeScale = 32, scale
+	if v, err := strconv.Atoi(os.Getenv("PRORL_BENCH_CACHE_TOKENS")); err == nil { // experiments
+		m.CacheTokens = v
+	}
 	return m, []fleetBackend{{1}, {1}, {0.5}, {0.5}}
 }
 
