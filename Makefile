@@ -11,7 +11,7 @@ SIM_ADDR ?= 127.0.0.1:8100
 HOST_ADDR ?= 127.0.0.1:8006
 PLUGINS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: uvicorn vllm slurm ui-deps transformers harnesses no-built-files client-test pysdk-test ruff-scripts datasets code-shapes all build plugins proto deps-proto mathverify swebench swe-specs swe-logs test test-short bench baseline-host soak run lint fuzz deps image models golden swe-fixtures clean
+.PHONY: deps-apt apptainer uvicorn vllm slurm ui-deps transformers harnesses no-built-files client-test pysdk-test ruff-scripts datasets code-shapes all build plugins proto deps-proto mathverify swebench swe-specs swe-logs test test-short bench baseline-host soak run lint fuzz deps image models golden swe-fixtures clean
 IMAGE_DIR := $(shell [ "$$(id -u)" = 0 ] && echo /var/cache/prorl/images || echo $$HOME/.cache/prorl/images)
 NPM_DIR := $(HOME)/.cache/prorl/npm
 MODELS_DIR := $(HOME)/.cache/prorl/models
@@ -35,28 +35,31 @@ proto: deps-proto
 	bash sdk/python/gen.sh "$$(bash scripts/pysdk/install.sh)"
 
 deps-proto:
-	@command -v protoc >/dev/null || { sudo_cmd=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$sudo_cmd apt-get update -qq && $$sudo_cmd apt-get install -y -qq protobuf-compiler; }
+	@command -v protoc >/dev/null || bash scripts/apt.sh ensure protobuf-compiler
 	@mkdir -p $(GOBIN_TOOLS)
 	@[ -x $(GOBIN_TOOLS)/protoc-gen-go ] || GOBIN=$(GOBIN_TOOLS) $(GO) install $(PROTOC_GEN_GO)
 	@[ -x $(GOBIN_TOOLS)/protoc-gen-go-grpc ] || GOBIN=$(GOBIN_TOOLS) $(GO) install $(PROTOC_GEN_GO_GRPC)
 
 APT_DEPS := bubblewrap mmdebstrap squashfs-tools squashfuse uidmap curl
-SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Everything the tests need, installed idempotently.
-deps:
-	@missing=""; for p in $(APT_DEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing >/dev/null; fi
+deps: deps-apt apptainer
 	@$(GO) mod download
 	@# A module built on the SDK elsewhere resolves the SDK's whole graph (go mod
 	@# tidy reads its dependencies' tests): TestOtherRepository takes it from this cache.
 	@$(GO) -C sdk mod download all
+
+deps-apt:
+	@bash scripts/apt.sh ensure $(APT_DEPS)
+
+# Apptainer, built from source once (scripts/install-apptainer.sh).
+apptainer:
 	@bash scripts/install-apptainer.sh >/dev/null
 
 # The default sandbox image (Debian minbase + python3, pytest, git, patch), and
 # the code image (that + g++, gcc, OpenJDK 17, Node.js, numpy), built once and
 # cached; rebuilt when their package lists change.
-image: build
+image: build deps-apt apptainer
 	$(BIN)/prorl-host sandbox build-image --name default
 	$(BIN)/prorl-host sandbox build-image --name code --sif no
 
@@ -138,7 +141,12 @@ code-shapes:
 GO_MODULES := . sdk
 REQUIRE_REFS := PRORL_REQUIRE_HARNESSES=1 PRORL_REQUIRE_PYSDK=1 PRORL_REQUIRE_DATASETS=1 PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 PRORL_REQUIRE_MATHVERIFY=1 PRORL_REQUIRE_SWEBENCH=1 PRORL_REQUIRE_TRANSFORMERS=1 PRORL_REQUIRE_SLURM=1 PRORL_REQUIRE_UI=1 PRORL_REQUIRE_UVICORN=1 PRORL_REQUIRE_VLLM=1
 
-test: no-built-files deps build image models swe-fixtures mathverify transformers swebench datasets harnesses slurm ui-deps uvicorn vllm
+# make test's prerequisites. They are installed several at a time: most wait
+# on the network (PyPI, npm, Debian), Apptainer's build on the CPU; apt-get
+# calls take turns (scripts/apt.sh).
+TEST_PREREQS := deps build image models swe-fixtures mathverify transformers swebench datasets harnesses slurm ui-deps uvicorn vllm
+test: no-built-files
+	@$(MAKE) --no-print-directory -j4 -Otarget $(TEST_PREREQS)
 	@for m in $(GO_MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	@for m in $(GO_MODULES); do echo "go test module $$m"; (cd $$m && $(REQUIRE_REFS) $(GO) test -count=1 -timeout 20m ./...) || exit 1; done
 	@# The packages that read and write bytes by hand, and the store that

@@ -9,10 +9,8 @@ VERSION=${APPTAINER_VERSION:-1.4.3}
 if [ "$(id -u)" = 0 ]; then CACHE=/var/cache; else CACHE=$HOME/.cache; fi
 PREFIX=${APPTAINER_PREFIX:-$CACHE/prorl/apptainer-$VERSION}
 if [ -x "$PREFIX/bin/apptainer" ]; then echo "$PREFIX/bin"; exit 0; fi
-SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
-deps="libseccomp-dev uidmap fakeroot cryptsetup libsubid-dev squashfs-tools squashfuse fuse3 libfuse3-dev build-essential pkg-config"
-missing=""; for p in $deps; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
-if [ -n "$missing" ]; then $SUDO apt-get update -qq >&2 && $SUDO apt-get install -y -qq $missing >&2; fi
+bash "$(dirname "$0")/apt.sh" ensure libseccomp-dev uidmap fakeroot cryptsetup libsubid-dev squashfs-tools \
+  squashfuse fuse3 libfuse3-dev build-essential pkg-config
 work=$(mktemp -d)
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 export GOFLAGS=-mod=mod GONOSUMDB=github.com/apptainer/apptainer GOMODCACHE="$work/modcache"

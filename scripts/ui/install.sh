@@ -14,14 +14,14 @@ DIR=${PRORL_UI_NPM:-$HOME/.cache/prorl/npm-ui}
 case "$(dpkg-query -W -f '${Version}' chromium 2>/dev/null)" in
 "$CHROMIUM_MAJOR".*) ;;
 *)
-  SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
-  $SUDO apt-get update -qq >&2
+  apt=$(dirname "$0")/../apt.sh
+  bash "$apt" update
   version=$(apt-cache madison chromium | awk -v m="$CHROMIUM_MAJOR." 'index($3, m) == 1 { print $3; exit }')
   if [ -z "$version" ]; then
     echo "no chromium $CHROMIUM_MAJOR.x in the apt sources (apt-cache madison chromium); set CHROMIUM_MAJOR" >&2
     exit 1
   fi
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "chromium=$version" >&2
+  bash "$apt" install "chromium=$version"
   ;;
 esac
 mkdir -p "$DIR"
