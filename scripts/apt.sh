@@ -7,7 +7,21 @@
 #   apt.sh update               refresh the package lists (once an hour at most)
 #   apt.sh install PKG[=V]...   update, then install these
 #   apt.sh ensure PKG...        install those of PKG not installed yet
+#   apt.sh version PKG          print PKG's version if it is installed
 set -euo pipefail
+# version prints an installed package's version. Not dpkg -s's exit status
+# nor dpkg-query's bare version: both answer for a package removed but not
+# purged ("rc", its config files kept), and a fresh machine's make test then
+# went on without Chromium.
+version() {
+  local st
+  st=$(dpkg-query -W -f '${db:Status-Abbrev}|${Version}' "$1" 2>/dev/null) || return 0
+  case "$st" in ii*) echo "${st#*|}" ;; esac
+}
+if [ "${1:-}" = version ]; then
+  version "${2:?usage: apt.sh version PKG}"
+  exit 0
+fi
 SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
 dir=${TMPDIR:-/tmp}
 exec 9>"$dir/prorl-apt-$(id -u).lock"
@@ -22,7 +36,7 @@ update() {
     touch "$stamp"
   fi
 }
-cmd=${1:?usage: apt.sh update | install PKG... | ensure PKG...}
+cmd=${1:?usage: apt.sh update | install PKG... | ensure PKG... | version PKG}
 shift
 case "$cmd" in
 update) update ;;
@@ -32,7 +46,7 @@ install)
   ;;
 ensure)
   missing=()
-  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  for p in "$@"; do [ -n "$(version "$p")" ] || missing+=("$p"); done
   if [ ${#missing[@]} -gt 0 ]; then
     echo "apt: installing ${missing[*]}" >&2
     update

@@ -29,14 +29,14 @@ if [ "${1:-}" = "--pick" ]; then # for the test: versions on stdin
   exit 0
 fi
 
+apt=$(dirname "$0")/../apt.sh
 ok=1
 for p in slurmctld slurmd slurm-client; do
-  v=$(dpkg-query -W -f '${Version}' "$p" 2>/dev/null || true)
+  v=$(bash "$apt" version "$p")
   [ "${v%%-*}" = "$RELEASE" ] || ok=0
 done
-dpkg -s munge >/dev/null 2>&1 || ok=0
+[ -n "$(bash "$apt" version munge)" ] || ok=0
 if [ "$ok" = 0 ]; then
-  apt=$(dirname "$0")/../apt.sh
   bash "$apt" update
   version=$(apt-cache madison slurmctld | awk -F'|' '{gsub(/ /, "", $2); print $2}' | pick)
   if [ -z "$version" ]; then

@@ -11,10 +11,10 @@ set -euo pipefail
 CHROMIUM_MAJOR=${CHROMIUM_MAJOR:-156}
 PW=${PLAYWRIGHT_CORE_VERSION:-1.65.1}
 DIR=${PRORL_UI_NPM:-$HOME/.cache/prorl/npm-ui}
-case "$(dpkg-query -W -f '${Version}' chromium 2>/dev/null)" in
+apt=$(dirname "$0")/../apt.sh
+case "$(bash "$apt" version chromium)" in
 "$CHROMIUM_MAJOR".*) ;;
 *)
-  apt=$(dirname "$0")/../apt.sh
   bash "$apt" update
   version=$(apt-cache madison chromium | awk -v m="$CHROMIUM_MAJOR." 'index($3, m) == 1 { print $3; exit }')
   if [ -z "$version" ]; then
