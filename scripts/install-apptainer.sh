@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds Apptainer from its Go module source once (about four minutes; it is
+# Builds Apptainer from its Go module source once (about seven minutes on 2 cores; it is
 # not packaged in Debian 12) into ~/.cache/prorl/apptainer-$VERSION, or, for
 # root, /var/cache/prorl/apptainer-$VERSION: a root host runs sandboxes as
 # other uids, which cannot enter /root. Later runs reuse it.
