@@ -68,7 +68,8 @@ image-rootfs: build deps-apt
 	$(BIN)/prorl-host sandbox build-image --name code --sif no
 
 # The SWE fixtures: six small repositories with real bugs, as per-instance
-# images (the default image hard-linked, plus /testbed). Cached; seconds.
+# images (the default image hard-linked, plus /testbed). About four minutes
+# the first time (eleven SIFs), cached after.
 swe-fixtures: image
 	python3 scripts/swe/make_fixtures.py $(IMAGE_DIR)/default/rootfs $(IMAGE_DIR) $(IMAGE_DIR)/swe-fixtures.jsonl \
 		$(IMAGE_DIR)/default.sandbox "$$(bash scripts/install-apptainer.sh)/apptainer"
