@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"runtime"
 	"slices"
@@ -293,4 +294,39 @@ func TestCheckCheats(t *testing.T) {
 			t.Fatalf("reward %v verdict %v, want RE; info %v", j.reward, j.info["verdict"], j.info)
 		}
 	})
+}
+
+// TestJudgeLeavesNoFiles: the judge removes what it wrote to the temporary
+// directory (its work directory, a checker's, pytest's tmp_path) once it has
+// answered. A fresh sandbox per evaluation would drop them anyway; driver
+// "none" and this test's fake host share one /tmp, which kept one
+// directory per evaluation, about 500 a `make test`.
+func TestJudgeLeavesNoFiles(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // the fake host's commands inherit it
+	h := start(t)
+	checked := `{"question":"Print the sum.","checker":"import sys\nout, ans = (open(p).read().split() for p in sys.argv[2:4])\nsys.exit(0 if out == ans else 1)","tests":[{"input":"1 2\n","output":"3\n"}]}`
+	pytestTask := `{"question":"Write save(d).","test":"from solution import save\n\ndef test_save(tmp_path):\n    p = tmp_path / 'x.txt'\n    save(str(p))\n    assert p.read_text() == 'ok'\n"}`
+	for _, c := range []struct{ name, task, code string }{
+		{"stdio", sumTask, "a, b = map(int, input().split())\nprint(a + b)"},
+		{"compile error", sumTask, "def f(:\n  pass"},
+		{"special judge", checked, "a, b = map(int, input().split())\nprint(a + b)"},
+		{"pytest tmp_path", pytestTask, "def save(p):\n    open(p, 'w').write('ok')"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j := evaluate(t, h, c.task, py(c.code))
+			if c.name != "compile error" && j.reward != 1 {
+				t.Fatalf("reward %v verdicts %v; info %v", j.reward, j.verdicts, j.info)
+			}
+			left, err := os.ReadDir(tmp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range left {
+				if !strings.HasPrefix(e.Name(), "plugin") { // the harness's own sockets, live
+					t.Errorf("left in TMPDIR: %s", e.Name())
+				}
+			}
+		})
+	}
 }

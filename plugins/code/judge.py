@@ -29,6 +29,7 @@ import json
 import os
 import resource
 import select
+import shutil
 import signal
 import socket
 import struct
@@ -638,6 +639,7 @@ def call_test(fn, cls, params, fixtures):
             import pathlib
 
             v = pathlib.Path(tempfile.mkdtemp(prefix="prorl-test-"))
+            cleanups.append(lambda p=v: shutil.rmtree(p, ignore_errors=True))
         elif name in fixtures:
             f = fixtures[name]
             v = f(**{p: fixture(p) for p in inspect.signature(f).parameters})
@@ -692,6 +694,15 @@ def main():
     if spec.get("prompt"):
         spec["solution"] = join_prompt(spec["prompt"], spec["solution"])
     work = tempfile.mkdtemp(prefix="prorl-judge-")
+    try:
+        judge_all(spec, work)
+    finally:
+        # A sandbox that is not fresh for each judge (driver "none" shares
+        # the host's /tmp) would keep one directory per evaluation.
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def judge_all(spec, work):
     lang = spec.get("language", "python")
     limit = float(spec.get("time_limit", 2))
     mem = int(spec.get("memory_mb", 256)) << 20
@@ -1048,6 +1059,13 @@ def run_checker_mode(spec):
     testlib order); exit 0 accepted, 1 wrong, 2 presentation (wrong), other
     a failure of the checker."""
     work = tempfile.mkdtemp(prefix="prorl-checker-")
+    try:
+        check_all(spec, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def check_all(spec, work):
     lang = spec["language"]
     src = spec["source"]
     if lang == "python":
