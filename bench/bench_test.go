@@ -520,7 +520,7 @@ func BenchmarkIssue2Figures(b *testing.B) {
 	{
 		m, err := pluginhost.Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"math": {Enabled: true,
 			Path: filepath.Join(dir, "plugins/prorl-math"), StartTimeout: config.Duration{Duration: 20 * time.Second}, MaxRestarts: 1, RestartWindow: config.Duration{Duration: time.Minute}}},
-			pluginhost.NoSandboxes{}, "bench")
+			pluginhost.NoSandboxes{}, pluginhost.Options{Instance: "bench"})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -62,7 +62,7 @@ func BenchmarkIssue3Figures(b *testing.B) {
 		}
 		pm, err := pluginhost.Start(ctx, hclog.NewNullLogger(), map[string]*config.Plugin{"tools": {Enabled: true, Path: plugin,
 			StartTimeout: config.Duration{Duration: 20 * time.Second}, MaxRestarts: 1, RestartWindow: config.Duration{Duration: time.Minute}}},
-			&sandbox.PluginServices{M: m, DefaultTimeout: 10 * time.Second}, "bench")
+			&sandbox.PluginServices{M: m, DefaultTimeout: 10 * time.Second}, pluginhost.Options{Instance: "bench"})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,13 +1,16 @@
 package e2e
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prorl/prorl/core/api"
+	"github.com/prorl/prorl/core/rundir"
 	"github.com/prorl/prorl/core/trajectory"
 )
 
@@ -23,20 +26,69 @@ func gone(pid int, within time.Duration) bool {
 	return false
 }
 
-// No plugin outlives its host, even when the host gets no chance to stop it.
+// No plugin outlives its host, even when the host gets no chance to stop it;
+// and what such a host leaves in the temporary directory (its directory of
+// sockets: the plugins', the gateway's) the next host removes.
 func TestHostSIGKILLTakesPluginsAlong(t *testing.T) {
+	// Inherited by the hosts started below; short, for sockets under it
+	// (t.TempDir's path carries the test's name).
+	tmp, err := os.MkdirTemp("/tmp", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	t.Setenv("TMPDIR", tmp)
 	e := newEnv(t, envOpts{})
 	e.startHost()
 	pid := e.domain(t).PID
 	if pid == 0 {
 		t.Fatal("no plugin pid")
 	}
+	killed := hostDirs(t, tmp)
+	if len(killed) != 1 {
+		t.Fatalf("host directories %v, want one", killed)
+	}
+	if sockets, _ := filepath.Glob(filepath.Join(killed[0], "plugin*")); len(sockets) != 1 {
+		t.Fatalf("plugin sockets in %s: %v, want the math plugin's", killed[0], sockets)
+	}
 	if err := e.hostP.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	e.hostP.done <- <-e.hostP.done // waited for; kept for the cleanup's wait
 	if !gone(pid, 10*time.Second) {
 		t.Fatalf("plugin %d survived its SIGKILLed host", pid)
 	}
+	if _, err := os.Stat(killed[0]); err != nil {
+		t.Fatalf("the killed host's directory: %v (the test shows nothing)", err)
+	}
+	e.startHost()
+	if now := hostDirs(t, tmp); len(now) != 1 || now[0] == killed[0] {
+		t.Fatalf("host directories %v after a restart, want one other than the killed host's %s", now, killed[0])
+	}
+	if err := e.hostP.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err = <-e.hostP.done
+	e.hostP.done <- err
+	if err != nil {
+		t.Fatalf("host exit: %v", err)
+	}
+	entries, _ := os.ReadDir(tmp)
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "Test") { // the test's own t.TempDir
+			t.Errorf("left in TMPDIR by a host that stopped: %s", e.Name())
+		}
+	}
+}
+
+// hostDirs lists the hosts' socket directories in dir.
+func hostDirs(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, rundir.Prefix+"*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // SIGTERM: stop taking work, let live rollouts finish, persist them, stop the

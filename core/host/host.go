@@ -26,6 +26,7 @@ import (
 	"github.com/prorl/prorl/core/metrics"
 	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/pluginhost"
+	"github.com/prorl/prorl/core/rundir"
 	"github.com/prorl/prorl/core/sandbox"
 	"github.com/prorl/prorl/core/store"
 	pb "github.com/prorl/prorl/sdk/proto"
@@ -50,7 +51,8 @@ type Host struct {
 	cancel context.CancelFunc
 	// The gateway as sandboxes reach it: its routes alone, on a Unix socket.
 	gwServer *http.Server
-	gwDir    string
+	// run holds the host's sockets (the gateway's, the plugins').
+	run *rundir.Dir
 }
 
 // NewLogger makes the host's logger from the config.
@@ -143,6 +145,19 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 	if cfg.Server.AllowRemote && cfg.Server.Token == "" && cfg.Server.AdminToken == "" {
 		log.Warn("the API is exposed beyond loopback WITHOUT a token (server.insecure = true): anyone who reaches it can submit, cancel and change backends", "listen", cfg.Server.Listen)
 	}
+	run, swept, err := rundir.Create("")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !ok {
+			run.Close()
+		}
+	}()
+	h.run = run
+	if len(swept) > 0 {
+		log.Info("removed the socket directories of hosts that were killed", "dirs", swept)
+	}
 	enabled := cfg.EnabledPlugins()
 	if len(enabled) == 0 {
 		log.Warn("no plugin is enabled: the host serves no domain")
@@ -171,7 +186,7 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 			func() float64 { return float64(m.Counters.OutputDropped.Load()) })
 		log.Info("sandboxes", "driver", m.Driver(), "limits", m.Enforcement(), "seccomp", sc.Seccomp)
 	}
-	plugs, err := pluginhost.Start(ctx, log.Named("plugins"), enabled, hs, h.Instance)
+	plugs, err := pluginhost.Start(ctx, log.Named("plugins"), enabled, hs, pluginhost.Options{Instance: h.Instance, SocketDir: run.Path})
 	if err != nil {
 		if h.Sandboxes != nil {
 			h.Sandboxes.Close()
@@ -329,24 +344,20 @@ func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// gatewaySocket listens on a Unix socket of its own directory, which every
-// sandbox uid can reach (a root host runs each sandbox as its own uid);
-// the session keys are what keep one session from another.
+// gatewaySocket listens on a Unix socket in the host's directory, which
+// every sandbox uid can reach by name (a root host runs each sandbox as its
+// own uid); the session keys are what keep one session from another.
 func (h *Host) gatewaySocket() (net.Listener, error) {
-	dir, err := os.MkdirTemp("", "prorl-gateway-")
-	if err != nil {
-		return nil, fmt.Errorf("gateway socket: %w", err)
-	}
-	sock := filepath.Join(dir, "gateway.sock")
+	sock := filepath.Join(h.run.Path, "gateway.sock")
 	ln, err := net.Listen("unix", sock)
 	if err == nil {
-		err = errors.Join(os.Chmod(dir, 0o755), os.Chmod(sock, 0o666))
+		if err = os.Chmod(sock, 0o666); err != nil {
+			ln.Close()
+		}
 	}
 	if err != nil {
-		os.RemoveAll(dir)
 		return nil, fmt.Errorf("gateway socket: %w", err)
 	}
-	h.gwDir = dir
 	return ln, nil
 }
 
@@ -360,11 +371,13 @@ func (h *Host) Close(context.Context) {
 	}
 	if h.gwServer != nil {
 		_ = h.gwServer.Close()
-		os.RemoveAll(h.gwDir)
 	}
 	h.Plugins.Stop()
 	if h.Sandboxes != nil {
 		h.Sandboxes.Close()
+	}
+	if err := h.run.Close(); err != nil {
+		h.Log.Warn("remove the host's socket directory", "error", err)
 	}
 	if err := h.Store.Close(); err != nil {
 		h.Log.Error("close store", "error", err)

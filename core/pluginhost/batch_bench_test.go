@@ -13,7 +13,7 @@ import (
 // BenchmarkLoneCall: one call at a time (an eval stage with little
 // concurrency), unary against a batch of one.
 func BenchmarkLoneCall(b *testing.B) {
-	m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"countdown": pcfg(countdown, "")}, NoSandboxes{}, "t")
+	m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"countdown": pcfg(countdown, "")}, NoSandboxes{}, Options{Instance: "t", SocketDir: shortDir(b)})
 	if err != nil {
 		b.Fatal(err)
 	}

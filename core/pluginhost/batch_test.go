@@ -29,7 +29,7 @@ import (
 func TestBatchedCallsMatchUnary(t *testing.T) {
 	for lang, pc := range countdowns(t) {
 		t.Run(lang, func(t *testing.T) {
-			m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"countdown": pc()}, NoSandboxes{}, "t")
+			m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"countdown": pc()}, NoSandboxes{}, Options{Instance: "t", SocketDir: shortDir(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +109,7 @@ func together(n int, call func(int) error, t *testing.T) {
 // call unanswered, each caller gets an error the host reads as the crash
 // (so the pipeline retries it on the restarted process), none an answer.
 func TestCrashMidBatch(t *testing.T) {
-	m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"envtest": pcfg(envPlugin, "")}, NoSandboxes{}, "t")
+	m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"envtest": pcfg(envPlugin, "")}, NoSandboxes{}, Options{Instance: "t", SocketDir: shortDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

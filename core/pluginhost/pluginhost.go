@@ -24,6 +24,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+	"github.com/hashicorp/go-plugin/runner"
 	"github.com/prorl/prorl/core/config"
 	pb "github.com/prorl/prorl/sdk/proto"
 	"github.com/prorl/prorl/sdk/schema"
@@ -53,7 +54,7 @@ type Plugin struct {
 	cfg  *config.Plugin
 	log  hclog.Logger
 	hs   pb.HostServicesServer
-	inst string
+	opts Options
 
 	mu       sync.Mutex
 	client   *plugin.Client
@@ -166,6 +167,21 @@ func (p *Plugin) start(ctx context.Context) error {
 		return fmt.Errorf("plugin %s: %w", p.Name, err)
 	}
 	cc.StartTimeout = p.cfg.StartTimeout.Duration
+	if socketDirFits(p.opts.SocketDir) {
+		// go-plugin makes a directory of its own in SocketDir for the
+		// plugin's socket and the host's end of its broker, names it to the
+		// plugin (PLUGIN_UNIX_SOCKET_DIR, read by the Python SDK too) and
+		// removes it when the plugin stops.
+		// go-plugin then passes the command's environment (its handshake,
+		// the socket directory) on a spec of its own.
+		cc.UnixSocketConfig = &plugin.UnixSocketConfig{TempDir: p.opts.SocketDir}
+		cc.Cmd = nil
+		cc.RunnerFunc = func(_ hclog.Logger, spec *exec.Cmd, _ string) (runner.Runner, error) {
+			cmd.Env = append(cmd.Env, spec.Env...)
+			cmd.Stdin = spec.Stdin
+			return newProcRunner(cmd)
+		}
+	}
 	// The process's own stderr before the plugin serves, then what the
 	// plugin writes to os.Stderr/os.Stdout (go-plugin carries those over
 	// gRPC once it serves, and drops them unless told where).
@@ -203,7 +219,7 @@ func (p *Plugin) start(ctx context.Context) error {
 			return fail(fmt.Errorf("[plugins.%s.config] %w", p.Name, err))
 		}
 	}
-	cr, err := rd.Client.Configure(cctx, &pb.ConfigureRequest{ConfigJson: cfgJSON, HostServicesBrokerId: rd.HostServicesID, HostInstance: p.inst})
+	cr, err := rd.Client.Configure(cctx, &pb.ConfigureRequest{ConfigJson: cfgJSON, HostServicesBrokerId: rd.HostServicesID, HostInstance: p.opts.Instance})
 	if err != nil {
 		return fail(fmt.Errorf("configure: %w", err))
 	}
@@ -223,15 +239,17 @@ func (p *Plugin) start(ctx context.Context) error {
 	p.lastErr = ""
 	close(p.ready)
 	p.mu.Unlock()
-	p.log.Info("plugin running", "version", info.Version, "pid", pidOf(client), "epoch", p.epoch)
+	p.log.Info("plugin running", "version", info.Version, "pid", pidOf(cmd), "epoch", p.epoch)
 	return nil
 }
 
-func pidOf(c *plugin.Client) int {
-	if rc := c.ReattachConfig(); rc != nil {
-		return rc.Pid
+// pidOf is the plugin process's id, 0 before it started. (go-plugin's
+// ReattachConfig knows it only when it ran the command itself.)
+func pidOf(cmd *exec.Cmd) int {
+	if cmd == nil || cmd.Process == nil {
+		return 0
 	}
-	return 0
+	return cmd.Process.Pid
 }
 
 // supervise restarts the plugin whenever its process exits.
@@ -423,7 +441,7 @@ func (p *Plugin) Status() Status {
 		}
 	}
 	if p.client != nil {
-		s.PID = pidOf(p.client)
+		s.PID = pidOf(p.cmd)
 	}
 	return s
 }
@@ -460,7 +478,7 @@ func (p *Plugin) PID() int {
 	if p.client == nil {
 		return 0
 	}
-	return pidOf(p.client)
+	return pidOf(p.cmd)
 }
 
 func (p *Plugin) stop() {
@@ -556,8 +574,30 @@ type Manager struct {
 	wg      sync.WaitGroup
 }
 
+// Options are where plugins run.
+type Options struct {
+	// Instance names the host to its plugins (ConfigureRequest.host_instance).
+	Instance string
+	// SocketDir holds the plugins' Unix sockets (the host's directory,
+	// core/rundir); the system's temporary directory if empty.
+	SocketDir string
+}
+
+// socketNames is the most that go-plugin and the Python SDK add to
+// SocketDir's path for a socket: "/plugin-dir" and 10 digits, then
+// "/plugin" and 10 digits (go-plugin's server), or "/prorl-plugin-" and 8
+// characters, then "/plugin.sock" (the Python SDK's).
+const socketNames = len("/plugin-dir") + 10 + len("/prorl-plugin-") + 8 + len("/plugin.sock")
+
+// socketDirFits is whether sockets under dir fit a Unix socket address
+// (sun_path: 108 bytes, its terminating NUL included).
+func socketDirFits(dir string) bool { return dir != "" && len(dir)+socketNames <= 107 }
+
 // Start verifies and launches every enabled plugin; any failure stops all.
-func Start(ctx context.Context, log hclog.Logger, plugins map[string]*config.Plugin, hs pb.HostServicesServer, instance string) (*Manager, error) {
+func Start(ctx context.Context, log hclog.Logger, plugins map[string]*config.Plugin, hs pb.HostServicesServer, opts Options) (*Manager, error) {
+	if opts.SocketDir != "" && !socketDirFits(opts.SocketDir) {
+		log.Info("the socket directory's path is too long for plugins' sockets in it (a Unix socket's is at most 107 bytes); they go to the system's temporary directory, and a killed host leaves them there", "dir", opts.SocketDir)
+	}
 	sctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{log: log, plugins: map[string]*Plugin{}, cancel: cancel}
 	names := make([]string, 0, len(plugins))
@@ -566,7 +606,7 @@ func Start(ctx context.Context, log hclog.Logger, plugins map[string]*config.Plu
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		p := &Plugin{Name: n, cfg: plugins[n], log: log.Named("plugin." + n), hs: hs, inst: instance, state: StateStarting, ready: make(chan struct{})}
+		p := &Plugin{Name: n, cfg: plugins[n], log: log.Named("plugin." + n), hs: hs, opts: opts, state: StateStarting, ready: make(chan struct{})}
 		if err := p.start(ctx); err != nil {
 			m.Stop()
 			return nil, err

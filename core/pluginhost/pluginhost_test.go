@@ -54,7 +54,7 @@ func TestSHA256Mismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	wrong := strings.Repeat("ab", 32)
-	_, err = Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"envtest": pcfg(envPlugin, wrong)}, NoSandboxes{}, "t")
+	_, err = Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"envtest": pcfg(envPlugin, wrong)}, NoSandboxes{}, Options{Instance: "t", SocketDir: shortDir(t)})
 	if err == nil {
 		t.Fatal("a wrong sha256 was accepted")
 	}
@@ -63,7 +63,7 @@ func TestSHA256Mismatch(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
-	m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"envtest": pcfg(envPlugin, strings.ToUpper(good))}, NoSandboxes{}, "t")
+	m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"envtest": pcfg(envPlugin, strings.ToUpper(good))}, NoSandboxes{}, Options{Instance: "t", SocketDir: shortDir(t)})
 	if err != nil {
 		t.Fatalf("the right sha256 was refused: %v", err)
 	}
@@ -75,7 +75,7 @@ func TestEnvCrashRestart(t *testing.T) {
 	ctx := context.Background()
 	var logBuf syncbuf.Buffer
 	hostLog := hclog.New(&hclog.LoggerOptions{Output: &logBuf, Level: hclog.Info})
-	m, err := Start(ctx, hostLog, map[string]*config.Plugin{"envtest": pcfg(envPlugin, "")}, NoSandboxes{}, "t")
+	m, err := Start(ctx, hostLog, map[string]*config.Plugin{"envtest": pcfg(envPlugin, "")}, NoSandboxes{}, Options{Instance: "t", SocketDir: shortDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestSwapLoopNeverRunsUnpinned(t *testing.T) {
 	}()
 	started, refused := 0, 0
 	for i := 0; i < 150; i++ {
-		p := &Plugin{Name: "swap", cfg: pcfg(path, good), hs: NoSandboxes{}, log: hclog.NewNullLogger(), ready: make(chan struct{}), inst: "t"}
+		p := &Plugin{Name: "swap", cfg: pcfg(path, good), hs: NoSandboxes{}, log: hclog.NewNullLogger(), ready: make(chan struct{}), opts: Options{Instance: "t"}}
 		if err := p.start(context.Background()); err != nil {
 			refused++
 			continue
@@ -199,7 +199,7 @@ func TestSwapLoopNeverRunsUnpinned(t *testing.T) {
 	}
 	// With the swapping over, the pinned binary starts (the refusals were
 	// the swaps', not the mechanism's).
-	p := &Plugin{Name: "swap", cfg: pcfg(path, good), hs: NoSandboxes{}, log: hclog.NewNullLogger(), ready: make(chan struct{}), inst: "t"}
+	p := &Plugin{Name: "swap", cfg: pcfg(path, good), hs: NoSandboxes{}, log: hclog.NewNullLogger(), ready: make(chan struct{}), opts: Options{Instance: "t"}}
 	if err := p.start(context.Background()); err != nil {
 		t.Fatalf("the pinned binary in place did not start: %v", err)
 	}
@@ -220,7 +220,7 @@ func TestHangingPluginCannotWedgeStart(t *testing.T) {
 	c := pcfg(script, "")
 	c.StartTimeout = config.Duration{Duration: time.Second}
 	t0 := time.Now()
-	_, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"hang": c}, NoSandboxes{}, "t")
+	_, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"hang": c}, NoSandboxes{}, Options{Instance: "t", SocketDir: shortDir(t)})
 	took := time.Since(t0)
 	if err == nil {
 		t.Fatal("a plugin that never handshakes started")
@@ -285,7 +285,7 @@ func TestConfigSchema(t *testing.T) {
 		} {
 			pc := pc()
 			pc.Config = c.config
-			m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"countdown": pc}, NoSandboxes{}, "t")
+			m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"countdown": pc}, NoSandboxes{}, Options{Instance: "t", SocketDir: shortDir(t)})
 			switch {
 			case c.want == "" && err != nil:
 				t.Errorf("%s: %v refused: %v", lang, c.config, err)
@@ -297,4 +297,67 @@ func TestConfigSchema(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestSocketsInSocketDir: a plugin's socket, and the host's end of its
+// broker, are made in Options.SocketDir (a host's own directory, which the
+// next host removes if this one is killed), not in the temporary
+// directory; they are gone once the plugins stop. The same for the Go
+// SDK's plugin and the Python SDK's. A SocketDir too long for a socket
+// address under it is not used: the plugin still starts.
+func TestSocketsInSocketDir(t *testing.T) {
+	pcs := countdowns(t)
+	for _, c := range []struct {
+		lang    string
+		tooLong bool
+	}{{"go", false}, {"python", false}, {"go", true}, {"python", true}} {
+		t.Run(fmt.Sprintf("%s/too long %v", c.lang, c.tooLong), func(t *testing.T) {
+			sockDir, tmp := shortDir(t), shortDir(t)
+			t.Setenv("TMPDIR", tmp)
+			want, other := sockDir, tmp
+			if c.tooLong {
+				sockDir = filepath.Join(sockDir, strings.Repeat("d", 107-socketNames-len(sockDir)))
+				if err := os.Mkdir(sockDir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				want, other = tmp, sockDir
+			}
+			m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"countdown": pcs[c.lang]()}, NoSandboxes{}, Options{Instance: "t", SocketDir: sockDir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sockets []string
+			_ = filepath.WalkDir(want, func(path string, d os.DirEntry, err error) error {
+				if err == nil && d.Type()&os.ModeSocket != 0 {
+					sockets = append(sockets, path)
+				}
+				return nil
+			})
+			left, _ := os.ReadDir(other)
+			m.Stop()
+			// The plugin's server and the host's broker end: two sockets;
+			// without a SocketDir only the host's is in its TMPDIR (a
+			// plugin's environment has none: its own goes to /tmp).
+			if n := map[bool]int{false: 2, true: 1}[c.tooLong]; len(sockets) != n || len(left) != 0 {
+				t.Errorf("sockets in %s: %v (want %d); in %s: %v (want none)", want, sockets, n, other, left)
+			}
+			if !c.tooLong {
+				if after, _ := os.ReadDir(sockDir); len(after) != 0 {
+					t.Errorf("left in SocketDir after Stop: %v", after)
+				}
+			}
+		})
+	}
+}
+
+// shortDir is a new directory whose path leaves room for sockets under it
+// (t.TempDir's carry the test's name).
+func shortDir(t testing.TB) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/tmp", "ph")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
 }
