@@ -55,15 +55,22 @@ func Start(tb testing.TB, flags ...string) string {
 	args := append([]string{"-m", "vllm.entrypoints.openai.api_server", "--model", modelDir, "--served-model-name", Model,
 		"--host", "127.0.0.1", "--port", strconv.Itoa(port), "--enforce-eager", "--disable-uvicorn-access-log"}, flags...)
 	cmd := exec.Command(python, args...)
+	// Its temporary files (vllm_dist_*, which a killed server leaves) in a
+	// directory removed after it; a short path, for its IPC sockets.
+	tmp, err := os.MkdirTemp("", "vllm")
+	if err != nil {
+		tb.Fatal(err)
+	}
 	// 1 GiB of KV cache (the CPU backend's own budget; --num-gpu-blocks-override
 	// narrows it), nothing fetched, no usage report; scripts/vllm importable
 	// (--logits-processors tool_script:ToolScript).
 	cmd.Env = append(os.Environ(), "VLLM_CPU_KVCACHE_SPACE=1", "HF_HUB_OFFLINE=1", "VLLM_NO_USAGE_STATS=1", "DO_NOT_TRACK=1",
-		"PYTHONPATH="+scriptsDir(tb))
+		"PYTHONPATH="+scriptsDir(tb), "TMPDIR="+tmp)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its engine runs in child processes
 	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
+		os.RemoveAll(tmp)
 		tb.Fatal(err)
 	}
 	exited := make(chan struct{})
@@ -77,6 +84,7 @@ func Start(tb testing.TB, flags ...string) string {
 			<-exited
 		}
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // any engine process left
+		os.RemoveAll(tmp)
 	})
 	url := "http://127.0.0.1:" + strconv.Itoa(port)
 	deadline := time.Now().Add(5 * time.Minute)
