@@ -5,6 +5,7 @@ package sdktest
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -68,7 +69,15 @@ func dispense(t testing.TB, c plugin.ClientProtocol) *Harness {
 func StartCommand(t testing.TB, argv []string, hs pb.HostServicesServer) *Harness {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append([]string{}, wire.BaseEnv...)
+	// The plugin's socket in a directory removed after the test: a plugin
+	// killed at the end (its graceful stop timed out) leaves it (in /tmp:
+	// the environment has no TMPDIR). A short path, for a socket's.
+	sockDir, err := os.MkdirTemp("", "sdkt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	cmd.Env = append(append([]string{}, wire.BaseEnv...), plugin.EnvUnixSocketDir+"="+sockDir)
 	cc, err := wire.ClientConfig(cmd, hs, hclog.New(&hclog.LoggerOptions{Name: "plugin", Output: testWriter{t}, Level: hclog.Info}))
 	if err != nil {
 		t.Fatal(err)
