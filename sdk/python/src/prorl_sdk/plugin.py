@@ -410,13 +410,15 @@ def serve(env: Env[Any, Any, Any], argv: list[str] | None = None) -> None:
         signal.signal(sig, lambda *_: stop.set())
     env.log.debug("plugin serving", socket=sock)
     stop.wait()
-    broker.close()
-    server.stop(grace=2).wait()
+    # The socket's file first: the host kills a plugin whose stop outlasts
+    # its grace, and connections made do not need the name.
     try:
         os.unlink(sock)
         os.rmdir(sockdir)
     except OSError:
         pass
+    broker.close()
+    server.stop(grace=2).wait()
 
 
 __all__ = ["describe", "serve"]
