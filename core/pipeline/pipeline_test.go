@@ -66,10 +66,17 @@ func newStopped(t *testing.T, cfgf func(*config.Config), sim *simllm.Server, dep
 		cfgf(cfg)
 	}
 	log := hclog.NewNullLogger()
+	// The plugin's sockets in a directory removed after the test (short:
+	// t.TempDir's path is too long for sockets under it).
+	sockDir, err := os.MkdirTemp("", "pl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
 	plugs, err := pluginhost.Start(context.Background(), log, map[string]*config.Plugin{"math": {
 		// No python tool: these tests run without a sandbox manager.
 		Enabled: true, Path: mathPlugin, Config: map[string]any{"python": false}, StartTimeout: config.Duration{Duration: 20 * time.Second}, MaxRestarts: 5, RestartWindow: config.Duration{Duration: time.Minute},
-	}}, pluginhost.NoSandboxes{}, pluginhost.Options{Instance: "test"})
+	}}, pluginhost.NoSandboxes{}, pluginhost.Options{Instance: "test", SocketDir: sockDir})
 	if err != nil {
 		t.Fatal(err)
 	}
