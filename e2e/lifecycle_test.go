@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,6 +79,53 @@ func TestHostSIGKILLTakesPluginsAlong(t *testing.T) {
 		if !strings.HasPrefix(e.Name(), "Test") { // the test's own t.TempDir
 			t.Errorf("left in TMPDIR by a host that stopped: %s", e.Name())
 		}
+	}
+}
+
+// A second SIGTERM exits at once, mid-shutdown; the host's directory of
+// sockets goes with it all the same.
+func TestSecondSignalLeavesNothing(t *testing.T) {
+	tmp, err := os.MkdirTemp("/tmp", "k") // short, for sockets under it
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	t.Setenv("TMPDIR", tmp)
+	e := newEnv(t, envOpts{staticBackend: true, simArgs: []string{"--correct-rate", "1", "--token-latency", "50ms"}})
+	e.startHost()
+	if len(hostDirs(t, tmp)) != 1 {
+		t.Fatalf("host directories %v, want one", hostDirs(t, tmp))
+	}
+	// Rollouts that take seconds: the first signal's shutdown waits for them.
+	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}, "n": 4})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var live struct{ Rollouts []any }
+		e.do("GET", "/v1/rollouts?stage=run", nil).json(t, &live)
+		if len(live.Rollouts) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no rollout generating after 30 s")
+		}
+	}
+	for range 2 {
+		if err := e.hostP.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	select {
+	case err := <-e.hostP.done:
+		e.hostP.done <- err
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+			t.Fatalf("host exit %v, want status 130 (the second signal's, mid-shutdown)", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("host did not exit after two SIGTERMs")
+	}
+	if left := hostDirs(t, tmp); len(left) != 0 {
+		t.Fatalf("left by a host that exited on a second signal: %v", left)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/prorl/prorl/core/dataset"
 	"github.com/prorl/prorl/core/host"
 	"github.com/prorl/prorl/core/pluginhost"
+	"github.com/prorl/prorl/core/rundir"
 	"github.com/prorl/prorl/core/store"
 	"github.com/prorl/prorl/internal/profiling"
 )
@@ -62,6 +63,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 		cancel()
 		<-ch
 		fmt.Fprintln(os.Stderr, "prorl-host: second signal, exiting now")
+		rundir.CloseAll() // the sockets' directory: the plugins die with the host
 		os.Exit(130)
 	}()
 	return ctx, func() { signal.Stop(ch); cancel() }

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -31,6 +32,12 @@ type Dir struct {
 	Path string
 	lock *os.File
 }
+
+// open are this process's directories not yet closed (CloseAll).
+var (
+	openMu sync.Mutex
+	open   = map[*Dir]bool{}
+)
 
 // Create sweeps base (os.TempDir() if empty) of directories left by killed
 // hosts, then makes and locks this host's. The directory is 0711: a
@@ -51,7 +58,11 @@ func Create(base string) (d *Dir, removed []string, err error) {
 		f, err := lock(path)
 		if err == nil {
 			if err = os.Chmod(path, 0o711); err == nil {
-				return &Dir{Path: path, lock: f}, removed, nil
+				d := &Dir{Path: path, lock: f}
+				openMu.Lock()
+				open[d] = true
+				openMu.Unlock()
+				return d, removed, nil
 			}
 			f.Close()
 		}
@@ -100,8 +111,30 @@ func (d *Dir) Close() error {
 	if d == nil {
 		return nil
 	}
+	openMu.Lock()
+	if !open[d] {
+		openMu.Unlock()
+		return nil
+	}
+	delete(open, d)
+	openMu.Unlock()
 	err := os.RemoveAll(d.Path)
 	return errors.Join(err, d.lock.Close())
+}
+
+// CloseAll closes every directory of this process's: for an exit that
+// skips the hosts' own shutdown (a second SIGTERM), so that the next host
+// need not sweep them.
+func CloseAll() {
+	openMu.Lock()
+	ds := make([]*Dir, 0, len(open))
+	for d := range open {
+		ds = append(ds, d)
+	}
+	openMu.Unlock()
+	for _, d := range ds {
+		d.Close()
+	}
 }
 
 // Sweep removes base's host directories that no live process holds: this

@@ -182,3 +182,25 @@ func TestCreateWhileSweeping(t *testing.T) {
 		d.Close()
 	}
 }
+
+func TestCloseAll(t *testing.T) {
+	base := t.TempDir()
+	a, _, err := Create(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := Create(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	CloseAll()
+	if exists(a.Path) || exists(b.Path) {
+		t.Fatalf("left after CloseAll: %v %v", exists(a.Path), exists(b.Path))
+	}
+	if err := b.Close(); err != nil { // closed already: nothing to do
+		t.Fatal(err)
+	}
+}
