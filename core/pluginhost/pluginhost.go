@@ -171,9 +171,9 @@ func (p *Plugin) start(ctx context.Context) error {
 		// go-plugin makes a directory of its own in SocketDir for the
 		// plugin's socket and the host's end of its broker, names it to the
 		// plugin (PLUGIN_UNIX_SOCKET_DIR, read by the Python SDK too) and
-		// removes it when the plugin stops.
-		// go-plugin then passes the command's environment (its handshake,
-		// the socket directory) on a spec of its own.
+		// removes it when the plugin stops; only with a RunnerFunc, to
+		// which it hands the handshake's environment on a command of its
+		// own.
 		cc.UnixSocketConfig = &plugin.UnixSocketConfig{TempDir: p.opts.SocketDir}
 		cc.Cmd = nil
 		cc.RunnerFunc = func(_ hclog.Logger, spec *exec.Cmd, _ string) (runner.Runner, error) {
