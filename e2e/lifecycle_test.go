@@ -31,14 +31,7 @@ func gone(pid int, within time.Duration) bool {
 // and what such a host leaves in the temporary directory (its directory of
 // sockets: the plugins', the gateway's) the next host removes.
 func TestHostSIGKILLTakesPluginsAlong(t *testing.T) {
-	// Inherited by the hosts started below; short, for sockets under it
-	// (t.TempDir's path carries the test's name).
-	tmp, err := os.MkdirTemp("/tmp", "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(tmp) })
-	t.Setenv("TMPDIR", tmp)
+	tmp := hostTMPDIR(t)
 	e := newEnv(t, envOpts{})
 	e.startHost()
 	pid := e.domain(t).PID
@@ -69,7 +62,7 @@ func TestHostSIGKILLTakesPluginsAlong(t *testing.T) {
 	if err := e.hostP.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	err = <-e.hostP.done
+	err := <-e.hostP.done
 	e.hostP.done <- err
 	if err != nil {
 		t.Fatalf("host exit: %v", err)
@@ -85,12 +78,7 @@ func TestHostSIGKILLTakesPluginsAlong(t *testing.T) {
 // A second SIGTERM exits at once, mid-shutdown; the host's directory of
 // sockets goes with it all the same.
 func TestSecondSignalLeavesNothing(t *testing.T) {
-	tmp, err := os.MkdirTemp("/tmp", "k") // short, for sockets under it
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(tmp) })
-	t.Setenv("TMPDIR", tmp)
+	tmp := hostTMPDIR(t)
 	e := newEnv(t, envOpts{staticBackend: true, simArgs: []string{"--correct-rate", "1", "--token-latency", "50ms"}})
 	e.startHost()
 	if len(hostDirs(t, tmp)) != 1 {
@@ -127,6 +115,20 @@ func TestSecondSignalLeavesNothing(t *testing.T) {
 	if left := hostDirs(t, tmp); len(left) != 0 {
 		t.Fatalf("left by a host that exited on a second signal: %v", left)
 	}
+}
+
+// hostTMPDIR is a new temporary directory the hosts a test starts inherit
+// as TMPDIR: short, for sockets under it (t.TempDir's path carries the
+// test's name).
+func hostTMPDIR(t *testing.T) string {
+	t.Helper()
+	tmp, err := os.MkdirTemp("/tmp", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	t.Setenv("TMPDIR", tmp)
+	return tmp
 }
 
 // hostDirs lists the hosts' socket directories in dir.
