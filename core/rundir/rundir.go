@@ -5,10 +5,8 @@
 // killed (SIGKILL, the OOM killer, a batch system's time limit) cannot, and
 // the next host to start on the machine removes it then.
 //
-// Each directory holds a lock file, locked (flock) for the host's life: the
-// kernel drops the lock when the process dies, however it dies, so a lock
-// that can be taken marks a directory nobody uses. Process ids are not
-// used: they are reused.
+// Each directory is claimed with package dirlock: a lock file, locked for
+// the host's life, marks it as a live host's.
 package rundir
 
 import (
@@ -19,13 +17,12 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/prorl/prorl/core/dirlock"
 )
 
 // Prefix begins the name of every host's directory.
 const Prefix = "prorl-host-"
-
-// lockName is the lock file inside a directory.
-const lockName = ".lock"
 
 // Dir is a host's directory, locked until Close.
 type Dir struct {
@@ -48,61 +45,20 @@ func Create(base string) (d *Dir, removed []string, err error) {
 		base = os.TempDir()
 	}
 	removed = Sweep(base)
-	// Another host's sweep may take a new directory's lock between its
-	// creation and ours (then it removes it): try again with another.
-	for range 100 {
-		path, err := os.MkdirTemp(base, Prefix)
-		if err != nil {
-			return nil, removed, fmt.Errorf("run directory: %w", err)
-		}
-		f, err := lock(path)
-		if err == nil {
-			if err = os.Chmod(path, 0o711); err == nil {
-				d := &Dir{Path: path, lock: f}
-				openMu.Lock()
-				open[d] = true
-				openMu.Unlock()
-				return d, removed, nil
-			}
-			f.Close()
-		}
-		if !errors.Is(err, errLost) {
-			os.RemoveAll(path)
-			return nil, removed, fmt.Errorf("run directory: %w", err)
-		}
-	}
-	return nil, removed, fmt.Errorf("run directory: %w", errLost)
-}
-
-var errLost = errors.New("swept by another host as it was made")
-
-// lock takes the lock of path's lock file (creating it), never waiting.
-// The sweep takes it the same way, so of a host creating its directory and
-// a sweep, one gets it; errLost tells the host it was the sweep.
-func lock(path string) (*os.File, error) {
-	name := filepath.Join(path, lockName)
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, errLost // the directory is gone
-	}
+	path, f, err := dirlock.Claim(func() (string, error) { return os.MkdirTemp(base, Prefix) })
 	if err != nil {
-		return nil, err
+		return nil, removed, fmt.Errorf("run directory: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := os.Chmod(path, 0o711); err != nil {
+		os.RemoveAll(path)
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, errLost // held by a sweep removing the directory (or its host)
-		}
-		return nil, err
+		return nil, removed, fmt.Errorf("run directory: %w", err)
 	}
-	// Locked, but a sweep may have locked, removed and let go before.
-	held, err1 := f.Stat()
-	named, err2 := os.Stat(name)
-	if err1 != nil || err2 != nil || !os.SameFile(held, named) {
-		f.Close()
-		return nil, errLost
-	}
-	return f, nil
+	d = &Dir{Path: path, lock: f}
+	openMu.Lock()
+	open[d] = true
+	openMu.Unlock()
+	return d, removed, nil
 }
 
 // Close removes the directory and what is left in it, then lets go of
@@ -164,10 +120,10 @@ func removeStale(path string, uid int) bool {
 	if err := syscall.Lstat(path, &st); err != nil || int(st.Uid) != uid {
 		return false
 	}
-	// A host killed before it locked left no lock file: lock makes one. A
+	// A host killed before it locked left no lock file: Lock makes one. A
 	// host locking its new directory now either wins (and this leaves it)
-	// or loses, and makes another (Create).
-	f, err := lock(path)
+	// or loses, and makes another (dirlock.Claim).
+	f, err := dirlock.Lock(path)
 	if err != nil {
 		return false // a live host's
 	}

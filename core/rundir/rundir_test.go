@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prorl/prorl/core/dirlock"
 )
 
 // helperEnv makes the test binary a host that creates its directory in
@@ -172,7 +174,7 @@ func TestCreateWhileSweeping(t *testing.T) {
 	close(stop)
 	sweepers.Wait()
 	for _, d := range dirs {
-		if !exists(filepath.Join(d.Path, lockName)) {
+		if !exists(filepath.Join(d.Path, dirlock.Name)) {
 			t.Fatalf("%s was swept while its host held it", d.Path)
 		}
 		var st syscall.Stat_t
