@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/core/dirlock"
 	"github.com/prorl/prorl/internal/sandboxproto"
 	"github.com/prorl/prorl/internal/seccomp"
 	"golang.org/x/sys/unix"
@@ -167,26 +168,22 @@ func New(cfg Config, log hclog.Logger) (*Manager, error) {
 		m.cfg.Agent = agent
 	}
 	m.Reap()
-	m.instance = fmt.Sprintf("h%d-%s", os.Getpid(), randHex(4))
-	dir := filepath.Join(cfg.WorkRoot, m.instance)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	// The instance directory's lock, held for the host's life, tells
+	// other hosts' reapers that its sandboxes are live.
+	dir, f, err := dirlock.Claim(func() (string, error) {
+		m.instance = fmt.Sprintf("h%d-%s", os.Getpid(), randHex(4))
+		dir := filepath.Join(cfg.WorkRoot, m.instance)
+		return dir, os.Mkdir(dir, 0o755)
+	})
 	if err != nil {
-		return nil, err
-	}
-	// Held for the host's life; the kernel drops it when the host dies, however it dies.
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock %s: %w", dir, err)
+		return nil, fmt.Errorf("sandbox instance directory: %w", err)
 	}
 	m.lock = f
 	if cfg.Cgroups != "off" && d.Name() != "none" && !cfg.Baseline {
 		m.cgroups, m.cgErr = newCgroups(m.instance)
 		if m.cgErr != nil && cfg.Cgroups == "required" {
-			m.lock.Close()
 			_ = RemoveAll(dir)
+			m.lock.Close()
 			return nil, fmt.Errorf("sandbox cgroups required: %w", m.cgErr)
 		}
 		if m.cgErr != nil {
@@ -235,17 +232,18 @@ func (m *Manager) Reap() {
 			continue
 		}
 		dir := filepath.Join(m.cfg.WorkRoot, e.Name())
-		f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR, 0)
-		if err == nil {
-			if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
-				f.Close() // a live host owns it
-				continue
-			}
-			f.Close()
+		// Held while reaping, so a host claiming this name now gets
+		// another; a lock that cannot be taken is a live host's, or one
+		// this user may not touch.
+		f, err := dirlock.Lock(dir)
+		if err != nil {
+			continue
 		}
 		n := killLabelled(labelPrefix(e.Name())) + killLabelled(instancePrefix(e.Name()))
 		m.cgroups.reap(e.Name())
-		if err := RemoveAll(dir); err != nil {
+		err = RemoveAll(dir)
+		f.Close()
+		if err != nil {
 			m.log.Warn("reaper could not remove leftovers", "dir", dir, "error", err)
 			continue
 		}

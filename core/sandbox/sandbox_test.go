@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/core/dirlock"
 )
 
 var agentBin string
@@ -387,6 +389,42 @@ func TestReaper(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, a.instance)); !os.IsNotExist(err) {
 		t.Fatalf("dead host's dir left: %v", err)
+	}
+}
+
+// Hosts starting while others reap: a reaper never takes a starting
+// host's instance directory, which it would see for a moment without a
+// held lock.
+func TestNewWhileReaping(t *testing.T) {
+	root := workRoot(t)
+	reaper := newManager(t, "none", root)
+	defer reaper.Close()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					reaper.Reap()
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for i := range 200 {
+		m, err := New(Config{Driver: "none", WorkRoot: root, Agent: agentBin}, hclog.NewNullLogger())
+		if err != nil {
+			t.Fatalf("start %d: %v", i, err)
+		}
+		if _, err := os.Stat(filepath.Join(root, m.instance, dirlock.Name)); err != nil {
+			t.Fatalf("start %d: its instance directory was reaped: %v", i, err)
+		}
+		m.Close()
 	}
 }
 
