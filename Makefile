@@ -190,7 +190,7 @@ test-short: build
 	@for m in $(GO_MODULES); do (cd $$m && $(GO) test -short ./...) || exit 1; done
 
 # The repository's Python scripts (scripts/, plugins/), with the SDK venv's pinned ruff (ruff.toml).
-PY_SCRIPTS = $$(git ls-files 'scripts/*.py' 'plugins/*.py')
+PY_SCRIPTS = $$(git ls-files 'scripts/*.py' 'plugins/*.py' 'core/*.py')
 ruff-scripts:
 	@py=$$(bash scripts/pysdk/install.sh) && "$$py" -m ruff check $(PY_SCRIPTS) && "$$py" -m ruff format --check $(PY_SCRIPTS)
 

@@ -74,36 +74,49 @@ func TestPlayAnyDomain(t *testing.T) {
 	}
 
 	// An admin enables the domain without writing a config: batch mode's
-	// embedded host with --plugin, the simulator always right.
-	t.Run("batch --plugin", func(t *testing.T) {
-		_, url := listening(t, filepath.Join(dir, "sim.addr"), "prorl-simllm", "--listen", "127.0.0.1:0", "--scripts", scripts, "--correct-rate", "1")
-		tasks, out := filepath.Join(dir, "tasks.jsonl"), filepath.Join(dir, "results.jsonl")
-		if err := os.WriteFile(tasks, []byte(countdownTasks), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(filepath.Join(binDir, "prorl-host"), "run", "--plugin", "countdown="+goPlugin, "--tasks", tasks,
-			"--domain", "countdown", "--n", "2", "--backend", url, "--out", out)
-		cmd.Dir = dir
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("prorl-host run: %v\n%s", err, b)
-		}
-		b, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rewards := map[float64]int{}
-		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			var r struct {
-				Status string  `json:"status"`
-				Reward float64 `json:"reward"`
+	// embedded host with --plugin, the simulator always right; the tasks
+	// in JSONL, and in Parquet as pyarrow writes it.
+	_, url := listening(t, filepath.Join(dir, "sim.addr"), "prorl-simllm", "--listen", "127.0.0.1:0", "--scripts", scripts, "--correct-rate", "1")
+	for _, format := range []string{"jsonl", "parquet"} {
+		t.Run("batch --plugin, "+format, func(t *testing.T) {
+			tasks, out := filepath.Join(dir, "tasks."+format), filepath.Join(dir, "results-"+format+".jsonl")
+			if format == "jsonl" {
+				if err := os.WriteFile(tasks, []byte(countdownTasks), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				py := sdktest.ReferencePython(t, "../scripts/swebench/install.sh", "PRORL_REQUIRE_SWEBENCH")
+				w := exec.Command(py, "-c", `import json, sys, pyarrow as pa, pyarrow.parquet as pq
+pq.write_table(pa.Table.from_pylist([json.loads(l) for l in sys.stdin]), sys.argv[1])`, tasks)
+				w.Stdin = strings.NewReader(countdownTasks)
+				if b, err := w.CombinedOutput(); err != nil {
+					t.Fatalf("pyarrow: %v\n%s", err, b)
+				}
 			}
-			if err := json.Unmarshal([]byte(line), &r); err != nil || r.Status != "completed" {
-				t.Fatalf("result %s: %v", line, err)
+			cmd := exec.Command(filepath.Join(binDir, "prorl-host"), "run", "--plugin", "countdown="+goPlugin, "--tasks", tasks,
+				"--domain", "countdown", "--n", "2", "--backend", url, "--out", out)
+			cmd.Dir = dir
+			if b, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("prorl-host run: %v\n%s", err, b)
 			}
-			rewards[r.Reward]++
-		}
-		if rewards[1] != 4 || rewards[0] != 2 {
-			t.Fatalf("rewards %v; want 4 right (two scripted tasks) and 2 not (the unscripted one)", rewards)
-		}
-	})
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rewards := map[float64]int{}
+			for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				var r struct {
+					Status string  `json:"status"`
+					Reward float64 `json:"reward"`
+				}
+				if err := json.Unmarshal([]byte(line), &r); err != nil || r.Status != "completed" {
+					t.Fatalf("result %s: %v", line, err)
+				}
+				rewards[r.Reward]++
+			}
+			if rewards[1] != 4 || rewards[0] != 2 {
+				t.Fatalf("rewards %v; want 4 right (two scripted tasks) and 2 not (the unscripted one)", rewards)
+			}
+		})
+	}
 }

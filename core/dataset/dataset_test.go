@@ -7,14 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/parquet-go/parquet-go"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
-
-type instance struct {
-	InstanceID string `parquet:"instance_id"`
-	FailToPass string `parquet:"FAIL_TO_PASS"`
-	Version    string `parquet:"version"`
-}
 
 func TestParquetAndJSONL(t *testing.T) {
 	dir := t.TempDir()
@@ -23,11 +20,18 @@ func TestParquetAndJSONL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := parquet.NewGenericWriter[instance](f)
-	if _, err := w.Write([]instance{{"django__django-11099", `["test_a (x.T)"]`, "3.0"}, {"astropy__astropy-12907", "[]", "4.3"}}); err != nil {
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "instance_id", Type: arrow.BinaryTypes.String},
+		{Name: "FAIL_TO_PASS", Type: arrow.BinaryTypes.String},
+		{Name: "version", Type: arrow.BinaryTypes.String},
+	}, nil)
+	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, schema, strings.NewReader(
+		`[{"instance_id": "django__django-11099", "FAIL_TO_PASS": "[\"test_a (x.T)\"]", "version": "3.0"},
+		  {"instance_id": "astropy__astropy-12907", "FAIL_TO_PASS": "[]", "version": "4.3"}]`))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Close(); err != nil {
+	if err := pqarrow.WriteTable(array.NewTableFromRecords(schema, []arrow.RecordBatch{rec}), f, 1024, nil, pqarrow.DefaultWriterProps()); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
