@@ -212,6 +212,7 @@ func serve(args []string) int {
 	a.session.kill()
 	killAllChildren()
 	wg.Wait()
+	a.session.removeState()
 	return 0
 }
 

@@ -203,6 +203,17 @@ func (s *session) kill() {
 	s.killLocked()
 }
 
+// removeState removes the session's state directory: under driver none
+// it is in the host's /tmp, which no sandbox's end clears.
+func (s *session) removeState() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != "" {
+		_ = os.RemoveAll(s.state)
+		s.state = ""
+	}
+}
+
 func (s *session) killLocked() {
 	if s.cmd != nil {
 		killTree(s.cmd.Process.Pid)

@@ -428,6 +428,31 @@ func TestNewWhileReaping(t *testing.T) {
 	}
 }
 
+// The agent's shell session keeps state in a directory of the agent's
+// temporary directory; under driver none that is the host's, so the agent
+// removes it when it stops.
+func TestSessionStateRemoved(t *testing.T) {
+	m := newManager(t, "none", workRoot(t))
+	defer m.Close()
+	tmp := t.TempDir()
+	s, err := m.Start(context.Background(), "r", Spec{Env: map[string]string{"TMPDIR": tmp}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Session(context.Background(), "cd /; echo ok", 5*time.Second); err != nil || string(r.Stdout) != "ok\n" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, ".prorl-session-*")); len(left) != 1 {
+		t.Fatalf("session state %v: the test no longer sees where it is", left)
+	}
+	if err := m.Stop(s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, ".prorl-session-*")); len(left) != 0 {
+		t.Fatalf("left after the sandbox stopped: %v", left)
+	}
+}
+
 // As root, a work root inside a private directory is replaced by one the
 // sandboxes' uids can reach, and sandboxes work there.
 func TestPrivateWorkRoot(t *testing.T) {
