@@ -4,9 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/prorl/prorl/internal/hammer"
 )
 
 func TestLock(t *testing.T) {
@@ -92,30 +93,17 @@ func sweep(t *testing.T, dir string) {
 // owner lets go.
 func TestClaimWhileSweeping(t *testing.T) {
 	base := t.TempDir()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				ents, _ := os.ReadDir(base)
-				for _, e := range ents {
-					dir := filepath.Join(base, e.Name())
-					if f, err := Lock(dir); err == nil {
-						os.RemoveAll(dir)
-						f.Close()
-					}
-				}
+	stop := hammer.Start(4, func() {
+		ents, _ := os.ReadDir(base)
+		for _, e := range ents {
+			dir := filepath.Join(base, e.Name())
+			if f, err := Lock(dir); err == nil {
+				os.RemoveAll(dir)
+				f.Close()
 			}
-		}()
-	}
-	defer func() { close(stop); wg.Wait() }()
+		}
+	})
+	defer stop()
 	for i := range 300 {
 		dir, f, err := Claim(func() (string, error) { return os.MkdirTemp(base, "d") })
 		if err != nil {

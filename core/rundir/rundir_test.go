@@ -6,12 +6,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prorl/prorl/core/dirlock"
+	"github.com/prorl/prorl/internal/hammer"
 )
 
 // helperEnv makes the test binary a host that creates its directory in
@@ -149,20 +149,7 @@ func TestSweepLeaves(t *testing.T) {
 // processes).
 func TestCreateWhileSweeping(t *testing.T) {
 	base := t.TempDir()
-	stop := make(chan struct{})
-	var sweepers sync.WaitGroup
-	for range 4 {
-		sweepers.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-					Sweep(base)
-				}
-			}
-		})
-	}
+	stop := hammer.Start(4, func() { Sweep(base) })
 	var dirs []*Dir
 	for range 200 {
 		d, _, err := Create(base)
@@ -171,8 +158,7 @@ func TestCreateWhileSweeping(t *testing.T) {
 		}
 		dirs = append(dirs, d)
 	}
-	close(stop)
-	sweepers.Wait()
+	stop()
 	for _, d := range dirs {
 		if !exists(filepath.Join(d.Path, dirlock.Name)) {
 			t.Fatalf("%s was swept while its host held it", d.Path)

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/dirlock"
+	"github.com/prorl/prorl/internal/hammer"
 )
 
 var agentBin string
@@ -399,23 +399,7 @@ func TestNewWhileReaping(t *testing.T) {
 	root := workRoot(t)
 	reaper := newManager(t, "none", root)
 	defer reaper.Close()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-					reaper.Reap()
-				}
-			}
-		}()
-	}
-	defer func() { close(stop); wg.Wait() }()
+	defer hammer.Start(4, reaper.Reap)()
 	for i := range 200 {
 		m, err := New(Config{Driver: "none", WorkRoot: root, Agent: agentBin}, hclog.NewNullLogger())
 		if err != nil {
