@@ -8,38 +8,26 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
 func TestParquetAndJSONL(t *testing.T) {
 	dir := t.TempDir()
 	pq := filepath.Join(dir, "test-00000-of-00001.parquet")
-	f, err := os.Create(pq)
-	if err != nil {
-		t.Fatal(err)
-	}
 	schema := arrow.NewSchema([]arrow.Field{
 		{Name: "instance_id", Type: arrow.BinaryTypes.String},
 		{Name: "FAIL_TO_PASS", Type: arrow.BinaryTypes.String},
 		{Name: "version", Type: arrow.BinaryTypes.String},
 	}, nil)
-	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, schema, strings.NewReader(
-		`[{"instance_id": "django__django-11099", "FAIL_TO_PASS": "[\"test_a (x.T)\"]", "version": "3.0"},
-		  {"instance_id": "astropy__astropy-12907", "FAIL_TO_PASS": "[]", "version": "4.3"}]`))
-	if err != nil {
+	b := writeParquet(t, schema, `[{"instance_id": "django__django-11099", "FAIL_TO_PASS": "[\"test_a (x.T)\"]", "version": "3.0"},
+		  {"instance_id": "astropy__astropy-12907", "FAIL_TO_PASS": "[]", "version": "4.3"}]`, 1024, nil)
+	if err := os.WriteFile(pq, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := pqarrow.WriteTable(array.NewTableFromRecords(schema, []arrow.RecordBatch{rec}), f, 1024, nil, pqarrow.DefaultWriterProps()); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
 	r, err := Open(pq)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := io.ReadAll(r)
+	b, _ = io.ReadAll(r)
 	want := `{"FAIL_TO_PASS":"[\"test_a (x.T)\"]","instance_id":"django__django-11099","version":"3.0"}
 {"FAIL_TO_PASS":"[]","instance_id":"astropy__astropy-12907","version":"4.3"}
 `

@@ -32,16 +32,22 @@ func seedParquet(t testing.TB, codec compress.Compression) []byte {
 		{Name: "ok", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
 		{Name: "m", Type: arrow.StructOf(arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Float64, Nullable: true}), Nullable: true},
 	}, nil)
-	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, schema, strings.NewReader(
-		`[{"id": "a", "tests": ["x", "y"], "n": 1, "ok": true, "m": {"a": 1.5}},
+	return writeParquet(t, schema, `[{"id": "a", "tests": ["x", "y"], "n": 1, "ok": true, "m": {"a": 1.5}},
 		  {"id": "b", "tests": null, "n": null, "ok": false, "m": null},
-		  {"id": "a", "tests": [], "n": -7, "ok": null, "m": {"a": null}}]`))
+		  {"id": "a", "tests": [], "n": -7, "ok": null, "m": {"a": null}}]`, 2,
+		parquet.NewWriterProperties(parquet.WithCompression(codec), parquet.WithDataPageVersion(parquet.DataPageV2)))
+}
+
+// writeParquet is rows (a JSON array of objects) of schema as a Parquet
+// file written by Arrow, chunk rows to a row group; nil props: defaults.
+func writeParquet(t testing.TB, schema *arrow.Schema, rows string, chunk int64, props *parquet.WriterProperties) []byte {
+	t.Helper()
+	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, schema, strings.NewReader(rows))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	props := parquet.NewWriterProperties(parquet.WithCompression(codec), parquet.WithDataPageVersion(parquet.DataPageV2))
-	if err := pqarrow.WriteTable(array.NewTableFromRecords(schema, []arrow.RecordBatch{rec}), &buf, 2, props, pqarrow.DefaultWriterProps()); err != nil {
+	if err := pqarrow.WriteTable(array.NewTableFromRecords(schema, []arrow.RecordBatch{rec}), &buf, chunk, props, pqarrow.DefaultWriterProps()); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()

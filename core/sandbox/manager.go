@@ -171,13 +171,13 @@ func New(cfg Config, log hclog.Logger) (*Manager, error) {
 	// The instance directory's lock, held for the host's life, tells
 	// other hosts' reapers that its sandboxes are live.
 	dir, f, err := dirlock.Claim(func() (string, error) {
-		m.instance = fmt.Sprintf("h%d-%s", os.Getpid(), randHex(4))
-		dir := filepath.Join(cfg.WorkRoot, m.instance)
+		dir := filepath.Join(cfg.WorkRoot, fmt.Sprintf("h%d-%s", os.Getpid(), randHex(4)))
 		return dir, os.Mkdir(dir, 0o755)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox instance directory: %w", err)
 	}
+	m.instance = filepath.Base(dir)
 	m.lock = f
 	if cfg.Cgroups != "off" && d.Name() != "none" && !cfg.Baseline {
 		m.cgroups, m.cgErr = newCgroups(m.instance)
