@@ -111,7 +111,10 @@ type ToolCall struct {
 type SandboxSpec struct {
 	Image   string
 	Network bool
-	Env     map[string]string
+	// Env is the environment of every command in the sandbox, over the
+	// host's defaults (PATH, HOME, LANG) and under an ExecRequest's own.
+	// Names are letters, digits and _, not first a digit.
+	Env map[string]string
 	// CPUSeconds and MaxFileBytes bind each process; MemoryBytes and
 	// MaxProcesses the whole sandbox where the host has cgroups (each
 	// process otherwise), DiskBytes its work directory.

@@ -10,8 +10,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -150,6 +152,10 @@ func serve(args []string) int {
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	// Descriptors the host's parent leaked without close-on-exec stop here.
 	_ = unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err := readSandboxEnv(); err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox env:", err)
+		return 1
+	}
 	in := bufio.NewReaderSize(os.Stdin, 64<<10)
 	line, _, err := sandboxproto.ReadFrame(in, sandboxproto.MaxFrame)
 	if err != nil {
@@ -308,11 +314,33 @@ func (a *agent) handle(req sandboxproto.Request) {
 	a.reply(r)
 }
 
+// sandboxEnv is the sandbox's own environment (sandboxproto.EnvVar), set
+// on the agent too (its session state goes to the sandbox's TMPDIR).
+var sandboxEnv []string
+
+func readSandboxEnv() error {
+	env, err := sandboxproto.DecodeEnv(os.Getenv(sandboxproto.EnvVar))
+	_ = os.Unsetenv(sandboxproto.EnvVar)
+	if err != nil {
+		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if err := os.Setenv(k, env[k]); err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		sandboxEnv = append(sandboxEnv, k+"="+env[k])
+	}
+	return nil
+}
+
+// env is a command's environment: defaults, the sandbox's own, then the
+// request's (exec's duplicate keys take the last).
 func env(extra map[string]string) []string {
 	e := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "TERM=dumb", "PYTHONUNBUFFERED=1"}
 	if h := os.Getenv("HOME"); h != "" {
 		e = append(e, "HOME="+h)
 	}
+	e = append(e, sandboxEnv...) // after the defaults: a task's PATH wins
 	for k, v := range extra {
 		e = append(e, k+"="+v)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prorl/prorl/internal/sandboxproto"
 	"github.com/prorl/prorl/internal/syncbuf"
 )
 
@@ -90,9 +91,6 @@ func (a *Apptainer) Prepare(ctx context.Context, l Launch) (func(), error) {
 		args = append(args, "--net", "--network", "none")
 	}
 	args = append(args, a.nsFlag())
-	for k, v := range l.Spec.Env {
-		args = append(args, "--env", k+"="+v)
-	}
 	name := instanceName(l)
 	args = append(args, img, name)
 	c := a.cmd(l, args...)
@@ -152,6 +150,12 @@ func (a *Apptainer) Command(l Launch) (*exec.Cmd, error) {
 	}
 	args = append(args, "instance://"+instanceName(l), "/.prorl-agent", "serve")
 	c := a.cmd(l, args...)
-	c.Env = append(c.Env, labelEnv+"="+l.Label)
+	c.Env = append(append(c.Env, labelEnv+"="+l.Label), apptainerEnv(l)...)
 	return c, nil
+}
+
+// apptainerEnv is the sandbox's environment, for the agent exec'd into the
+// instance (APPTAINERENV_ passes it through --cleanenv).
+func apptainerEnv(l Launch) []string {
+	return []string{"APPTAINERENV_" + sandboxproto.EnvVar + "=" + sandboxproto.EncodeEnv(l.Spec.Env)}
 }

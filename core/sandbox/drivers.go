@@ -1,12 +1,17 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
+	"strings"
+
+	"github.com/prorl/prorl/internal/sandboxproto"
 )
 
 // Bwrap runs the agent under bubblewrap: every namespace unshared (no
@@ -108,14 +113,7 @@ func (b *Bwrap) Command(l Launch) (*exec.Cmd, error) {
 	}
 	args = append(args, "--ro-bind", l.Agent, agentInside, "--chdir", Workdir,
 		"--setenv", "HOME", Workdir, "--hostname", "sandbox")
-	keys := make([]string, 0, len(l.Spec.Env))
-	for k := range l.Spec.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		args = append(args, "--setenv", k, l.Spec.Env[k])
-	}
+	args = append(args, "--setenv", sandboxproto.EnvVar, sandboxproto.EncodeEnv(l.Spec.Env))
 	// Last: bwrap applies options in order, and mount points must be made first.
 	args = append(args, "--remount-ro", "/")
 	args = append(args, "--", agentInside, "serve")
@@ -129,6 +127,25 @@ func (b *Bwrap) Command(l Launch) (*exec.Cmd, error) {
 	// the host side; nothing inside the sandbox sees it.
 	cmd.Env = []string{"PATH=/usr/bin:/bin", labelEnv + "=" + l.Label}
 	return cmd, nil
+}
+
+// checkEnv refuses what a process's environment cannot carry: a name
+// other than POSIX's portable ones (letters, digits and _, not first a
+// digit), or a NUL in a value.
+func checkEnv(env map[string]string) error {
+	for k, v := range env {
+		ok := k != "" && (k[0] < '0' || k[0] > '9')
+		for _, c := range k {
+			ok = ok && (c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9')
+		}
+		if !ok || k == sandboxproto.EnvVar {
+			return fmt.Errorf("sandbox env: %q is not a name a sandbox's variable can have (letters, digits and _, not first a digit; not %s)", k, sandboxproto.EnvVar)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("sandbox env: %s's value holds a NUL byte", k)
+		}
+	}
+	return nil
 }
 
 // labelEnv names a sandbox's launcher in the host's process table.
@@ -162,11 +179,18 @@ func (None) Name() string { return "none" }
 func (None) InnerWorkdir(l Launch) string { return l.WorkDir }
 
 func (None) Command(l Launch) (*exec.Cmd, error) {
+	// Its own temporary directory, removed with the work directory: the
+	// host's /tmp would keep what a killed command leaves (a judge's
+	// directory after the code under test kills it).
+	tmp := filepath.Join(l.WorkDir, ".tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("sandbox temporary directory: %w", err)
+	}
 	cmd := exec.Command(l.Agent, "serve")
 	cmd.Dir = l.WorkDir
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + l.WorkDir, labelEnv + "=" + l.Label}
-	for k, v := range l.Spec.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
+	env := map[string]string{"TMPDIR": tmp}
+	maps.Copy(env, l.Spec.Env)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + l.WorkDir, labelEnv + "=" + l.Label,
+		sandboxproto.EnvVar + "=" + sandboxproto.EncodeEnv(env)}
 	return cmd, nil
 }

@@ -317,6 +317,9 @@ func (m *Manager) Start(ctx context.Context, owner string, spec Spec) (*Sandbox,
 	if err := checkWritable(m.driver.Name(), spec.Writable); err != nil {
 		return nil, err
 	}
+	if err := checkEnv(spec.Env); err != nil {
+		return nil, err
+	}
 	id := "sb-" + randHex(8)
 	dir := filepath.Join(m.cfg.WorkRoot, m.instance, id)
 	var err error

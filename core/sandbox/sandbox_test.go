@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -434,6 +436,74 @@ func TestSessionStateRemoved(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(tmp, ".prorl-session-*")); len(left) != 0 {
 		t.Fatalf("left after the sandbox stopped: %v", left)
+	}
+}
+
+// A task's SandboxSpec.Env is the environment of every command in the
+// sandbox, exec'd or in the session, under every driver; a request's own
+// variables win over it, and the launcher's list of names stays out.
+func TestSpecEnv(t *testing.T) {
+	value := "a,b=c 'q' \"d\" $x ${y} `id` \\ \\$ é\nline two\\"
+	for _, driver := range drivers {
+		t.Run(driver, func(t *testing.T) {
+			m := newManager(t, driver, workRoot(t))
+			defer m.Close()
+			ctx := context.Background()
+			s, err := m.Start(ctx, "r", Spec{Env: map[string]string{"TASK_VAR": value, "OTHER": "spec", "PATH": "/opt/task/bin:/usr/bin:/bin"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const show = `printf '%s|%s|%s|%s' "$TASK_VAR" "$OTHER" "$PATH" "${PRORL_SANDBOX_ENV-unset}"`
+			want := value + "|spec|/opt/task/bin:/usr/bin:/bin|unset"
+			r, err := s.Exec(ctx, []string{"sh", "-c", show}, nil, 10*time.Second, "", nil, nil)
+			if err != nil || string(r.Stdout) != want {
+				t.Fatalf("exec: %q (%v), want %q; stderr %q", r.Stdout, err, want, r.Stderr)
+			}
+			r, err = s.Exec(ctx, []string{"sh", "-c", show}, nil, 10*time.Second, "", map[string]string{"OTHER": "request"}, nil)
+			if want := strings.Replace(want, "|spec|", "|request|", 1); err != nil || string(r.Stdout) != want {
+				t.Fatalf("exec with the request's env: %q (%v), want %q", r.Stdout, err, want)
+			}
+			r, err = s.Session(ctx, show, 10*time.Second)
+			if err != nil || string(r.Stdout) != want {
+				t.Fatalf("session: %q (%v), want %q; stderr %q", r.Stdout, err, want, r.Stderr)
+			}
+		})
+	}
+	m := newManager(t, "none", workRoot(t))
+	defer m.Close()
+	for _, name := range []string{"", "A=B", "A:B", "1A", "A B", "PRORL_SANDBOX_ENV"} {
+		if _, err := m.Start(context.Background(), "r", Spec{Env: map[string]string{name: "v"}}); err == nil || !strings.Contains(err.Error(), "env") {
+			t.Errorf("variable %q: %v, want an error naming the env", name, err)
+		}
+	}
+	if _, err := m.Start(context.Background(), "r", Spec{Env: map[string]string{"A": "a\x00b"}}); err == nil || !strings.Contains(err.Error(), "NUL") {
+		t.Errorf("a NUL in a value: %v", err)
+	}
+}
+
+// Under driver none, what a command leaves in its temporary directory (a
+// judge's directory, after the code under test kills the judge) goes with
+// the sandbox, not into the host's /tmp.
+func TestNoneTempDirRemoved(t *testing.T) {
+	m := newManager(t, "none", workRoot(t))
+	defer m.Close()
+	s, err := m.Start(context.Background(), "r", Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Session(context.Background(), "mktemp -d", 5*time.Second)
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("%+v %v", r, err)
+	}
+	left := strings.TrimSpace(string(r.Stdout))
+	if !strings.HasPrefix(left, m.cfg.WorkRoot+"/") {
+		t.Fatalf("temporary directory %s is outside the work root %s", left, m.cfg.WorkRoot)
+	}
+	if err := m.Stop(s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(left); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s after the sandbox stopped: %v", left, err)
 	}
 }
 

@@ -3,6 +3,12 @@
 // multiplexed by id, output streamed in chunks before a final reply.
 package sandboxproto
 
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+)
+
 // Ops.
 const (
 	OpExec    = "exec"    // a new process
@@ -12,6 +18,36 @@ const (
 	OpList    = "list"
 	OpPing    = "ping"
 )
+
+// EnvVar carries the sandbox's own environment to the agent (the task's
+// SandboxSpec.Env, and TMPDIR where the driver gives one), which every
+// command inherits: one variable, encoded by EncodeEnv, because each
+// driver quotes the values it passes in its own way (Apptainer expands
+// them as a shell would), and an encoding with none of the characters
+// that matter passes through all of them unchanged.
+const EnvVar = "PRORL_SANDBOX_ENV"
+
+// EncodeEnv is EnvVar's value for env: its JSON in unpadded base64url.
+func EncodeEnv(env map[string]string) string {
+	b, _ := json.Marshal(env) // a map of strings always encodes
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// DecodeEnv reads EnvVar's value ("" is no variables).
+func DecodeEnv(s string) (map[string]string, error) {
+	env := map[string]string{}
+	if s == "" {
+		return env, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvVar, err)
+	}
+	if err := json.Unmarshal(b, &env); err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvVar, err)
+	}
+	return env, nil
+}
 
 // Request is one operation.
 type Request struct {

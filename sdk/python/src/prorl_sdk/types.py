@@ -54,7 +54,12 @@ def chat(system: str, user: str) -> list[Message]:
 
 @dataclass
 class SandboxSpec:
-    """A sandbox for the rollout; an empty image is the host's default image."""
+    """A sandbox for the rollout; an empty image is the host's default image.
+
+    ``env`` is the environment of every command in the sandbox, over the
+    host's defaults and under a command's own ``env``; names are letters,
+    digits and ``_``, not first a digit.
+    """
 
     image: str = ""
     network: bool = False
