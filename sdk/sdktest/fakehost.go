@@ -18,7 +18,9 @@ import (
 )
 
 // FakeHost serves HostServices from one temporary directory per sandbox id.
-// It is a test fake: commands run unisolated with bash in that directory.
+// It is a test fake: commands run unisolated with bash in that directory,
+// with the test's environment, the request's variables and, as the host's
+// driver "none" gives them, a TMPDIR of the sandbox's own (TempDir).
 type FakeHost struct {
 	pb.UnimplementedHostServicesServer
 	root string
@@ -39,6 +41,17 @@ func (f *FakeHost) Dir(sandboxID string) (string, error) {
 	return d, os.MkdirAll(d, 0o755)
 }
 
+// TempDir returns (and creates) a sandbox's TMPDIR: what its commands
+// leave there, even killed, goes with the test's directory.
+func (f *FakeHost) TempDir(sandboxID string) (string, error) {
+	d, err := f.Dir(sandboxID)
+	if err != nil {
+		return "", err
+	}
+	tmp := filepath.Join(d, ".tmp")
+	return tmp, os.MkdirAll(tmp, 0o700)
+}
+
 func (f *FakeHost) path(sandboxID, p string) (string, error) {
 	d, err := f.Dir(sandboxID)
 	if err != nil {
@@ -56,6 +69,10 @@ func (f *FakeHost) Exec(req *pb.ExecRequest, stream pb.HostServices_ExecServer) 
 	if err != nil {
 		return stream.Send(&pb.ExecChunk{Error: err.Error()})
 	}
+	tmp, err := f.TempDir(req.SandboxId)
+	if err != nil {
+		return stream.Send(&pb.ExecChunk{Error: err.Error()})
+	}
 	ctx := stream.Context()
 	if req.TimeoutMs > 0 {
 		var cancel context.CancelFunc
@@ -68,6 +85,10 @@ func (f *FakeHost) Exec(req *pb.ExecRequest, stream pb.HostServices_ExecServer) 
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = d
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	for k, v := range req.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.Stdin = bytes.NewReader(req.Stdin)

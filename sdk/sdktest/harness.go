@@ -21,17 +21,14 @@ import (
 // Harness is a domain served over gRPC with host services on the broker.
 type Harness struct {
 	Client pb.TaskDomainClient
-	Host   *FakeHost
+	Host   *FakeHost // the host services, when they are a FakeHost
 	broker uint32
 }
 
 // Start serves d in-process and returns a connected, unconfigured harness.
 func Start(t testing.TB, d sdk.Domain) *Harness {
 	t.Helper()
-	fh := NewFakeHost(t)
-	h := StartWithHost(t, d, fh)
-	h.Host = fh
-	return h
+	return StartWithHost(t, d, NewFakeHost(t))
 }
 
 // StartWithHost serves d with the given host services (a real sandbox
@@ -49,7 +46,9 @@ func StartWithHost(t testing.TB, d sdk.Domain, hs pb.HostServicesServer) *Harnes
 			server.Stop()
 		}
 	})
-	return dispense(t, client)
+	h := dispense(t, client)
+	h.Host, _ = hs.(*FakeHost)
+	return h
 }
 
 func dispense(t testing.TB, c plugin.ClientProtocol) *Harness {
@@ -89,7 +88,9 @@ func StartCommand(t testing.TB, argv []string, hs pb.HostServicesServer) *Harnes
 	if err != nil {
 		t.Fatalf("start %v: %v", argv, err)
 	}
-	return dispense(t, rpc)
+	h := dispense(t, rpc)
+	h.Host, _ = hs.(*FakeHost)
+	return h
 }
 
 // testWriter sends the plugin's log lines to the test's log.
