@@ -65,7 +65,19 @@ func spawnArgv(b *testing.B, name string, argv []string) *proc {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	b.Cleanup(func() {
+		// Stopped as an operator would, so a host removes its run
+		// directory; killed if it has not stopped within 10 s.
+		waited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(waited) }()
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-waited:
+		case <-time.After(10 * time.Second):
+		}
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-waited
+	})
 	for i := 0; i < 3000; i++ {
 		if a, err := os.ReadFile(af); err == nil && len(a) > 0 {
 			addr := string(a)
