@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,6 +116,47 @@ func TestSecondSignalLeavesNothing(t *testing.T) {
 	}
 	if left := hostDirs(t, tmp); len(left) != 0 {
 		t.Fatalf("left by a host that exited on a second signal: %v", left)
+	}
+}
+
+// A TMPDIR too long for sockets under it (a batch job's scratch directory
+// can be) does not stop a host: its directory of sockets goes to /tmp, and
+// goes when the host stops. Before, the plugins' broker could not bind and
+// the host did not start.
+func TestLongTMPDIR(t *testing.T) {
+	long := filepath.Join(hostTMPDIR(t), strings.Repeat("d", 100))
+	if err := os.Mkdir(long, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", long)
+	e := newEnv(t, envOpts{staticBackend: true, simArgs: []string{"--correct-rate", "1"}})
+	e.startHost()
+	// The host's directory is the one whose lock it holds.
+	var dir string
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", e.hostP.cmd.Process.Pid))
+	for _, fd := range fds {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", e.hostP.cmd.Process.Pid, fd.Name())); err == nil && strings.HasSuffix(l, "/.lock") {
+			dir = filepath.Dir(l)
+		}
+	}
+	if filepath.Dir(dir) != "/tmp" || !strings.HasPrefix(filepath.Base(dir), rundir.Prefix) {
+		t.Fatalf("host directory %q, want one in /tmp", dir)
+	}
+	var sub api.SubmitResponse
+	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}}).json(t, &sub)
+	if res := e.wait(t, sub.RolloutIDs[0]); res.Status != trajectory.StatusCompleted || res.Reward != 1 {
+		t.Fatalf("%s reward %v %+v", res.Status, res.Reward, res.Failure)
+	}
+	if err := e.hostP.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := <-e.hostP.done
+	e.hostP.done <- err
+	if err != nil {
+		t.Fatalf("host exit: %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s after the host stopped: %v", dir, err)
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/go-plugin/runner"
 	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/core/rundir"
 	pb "github.com/prorl/prorl/sdk/proto"
 	"github.com/prorl/prorl/sdk/schema"
 	"github.com/prorl/prorl/sdk/wire"
@@ -583,15 +584,10 @@ type Options struct {
 	SocketDir string
 }
 
-// socketNames is the most that go-plugin and the Python SDK add to
-// SocketDir's path for a socket: "/plugin-dir" and 10 digits, then
-// "/plugin" and 10 digits (go-plugin's server), or "/prorl-plugin-" and 8
-// characters, then "/plugin.sock" (the Python SDK's).
-const socketNames = len("/plugin-dir") + 10 + len("/prorl-plugin-") + 8 + len("/plugin.sock")
-
-// socketDirFits is whether sockets under dir fit a Unix socket address
-// (sun_path: 108 bytes, its terminating NUL included).
-func socketDirFits(dir string) bool { return dir != "" && len(dir)+socketNames <= 107 }
+// socketDirFits is whether sockets under dir fit a Unix socket address.
+func socketDirFits(dir string) bool {
+	return dir != "" && len(dir)+rundir.SocketRoom <= rundir.MaxSocketPath
+}
 
 // Start verifies and launches every enabled plugin; any failure stops all.
 func Start(ctx context.Context, log hclog.Logger, plugins map[string]*config.Plugin, hs pb.HostServicesServer, opts Options) (*Manager, error) {

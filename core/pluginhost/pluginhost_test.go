@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/core/rundir"
 	"github.com/prorl/prorl/internal/syncbuf"
 	pb "github.com/prorl/prorl/sdk/proto"
 	"github.com/prorl/prorl/sdk/sdktest"
@@ -316,7 +317,7 @@ func TestSocketsInSocketDir(t *testing.T) {
 			t.Setenv("TMPDIR", tmp)
 			want, other := sockDir, tmp
 			if c.tooLong {
-				sockDir = filepath.Join(sockDir, strings.Repeat("d", 107-socketNames-len(sockDir)))
+				sockDir = filepath.Join(sockDir, strings.Repeat("d", rundir.MaxSocketPath-rundir.SocketRoom-len(sockDir)))
 				if err := os.Mkdir(sockDir, 0o700); err != nil {
 					t.Fatal(err)
 				}

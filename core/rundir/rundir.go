@@ -24,6 +24,31 @@ import (
 // Prefix begins the name of every host's directory.
 const Prefix = "prorl-host-"
 
+// SocketRoom is the most a socket in a host's directory adds to its path:
+// "/plugin-dir" and 10 digits, then "/plugin" and 10 digits (go-plugin's
+// broker and server), or "/prorl-plugin-" and 8 characters, then
+// "/plugin.sock" (the Python SDK's).
+const SocketRoom = len("/plugin-dir") + 10 + len("/prorl-plugin-") + 8 + len("/plugin.sock")
+
+// MaxSocketPath is the longest path a Unix socket can have (sun_path: 108
+// bytes, its terminating NUL included).
+const MaxSocketPath = 107
+
+// Base is where hosts' directories go: the system's temporary directory
+// ($TMPDIR), or /tmp where $TMPDIR's path leaves too little room for the
+// sockets in them (a batch job's scratch directory can be long; the
+// sockets would not bind, and the host would not start).
+func Base() string {
+	t := os.TempDir()
+	if len(t)+len("/"+Prefix)+10+SocketRoom <= MaxSocketPath {
+		return t
+	}
+	if st, err := os.Stat("/tmp"); err == nil && st.IsDir() {
+		return "/tmp"
+	}
+	return t
+}
+
 // Dir is a host's directory, locked until Close.
 type Dir struct {
 	Path string
@@ -36,13 +61,13 @@ var (
 	open   = map[*Dir]bool{}
 )
 
-// Create sweeps base (os.TempDir() if empty) of directories left by killed
+// Create sweeps base (Base() if empty) of directories left by killed
 // hosts, then makes and locks this host's. The directory is 0711: a
 // sandbox's uid may reach a socket in it by name (the gateway's, bound into
 // sandboxes) but not list it.
 func Create(base string) (d *Dir, removed []string, err error) {
 	if base == "" {
-		base = os.TempDir()
+		base = Base()
 	}
 	removed = Sweep(base)
 	path, f, err := dirlock.Claim(func() (string, error) { return os.MkdirTemp(base, Prefix) })

@@ -2,10 +2,12 @@ package rundir
 
 import (
 	"bufio"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -191,4 +193,40 @@ func TestCloseAll(t *testing.T) {
 	if err := b.Close(); err != nil { // closed already: nothing to do
 		t.Fatal(err)
 	}
+}
+
+// Base is $TMPDIR while the longest socket in a host's directory there
+// fits a socket address, and /tmp past that.
+func TestBase(t *testing.T) {
+	short := t.TempDir()
+	room := MaxSocketPath - len("/"+Prefix) - 10 - SocketRoom // the longest $TMPDIR kept
+	for _, c := range []struct {
+		name   string
+		tmpdir string
+		want   string
+	}{
+		{"short", short, short},
+		{"longest kept", "/" + strings.Repeat("a", room-1), "/" + strings.Repeat("a", room-1)},
+		{"one too long", "/" + strings.Repeat("a", room), "/tmp"},
+		{"scratch of a batch job", "/" + strings.Repeat("s", 150), "/tmp"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("TMPDIR", c.tmpdir)
+			if got := Base(); got != c.want {
+				t.Errorf("Base() = %q, want %q", got, c.want)
+			}
+		})
+	}
+	// A socket with the longest name binds in a directory made there.
+	t.Setenv("TMPDIR", "/"+strings.Repeat("s", 150))
+	d, _, err := Create("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ln, err := net.Listen("unix", filepath.Join(d.Path, strings.Repeat("s", SocketRoom-1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
 }
