@@ -225,6 +225,20 @@ func (e *env) startHost() {
 	e.hostP, e.host = listening(e.t, filepath.Join(e.dir, "host.addr"), "prorl-host", "serve", "--config", e.cfgPath)
 }
 
+// stopHost stops the host as an operator does (SIGTERM) and fails the
+// test unless it exits 0.
+func (e *env) stopHost() {
+	e.t.Helper()
+	if err := e.hostP.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		e.t.Fatal(err)
+	}
+	err := <-e.hostP.done
+	e.hostP.done <- err // kept for the cleanup's wait
+	if err != nil {
+		e.t.Fatalf("host exit: %v", err)
+	}
+}
+
 type resp struct {
 	code int
 	body []byte

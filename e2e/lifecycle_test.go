@@ -61,14 +61,7 @@ func TestHostSIGKILLTakesPluginsAlong(t *testing.T) {
 	if now := hostDirs(t, tmp); len(now) != 1 || now[0] == killed[0] {
 		t.Fatalf("host directories %v after a restart, want one other than the killed host's %s", now, killed[0])
 	}
-	if err := e.hostP.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	err := <-e.hostP.done
-	e.hostP.done <- err
-	if err != nil {
-		t.Fatalf("host exit: %v", err)
-	}
+	e.stopHost()
 	entries, _ := os.ReadDir(tmp)
 	for _, e := range entries {
 		if !strings.HasPrefix(e.Name(), "Test") { // the test's own t.TempDir
@@ -147,14 +140,7 @@ func TestLongTMPDIR(t *testing.T) {
 	if res := e.wait(t, sub.RolloutIDs[0]); res.Status != trajectory.StatusCompleted || res.Reward != 1 {
 		t.Fatalf("%s reward %v %+v", res.Status, res.Reward, res.Failure)
 	}
-	if err := e.hostP.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	err := <-e.hostP.done
-	e.hostP.done <- err
-	if err != nil {
-		t.Fatalf("host exit: %v", err)
-	}
+	e.stopHost()
 	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("%s after the host stopped: %v", dir, err)
 	}
