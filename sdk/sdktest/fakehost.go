@@ -20,7 +20,8 @@ import (
 // FakeHost serves HostServices from one temporary directory per sandbox id.
 // It is a test fake: commands run unisolated with bash in that directory,
 // with the test's environment, the request's variables and, as the host's
-// driver "none" gives them, a TMPDIR of the sandbox's own (TempDir).
+// driver "none" gives them, a TMPDIR of the sandbox's own (TempDir); a
+// request's workdir and file paths are inside that directory.
 type FakeHost struct {
 	pb.UnimplementedHostServicesServer
 	root string
@@ -85,6 +86,12 @@ func (f *FakeHost) Exec(req *pb.ExecRequest, stream pb.HostServices_ExecServer) 
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = d
+	if req.Workdir != "" {
+		// As ReadFile's paths: inside the sandbox's directory.
+		if cmd.Dir, err = f.path(req.SandboxId, req.Workdir); err != nil {
+			return stream.Send(&pb.ExecChunk{Error: err.Error()})
+		}
+	}
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	for k, v := range req.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)

@@ -1,0 +1,57 @@
+package sdktest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	pb "github.com/prorl/prorl/sdk/proto"
+	"google.golang.org/grpc"
+)
+
+// execStream collects what Exec sends.
+type execStream struct {
+	grpc.ServerStream
+	chunks []*pb.ExecChunk
+}
+
+func (s *execStream) Context() context.Context  { return context.Background() }
+func (s *execStream) Send(c *pb.ExecChunk) error { s.chunks = append(s.chunks, c); return nil }
+
+// The fake host runs a command as the host's driver "none" does: in the
+// sandbox's directory or the request's workdir inside it, with the
+// request's variables and a TMPDIR of the sandbox's own.
+func TestFakeHostExec(t *testing.T) {
+	f := NewFakeHost(t)
+	d, err := f.Dir("sb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp, _ := f.TempDir("sb")
+	if err := os.Mkdir(filepath.Join(d, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		req  *pb.ExecRequest
+		want string
+	}{
+		{"directory", &pb.ExecRequest{Command: "pwd", Session: true}, d},
+		{"workdir", &pb.ExecRequest{Command: "pwd", Session: true, Workdir: "/sub"}, filepath.Join(d, "sub")},
+		{"env", &pb.ExecRequest{Argv: []string{"sh", "-c", "echo $GREETING"}, Env: map[string]string{"GREETING": "hi"}}, "hi"},
+		{"TMPDIR", &pb.ExecRequest{Argv: []string{"sh", "-c", "echo $TMPDIR"}}, tmp},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.req.SandboxId = "sb"
+			s := &execStream{}
+			if err := f.Exec(c.req, s); err != nil || len(s.chunks) != 1 {
+				t.Fatalf("%v %v", err, s.chunks)
+			}
+			if got := strings.TrimSpace(string(s.chunks[0].Stdout)); got != c.want {
+				t.Errorf("got %q, want %q (stderr %q)", got, c.want, s.chunks[0].Stderr)
+			}
+		})
+	}
+}
