@@ -17,7 +17,7 @@ type execStream struct {
 	chunks []*pb.ExecChunk
 }
 
-func (s *execStream) Context() context.Context  { return context.Background() }
+func (s *execStream) Context() context.Context   { return context.Background() }
 func (s *execStream) Send(c *pb.ExecChunk) error { s.chunks = append(s.chunks, c); return nil }
 
 // The fake host runs a command as the host's driver "none" does: in the
