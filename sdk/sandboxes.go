@@ -11,7 +11,9 @@ import (
 )
 
 // ExecRequest runs a command in a sandbox. With Session set, Command runs in
-// the sandbox's persistent shell; otherwise Argv runs as a new process.
+// the sandbox's persistent shell, in its current directory and environment
+// (Argv, Stdin, Workdir and Env are refused there); otherwise Argv runs as a
+// new process (Command under bash -c if Argv is empty).
 type ExecRequest struct {
 	Argv    []string
 	Session bool

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	pb "github.com/prorl/prorl/sdk/proto"
+	"github.com/prorl/prorl/sdk/wire"
 )
 
 // PluginServices serves the plugin protocol's HostServices (the sandbox
@@ -25,6 +26,9 @@ func (h *PluginServices) timeout(ms uint32) time.Duration {
 
 // Exec streams a command's output, then its exit.
 func (h *PluginServices) Exec(req *pb.ExecRequest, stream pb.HostServices_ExecServer) error {
+	if err := wire.CheckExec(req); err != nil {
+		return stream.Send(&pb.ExecChunk{Error: err.Error()})
+	}
 	ctx := stream.Context()
 	s, err := h.M.Lookup(ctx, req.SandboxId)
 	if err != nil {

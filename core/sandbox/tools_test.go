@@ -15,6 +15,7 @@ import (
 	pb "github.com/prorl/prorl/sdk/proto"
 	"github.com/prorl/prorl/sdk/sdktest"
 	"github.com/prorl/prorl/sdk/tools"
+	"google.golang.org/grpc"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -104,5 +105,47 @@ func TestStandardToolsGolden(t *testing.T) {
 	r, err := h.Client.CallTool(ctx, &pb.CallToolRequest{RolloutId: "x", Call: &pb.ToolCall{Name: "bash", ArgumentsJson: []byte(`{"command":"ls"}`)}})
 	if err != nil || len(r.Diagnostics) == 0 || r.Diagnostics[0].Code != sdk.CodeSandboxFailed {
 		t.Fatalf("bash without a sandbox: %v %v", err, r)
+	}
+}
+
+// execChunks collects what PluginServices.Exec sends.
+type execChunks struct {
+	grpc.ServerStream
+	chunks []*pb.ExecChunk
+}
+
+func (s *execChunks) Context() context.Context   { return context.Background() }
+func (s *execChunks) Send(c *pb.ExecChunk) error { s.chunks = append(s.chunks, c); return nil }
+
+// A session's command runs in the session's shell: fields that cannot
+// apply to it are refused, not dropped.
+func TestExecSessionFields(t *testing.T) {
+	m := newManager(t, "none", workRoot(t))
+	defer m.Close()
+	s, err := m.Start(context.Background(), "r", Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &PluginServices{M: m, DefaultTimeout: 10 * time.Second}
+	for _, c := range []struct {
+		req  *pb.ExecRequest
+		want string // in the error; "" for none
+	}{
+		{&pb.ExecRequest{Session: true, Command: "echo ok"}, ""},
+		{&pb.ExecRequest{Session: true, Command: "echo $X", Env: map[string]string{"X": "1"}}, "env does not apply"},
+		{&pb.ExecRequest{Session: true, Command: "pwd", Workdir: "/"}, "workdir does not apply"},
+		{&pb.ExecRequest{Session: true, Command: "cat", Stdin: []byte("x")}, "stdin does not apply"},
+		{&pb.ExecRequest{Session: true, Argv: []string{"true"}}, "argv does not apply"},
+		{&pb.ExecRequest{Argv: []string{"sh", "-c", "echo $X"}, Env: map[string]string{"X": "1"}}, ""},
+	} {
+		c.req.SandboxId = s.ID
+		st := &execChunks{}
+		if err := h.Exec(c.req, st); err != nil || len(st.chunks) == 0 {
+			t.Fatalf("%+v: %v %v", c.req, err, st.chunks)
+		}
+		last := st.chunks[len(st.chunks)-1]
+		if c.want == "" && (last.Error != "" || !last.Exited || last.ExitCode != 0) || c.want != "" && !strings.Contains(last.Error, c.want) {
+			t.Errorf("%+v: %+v, want error %q", c.req, last, c.want)
+		}
 	}
 }

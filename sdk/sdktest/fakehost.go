@@ -15,6 +15,7 @@ import (
 	"time"
 
 	pb "github.com/prorl/prorl/sdk/proto"
+	"github.com/prorl/prorl/sdk/wire"
 )
 
 // FakeHost serves HostServices from one temporary directory per sandbox id.
@@ -66,6 +67,9 @@ func (f *FakeHost) Exec(req *pb.ExecRequest, stream pb.HostServices_ExecServer) 
 	f.mu.Lock()
 	f.Execs = append(f.Execs, req)
 	f.mu.Unlock()
+	if err := wire.CheckExec(req); err != nil {
+		return stream.Send(&pb.ExecChunk{Error: err.Error()})
+	}
 	d, err := f.Dir(req.SandboxId)
 	if err != nil {
 		return stream.Send(&pb.ExecChunk{Error: err.Error()})

@@ -39,7 +39,7 @@ func TestFakeHostExec(t *testing.T) {
 		want string
 	}{
 		{"directory", &pb.ExecRequest{Command: "pwd", Session: true}, d},
-		{"workdir", &pb.ExecRequest{Command: "pwd", Session: true, Workdir: "/sub"}, filepath.Join(d, "sub")},
+		{"workdir", &pb.ExecRequest{Argv: []string{"pwd"}, Workdir: "/sub"}, filepath.Join(d, "sub")},
 		{"env", &pb.ExecRequest{Argv: []string{"sh", "-c", "echo $GREETING"}, Env: map[string]string{"GREETING": "hi"}}, "hi"},
 		{"TMPDIR", &pb.ExecRequest{Argv: []string{"sh", "-c", "echo $TMPDIR"}}, tmp},
 	} {

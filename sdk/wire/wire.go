@@ -184,3 +184,21 @@ func clientCert() ([]byte, tls.Certificate, error) {
 	cert, err := tls.X509KeyPair(certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
 	return certPEM, cert, err
 }
+
+// CheckExec refuses an exec request whose fields do not apply: a session's
+// command runs in the sandbox's one shell, in its current directory and
+// environment (cd and export in the command change them), with no stdin.
+func CheckExec(req *pb.ExecRequest) error {
+	if !req.Session {
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"argv", len(req.Argv) > 0}, {"stdin", len(req.Stdin) > 0}, {"workdir", req.Workdir != ""}, {"env", len(req.Env) > 0}} {
+		if f.set {
+			return fmt.Errorf("exec: %s does not apply to a session's command (it runs in the session's shell: cd and export there)", f.name)
+		}
+	}
+	return nil
+}

@@ -58,7 +58,8 @@ class Sandboxes:
         env: dict[str, str] | None = None,
     ) -> ExecResult:
         """Runs argv as a new process, or with session=True a command in the
-        sandbox's persistent shell."""
+        sandbox's persistent shell, in its current directory and environment
+        (the host refuses argv, stdin, workdir and env there)."""
         req = pb.ExecRequest(
             sandbox_id=sandbox_id,
             argv=argv or [],
