@@ -185,7 +185,7 @@ func TestSwapLoopNeverRunsUnpinned(t *testing.T) {
 	}()
 	started, refused := 0, 0
 	for i := 0; i < 150; i++ {
-		p := &Plugin{Name: "swap", cfg: pcfg(path, good), hs: NoSandboxes{}, log: hclog.NewNullLogger(), ready: make(chan struct{}), opts: Options{Instance: "t"}}
+		p := &Plugin{Name: "swap", cfg: pcfg(path, good), hs: NoSandboxes{}, log: hclog.NewNullLogger(), ready: make(chan struct{}), opts: Options{Instance: "t", SocketDir: shortDir(t)}}
 		if err := p.start(context.Background()); err != nil {
 			refused++
 			continue
@@ -200,7 +200,7 @@ func TestSwapLoopNeverRunsUnpinned(t *testing.T) {
 	}
 	// With the swapping over, the pinned binary starts (the refusals were
 	// the swaps', not the mechanism's).
-	p := &Plugin{Name: "swap", cfg: pcfg(path, good), hs: NoSandboxes{}, log: hclog.NewNullLogger(), ready: make(chan struct{}), opts: Options{Instance: "t"}}
+	p := &Plugin{Name: "swap", cfg: pcfg(path, good), hs: NoSandboxes{}, log: hclog.NewNullLogger(), ready: make(chan struct{}), opts: Options{Instance: "t", SocketDir: shortDir(t)}}
 	if err := p.start(context.Background()); err != nil {
 		t.Fatalf("the pinned binary in place did not start: %v", err)
 	}
