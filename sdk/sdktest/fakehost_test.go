@@ -2,11 +2,13 @@ package sdktest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/prorl/prorl/sdk"
 	pb "github.com/prorl/prorl/sdk/proto"
 	"google.golang.org/grpc"
 )
@@ -53,5 +55,26 @@ func TestFakeHostExec(t *testing.T) {
 				t.Errorf("got %q, want %q (stderr %q)", got, c.want, s.chunks[0].Stderr)
 			}
 		})
+	}
+}
+
+// A test that ends as soon as it has started a harness leaves none of the
+// harness's sockets in the temporary directory (go-plugin removes them
+// only once its servers have stopped, after the test's cleanup returned).
+func TestHarnessLeavesNoSockets(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	d := &sdk.Env[struct{}, struct{}, struct{}]{Name: "t", Version: "0",
+		Episode: func(context.Context, *sdk.Rollout[struct{}, struct{}, struct{}]) (*sdk.Episode, error) {
+			return &sdk.Episode{Messages: sdk.Chat("s", "u")}, nil
+		},
+		Score: func(context.Context, *sdk.Rollout[struct{}, struct{}, struct{}], sdk.EvaluateRequest) (*sdk.Score, error) {
+			return &sdk.Score{}, nil
+		}}
+	for i := range 30 {
+		t.Run(fmt.Sprint(i), func(t *testing.T) { Start(t, d) })
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("left in TMPDIR by 30 harnesses: %d entries, the first %s", len(left), left[0].Name())
 	}
 }

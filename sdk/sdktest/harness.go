@@ -23,6 +23,8 @@ type Harness struct {
 	Client pb.TaskDomainClient
 	Host   *FakeHost // the host services, when they are a FakeHost
 	broker uint32
+	// hostUp and hostDone: the host services' server listening, stopped.
+	hostUp, hostDone <-chan struct{}
 }
 
 // Start serves d in-process and returns a connected, unconfigured harness.
@@ -39,16 +41,36 @@ func StartWithHost(t testing.TB, d sdk.Domain, hs pb.HostServicesServer) *Harnes
 	p := sdk.Plugin(d, nil)
 	p.HostServices = hs
 	client, server := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{wire.PluginName: p})
+	h := dispense(t, client)
+	h.Host, _ = hs.(*FakeHost)
 	// Close asks the server's controller to stop it; stopping it here as
-	// well raced with that inside go-plugin (seen under -race).
+	// well raced with that inside go-plugin (seen under -race). The
+	// sockets the two servers listen on in the temporary directory are
+	// removed when they stop, which is after Close returns; and the host
+	// services' only if they were listening before it (wire.Remote).
+	// Waiting for both keeps a test that ends at once from leaving them.
 	t.Cleanup(func() {
+		wait(h.hostUp, h.hostDone)
 		if client.Close() != nil {
 			server.Stop()
 		}
+		wait(server.DoneCh, nil)
+		wait(h.hostDone, nil)
 	})
-	h := dispense(t, client)
-	h.Host, _ = hs.(*FakeHost)
 	return h
+}
+
+// wait waits for a or b to close (a nil one never does; both nil: no
+// wait), or 10 s.
+func wait(a, b <-chan struct{}) {
+	if a == nil && b == nil {
+		return
+	}
+	select {
+	case <-a:
+	case <-b:
+	case <-time.After(10 * time.Second):
+	}
 }
 
 func dispense(t testing.TB, c plugin.ClientProtocol) *Harness {
@@ -57,7 +79,7 @@ func dispense(t testing.TB, c plugin.ClientProtocol) *Harness {
 	if err != nil {
 		t.Fatalf("dispense: %v", err)
 	}
-	return &Harness{Client: rd.Client, broker: rd.HostServicesID}
+	return &Harness{Client: rd.Client, broker: rd.HostServicesID, hostUp: rd.HostServicesUp, hostDone: rd.HostServicesDone}
 }
 
 // StartCommand runs a plugin (argv: a Go binary, a Python interpreter and

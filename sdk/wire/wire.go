@@ -60,6 +60,13 @@ type Remote struct {
 	// HostServicesID is the broker id where the host serves HostServices
 	// to this plugin (ConfigureRequest.host_services_broker_id); 0 if none.
 	HostServicesID uint32
+	// HostServicesUp is closed once the host services' server listens on
+	// the broker (its address sent to the plugin), HostServicesDone when
+	// it has stopped and its listener, a socket file, is gone; nil if
+	// none. A broker closed before it listens leaves that file behind
+	// (go-plugin's Accept drops its listener when it cannot send the
+	// address), so a caller that stops at once waits for Up first.
+	HostServicesUp, HostServicesDone <-chan struct{}
 }
 
 // Plugin is the go-plugin glue. The host sets HostServices (nil offers
@@ -82,11 +89,17 @@ func (p *Plugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, c *grp
 	r := &Remote{Client: pb.NewTaskDomainClient(c)}
 	if p.HostServices != nil {
 		r.HostServicesID = broker.NextId()
-		go broker.AcceptAndServe(r.HostServicesID, func(opts []grpc.ServerOption) *grpc.Server {
-			s := grpc.NewServer(append(opts, ServerOptions()...)...)
-			pb.RegisterHostServicesServer(s, p.HostServices)
-			return s
-		})
+		up, done := make(chan struct{}), make(chan struct{})
+		r.HostServicesUp, r.HostServicesDone = up, done
+		go func() {
+			defer close(done)
+			broker.AcceptAndServe(r.HostServicesID, func(opts []grpc.ServerOption) *grpc.Server {
+				close(up) // called once Accept has listened and sent the address
+				s := grpc.NewServer(append(opts, ServerOptions()...)...)
+				pb.RegisterHostServicesServer(s, p.HostServices)
+				return s
+			})
+		}()
 	}
 	return r, nil
 }
