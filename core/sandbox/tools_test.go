@@ -15,7 +15,6 @@ import (
 	pb "github.com/prorl/prorl/sdk/proto"
 	"github.com/prorl/prorl/sdk/sdktest"
 	"github.com/prorl/prorl/sdk/tools"
-	"google.golang.org/grpc"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -108,15 +107,6 @@ func TestStandardToolsGolden(t *testing.T) {
 	}
 }
 
-// execChunks collects what PluginServices.Exec sends.
-type execChunks struct {
-	grpc.ServerStream
-	chunks []*pb.ExecChunk
-}
-
-func (s *execChunks) Context() context.Context   { return context.Background() }
-func (s *execChunks) Send(c *pb.ExecChunk) error { s.chunks = append(s.chunks, c); return nil }
-
 // A session's command runs in the session's shell: fields that cannot
 // apply to it are refused, not dropped.
 func TestExecSessionFields(t *testing.T) {
@@ -139,11 +129,11 @@ func TestExecSessionFields(t *testing.T) {
 		{&pb.ExecRequest{Argv: []string{"sh", "-c", "echo $X"}, Env: map[string]string{"X": "1"}}, ""},
 	} {
 		c.req.SandboxId = s.ID
-		st := &execChunks{}
-		if err := h.Exec(c.req, st); err != nil || len(st.chunks) == 0 {
-			t.Fatalf("%+v: %v %v", c.req, err, st.chunks)
+		st := &sdktest.ExecStream{}
+		if err := h.Exec(c.req, st); err != nil || len(st.Chunks) == 0 {
+			t.Fatalf("%+v: %v %v", c.req, err, st.Chunks)
 		}
-		last := st.chunks[len(st.chunks)-1]
+		last := st.Chunks[len(st.Chunks)-1]
 		if c.want == "" && (last.Error != "" || !last.Exited || last.ExitCode != 0) || c.want != "" && !strings.Contains(last.Error, c.want) {
 			t.Errorf("%+v: %+v, want error %q", c.req, last, c.want)
 		}

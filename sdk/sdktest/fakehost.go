@@ -16,6 +16,7 @@ import (
 
 	pb "github.com/prorl/prorl/sdk/proto"
 	"github.com/prorl/prorl/sdk/wire"
+	"google.golang.org/grpc"
 )
 
 // FakeHost serves HostServices from one temporary directory per sandbox id.
@@ -171,3 +172,13 @@ func (f *FakeHost) ListDir(_ context.Context, req *pb.ListDirRequest) (*pb.ListD
 	}
 	return out, nil
 }
+
+// ExecStream collects what a HostServices Exec sends, for tests that call
+// an Exec server directly (the host's, or FakeHost).
+type ExecStream struct {
+	grpc.ServerStream
+	Chunks []*pb.ExecChunk
+}
+
+func (s *ExecStream) Context() context.Context   { return context.Background() }
+func (s *ExecStream) Send(c *pb.ExecChunk) error { s.Chunks = append(s.Chunks, c); return nil }

@@ -10,17 +10,7 @@ import (
 
 	"github.com/prorl/prorl/sdk"
 	pb "github.com/prorl/prorl/sdk/proto"
-	"google.golang.org/grpc"
 )
-
-// execStream collects what Exec sends.
-type execStream struct {
-	grpc.ServerStream
-	chunks []*pb.ExecChunk
-}
-
-func (s *execStream) Context() context.Context   { return context.Background() }
-func (s *execStream) Send(c *pb.ExecChunk) error { s.chunks = append(s.chunks, c); return nil }
 
 // The fake host runs a command as the host's driver "none" does: in the
 // sandbox's directory or the request's workdir inside it, with the
@@ -47,12 +37,12 @@ func TestFakeHostExec(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.req.SandboxId = "sb"
-			s := &execStream{}
-			if err := f.Exec(c.req, s); err != nil || len(s.chunks) != 1 {
-				t.Fatalf("%v %v", err, s.chunks)
+			s := &ExecStream{}
+			if err := f.Exec(c.req, s); err != nil || len(s.Chunks) != 1 {
+				t.Fatalf("%v %v", err, s.Chunks)
 			}
-			if got := strings.TrimSpace(string(s.chunks[0].Stdout)); got != c.want {
-				t.Errorf("got %q, want %q (stderr %q)", got, c.want, s.chunks[0].Stderr)
+			if got := strings.TrimSpace(string(s.Chunks[0].Stdout)); got != c.want {
+				t.Errorf("got %q, want %q (stderr %q)", got, c.want, s.Chunks[0].Stderr)
 			}
 		})
 	}
