@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prorl/prorl/core/api"
+	"github.com/prorl/prorl/core/dirlock"
 	"github.com/prorl/prorl/core/rundir"
 	"github.com/prorl/prorl/core/trajectory"
 )
@@ -124,11 +125,13 @@ func TestLongTMPDIR(t *testing.T) {
 	t.Setenv("TMPDIR", long)
 	e := newEnv(t, envOpts{staticBackend: true, simArgs: []string{"--correct-rate", "1"}})
 	e.startHost()
-	// The host's directory is the one whose lock it holds.
+	// The host's directory is the one whose lock it holds (its sandbox
+	// manager holds another, in the work root).
 	var dir string
 	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", e.hostP.cmd.Process.Pid))
 	for _, fd := range fds {
-		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", e.hostP.cmd.Process.Pid, fd.Name())); err == nil && strings.HasSuffix(l, "/.lock") {
+		l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", e.hostP.cmd.Process.Pid, fd.Name()))
+		if err == nil && filepath.Base(l) == dirlock.Name && strings.HasPrefix(filepath.Base(filepath.Dir(l)), rundir.Prefix) {
 			dir = filepath.Dir(l)
 		}
 	}

@@ -203,8 +203,9 @@ func (s *session) kill() {
 	s.killLocked()
 }
 
-// removeState removes the session's state directory: under driver none
-// it is in the host's /tmp, which no sandbox's end clears.
+// removeState removes the session's state directory: it is in the
+// agent's TMPDIR, which can outlive the sandbox (a task's TMPDIR under
+// driver none).
 func (s *session) removeState() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -168,7 +168,7 @@ func (p *Plugin) start(ctx context.Context) error {
 		return fmt.Errorf("plugin %s: %w", p.Name, err)
 	}
 	cc.StartTimeout = p.cfg.StartTimeout.Duration
-	if socketDirFits(p.opts.SocketDir) {
+	if rundir.Fits(p.opts.SocketDir) {
 		// go-plugin makes a directory of its own in SocketDir for the
 		// plugin's socket and the host's end of its broker, names it to the
 		// plugin (PLUGIN_UNIX_SOCKET_DIR, read by the Python SDK too) and
@@ -584,14 +584,9 @@ type Options struct {
 	SocketDir string
 }
 
-// socketDirFits is whether sockets under dir fit a Unix socket address.
-func socketDirFits(dir string) bool {
-	return dir != "" && len(dir)+rundir.SocketRoom <= rundir.MaxSocketPath
-}
-
 // Start verifies and launches every enabled plugin; any failure stops all.
 func Start(ctx context.Context, log hclog.Logger, plugins map[string]*config.Plugin, hs pb.HostServicesServer, opts Options) (*Manager, error) {
-	if opts.SocketDir != "" && !socketDirFits(opts.SocketDir) {
+	if opts.SocketDir != "" && !rundir.Fits(opts.SocketDir) {
 		log.Info("the socket directory's path is too long for plugins' sockets in it (a Unix socket's is at most 107 bytes); they go to the system's temporary directory, and a killed host leaves them there", "dir", opts.SocketDir)
 	}
 	sctx, cancel := context.WithCancel(context.Background())

@@ -34,13 +34,17 @@ const SocketRoom = len("/plugin-dir") + 10 + len("/prorl-plugin-") + 8 + len("/p
 // bytes, its terminating NUL included).
 const MaxSocketPath = 107
 
+// Fits is whether every socket a host makes under dir fits a Unix socket
+// address.
+func Fits(dir string) bool { return dir != "" && len(dir)+SocketRoom <= MaxSocketPath }
+
 // Base is where hosts' directories go: the system's temporary directory
 // ($TMPDIR), or /tmp where $TMPDIR's path leaves too little room for the
 // sockets in them (a batch job's scratch directory can be long; the
 // sockets would not bind, and the host would not start).
 func Base() string {
 	t := os.TempDir()
-	if len(t)+len("/"+Prefix)+10+SocketRoom <= MaxSocketPath {
+	if Fits(filepath.Join(t, Prefix+"4294967295")) { // MkdirTemp's longest name
 		return t
 	}
 	if st, err := os.Stat("/tmp"); err == nil && st.IsDir() {

@@ -71,14 +71,11 @@ func (f *FakeHost) Exec(req *pb.ExecRequest, stream pb.HostServices_ExecServer) 
 	if err := wire.CheckExec(req); err != nil {
 		return stream.Send(&pb.ExecChunk{Error: err.Error()})
 	}
-	d, err := f.Dir(req.SandboxId)
+	tmp, err := f.TempDir(req.SandboxId) // made with the sandbox's directory
 	if err != nil {
 		return stream.Send(&pb.ExecChunk{Error: err.Error()})
 	}
-	tmp, err := f.TempDir(req.SandboxId)
-	if err != nil {
-		return stream.Send(&pb.ExecChunk{Error: err.Error()})
-	}
+	d := filepath.Dir(tmp)
 	ctx := stream.Context()
 	if req.TimeoutMs > 0 {
 		var cancel context.CancelFunc
