@@ -287,6 +287,9 @@ func TestCrashLoopingPluginUnhealthy(t *testing.T) {
 	for !e.domain(t).Healthy && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
+	if r := e.do("GET", "/readyz", nil); r.code != 200 || !strings.Contains(string(r.body), `"problems":[]`) {
+		t.Fatalf("/readyz healthy again: %d %s", r.code, r.body)
+	}
 	var sub api.SubmitResponse
 	r = e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}})
 	if r.code != 202 {

@@ -879,7 +879,7 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
-	var problems []string
+	problems := []string{} // [] when ready, not null: a list to whoever parses it
 	if s.closing.Load() {
 		problems = append(problems, "shutting down")
 	}
