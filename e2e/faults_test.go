@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -169,6 +170,18 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("%s %s: %d %s; want %d code=%s field=%q", tt.method, tt.path, r.code, r.body, tt.code, tt.errCode, tt.field)
 			}
 		})
+	}
+	// An SSE client resuming after the last event it had (its id).
+	req, _ := http.NewRequest("GET", e.host+"/v1/results/stream", nil)
+	req.Header.Set("Last-Event-ID", "seven")
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 400 {
+		t.Fatalf("stream with a bad Last-Event-ID: %v %v", res, err)
+	} else {
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if !strings.Contains(string(b), `"field":"Last-Event-ID"`) {
+			t.Fatalf("stream with a bad Last-Event-ID: %s", b)
+		}
 	}
 	if r := e.do("GET", "/healthz", nil); r.code != 200 {
 		t.Fatalf("host stopped serving: %d", r.code)

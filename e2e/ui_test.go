@@ -116,18 +116,7 @@ func TestDashboard(t *testing.T) {
 	in, _ := json.Marshal(map[string]any{"base": e.host, "token": user, "admin": admin, "shots": shots, "group": "g-done",
 		"stuck": stuck.RolloutIDs, "finishedAtLeast": 4, "backend": e.sim,
 		"known": map[string]any{"id": known.ID, "ids": known.Tokens.IDs, "mask": mask, "turns": len(known.Turns)}})
-	cmd := exec.Command("node", "dashboard.test.mjs", string(in))
-	cmd.Dir = "../scripts/ui"
-	cmd.Env = append(os.Environ(), "NODE_PATH="+nodeModules)
-	// An ES module resolves packages from its own directory up: link them.
-	link := filepath.Join("../scripts/ui", "node_modules")
-	if _, err := os.Lstat(link); err != nil {
-		if err := os.Symlink(nodeModules, link); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.Remove(link) })
-	}
-	out, err := cmd.Output()
+	out, err := browserScript(t, nodeModules, "dashboard.test.mjs", in).Output()
 	var rep struct {
 		OK     bool `json:"ok"`
 		Checks []struct {
@@ -148,4 +137,22 @@ func TestDashboard(t *testing.T) {
 	}
 	do("POST", "/v1/policy:resume", admin, map[string]any{})
 	t.Logf("screenshots in %s", shots)
+}
+
+// browserScript is the command running one of scripts/ui's browser tests
+// with argument arg, with nodeModules (scripts/ui/install.sh's) on its path.
+func browserScript(t *testing.T, nodeModules, script string, arg []byte) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("node", script, string(arg))
+	cmd.Dir = "../scripts/ui"
+	cmd.Env = append(os.Environ(), "NODE_PATH="+nodeModules)
+	// An ES module resolves packages from its own directory up: link them.
+	link := filepath.Join("../scripts/ui", "node_modules")
+	if _, err := os.Lstat(link); err != nil {
+		if err := os.Symlink(nodeModules, link); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(link) })
+	}
+	return cmd
 }

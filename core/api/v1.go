@@ -432,6 +432,17 @@ func (s *Server) resultsStream(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// An SSE client that lost its connection reconnects to the same URL
+	// with the last event's id (the result's seq): it resumes after it
+	// instead of receiving again what it had.
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			writeError(w, errf(http.StatusBadRequest, "invalid_field", "Last-Event-ID", "must be a result's sequence number (an event's id), got %q", v))
+			return
+		}
+		f.Since = max(f.Since, n)
+	}
 	sse := strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 	if sse {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -440,6 +451,11 @@ func (s *Server) resultsStream(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
+	if sse {
+		// Reconnect a second after a lost connection (a restarting host),
+		// not the client's default of several.
+		fmt.Fprint(w, "retry: 1000\n\n")
+	}
 	fl, _ := w.(http.Flusher)
 	if fl != nil {
 		fl.Flush()

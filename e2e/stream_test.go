@@ -1,0 +1,106 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prorl/prorl/sdk/sdktest"
+)
+
+// TestResultsStreamResumes follows /v1/results/stream with Chromium's
+// EventSource, the reference SSE client, across a host restart: the
+// browser reconnects by itself with the last event's id (Last-Event-ID)
+// and must then receive the results finished after it, and none twice.
+func TestResultsStreamResumes(t *testing.T) {
+	nodeModules := sdktest.ReferencePython(t, "../scripts/ui/install.sh", "PRORL_REQUIRE_UI")
+	e := newEnv(t, envOpts{staticBackend: true, simArgs: []string{"--correct-rate", "1"}})
+	e.startHost()
+	before := e.submitMath(t, 4)
+	for id := range before {
+		e.wait(t, id)
+	}
+	arg, _ := json.Marshal(map[string]any{"base": e.host, "first": 4, "total": 8})
+	cmd := browserScript(t, nodeModules, "results_stream.test.mjs", arg)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := bufio.NewScanner(stdout)
+	lines.Buffer(nil, 1<<20)
+	type event struct {
+		EventID string `json:"event_id"`
+		ID      string `json:"id"`
+	}
+	var state struct {
+		Got    []event `json:"got"`
+		Opens  int     `json:"opens"`
+		Errors int     `json:"errors"`
+		Error  string  `json:"error"`
+	}
+	read := func(what string) {
+		t.Helper()
+		if !lines.Scan() {
+			t.Fatalf("%s: the browser script ended: %v\n%s", what, lines.Err(), tail(stderr.String(), 2000))
+		}
+		state.Got, state.Error = nil, ""
+		if err := json.Unmarshal(lines.Bytes(), &state); err != nil || state.Error != "" {
+			t.Fatalf("%s: %v %s\n%s", what, err, lines.Text(), tail(stderr.String(), 2000))
+		}
+	}
+	ids := func() []string {
+		var out []string
+		for _, ev := range state.Got {
+			out = append(out, ev.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	read("the results before the restart")
+	keys := func(sets ...map[string]bool) []string {
+		var out []string
+		for _, set := range sets {
+			for id := range set {
+				out = append(out, id)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got, want := ids(), keys(before); !slices.Equal(got, want) {
+		t.Fatalf("before the restart: %v, want %v", got, want)
+	}
+	// The same address again (the browser reconnects to the URL it had),
+	// and four more results once it is back.
+	addr := strings.TrimPrefix(e.host, "http://")
+	e.stopHost()
+	e.hostP, e.host = listening(t, e.dir+"/host.addr", "prorl-host", "serve", "--config", e.cfgPath, "--listen", addr)
+	after := e.submitMath(t, 4)
+	for id := range after {
+		e.wait(t, id)
+	}
+	if _, err := stdin.Write([]byte("go on\n")); err != nil {
+		t.Fatal(err)
+	}
+	read("the results after the restart")
+	want := keys(before, after)
+	if got := ids(); !slices.Equal(got, want) {
+		t.Fatalf("across the restart the browser received %d results %v, want each of %d once: %v", len(got), state.Got, len(want), want)
+	}
+	if state.Opens < 2 {
+		t.Fatalf("the browser opened the stream %d times: it never reconnected", state.Opens)
+	}
+	t.Logf("%d results over %d connections (%d errors seen by the browser)", len(state.Got), state.Opens, state.Errors)
+}
