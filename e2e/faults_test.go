@@ -156,6 +156,10 @@ func TestBadInput(t *testing.T) {
 		{"evaluate bad task", "POST", "/v1/evaluate", `{"domain":"math","task":{"question":"q"},"response":"x"}`, 422, "invalid_task", "task.answer"},
 		{"unknown rollout", "GET", "/v1/rollouts/nope", ``, 404, "not_found", "id"},
 		{"bad wait", "GET", "/v1/results?wait=forever", ``, 400, "invalid_field", "wait"},
+		{"misspelt query parameter", "GET", "/v1/results?since=0&groupid=g-1", ``, 400, "unknown_field", "groupid"},
+		{"query parameter twice", "GET", "/v1/results?since=1&since=2", ``, 400, "invalid_field", "since"},
+		{"query parameter not taken", "GET", "/v1/domains?verbose=1", ``, 400, "unknown_field", "verbose"},
+		{"malformed query", "GET", "/v1/results?since=%zz", ``, 400, "malformed_query", ""},
 		{"no route", "GET", "/v2/things", ``, 404, "not_found", ""},
 		{"wrong method", "PATCH", "/v1/rollouts", `{}`, 405, "method_not_allowed", ""},
 	}

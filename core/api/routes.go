@@ -4,7 +4,10 @@ package api
 
 import (
 	"crypto/subtle"
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +76,9 @@ func New(d Deps) (*Server, http.Handler) {
 	r.PathPrefix("/ui").Handler(ui.Handler()).Methods(http.MethodGet, http.MethodHead)
 	for _, rt := range s.routes() {
 		f := rt.f
+		if strings.HasPrefix(rt.path, "/v1/") { // ProRL's and Polar's endpoints ignore unknown parameters, as theirs do
+			f = strictQuery(rt.query, f)
+		}
 		if rt.level != publicLevel {
 			f = s.auth(rt.level, f)
 		}
@@ -89,71 +95,104 @@ func New(d Deps) (*Server, http.Handler) {
 
 type level int
 
-// route is one endpoint and the token it needs.
+// route is one endpoint, the token it needs, and (v1) the query
+// parameters it takes.
 type route struct {
 	path, method, name string
 	level              level
 	f                  http.HandlerFunc
+	query              []string
 }
 
-// routes lists every endpoint, in one place, with the token each needs.
+// strictQuery refuses, naming it, a query parameter the endpoint does not
+// take or one given twice: a misspelt group_id would otherwise page
+// through every group's results, and a misspelt wait answer at once.
+func strictQuery(allowed []string, f http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.RawQuery != "" {
+			q, err := url.ParseQuery(r.URL.RawQuery)
+			if err != nil {
+				writeError(w, errf(http.StatusBadRequest, "malformed_query", "", "query string: %v", err))
+				return
+			}
+			for _, k := range slices.Sorted(maps.Keys(q)) {
+				if !slices.Contains(allowed, k) {
+					takes := "none"
+					if len(allowed) > 0 {
+						takes = strings.Join(allowed, ", ")
+					}
+					writeError(w, errf(http.StatusBadRequest, "unknown_field", k, "unknown query parameter %q (%s %s takes: %s)", k, r.Method, r.URL.Path, takes))
+					return
+				}
+				if n := len(q[k]); n > 1 {
+					writeError(w, errf(http.StatusBadRequest, "invalid_field", k, "query parameter given %d times", n))
+					return
+				}
+			}
+		}
+		f(w, r)
+	}
+}
+
+// routes lists every endpoint, in one place, with the token each needs
+// and the query parameters a v1 endpoint takes (nil: none).
 func (s *Server) routes() []route {
 	return []route{
 		// v1
-		{"/v1/rollouts", http.MethodPost, "submit", userLevel, s.submit},
-		{"/v1/rollouts:batch", http.MethodPost, "submit_batch", userLevel, s.submitBatch},
+		{"/v1/rollouts", http.MethodPost, "submit", userLevel, s.submit, nil},
+		{"/v1/rollouts:batch", http.MethodPost, "submit_batch", userLevel, s.submitBatch, nil},
 		// group_id needs the user token; before_policy_version and all reach
 		// everyone's rollouts and need the admin token (checked inside).
-		{"/v1/rollouts:cancel", http.MethodPost, "cancel_many", userLevel, s.cancelMany},
-		{"/v1/rollouts", http.MethodGet, "list_rollouts", userLevel, s.listRollouts},
-		{"/v1/rollouts/{id}", http.MethodGet, "get_rollout", userLevel, s.getRollout},
-		{"/v1/rollouts/{id}", http.MethodDelete, "cancel_rollout", userLevel, s.cancelRollout},
-		{"/v1/results", http.MethodGet, "results", userLevel, s.results},
-		{"/v1/results/stream", http.MethodGet, "results_stream", userLevel, s.resultsStream},
-		{"/v1/results/ack", http.MethodPost, "ack", userLevel, s.ack},
-		{"/v1/node/rollouts", http.MethodPost, "node_rollouts", adminLevel, s.nodeRollouts},
+		{"/v1/rollouts:cancel", http.MethodPost, "cancel_many", userLevel, s.cancelMany, nil},
+		{"/v1/rollouts", http.MethodGet, "list_rollouts", userLevel, s.listRollouts, []string{"status", "stage", "older_than"}},
+		{"/v1/rollouts/{id}", http.MethodGet, "get_rollout", userLevel, s.getRollout, []string{"wait"}},
+		{"/v1/rollouts/{id}", http.MethodDelete, "cancel_rollout", userLevel, s.cancelRollout, nil},
+		{"/v1/results", http.MethodGet, "results", userLevel, s.results, []string{"since", "group_id", "limit", "wait"}},
+		{"/v1/results/stream", http.MethodGet, "results_stream", userLevel, s.resultsStream, []string{"since", "group_id", "limit"}},
+		{"/v1/results/ack", http.MethodPost, "ack", userLevel, s.ack, nil},
+		{"/v1/node/rollouts", http.MethodPost, "node_rollouts", adminLevel, s.nodeRollouts, nil},
 		// A coordinator's node registry (404 on a plain host).
-		{"/v1/nodes", http.MethodPost, "register_node", adminLevel, s.registerNode},
-		{"/v1/nodes", http.MethodGet, "list_nodes", userLevel, s.listNodes},
-		{"/v1/nodes/{id:[^/:]+}:heartbeat", http.MethodPost, "node_heartbeat", adminLevel, s.nodeHeartbeat},
-		{"/v1/nodes/{id:[^/:]+}:drain", http.MethodPost, "drain_node", adminLevel, s.drainNode},
-		{"/v1/backends", http.MethodPost, "add_backend", adminLevel, s.addBackend},
-		{"/v1/backends", http.MethodGet, "list_backends", userLevel, s.listBackends},
-		{"/v1/backends/{id}", http.MethodDelete, "remove_backend", adminLevel, s.removeBackend},
-		{"/v1/policy", http.MethodPut, "set_policy", adminLevel, s.setPolicy},
-		{"/v1/policy", http.MethodGet, "get_policy", userLevel, s.getPolicy},
-		{"/v1/policy:pause", http.MethodPost, "pause_policy", adminLevel, s.pausePolicy},
-		{"/v1/policy:resume", http.MethodPost, "resume_policy", adminLevel, s.resumePolicy},
-		{"/v1/domains", http.MethodGet, "domains", userLevel, s.domains},
-		{"/v1/evaluate", http.MethodPost, "evaluate", userLevel, s.evaluate},
+		{"/v1/nodes", http.MethodPost, "register_node", adminLevel, s.registerNode, nil},
+		{"/v1/nodes", http.MethodGet, "list_nodes", userLevel, s.listNodes, nil},
+		{"/v1/nodes/{id:[^/:]+}:heartbeat", http.MethodPost, "node_heartbeat", adminLevel, s.nodeHeartbeat, nil},
+		{"/v1/nodes/{id:[^/:]+}:drain", http.MethodPost, "drain_node", adminLevel, s.drainNode, nil},
+		{"/v1/backends", http.MethodPost, "add_backend", adminLevel, s.addBackend, nil},
+		{"/v1/backends", http.MethodGet, "list_backends", userLevel, s.listBackends, nil},
+		{"/v1/backends/{id}", http.MethodDelete, "remove_backend", adminLevel, s.removeBackend, nil},
+		{"/v1/policy", http.MethodPut, "set_policy", adminLevel, s.setPolicy, nil},
+		{"/v1/policy", http.MethodGet, "get_policy", userLevel, s.getPolicy, nil},
+		{"/v1/policy:pause", http.MethodPost, "pause_policy", adminLevel, s.pausePolicy, nil},
+		{"/v1/policy:resume", http.MethodPost, "resume_policy", adminLevel, s.resumePolicy, nil},
+		{"/v1/domains", http.MethodGet, "domains", userLevel, s.domains, nil},
+		{"/v1/evaluate", http.MethodPost, "evaluate", userLevel, s.evaluate, nil},
 		// Sessions: rollouts whose agent runs elsewhere and calls the gateway.
-		{"/v1/sessions", http.MethodPost, "open_session", userLevel, s.openSession},
-		{"/v1/sessions/{id:[^/:]+}:close", http.MethodPost, "close_session", userLevel, s.closeSession},
+		{"/v1/sessions", http.MethodPost, "open_session", userLevel, s.openSession, nil},
+		{"/v1/sessions/{id:[^/:]+}:close", http.MethodPost, "close_session", userLevel, s.closeSession, []string{"wait"}},
 		// The dashboard's data (the pages themselves are /ui).
-		{"/v1/ui/overview", http.MethodGet, "ui_overview", userLevel, s.uiOverview},
-		{"/v1/ui/stream", http.MethodGet, "ui_stream", userLevel, s.uiStream},
-		{"/v1/ui/rollouts", http.MethodGet, "ui_rollouts", userLevel, s.uiRollouts},
-		{"/v1/ui/rollouts/{id}/tokens", http.MethodGet, "ui_tokens", userLevel, s.uiTokens},
-		{"/v1/ui/cancel", http.MethodPost, "ui_cancel", adminLevel, s.uiCancel},
-		{"/healthz", http.MethodGet, "healthz", publicLevel, s.healthz},
-		{"/readyz", http.MethodGet, "readyz", publicLevel, s.readyz},
+		{"/v1/ui/overview", http.MethodGet, "ui_overview", userLevel, s.uiOverview, nil},
+		{"/v1/ui/stream", http.MethodGet, "ui_stream", userLevel, s.uiStream, []string{"interval_ms"}},
+		{"/v1/ui/rollouts", http.MethodGet, "ui_rollouts", userLevel, s.uiRollouts, []string{"stuck_after", "limit", "offset"}},
+		{"/v1/ui/rollouts/{id}/tokens", http.MethodGet, "ui_tokens", userLevel, s.uiTokens, nil},
+		{"/v1/ui/cancel", http.MethodPost, "ui_cancel", adminLevel, s.uiCancel, nil},
+		{"/healthz", http.MethodGet, "healthz", publicLevel, s.healthz, nil},
+		{"/readyz", http.MethodGet, "readyz", publicLevel, s.readyz, nil},
 		// ProRL Agent server compatibility (same paths and fields).
-		{"/start", http.MethodPost, "prorl_start", adminLevel, s.prorlStart},
-		{"/stop", http.MethodPost, "prorl_stop", adminLevel, s.prorlStop},
-		{"/status", http.MethodGet, "prorl_status", userLevel, s.prorlStatus},
-		{"/process", http.MethodPost, "prorl_process", userLevel, s.prorlProcess},
-		{"/cancel", http.MethodPost, "prorl_cancel", userLevel, s.prorlCancel},
-		{"/add_llm_server", http.MethodPost, "prorl_add_llm_server", adminLevel, s.prorlAddServer},
-		{"/clear_llm_server", http.MethodPost, "prorl_clear_llm_server", adminLevel, s.prorlClearServers},
+		{"/start", http.MethodPost, "prorl_start", adminLevel, s.prorlStart, nil},
+		{"/stop", http.MethodPost, "prorl_stop", adminLevel, s.prorlStop, nil},
+		{"/status", http.MethodGet, "prorl_status", userLevel, s.prorlStatus, nil},
+		{"/process", http.MethodPost, "prorl_process", userLevel, s.prorlProcess, nil},
+		{"/cancel", http.MethodPost, "prorl_cancel", userLevel, s.prorlCancel, nil},
+		{"/add_llm_server", http.MethodPost, "prorl_add_llm_server", adminLevel, s.prorlAddServer, nil},
+		{"/clear_llm_server", http.MethodPost, "prorl_clear_llm_server", adminLevel, s.prorlClearServers, nil},
 		// Polar's task API (same paths, fields and status codes).
-		{"/rollout/task/submit", http.MethodPost, "polar_submit", userLevel, s.polarSubmit},
-		{"/rollout/task/{task_id:.+}", http.MethodGet, "polar_get_task", userLevel, s.polarGet},
-		{"/rollout/task/{task_id:.+}", http.MethodDelete, "polar_cancel_task", userLevel, s.polarCancel},
-		{"/rollout/status", http.MethodGet, "polar_status", userLevel, s.polarStatus},
-		{"/tasks", http.MethodGet, "polar_tasks", userLevel, s.polarTaskList},
-		{"/tasks/{task_id:.+}/sessions", http.MethodGet, "polar_sessions", userLevel, s.polarSessions},
-		{"/events", http.MethodGet, "polar_events", userLevel, s.polarEvents},
-		{"/health", http.MethodGet, "polar_health", publicLevel, s.polarHealth},
+		{"/rollout/task/submit", http.MethodPost, "polar_submit", userLevel, s.polarSubmit, nil},
+		{"/rollout/task/{task_id:.+}", http.MethodGet, "polar_get_task", userLevel, s.polarGet, nil},
+		{"/rollout/task/{task_id:.+}", http.MethodDelete, "polar_cancel_task", userLevel, s.polarCancel, nil},
+		{"/rollout/status", http.MethodGet, "polar_status", userLevel, s.polarStatus, nil},
+		{"/tasks", http.MethodGet, "polar_tasks", userLevel, s.polarTaskList, nil},
+		{"/tasks/{task_id:.+}/sessions", http.MethodGet, "polar_sessions", userLevel, s.polarSessions, nil},
+		{"/events", http.MethodGet, "polar_events", userLevel, s.polarEvents, nil},
+		{"/health", http.MethodGet, "polar_health", publicLevel, s.polarHealth, nil},
 	}
 }
 
