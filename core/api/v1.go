@@ -387,7 +387,7 @@ func (s *Server) results(w http.ResponseWriter, r *http.Request) {
 	} else {
 		rs, next = s.Store.Finished(f)
 	}
-	writeResults(w, rs, next)
+	writeResults(w, rs, next, s.Cfg.Server.MaxPageBytes)
 }
 
 func writeResult(w http.ResponseWriter, r *trajectory.Result) {
@@ -410,16 +410,26 @@ func encoded(r *trajectory.Result) []byte {
 
 // writeResults streams a page result by result: a page can hold thousands of
 // trajectories, and one buffer for all of them costs more than encoding them.
-func writeResults(w http.ResponseWriter, rs []*trajectory.Result, next uint64) {
+// The page ends where its results' JSON would pass maxBytes (one result
+// at least): a thousand SWE trajectories with their logprobs are a
+// gigabyte for a client to hold and parse at once. next_since is then
+// the last result sent, and the rest come with the next page.
+func writeResults(w http.ResponseWriter, rs []*trajectory.Result, next uint64, maxBytes int64) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(w, 64<<10)
 	bw.WriteString(`{"results":[`)
+	var n int64
 	for i, r := range rs {
+		b := encoded(r)
+		if n += int64(len(b)); n > maxBytes && i > 0 {
+			next = rs[i-1].Seq
+			break
+		}
 		if i > 0 {
 			bw.WriteByte(',')
 		}
-		bw.Write(encoded(r))
+		bw.Write(b)
 	}
 	fmt.Fprintf(bw, "],\"next_since\":%d}\n", next)
 	_ = bw.Flush()

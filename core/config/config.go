@@ -156,12 +156,15 @@ type Server struct {
 	Listen string `toml:"listen"`
 	// AllowRemote must be set to listen on a non-loopback address, and
 	// then a token is required unless Insecure says otherwise.
-	AllowRemote     bool     `toml:"allow_remote"`
-	Insecure        bool     `toml:"insecure"`
-	MaxBodyBytes    int64    `toml:"max_body_bytes"`
-	MaxBatch        int      `toml:"max_batch"`
-	MaxSamples      int      `toml:"max_samples"`
-	MaxWait         Duration `toml:"max_wait"`
+	AllowRemote  bool     `toml:"allow_remote"`
+	Insecure     bool     `toml:"insecure"`
+	MaxBodyBytes int64    `toml:"max_body_bytes"`
+	MaxBatch     int      `toml:"max_batch"`
+	MaxSamples   int      `toml:"max_samples"`
+	MaxWait      Duration `toml:"max_wait"`
+	// MaxPageBytes bounds one GET /v1/results page's results' JSON (one
+	// result is always sent).
+	MaxPageBytes    int64    `toml:"max_page_bytes"`
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
 	// EvaluateTimeout bounds one POST /v1/evaluate (504 past it).
 	EvaluateTimeout Duration `toml:"evaluate_timeout"`
@@ -363,7 +366,7 @@ var Routings = []string{"sticky", "group-aware", "prorl", "consistent-hash", "ro
 func Default() *Config {
 	return &Config{
 		Server: Server{
-			Listen: "127.0.0.1:8006", MaxBodyBytes: 8 << 20, MaxBatch: 10000, MaxSamples: 1024,
+			Listen: "127.0.0.1:8006", MaxBodyBytes: 8 << 20, MaxPageBytes: 64 << 20, MaxBatch: 10000, MaxSamples: 1024,
 			MaxWait: Duration{60 * time.Second}, ShutdownTimeout: Duration{30 * time.Second}, EvaluateTimeout: Duration{5 * time.Minute}, DataDir: ".data",
 			ResultRetention: 1_000_000, GCPercent: 200,
 		},
@@ -588,6 +591,9 @@ func (c *Config) Validate() error {
 	nonNeg("server.memory_limit_mib", float64(c.Server.MemoryLimitMiB))
 	if c.Server.MaxBodyBytes <= 0 {
 		errs = append(errs, fe("server.max_body_bytes", "must be positive"))
+	}
+	if c.Server.MaxPageBytes <= 0 {
+		errs = append(errs, fe("server.max_page_bytes", "must be positive"))
 	}
 	pos("pipeline.init_workers", c.Pipeline.InitWorkers)
 	pos("pipeline.run_workers", c.Pipeline.RunWorkers)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -69,17 +70,7 @@ func TestResultsStreamResumes(t *testing.T) {
 		return out
 	}
 	read("the results before the restart")
-	keys := func(sets ...map[string]bool) []string {
-		var out []string
-		for _, set := range sets {
-			for id := range set {
-				out = append(out, id)
-			}
-		}
-		slices.Sort(out)
-		return out
-	}
-	if got, want := ids(), keys(before); !slices.Equal(got, want) {
+	if got, want := ids(), sortedIDs(before); !slices.Equal(got, want) {
 		t.Fatalf("before the restart: %v, want %v", got, want)
 	}
 	// The same address again (the browser reconnects to the URL it had),
@@ -95,7 +86,7 @@ func TestResultsStreamResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	read("the results after the restart")
-	want := keys(before, after)
+	want := sortedIDs(before, after)
 	if got := ids(); !slices.Equal(got, want) {
 		t.Fatalf("across the restart the browser received %d results %v, want each of %d once: %v", len(got), state.Got, len(want), want)
 	}
@@ -103,4 +94,56 @@ func TestResultsStreamResumes(t *testing.T) {
 		t.Fatalf("the browser opened the stream %d times: it never reconnected", state.Opens)
 	}
 	t.Logf("%d results over %d connections (%d errors seen by the browser)", len(state.Got), state.Opens, state.Errors)
+}
+
+// TestResultsPagedByBytes: with server.max_page_bytes under one result's
+// size, every GET /v1/results page holds one result, and following
+// next_since returns each result once.
+func TestResultsPagedByBytes(t *testing.T) {
+	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1"}, serverTOML: "max_page_bytes = 1\n"})
+	e.startHost()
+	e.addBackend()
+	submitted := e.submitMath(t, 6)
+	for id := range submitted {
+		e.wait(t, id)
+	}
+	type page struct {
+		Results []struct {
+			ID  string `json:"id"`
+			Seq uint64 `json:"seq"`
+		} `json:"results"`
+		NextSince uint64 `json:"next_since"`
+	}
+	var got []string
+	since := uint64(0)
+	for range 10 {
+		var p page
+		e.do("GET", fmt.Sprintf("/v1/results?since=%d", since), nil).json(t, &p)
+		if len(p.Results) == 0 {
+			if p.NextSince != since {
+				t.Fatalf("an empty page moved next_since from %d to %d", since, p.NextSince)
+			}
+			break
+		}
+		if len(p.Results) != 1 || p.NextSince != p.Results[0].Seq {
+			t.Fatalf("page after %d: %+v, want one result and next_since its seq", since, p)
+		}
+		got = append(got, p.Results[0].ID)
+		since = p.NextSince
+	}
+	if want := sortedIDs(submitted); !slices.Equal(slices.Sorted(slices.Values(got)), want) {
+		t.Fatalf("paged %v, want each of %v once", got, want)
+	}
+}
+
+// sortedIDs are the ids of the sets, sorted.
+func sortedIDs(sets ...map[string]bool) []string {
+	var out []string
+	for _, set := range sets {
+		for id := range set {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
