@@ -411,8 +411,9 @@ func encoded(r *trajectory.Result) []byte {
 // writeResults streams a page result by result: a page can hold thousands of
 // trajectories, and one buffer for all of them costs more than encoding them.
 // The page ends where its results' JSON would pass maxBytes (one result
-// at least): a thousand SWE trajectories with their logprobs are a
-// gigabyte for a client to hold and parse at once. next_since is then
+// at least): results take about 21 bytes a token, so a thousand
+// trajectories of 32k tokens are 0.7 GB for a client to hold and parse
+// at once. next_since is then
 // the last result sent, and the rest come with the next page.
 func writeResults(w http.ResponseWriter, rs []*trajectory.Result, next uint64, maxBytes int64) {
 	w.Header().Set("Content-Type", "application/json")
