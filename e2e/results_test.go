@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prorl/prorl/sdk/sdktest"
 )
@@ -38,7 +39,19 @@ func TestResultsStreamResumes(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() {
+		// Let the script close its browser (killed, it leaves Chromium's
+		// profile in /tmp): it ends once stdin does.
+		_ = stdin.Close()
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
 	lines := bufio.NewScanner(stdout)
 	lines.Buffer(nil, 1<<20)
 	type event struct {

@@ -25,7 +25,7 @@ try {
   const state = () => page.evaluate(() => ({ got: window.got, opens: window.opens, errors: window.errors }));
   await page.waitForFunction(n => window.got.length >= n, cfg.first, { timeout: 60000 });
   console.log(JSON.stringify(await state()));
-  await lines.next();
+  if ((await lines.next()).done) throw new Error("stdin closed before the test went on");
   await page.waitForFunction(n => window.got.length >= n, cfg.total, { timeout: 60000 });
   await page.waitForTimeout(1500);
   console.log(JSON.stringify(await state()));
