@@ -220,9 +220,10 @@ max_turns = 6
 	return e
 }
 
-func (e *env) startHost() {
+// startHost starts the host on the env's config, with more flags if given.
+func (e *env) startHost(flags ...string) {
 	e.t.Helper()
-	e.hostP, e.host = listening(e.t, filepath.Join(e.dir, "host.addr"), "prorl-host", "serve", "--config", e.cfgPath)
+	e.hostP, e.host = listening(e.t, filepath.Join(e.dir, "host.addr"), "prorl-host", append([]string{"serve", "--config", e.cfgPath}, flags...)...)
 }
 
 // stopHost stops the host as an operator does (SIGTERM) and fails the

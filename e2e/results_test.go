@@ -90,7 +90,7 @@ func TestResultsStreamResumes(t *testing.T) {
 	// and four more results once it is back.
 	addr := strings.TrimPrefix(e.host, "http://")
 	e.stopHost()
-	e.hostP, e.host = listening(t, e.dir+"/host.addr", "prorl-host", "serve", "--config", e.cfgPath, "--listen", addr)
+	e.startHost("--listen", addr)
 	after := e.submitMath(t, 4)
 	for id := range after {
 		e.wait(t, id)
