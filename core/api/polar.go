@@ -242,15 +242,15 @@ func (s *Server) polarSubmit(w http.ResponseWriter, r *http.Request) {
 	// Held across the submit so a concurrent duplicate id waits and then
 	// sees this one running.
 	defer pt.mu.Unlock()
-	rs, e := s.enqueue(reqs)
+	// Durable with the rollouts: the task's group and rollouts, so a
+	// restarted host finds them.
+	rs, e := s.enqueue(reqs, &store.Keyed{Key: s.freePolarKey(task.id), Sub: store.Submission{GroupID: task.group}})
 	if e != nil {
 		detail(w, e.Status, e.Message)
 		return
 	}
 	task.rollouts = ids(rs)
 	task.created, task.updated = now, now
-	// Durable: the task's group and rollouts, so a restarted host finds them.
-	s.rememberPolarTask(task)
 	pt.tasks[task.id] = task
 	pt.prune(s.Store)
 	pt.events.publish("task.created", map[string]any{"task_id": task.id, "status": "running", "harness": task.harness, "model": task.model, "num_samples": len(rs)})
@@ -258,17 +258,22 @@ func (s *Server) polarSubmit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"task_id": task.id, "status": "running"})
 }
 
-// rememberPolarTask records task id -> group in the store's key table;
-// a resubmitted id gets the next slot, and the last slot wins on lookup.
-func (s *Server) rememberPolarTask(t *polarTask) {
-	for k := 1; k < 1<<16; k++ {
-		if _, fresh := s.Store.Remember(polarKey(t.id, k), store.Submission{GroupID: t.group, RolloutIDs: t.rollouts}); fresh {
-			return
+// freePolarKey is the key that records task id -> group in the store's
+// key table: a resubmitted id gets the next slot, and the last slot wins
+// on lookup. The caller holds pt.mu, so no other submission of id takes it.
+func (s *Server) freePolarKey(id string) string {
+	k := 1
+	for ; k < 1<<16; k++ {
+		if _, used := s.Store.Idempotent(polarKey(id, k)); !used {
+			break
 		}
 	}
+	return polarKey(id, k)
 }
 
-func polarKey(id string, k int) string { return fmt.Sprintf("polar-task:%d:%s", k, id) }
+const polarKeyPrefix = "polar-task:"
+
+func polarKey(id string, k int) string { return fmt.Sprintf("%s%d:%s", polarKeyPrefix, k, id) }
 
 // polarFields names, in Polar's request, the v1 fields a task maps to, so
 // the v1 checks report Polar's names.

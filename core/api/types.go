@@ -168,6 +168,10 @@ func (s *SubmitRequest) validate(prefix string, maxSamples int) *Error {
 	if len(s.IdempotencyKey) > 256 {
 		return invalid(f("idempotency_key"), "at most 256 characters")
 	}
+	if strings.HasPrefix(s.IdempotencyKey, polarKeyPrefix) {
+		// Polar's task ids share the key table (polarKey).
+		return invalid(f("idempotency_key"), "the prefix %q is reserved", polarKeyPrefix)
+	}
 	if len(s.Metadata) > maxMetadata {
 		return invalid(f("metadata"), "at most %d bytes", maxMetadata)
 	}

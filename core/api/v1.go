@@ -112,7 +112,8 @@ func groupRequests(sr *SubmitRequest, plug *pluginhost.Plugin) ([]pipeline.Reque
 	return reqs, gid
 }
 
-func (s *Server) enqueue(reqs []pipeline.Request) ([]*pipeline.Rollout, *Error) {
+// enqueue submits reqs, and key with them if it is not nil.
+func (s *Server) enqueue(reqs []pipeline.Request, key *store.Keyed) ([]*pipeline.Rollout, *Error) {
 	if s.closing.Load() {
 		return nil, errf(http.StatusServiceUnavailable, "shutting_down", "", "the host is shutting down")
 	}
@@ -121,8 +122,10 @@ func (s *Server) enqueue(reqs []pipeline.Request) ([]*pipeline.Rollout, *Error) 
 			return nil, errf(http.StatusServiceUnavailable, "no_capacity", "", "%v", err)
 		}
 	}
-	rs, err := s.Pipeline.Submit(reqs)
+	rs, err := s.Pipeline.Submit(reqs, key)
 	switch {
+	case errors.Is(err, store.ErrKeyExists):
+		return nil, errf(http.StatusConflict, "idempotency_conflict", "idempotency_key", "%v; nothing was submitted", err)
 	case errors.Is(err, pipeline.ErrQueueFull):
 		return nil, errf(http.StatusTooManyRequests, "queue_full", "", "%v; retry later", err)
 	case errors.Is(err, pipeline.ErrShuttingDown):
@@ -172,15 +175,18 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	rs, e := s.enqueue(reqs)
+	var key *store.Keyed
+	if sr.IdempotencyKey != "" {
+		// Recorded with the rollouts: a host stopped right after cannot
+		// leave them without their key, and a retry then find none.
+		key = &store.Keyed{Key: sr.IdempotencyKey, Sub: store.Submission{GroupID: gid, BodySHA256: bodySum}}
+	}
+	rs, e := s.enqueue(reqs, key)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
 	resp := SubmitResponse{GroupID: gid, RolloutIDs: ids(rs)}
-	if sr.IdempotencyKey != "" {
-		s.Store.Remember(sr.IdempotencyKey, store.Submission{GroupID: resp.GroupID, RolloutIDs: resp.RolloutIDs, BodySHA256: bodySum})
-	}
 	writeJSON(w, http.StatusAccepted, resp)
 }
 
@@ -234,7 +240,7 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 	for _, reqs := range parts {
 		all = append(all, reqs...)
 	}
-	rs, e := s.enqueue(all)
+	rs, e := s.enqueue(all, nil)
 	if e != nil {
 		writeError(w, e)
 		return

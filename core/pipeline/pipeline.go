@@ -434,19 +434,24 @@ func Usable(res *trajectory.Result) bool {
 	return false
 }
 
-// Submit creates rollouts and queues them for init; all or none are accepted.
-func (p *Pipeline) Submit(reqs []Request) ([]*Rollout, error) {
+// Submit creates rollouts and queues them for init; all or none are
+// accepted. key, if any, is recorded with them, its RolloutIDs set to
+// theirs; store.ErrKeyExists if it already was.
+func (p *Pipeline) Submit(reqs []Request, key *store.Keyed) ([]*Rollout, error) {
 	ids := make([]string, len(reqs))
 	attempts := make([]int, len(reqs))
 	for i := range reqs {
 		ids[i], attempts[i] = NewID("r-"), 1
 	}
-	return p.admit(ids, attempts, reqs)
+	if key != nil {
+		key.Sub.RolloutIDs = ids
+	}
+	return p.admit(ids, attempts, reqs, key)
 }
 
 // admit persists rollouts under the given ids and attempts, then queues
 // them for init; all or none are accepted.
-func (p *Pipeline) admit(ids []string, attempts []int, reqs []Request) ([]*Rollout, error) {
+func (p *Pipeline) admit(ids []string, attempts []int, reqs []Request, idem *store.Keyed) ([]*Rollout, error) {
 	if p.closing.Load() {
 		return nil, ErrShuttingDown
 	}
@@ -485,8 +490,11 @@ func (p *Pipeline) admit(ids []string, attempts []int, reqs []Request) ([]*Rollo
 		pend[i] = store.Pending{ID: ids[i], Attempt: attempts[i], Request: b, SubmittedAt: now}
 	}
 	// On disk before anyone is told the rollouts exist.
-	if err := p.d.Store.Submit(pend); err != nil {
+	if err := p.d.Store.Submit(pend, idem); err != nil {
 		p.initReserved.Add(-n)
+		if errors.Is(err, store.ErrKeyExists) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%w: %v", ErrStore, err)
 	}
 	p.mu.Lock()

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http/httptest"
@@ -120,7 +121,7 @@ func (f *fixture) submit(t *testing.T, n int, mut func(*Request)) []*Rollout {
 			mut(&reqs[i])
 		}
 	}
-	rs, err := f.p.Submit(reqs)
+	rs, err := f.p.Submit(reqs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func TestCancelQueuedAndRunning(t *testing.T) {
 func TestCancelAsStageFinishes(t *testing.T) {
 	f := newFixture(t, nil, nil) // started: work needs the pipeline's base context
 	r := f.p.newRollout("r-late", Request{GroupID: "g", Domain: "math", Task: mathTask(), Timeout: time.Minute}, 1, time.Now())
-	if err := f.store.Submit([]store.Pending{{ID: r.ID, Attempt: 1, Request: []byte(`{}`), SubmittedAt: time.Now()}}); err != nil {
+	if err := f.store.Submit([]store.Pending{{ID: r.ID, Attempt: 1, Request: []byte(`{}`), SubmittedAt: time.Now()}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	f.p.mu.Lock()
@@ -279,9 +280,33 @@ func TestCancelBeforePolicy(t *testing.T) {
 	}
 }
 
+// A submission's key goes to the store with its rollouts, naming them; a
+// key already recorded refuses the submission whole, and the queue's room
+// it reserved is given back.
+func TestSubmitKeyed(t *testing.T) {
+	f := newStopped(t, func(c *config.Config) { c.Pipeline.InitQueue = 4 }, nil)
+	reqs := []Request{{GroupID: "g", Domain: "math", Task: mathTask()}, {GroupID: "g", Index: 1, Domain: "math", Task: mathTask()}}
+	rs, err := f.p.Submit(reqs, &store.Keyed{Key: "k", Sub: store.Submission{GroupID: "g"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, ok := f.store.Idempotent("k")
+	if !ok || len(sub.RolloutIDs) != 2 || sub.RolloutIDs[0] != rs[0].ID || sub.RolloutIDs[1] != rs[1].ID {
+		t.Fatalf("key records %+v for %s, %s", sub, rs[0].ID, rs[1].ID)
+	}
+	if _, err := f.p.Submit(reqs, &store.Keyed{Key: "k"}); !errors.Is(err, store.ErrKeyExists) {
+		t.Fatalf("a recorded key: %v", err)
+	}
+	// Two submitted, two refused: the queue (4) still has room for two.
+	if _, err := f.p.Submit(reqs, nil); err != nil {
+		t.Fatalf("the refused submission kept its queue room: %v", err)
+	}
+	f.p.Start() // so the cleanup's Shutdown finds its stages
+}
+
 func TestQueueFull(t *testing.T) {
 	f := newFixture(t, func(c *config.Config) { c.Pipeline.InitQueue = 4; c.Pipeline.InitWorkers = 1 }, sim(0))
-	if _, err := f.p.Submit(make([]Request, 5)); err == nil {
+	if _, err := f.p.Submit(make([]Request, 5), nil); err == nil {
 		t.Fatal("accepted more than the queue holds")
 	}
 }

@@ -120,7 +120,7 @@ func (p *Pipeline) SubmitAssigned(as []Assigned) ([]AssignedState, error) {
 		ids, attempts, reqs = append(ids, a.ID), append(attempts, max(1, a.Attempt)), append(reqs, rq)
 	}
 	if len(reqs) > 0 {
-		if _, err := p.admit(ids, attempts, reqs); err != nil {
+		if _, err := p.admit(ids, attempts, reqs, nil); err != nil {
 			return nil, err
 		}
 	}

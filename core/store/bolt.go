@@ -239,19 +239,32 @@ func seqKey(n uint64) []byte {
 }
 
 // Submit implements Store.
-func (b *Bolt) Submit(ps []Pending) error {
+func (b *Bolt) Submit(ps []Pending, key *Keyed) error {
 	if err := b.Healthy(); err != nil {
 		return err
 	}
-	err := b.submit(ps)
-	if err != nil {
+	err := b.submit(ps, key)
+	if err != nil && !errors.Is(err, ErrKeyExists) {
 		b.markFault(err)
 	}
 	return err
 }
 
-func (b *Bolt) submit(ps []Pending) error {
+func (b *Bolt) submit(ps []Pending, key *Keyed) error {
 	return b.db.Batch(func(tx *bolt.Tx) error {
+		if key != nil {
+			ik := tx.Bucket(bIdem)
+			if ik.Get([]byte(key.Key)) != nil {
+				return fmt.Errorf("%w: %q", ErrKeyExists, key.Key)
+			}
+			v, err := json.Marshal(key.Sub)
+			if err != nil {
+				return err
+			}
+			if err := ik.Put([]byte(key.Key), v); err != nil {
+				return err
+			}
+		}
 		bk := tx.Bucket(bPending)
 		for _, p := range ps {
 			v, err := json.Marshal(p)

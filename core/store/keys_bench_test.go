@@ -47,7 +47,7 @@ func BenchmarkBoltFinishKeys(b *testing.B) {
 					for _, id := range ids[i : i+500] {
 						ps = append(ps, Pending{ID: id, Attempt: 1, Request: req, SubmittedAt: time.Now()})
 					}
-					if err := st.Submit(ps); err != nil {
+					if err := st.Submit(ps, nil); err != nil {
 						b.Fatal(err)
 					}
 				}

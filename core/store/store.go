@@ -6,6 +6,8 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -19,6 +21,17 @@ type Submission struct {
 	// BodySHA256 identifies the request the key was first used with.
 	BodySHA256 string `json:"body_sha256,omitempty"`
 }
+
+// Keyed is a key to record with a submission, in the same write: a retry
+// that finds the key finds the rollouts, whenever the host stopped.
+type Keyed struct {
+	Key string
+	Sub Submission
+}
+
+// ErrKeyExists refuses a submission whose key is already recorded;
+// nothing of it is written.
+var ErrKeyExists = errors.New("the key is already recorded")
 
 // Filter selects finished results.
 type Filter struct {
@@ -38,8 +51,9 @@ type Pending struct {
 
 // Store holds results.
 type Store interface {
-	// Submit persists submitted rollouts before they are acknowledged.
-	Submit(ps []Pending) error
+	// Submit persists submitted rollouts before they are acknowledged, and
+	// key, if any, with them: all or nothing (ErrKeyExists if key is).
+	Submit(ps []Pending, key *Keyed) error
 	// Unfinished lists what was submitted and never finished (after a crash).
 	Unfinished() ([]Pending, error)
 	// Retry records a new attempt of an unfinished rollout.
@@ -224,8 +238,16 @@ func (m *Memory) Remember(key string, s Submission) (Submission, bool) {
 	return s, true
 }
 
-// Submit implements Store; memory survives nothing, so there is nothing to do.
-func (m *Memory) Submit([]Pending) error { return nil }
+// Submit implements Store; memory survives nothing, so only the key is kept.
+func (m *Memory) Submit(_ []Pending, key *Keyed) error {
+	if key == nil {
+		return nil
+	}
+	if _, fresh := m.Remember(key.Key, key.Sub); !fresh {
+		return fmt.Errorf("%w: %q", ErrKeyExists, key.Key)
+	}
+	return nil
+}
 
 // Unfinished implements Store.
 func (m *Memory) Unfinished() ([]Pending, error) { return nil, nil }

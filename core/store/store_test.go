@@ -77,6 +77,60 @@ func contract(t *testing.T, m Store) {
 	}
 }
 
+// A key is written with its submission or not at all: after a close (a
+// crash, to the file) right after Submit, both are there; a second
+// submission under the key writes nothing and is no fault of the store.
+func TestSubmitKeyed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T, path string) Store
+	}{
+		{"bolt", func(t *testing.T, path string) Store {
+			b, err := OpenBolt(path, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}},
+		{"memory", func(*testing.T, string) Store { return NewMemory(100) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "s.db")
+			st := tc.open(t, path)
+			key := &Keyed{Key: "k", Sub: Submission{GroupID: "g", RolloutIDs: []string{"a", "b"}, BodySHA256: "x"}}
+			if err := st.Submit([]Pending{{ID: "a", Attempt: 1, Request: []byte(`{}`)}, {ID: "b", Attempt: 1, Request: []byte(`{}`)}}, key); err != nil {
+				t.Fatal(err)
+			}
+			if tc.name == "bolt" {
+				if err := st.Close(); err != nil {
+					t.Fatal(err)
+				}
+				st = tc.open(t, path)
+			}
+			defer st.Close()
+			if s, ok := st.Idempotent("k"); !ok || s.GroupID != "g" || len(s.RolloutIDs) != 2 || s.BodySHA256 != "x" {
+				t.Fatalf("key after submit: %+v %v", s, ok)
+			}
+			again := &Keyed{Key: "k", Sub: Submission{GroupID: "g2", RolloutIDs: []string{"c"}}}
+			if err := st.Submit([]Pending{{ID: "c", Attempt: 1, Request: []byte(`{}`)}}, again); !errors.Is(err, ErrKeyExists) {
+				t.Fatalf("second submit under the key: %v", err)
+			}
+			if s, _ := st.Idempotent("k"); s.GroupID != "g" {
+				t.Fatalf("key overwritten: %+v", s)
+			}
+			if err := st.Healthy(); err != nil {
+				t.Fatalf("a refused key faulted the store: %v", err)
+			}
+			if tc.name == "bolt" {
+				un, err := st.Unfinished()
+				if err != nil || len(un) != 2 || un[0].ID == "c" || un[1].ID == "c" {
+					t.Fatalf("unfinished %+v %v", un, err)
+				}
+			}
+		})
+	}
+}
+
 // A submission, its result and an idempotency key survive a close and
 // reopen (a crash, to the file), and the file passes its integrity check.
 func TestBoltDurable(t *testing.T) {
@@ -86,7 +140,7 @@ func TestBoltDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	ps := []Pending{{ID: "a", Attempt: 1, Request: []byte(`{"k":1}`)}, {ID: "b", Attempt: 1, Request: []byte(`{"k":2}`)}}
-	if err := b.Submit(ps); err != nil {
+	if err := b.Submit(ps, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Finish(&trajectory.Result{ID: "a", GroupID: "g"}); err != nil {
@@ -265,7 +319,7 @@ func TestBoltDamagedValue(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := b.Submit([]Pending{{ID: "a", Attempt: 1, Request: []byte(`{}`)}, {ID: "b", Attempt: 1, Request: []byte(`{}`)}}); err != nil {
+			if err := b.Submit([]Pending{{ID: "a", Attempt: 1, Request: []byte(`{}`)}, {ID: "b", Attempt: 1, Request: []byte(`{}`)}}, nil); err != nil {
 				t.Fatal(err)
 			}
 			if err := b.Finish(&trajectory.Result{ID: "a"}); err != nil {
