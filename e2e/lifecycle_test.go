@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -182,6 +185,38 @@ func TestGracefulShutdown(t *testing.T) {
 	pid := e.domain(t).PID
 	var sub api.SubmitResponse
 	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}, "n": 32}).json(t, &sub)
+	// A trainer's results stream, open across the shutdown: it gets every
+	// result the shutdown lets finish, then a clean end (a complete body).
+	streamed := make(chan error, 1)
+	var events int
+	{
+		req, _ := http.NewRequest("GET", e.host+"/v1/results/stream", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		br := bufio.NewReader(res.Body)
+		if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "retry:") {
+			t.Fatalf("stream began %q %v", line, err)
+		}
+		go func() {
+			for {
+				line, err := br.ReadString('\n')
+				if line == "event: result\n" {
+					events++
+				}
+				if err != nil {
+					if err == io.EOF {
+						err = nil
+					}
+					streamed <- err
+					return
+				}
+			}
+		}()
+	}
 	time.Sleep(100 * time.Millisecond) // the rollouts are generating
 	if err := e.hostP.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -194,6 +229,9 @@ func TestGracefulShutdown(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("host did not exit after SIGTERM")
+	}
+	if err := <-streamed; err != nil || events != len(sub.RolloutIDs) {
+		t.Fatalf("the results stream across the shutdown: %d results of %d, then %v (want a clean end)", events, len(sub.RolloutIDs), err)
 	}
 	if !gone(pid, 5*time.Second) {
 		t.Fatalf("plugin %d still running after the host stopped", pid)

@@ -986,11 +986,13 @@ func (s *Server) polarEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	fmt.Fprint(w, ": connected\n\n")
 	flush()
+	ctx, cancel := s.waitCtx(r)
+	defer cancel()
 	keep := time.NewTicker(15 * time.Second)
 	defer keep.Stop()
 	for {
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		case ev, ok := <-sub.ch:
 			if !ok {

@@ -3,6 +3,7 @@
 package api
 
 import (
+	"context"
 	"crypto/subtle"
 	"maps"
 	"net/http"
@@ -58,11 +59,15 @@ type Server struct {
 	polar *polarTasks
 	// streamSnap is the overview the live streams share (ui.go).
 	streamSnap sharedSnapshot
+	// waits ends with EndWaits: long polls and streams (waitCtx).
+	waits    context.Context
+	endWaits context.CancelFunc
 }
 
 // New returns the API handler with every route.
 func New(d Deps) (*Server, http.Handler) {
 	s := &Server{Deps: d, jobs: map[string]string{}, polar: newPolarTasks()}
+	s.waits, s.endWaits = context.WithCancel(context.Background())
 	s.compatRunning.Store(d.Cfg.Compat.StartOnBoot)
 	r := mux.NewRouter()
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -237,6 +242,19 @@ func (s *Server) auth(need level, f http.HandlerFunc) http.HandlerFunc {
 
 // SetClosing makes /readyz fail and submissions get 503 during shutdown.
 func (s *Server) SetClosing() { s.closing.Store(true) }
+
+// EndWaits ends every long poll and stream, now and later: each answers
+// what it has (a stream ends cleanly; its client reconnects with
+// Last-Event-ID). Called at shutdown once no more results can come, so
+// they do not hold the server's grace period and then get cut.
+func (s *Server) EndWaits() { s.endWaits() }
+
+// waitCtx is r's context, ended too by EndWaits.
+func (s *Server) waitCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(s.waits, cancel)
+	return ctx, func() { stop(); cancel() }
+}
 
 type statusWriter struct {
 	http.ResponseWriter

@@ -98,6 +98,8 @@ func (s *Server) uiStream(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	ctx, cancel := s.waitCtx(r)
+	defer cancel()
 	fl, _ := w.(http.Flusher)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -113,7 +115,7 @@ func (s *Server) uiStream(w http.ResponseWriter, r *http.Request) {
 			fl.Flush()
 		}
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}

@@ -300,7 +300,10 @@ func (s *Server) getRollout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if wait > 0 {
-		if res := s.awaitResult(r.Context(), ro, wait); res != nil {
+		ctx, cancel := s.waitCtx(r)
+		res := s.awaitResult(ctx, ro, wait)
+		cancel()
+		if res != nil {
 			writeResult(w, res)
 			return
 		}
@@ -387,9 +390,11 @@ func (s *Server) results(w http.ResponseWriter, r *http.Request) {
 	var rs []*trajectory.Result
 	var next uint64
 	if wait > 0 {
-		ctx, cancel := context.WithTimeout(r.Context(), wait)
+		wctx, wcancel := s.waitCtx(r)
+		ctx, cancel := context.WithTimeout(wctx, wait)
 		rs, next = store.Wait(ctx, s.Store, f)
 		cancel()
+		wcancel()
 	} else {
 		rs, next = s.Store.Finished(f)
 	}
@@ -477,7 +482,8 @@ func (s *Server) resultsStream(w http.ResponseWriter, r *http.Request) {
 	if fl != nil {
 		fl.Flush()
 	}
-	ctx := r.Context()
+	ctx, cancel := s.waitCtx(r)
+	defer cancel()
 	keep := time.NewTicker(15 * time.Second)
 	defer keep.Stop()
 	for {

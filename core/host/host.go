@@ -331,7 +331,9 @@ func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.Background(), h.Cfg.Server.ShutdownTimeout.Duration)
 	defer cancel()
 	h.Pipeline.Shutdown(sctx)
-	// Long-polls and streams end with the server; give them a moment.
+	// Every result is out: long polls and streams answer and end; the
+	// moment left is for requests still being answered.
+	h.API.EndWaits()
 	hctx, hcancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer hcancel()
 	if err := srv.Shutdown(hctx); err != nil {
