@@ -597,27 +597,6 @@ func (b *Bolt) Idempotent(key string) (Submission, bool) {
 	return s, found
 }
 
-// Remember implements Store.
-func (b *Bolt) Remember(key string, s Submission) (Submission, bool) {
-	stored, fresh := s, false
-	err := b.db.Update(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(bIdem)
-		if v := bk.Get([]byte(key)); v != nil {
-			return decode(v, &stored)
-		}
-		v, err := json.Marshal(s)
-		if err != nil {
-			return err
-		}
-		fresh = true
-		return bk.Put([]byte(key), v)
-	})
-	if err != nil {
-		return s, false
-	}
-	return stored, fresh
-}
-
 // Stats implements Store.
 func (b *Bolt) Stats() Stats { return b.mem.Stats() }
 

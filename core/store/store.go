@@ -68,8 +68,6 @@ type Store interface {
 	// store cannot write now).
 	Ack(ids []string) (int, error)
 	Idempotent(key string) (Submission, bool)
-	// Remember stores a key's submission unless the key exists; it returns the stored one.
-	Remember(key string, s Submission) (Submission, bool)
 	Stats() Stats
 	// Healthy is nil while the store takes writes, else why not.
 	Healthy() error
@@ -227,25 +225,17 @@ func (m *Memory) Idempotent(key string) (Submission, bool) {
 	return s, ok
 }
 
-// Remember implements Store.
-func (m *Memory) Remember(key string, s Submission) (Submission, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if old, ok := m.idem[key]; ok {
-		return old, false
-	}
-	m.idem[key] = s
-	return s, true
-}
-
 // Submit implements Store; memory survives nothing, so only the key is kept.
 func (m *Memory) Submit(_ []Pending, key *Keyed) error {
 	if key == nil {
 		return nil
 	}
-	if _, fresh := m.Remember(key.Key, key.Sub); !fresh {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.idem[key.Key]; ok {
 		return fmt.Errorf("%w: %q", ErrKeyExists, key.Key)
 	}
+	m.idem[key.Key] = key.Sub
 	return nil
 }
 

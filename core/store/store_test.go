@@ -62,10 +62,13 @@ func contract(t *testing.T, m Store) {
 	if _, ok := m.Get("r1"); ok {
 		t.Fatal("acked result still served")
 	}
-	if s, fresh := m.Remember("k", Submission{GroupID: "a"}); !fresh || s.GroupID != "a" {
-		t.Fatal("remember")
+	if err := m.Submit(nil, &Keyed{Key: "k", Sub: Submission{GroupID: "a"}}); err != nil {
+		t.Fatal(err)
 	}
-	if s, fresh := m.Remember("k", Submission{GroupID: "b"}); fresh || s.GroupID != "a" {
+	if err := m.Submit(nil, &Keyed{Key: "k", Sub: Submission{GroupID: "b"}}); !errors.Is(err, ErrKeyExists) {
+		t.Fatalf("a key used again: %v", err)
+	}
+	if s, ok := m.Idempotent("k"); !ok || s.GroupID != "a" {
 		t.Fatal("idempotency key overwritten")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -149,7 +152,9 @@ func TestBoltDurable(t *testing.T) {
 	if err := b.Retry("b", 2); err != nil {
 		t.Fatal(err)
 	}
-	b.Remember("key", Submission{GroupID: "g", RolloutIDs: []string{"a", "b"}})
+	if err := b.Submit(nil, &Keyed{Key: "key", Sub: Submission{GroupID: "g", RolloutIDs: []string{"a", "b"}}}); err != nil {
+		t.Fatal(err)
+	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
