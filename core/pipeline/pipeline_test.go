@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -364,13 +365,18 @@ func (f *fixture) finishInline() { f.p.finishing = make(chan struct{}) }
 // stored (with one worker per stage and finishInline, the start order).
 func (f *fixture) finishOrder(t *testing.T, rs []*Rollout) []string {
 	t.Helper()
-	seq := map[uint64]string{}
-	for _, r := range rs {
-		seq[f.result(t, r).Seq] = r.ID
+	type stored struct {
+		seq uint64
+		id  string
 	}
-	var order []string
-	for s := uint64(1); s <= uint64(len(rs)); s++ {
-		order = append(order, seq[s])
+	var all []stored
+	for _, r := range rs {
+		all = append(all, stored{f.result(t, r).Seq, r.ID})
+	}
+	slices.SortFunc(all, func(a, b stored) int { return cmp.Compare(a.seq, b.seq) })
+	order := make([]string, len(all))
+	for i, s := range all {
+		order[i] = s.id
 	}
 	return order
 }
@@ -387,6 +393,7 @@ func ids(rs []*Rollout) []string {
 // usable results are in; another group is untouched; each rollout ends once.
 func TestEarlyStop(t *testing.T) {
 	f := newFixture(t, func(c *config.Config) { c.Pipeline.RunWorkers = 2 }, sim(5*time.Millisecond))
+	base := f.store.Stats().LastSeq
 	grp := f.submit(t, 8, func(r *Request) { r.GroupID, r.EarlyStopMin = "early", 2 })
 	other := f.submit(t, 2, func(r *Request) { r.GroupID = "other" })
 	usable, stopped := 0, 0
@@ -411,8 +418,8 @@ func TestEarlyStop(t *testing.T) {
 			t.Fatalf("the other group was touched: %s %+v", res.Status, res.Failure)
 		}
 	}
-	if st := f.store.Stats(); st.LastSeq != 10 {
-		t.Fatalf("%d results stored for 10 rollouts", st.LastSeq)
+	if st := f.store.Stats(); st.LastSeq-base != 10 {
+		t.Fatalf("%d results stored for 10 rollouts", st.LastSeq-base)
 	}
 	f.p.mu.Lock()
 	defer f.p.mu.Unlock()

@@ -139,6 +139,8 @@ func OpenBolt(path string, retention int) (*Bolt, error) {
 		}
 		if v := tx.Bucket(bMeta).Get(keySeq); len(v) == 8 {
 			b.seq = binary.BigEndian.Uint64(v)
+		} else {
+			b.seq = FreshSeq() // a new file: written with its first result
 		}
 		return tx.Bucket(bResults).ForEach(func(k, v []byte) error {
 			r := &trajectory.Result{}

@@ -95,10 +95,19 @@ type Memory struct {
 	dropped   uint64
 }
 
-// NewMemory keeps at most retention unacknowledged results.
+// NewMemory keeps at most retention unacknowledged results; its sequence
+// starts at FreshSeq.
 func NewMemory(retention int) *Memory {
-	return &Memory{retention: retention, byID: map[string]*trajectory.Result{}, changed: make(chan struct{}), idem: map[string]Submission{}}
+	return &Memory{retention: retention, byID: map[string]*trajectory.Result{}, changed: make(chan struct{}), idem: map[string]Submission{}, seq: FreshSeq()}
 }
+
+// FreshSeq is where a new store's sequence starts: a thousand numbers a
+// millisecond of the clock. A cursor (since, Last-Event-ID) a trainer kept
+// from an earlier store, a memory store before a restart or a bbolt file
+// since deleted, is then behind every result of this one: starting at 1,
+// this store's first results were at or under it and skipped. Under 2^53
+// (exact as a JSON number in JavaScript) until the year 2255.
+func FreshSeq() uint64 { return uint64(time.Now().UnixMilli()) * 1000 }
 
 // Finish implements Store.
 func (m *Memory) Finish(r *trajectory.Result) error {

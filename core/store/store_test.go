@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -32,6 +33,10 @@ func TestStores(t *testing.T) {
 }
 
 func contract(t *testing.T, m Store) {
+	base := m.Stats().LastSeq // a fresh store's (FreshSeq)
+	if base == 0 {
+		t.Fatal("a fresh store's sequence starts at 0, where a cursor from an earlier store would skip its results")
+	}
 	for i := 0; i < 4; i++ {
 		g := "g1"
 		if i%2 == 1 {
@@ -41,19 +46,19 @@ func contract(t *testing.T, m Store) {
 			t.Fatal(err)
 		}
 	}
-	if st := m.Stats(); st.Finished != 3 || st.Dropped != 1 || st.LastSeq != 4 {
+	if st := m.Stats(); st.Finished != 3 || st.Dropped != 1 || st.LastSeq != base+4 {
 		t.Fatalf("retention: %+v", st)
 	}
 	rs, next := m.Finished(Filter{})
-	if len(rs) != 3 || rs[0].ID != "r1" || next != 4 {
+	if len(rs) != 3 || rs[0].ID != "r1" || next != base+4 {
 		t.Fatalf("finished %v next %d", rs, next)
 	}
 	rs, _ = m.Finished(Filter{GroupID: "g2"})
 	if len(rs) != 2 {
 		t.Fatalf("group filter %v", rs)
 	}
-	rs, next = m.Finished(Filter{Since: 2, Limit: 1})
-	if len(rs) != 1 || rs[0].ID != "r2" || next != 3 {
+	rs, next = m.Finished(Filter{Since: base + 2, Limit: 1})
+	if len(rs) != 1 || rs[0].ID != "r2" || next != base+3 {
 		t.Fatalf("since/limit %v %d", rs, next)
 	}
 	if n, _ := m.Ack([]string{"r1", "r1", "zz"}); n != 1 {
@@ -74,7 +79,7 @@ func contract(t *testing.T, m Store) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	go func() { time.Sleep(10 * time.Millisecond); _ = m.Finish(&trajectory.Result{ID: "late"}) }()
-	rs, _ = Wait(ctx, m, Filter{Since: 4})
+	rs, _ = Wait(ctx, m, Filter{Since: base + 4})
 	if len(rs) != 1 || rs[0].ID != "late" {
 		t.Fatalf("wait %v", rs)
 	}
@@ -170,19 +175,20 @@ func TestBoltDurable(t *testing.T) {
 	if err != nil || len(un) != 1 || un[0].ID != "b" || un[0].Attempt != 2 || string(un[0].Request) != `{"k":2}` {
 		t.Fatalf("unfinished %+v %v", un, err)
 	}
-	if r, ok := b.Get("a"); !ok || r.GroupID != "g" || r.Seq != 1 {
+	first := b.Stats().LastSeq
+	if r, ok := b.Get("a"); !ok || r.GroupID != "g" || r.Seq != first {
 		t.Fatalf("result after reopen: %+v %v", r, ok)
 	}
 	if s, ok := b.Idempotent("key"); !ok || s.GroupID != "g" {
 		t.Fatal("idempotency key lost")
 	}
-	if st := b.Stats(); st.Finished != 1 || st.LastSeq != 1 {
+	if st := b.Stats(); st.Finished != 1 || st.LastSeq != first {
 		t.Fatalf("stats %+v", st)
 	}
 	if err := b.Finish(&trajectory.Result{ID: "b"}); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := b.Get("b"); r.Seq != 2 {
+	if r, _ := b.Get("b"); r.Seq != first+1 {
 		t.Fatalf("sequence continues after reopen: %d", r.Seq)
 	}
 	if _, err := OpenBolt(path, 100); err == nil {
@@ -369,5 +375,49 @@ func TestDecodeContainsPanics(t *testing.T) {
 		if decode(full[:3:3], &p) == nil || decode(full[:3:3], &r) == nil {
 			t.Fatal("a cut value decoded")
 		}
+	}
+}
+
+// A store that starts empty (a memory store after a restart, a bbolt file
+// deleted) numbers its results past every number an earlier one gave, so
+// a trainer's cursor from before skips none of them.
+func TestFreshStoreSeqPastEarlier(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T) Store
+	}{
+		{"memory", func(*testing.T) Store { return NewMemory(100) }},
+		{"bolt, file deleted", func(t *testing.T) Store {
+			path := filepath.Join(dir, "s.db")
+			_ = os.Remove(path)
+			b, err := OpenBolt(path, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := tc.open(t)
+			for i := range 50 {
+				if err := old.Finish(&trajectory.Result{ID: fmt.Sprint("old", i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cursor := old.Stats().LastSeq
+			if err := old.Close(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Millisecond) // the clock FreshSeq reads moves on
+			fresh := tc.open(t)
+			defer fresh.Close()
+			if err := fresh.Finish(&trajectory.Result{ID: "new"}); err != nil {
+				t.Fatal(err)
+			}
+			if rs, _ := fresh.Finished(Filter{Since: cursor}); len(rs) != 1 || rs[0].ID != "new" {
+				t.Fatalf("after the earlier store's cursor %d the fresh store serves %v", cursor, rs)
+			}
+		})
 	}
 }
