@@ -313,3 +313,39 @@ func TestMathPythonInSandbox(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// An idempotency key lives [server] idempotency_ttl: within it a retry gets
+// the first submission back; after it the key is free and a submission
+// under it is a new group (the host's sweep, not the request, expires it).
+func TestIdempotencyKeyExpires(t *testing.T) {
+	e := newEnv(t, envOpts{staticBackend: true, simArgs: []string{"--correct-rate", "1"}, serverTOML: "idempotency_ttl = \"2s\"\n"})
+	e.startHost()
+	body := map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}, "idempotency_key": "step-1"}
+	var first, again api.SubmitResponse
+	if r := e.do("POST", "/v1/rollouts", body); r.code != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", r.code, r.body)
+	} else {
+		r.json(t, &first)
+	}
+	if r := e.do("POST", "/v1/rollouts", body); r.code != http.StatusOK {
+		t.Fatalf("a retry within the key's life: %d %s", r.code, r.body)
+	} else if r.json(t, &again); again.GroupID != first.GroupID {
+		t.Fatalf("a retry within the key's life got group %s, want %s", again.GroupID, first.GroupID)
+	}
+	// Swept every second once 2 s old: gone within 4 s; 20 s is slack for a loaded machine.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		time.Sleep(500 * time.Millisecond)
+		r := e.do("POST", "/v1/rollouts", body)
+		if r.code == http.StatusAccepted {
+			r.json(t, &again)
+			if again.GroupID == first.GroupID {
+				t.Fatalf("a new submission under the expired key reused group %s", first.GroupID)
+			}
+			return
+		}
+		if r.code != http.StatusOK || time.Now().After(deadline) {
+			t.Fatalf("the key never expired: %d %s", r.code, r.body)
+		}
+	}
+}

@@ -171,6 +171,9 @@ type Server struct {
 	DataDir         string   `toml:"data_dir"`
 	// ResultRetention bounds how many finished, unacknowledged results are kept.
 	ResultRetention int `toml:"result_retention"`
+	// IdempotencyTTL is how long an idempotency key (and a Polar task's
+	// record) is kept: a retry within it gets the first submission back.
+	IdempotencyTTL Duration `toml:"idempotency_ttl"`
 	// Token, when set, is required as "Authorization: Bearer TOKEN" on the
 	// API; AdminToken on the admin endpoints (backends, policy, cancel all,
 	// the ProRL start/stop/server list). *File variants read them from files.
@@ -368,7 +371,7 @@ func Default() *Config {
 		Server: Server{
 			Listen: "127.0.0.1:8006", MaxBodyBytes: 8 << 20, MaxPageBytes: 64 << 20, MaxBatch: 10000, MaxSamples: 1024,
 			MaxWait: Duration{60 * time.Second}, ShutdownTimeout: Duration{30 * time.Second}, EvaluateTimeout: Duration{5 * time.Minute}, DataDir: ".data",
-			ResultRetention: 1_000_000, GCPercent: 200,
+			ResultRetention: 1_000_000, GCPercent: 200, IdempotencyTTL: Duration{24 * time.Hour},
 		},
 		Pipeline: Pipeline{
 			InitWorkers: 64, RunWorkers: 1024, EvalWorkers: 64,
@@ -594,6 +597,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Server.MaxPageBytes <= 0 {
 		errs = append(errs, fe("server.max_page_bytes", "must be positive"))
+	}
+	if c.Server.IdempotencyTTL.Duration < time.Second {
+		errs = append(errs, fe("server.idempotency_ttl", "must be at least 1s"))
 	}
 	pos("pipeline.init_workers", c.Pipeline.InitWorkers)
 	pos("pipeline.run_workers", c.Pipeline.RunWorkers)

@@ -24,6 +24,7 @@ func TestParseErrors(t *testing.T) {
 		{"syntax", "[server\n", "t.toml:2: expected"},
 		{"bad duration", "[pipeline]\nrollout_timeout = \"soon\"\n", "pipeline.rollout_timeout"},
 		{"negative workers", "[pipeline]\nrun_workers = 0\n", "pipeline.run_workers: must be positive"},
+		{"idempotency ttl under a second", "[server]\nidempotency_ttl = \"10ms\"\n", "server.idempotency_ttl: must be at least 1s"},
 		{"remote listen", "[server]\nlisten = \"0.0.0.0:8006\"\n", "server.listen"},
 		{"bad sha", "[plugins.math]\nenabled = true\npath = \"/x\"\nsha256 = \"abc\"\n", "plugins.math.sha256: must be 64 hex digits"},
 		{"no path", "[plugins.math]\nenabled = true\n", "plugins.math.path: required"},

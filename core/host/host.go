@@ -302,8 +302,29 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 	hctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	go h.Pool.RunHealthChecks(hctx, cfg.Backends.HealthInterval.Duration)
+	go h.expireKeys(hctx, cfg.Server.IdempotencyTTL.Duration)
 	ok = true
 	return h, nil
+}
+
+// expireKeys deletes idempotency keys older than ttl every quarter of it
+// (at most hourly: a key lives ttl and up to an hour more), until ctx
+// ends: without it a run that keys every submission grows the store for good.
+func (h *Host) expireKeys(ctx context.Context, ttl time.Duration) {
+	t := time.NewTicker(min(max(ttl/4, time.Second), time.Hour))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := h.Store.ExpireKeys(time.Now().Add(-ttl)); err != nil {
+				h.Log.Warn("idempotency keys not expired; trying again later", "error", err)
+			} else if n > 0 {
+				h.Log.Debug("idempotency keys expired", "keys", n, "ttl", ttl)
+			}
+		}
+	}
 }
 
 // Listen opens the configured address (or addr when not empty).

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -259,7 +260,9 @@ func (b *Bolt) submit(ps []Pending, key *Keyed) error {
 			if ik.Get([]byte(key.Key)) != nil {
 				return fmt.Errorf("%w: %q", ErrKeyExists, key.Key)
 			}
-			v, err := json.Marshal(key.Sub)
+			sub := key.Sub
+			sub.At = time.Now()
+			v, err := json.Marshal(sub)
 			if err != nil {
 				return err
 			}
@@ -597,6 +600,55 @@ func (b *Bolt) Idempotent(key string) (Submission, bool) {
 		return nil
 	})
 	return s, found
+}
+
+// ExpireKeys implements Store. A key recorded before keys had a time (no
+// At) is given one now, so it expires a lifetime from now, not never.
+func (b *Bolt) ExpireKeys(before time.Time) (int, error) {
+	n := 0
+	err := b.db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bIdem)
+		var old, undated [][]byte
+		var s Submission
+		err := bk.ForEach(func(k, v []byte) error {
+			s = Submission{}
+			switch err := decode(v, &s); {
+			case err != nil || s.At.Before(before) && !s.At.IsZero():
+				old = append(old, bytes.Clone(k)) // damaged records too: none can answer a retry
+			case s.At.IsZero():
+				undated = append(undated, bytes.Clone(k))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		// Deleted after the walk: a cursor that deletes skips keys.
+		for _, k := range old {
+			if err := bk.Delete(k); err != nil {
+				return err
+			}
+		}
+		now := time.Now()
+		for _, k := range undated {
+			s = Submission{}
+			_ = decode(bk.Get(k), &s)
+			s.At = now
+			v, err := json.Marshal(s)
+			if err != nil {
+				return err
+			}
+			if err := bk.Put(k, v); err != nil {
+				return err
+			}
+		}
+		n = len(old)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("expire idempotency keys: %w", err)
+	}
+	return n, nil
 }
 
 // Stats implements Store.

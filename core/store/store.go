@@ -20,6 +20,8 @@ type Submission struct {
 	RolloutIDs []string `json:"rollout_ids"`
 	// BodySHA256 identifies the request the key was first used with.
 	BodySHA256 string `json:"body_sha256,omitempty"`
+	// At is when the key was recorded (Submit sets it); ExpireKeys reads it.
+	At time.Time `json:"at,omitzero"`
 }
 
 // Keyed is a key to record with a submission, in the same write: a retry
@@ -68,6 +70,8 @@ type Store interface {
 	// store cannot write now).
 	Ack(ids []string) (int, error)
 	Idempotent(key string) (Submission, bool)
+	// ExpireKeys deletes the keys recorded before before; it returns how many.
+	ExpireKeys(before time.Time) (int, error)
 	Stats() Stats
 	// Healthy is nil while the store takes writes, else why not.
 	Healthy() error
@@ -244,8 +248,24 @@ func (m *Memory) Submit(_ []Pending, key *Keyed) error {
 	if _, ok := m.idem[key.Key]; ok {
 		return fmt.Errorf("%w: %q", ErrKeyExists, key.Key)
 	}
-	m.idem[key.Key] = key.Sub
+	sub := key.Sub
+	sub.At = time.Now()
+	m.idem[key.Key] = sub
 	return nil
+}
+
+// ExpireKeys implements Store.
+func (m *Memory) ExpireKeys(before time.Time) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for k, s := range m.idem {
+		if s.At.Before(before) {
+			delete(m.idem, k)
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Unfinished implements Store.

@@ -421,3 +421,63 @@ func TestFreshStoreSeqPastEarlier(t *testing.T) {
 		})
 	}
 }
+
+// Keys recorded before a time expire; those after stay. A bbolt record
+// from before keys had a time gets one at the first sweep, and goes a
+// lifetime later, not never.
+func TestExpireKeys(t *testing.T) {
+	for _, name := range []string{"memory", "bolt"} {
+		t.Run(name, func(t *testing.T) {
+			var st Store = NewMemory(10)
+			if name == "bolt" {
+				b, err := OpenBolt(filepath.Join(t.TempDir(), "s.db"), 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				st = b
+			}
+			defer st.Close()
+			if err := st.Submit(nil, &Keyed{Key: "old", Sub: Submission{GroupID: "g1"}}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Millisecond)
+			cutoff := time.Now()
+			time.Sleep(2 * time.Millisecond)
+			if err := st.Submit(nil, &Keyed{Key: "new", Sub: Submission{GroupID: "g2"}}); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := st.ExpireKeys(cutoff); err != nil || n != 1 {
+				t.Fatalf("expired %d %v, want 1", n, err)
+			}
+			if _, ok := st.Idempotent("old"); ok {
+				t.Fatal("a key older than the cutoff is still there")
+			}
+			if s, ok := st.Idempotent("new"); !ok || s.GroupID != "g2" {
+				t.Fatal("a key newer than the cutoff went")
+			}
+			// The key is free again: a new submission may take it.
+			if err := st.Submit(nil, &Keyed{Key: "old", Sub: Submission{GroupID: "g3"}}); err != nil {
+				t.Fatal(err)
+			}
+			b, ok := st.(*Bolt)
+			if !ok {
+				return
+			}
+			if err := b.db.Update(func(tx *bolt.Tx) error {
+				return tx.Bucket(bIdem).Put([]byte("undated"), []byte(`{"group_id":"g0","rollout_ids":["r"]}`))
+			}); err != nil {
+				t.Fatal(err)
+			}
+			later := time.Now().Add(time.Hour)
+			if n, err := b.ExpireKeys(later); err != nil || n != 2 {
+				t.Fatalf("expired %d %v, want the 2 dated keys", n, err)
+			}
+			if s, ok := b.Idempotent("undated"); !ok || s.At.IsZero() {
+				t.Fatalf("an undated key after a sweep: %+v %v, want kept and dated", s, ok)
+			}
+			if n, err := b.ExpireKeys(later); err != nil || n != 1 {
+				t.Fatalf("the dated key's next sweep: %d %v", n, err)
+			}
+		})
+	}
+}
