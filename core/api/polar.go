@@ -271,9 +271,12 @@ func (s *Server) freePolarKey(id string) string {
 	return polarKey(id, k)
 }
 
-const polarKeyPrefix = "polar-task:"
+// PolarKeyPrefix starts a Polar task's record in the store's key table.
+// Those records never expire: a task's slots (polarKey) are read from 1 up
+// to the first free one, so an expired slot would hide every later one.
+const PolarKeyPrefix = "polar-task:"
 
-func polarKey(id string, k int) string { return fmt.Sprintf("%s%d:%s", polarKeyPrefix, k, id) }
+func polarKey(id string, k int) string { return fmt.Sprintf("%s%d:%s", PolarKeyPrefix, k, id) }
 
 // polarFields names, in Polar's request, the v1 fields a task maps to, so
 // the v1 checks report Polar's names.

@@ -168,9 +168,9 @@ func (s *SubmitRequest) validate(prefix string, maxSamples int) *Error {
 	if len(s.IdempotencyKey) > 256 {
 		return invalid(f("idempotency_key"), "at most 256 characters")
 	}
-	if strings.HasPrefix(s.IdempotencyKey, polarKeyPrefix) {
+	if strings.HasPrefix(s.IdempotencyKey, PolarKeyPrefix) {
 		// Polar's task ids share the key table (polarKey).
-		return invalid(f("idempotency_key"), "the prefix %q is reserved", polarKeyPrefix)
+		return invalid(f("idempotency_key"), "the prefix %q is reserved", PolarKeyPrefix)
 	}
 	if len(s.Metadata) > maxMetadata {
 		return invalid(f("metadata"), "at most %d bytes", maxMetadata)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,8 +71,9 @@ type Store interface {
 	// store cannot write now).
 	Ack(ids []string) (int, error)
 	Idempotent(key string) (Submission, bool)
-	// ExpireKeys deletes the keys recorded before before; it returns how many.
-	ExpireKeys(before time.Time) (int, error)
+	// ExpireKeys deletes the keys recorded before before, except those
+	// starting with keep (when not empty); it returns how many.
+	ExpireKeys(before time.Time, keep string) (int, error)
 	Stats() Stats
 	// Healthy is nil while the store takes writes, else why not.
 	Healthy() error
@@ -255,12 +257,12 @@ func (m *Memory) Submit(_ []Pending, key *Keyed) error {
 }
 
 // ExpireKeys implements Store.
-func (m *Memory) ExpireKeys(before time.Time) (int, error) {
+func (m *Memory) ExpireKeys(before time.Time, keep string) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
 	for k, s := range m.idem {
-		if s.At.Before(before) {
+		if s.At.Before(before) && (keep == "" || !strings.HasPrefix(k, keep)) {
 			delete(m.idem, k)
 			n++
 		}

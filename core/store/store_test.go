@@ -440,14 +440,20 @@ func TestExpireKeys(t *testing.T) {
 			if err := st.Submit(nil, &Keyed{Key: "old", Sub: Submission{GroupID: "g1"}}); err != nil {
 				t.Fatal(err)
 			}
+			if err := st.Submit(nil, &Keyed{Key: "kept:old", Sub: Submission{GroupID: "g0"}}); err != nil {
+				t.Fatal(err)
+			}
 			time.Sleep(2 * time.Millisecond)
 			cutoff := time.Now()
 			time.Sleep(2 * time.Millisecond)
 			if err := st.Submit(nil, &Keyed{Key: "new", Sub: Submission{GroupID: "g2"}}); err != nil {
 				t.Fatal(err)
 			}
-			if n, err := st.ExpireKeys(cutoff); err != nil || n != 1 {
+			if n, err := st.ExpireKeys(cutoff, "kept:"); err != nil || n != 1 {
 				t.Fatalf("expired %d %v, want 1", n, err)
+			}
+			if _, ok := st.Idempotent("kept:old"); !ok {
+				t.Fatal("a key with the kept prefix expired")
 			}
 			if _, ok := st.Idempotent("old"); ok {
 				t.Fatal("a key older than the cutoff is still there")
@@ -469,13 +475,13 @@ func TestExpireKeys(t *testing.T) {
 				t.Fatal(err)
 			}
 			later := time.Now().Add(time.Hour)
-			if n, err := b.ExpireKeys(later); err != nil || n != 2 {
-				t.Fatalf("expired %d %v, want the 2 dated keys", n, err)
+			if n, err := b.ExpireKeys(later, ""); err != nil || n != 3 {
+				t.Fatalf("expired %d %v, want the 2 dated keys and kept:old", n, err)
 			}
 			if s, ok := b.Idempotent("undated"); !ok || s.At.IsZero() {
 				t.Fatalf("an undated key after a sweep: %+v %v, want kept and dated", s, ok)
 			}
-			if n, err := b.ExpireKeys(later); err != nil || n != 1 {
+			if n, err := b.ExpireKeys(later, ""); err != nil || n != 1 {
 				t.Fatalf("the dated key's next sweep: %d %v", n, err)
 			}
 		})
