@@ -244,7 +244,8 @@ func (s *Server) polarSubmit(w http.ResponseWriter, r *http.Request) {
 	defer pt.mu.Unlock()
 	// Durable with the rollouts: the task's group and rollouts, so a
 	// restarted host finds them.
-	rs, e := s.enqueue(reqs, &store.Keyed{Key: s.freePolarKey(task.id), Sub: store.Submission{GroupID: task.group}})
+	_, _, free := s.polarSlots(task.id)
+	rs, e := s.enqueue(reqs, &store.Keyed{Key: free, Sub: store.Submission{GroupID: task.group}})
 	if e != nil {
 		detail(w, e.Status, e.Message)
 		return
@@ -258,17 +259,19 @@ func (s *Server) polarSubmit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"task_id": task.id, "status": "running"})
 }
 
-// freePolarKey is the key that records task id -> group in the store's
-// key table: a resubmitted id gets the next slot, and the last slot wins
-// on lookup. The caller holds pt.mu, so no other submission of id takes it.
-func (s *Server) freePolarKey(id string) string {
+// polarSlots reads a task id's records (polarKey) from slot 1 up to the
+// first free one: a resubmitted id takes the next slot, and the last used
+// one is the task's. The caller holds pt.mu when it will take the free one.
+func (s *Server) polarSlots(id string) (last store.Submission, found bool, free string) {
 	k := 1
 	for ; k < 1<<16; k++ {
-		if _, used := s.Store.Idempotent(polarKey(id, k)); !used {
+		v, ok := s.Store.Idempotent(polarKey(id, k))
+		if !ok {
 			break
 		}
+		last, found = v, true
 	}
-	return polarKey(id, k)
+	return last, found, polarKey(id, k)
 }
 
 // PolarKeyPrefix starts a Polar task's record in the store's key table.
@@ -701,15 +704,7 @@ func (s *Server) polarLookup(id string) *polarTask {
 	if t != nil {
 		return t
 	}
-	var sub store.Submission
-	found := false
-	for k := 1; k < 1<<16; k++ {
-		v, ok := s.Store.Idempotent(polarKey(id, k))
-		if !ok {
-			break
-		}
-		sub, found = v, true
-	}
+	sub, found, _ := s.polarSlots(id)
 	if !found {
 		return nil
 	}
