@@ -320,6 +320,14 @@ func TestMathPythonInSandbox(t *testing.T) {
 func TestIdempotencyKeyExpires(t *testing.T) {
 	e := newEnv(t, envOpts{staticBackend: true, simArgs: []string{"--correct-rate", "1"}, serverTOML: "idempotency_ttl = \"2s\"\n"})
 	e.startHost()
+	// A Polar task's record expires too: submitted first, so the sweep
+	// that frees the v1 key below has passed it as well.
+	if r := e.do("POST", "/rollout/task/submit", polarTask("t-old", 1, nil)); r.code != http.StatusOK {
+		t.Fatalf("Polar submit: %d %s", r.code, r.body)
+	}
+	if st := e.waitTask(t, "t-old"); st.Status != "completed" {
+		t.Fatalf("Polar task: %+v", st)
+	}
 	body := map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}, "idempotency_key": "step-1"}
 	var first, again api.SubmitResponse
 	if r := e.do("POST", "/v1/rollouts", body); r.code != http.StatusAccepted {
@@ -342,10 +350,19 @@ func TestIdempotencyKeyExpires(t *testing.T) {
 			if again.GroupID == first.GroupID {
 				t.Fatalf("a new submission under the expired key reused group %s", first.GroupID)
 			}
-			return
+			break
 		}
 		if r.code != http.StatusOK || time.Now().After(deadline) {
 			t.Fatalf("the key never expired: %d %s", r.code, r.body)
 		}
+	}
+	// The host had the task in memory; a restarted one reads the store,
+	// where its record is gone (TestPolarTaskAPI finds one within its life).
+	_ = e.hostP.cmd.Process.Signal(syscall.SIGTERM)
+	<-e.hostP.done
+	e.hostP.done <- nil // for the cleanup's wait
+	e.startHost()
+	if r := e.do("GET", "/rollout/task/t-old", nil); r.code != http.StatusNotFound {
+		t.Fatalf("an expired Polar task after a restart: %d %s, want 404", r.code, r.body)
 	}
 }

@@ -157,7 +157,8 @@ type polarTask struct {
 
 // polarTasks holds the task records. Polar keeps them in memory; here a
 // task's group and rollout ids are also in the store, so after a restart
-// GET /rollout/task/{id} rebuilds the task from the durable results.
+// GET /rollout/task/{id} rebuilds the task from the durable results, for
+// [server] idempotency_ttl after its last submission.
 type polarTasks struct {
 	mu         sync.Mutex
 	tasks      map[string]*polarTask
@@ -243,9 +244,8 @@ func (s *Server) polarSubmit(w http.ResponseWriter, r *http.Request) {
 	// sees this one running.
 	defer pt.mu.Unlock()
 	// Durable with the rollouts: the task's group and rollouts, so a
-	// restarted host finds them.
-	_, _, free := s.polarSlots(task.id)
-	rs, e := s.enqueue(reqs, &store.Keyed{Key: free, Sub: store.Submission{GroupID: task.group}})
+	// restarted host finds them. A resubmitted id's record is replaced.
+	rs, e := s.enqueue(reqs, &store.Keyed{Key: polarKey(task.id), Sub: store.Submission{GroupID: task.group}, Replace: true})
 	if e != nil {
 		detail(w, e.Status, e.Message)
 		return
@@ -259,27 +259,35 @@ func (s *Server) polarSubmit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"task_id": task.id, "status": "running"})
 }
 
-// polarSlots reads a task id's records (polarKey) from slot 1 up to the
-// first free one: a resubmitted id takes the next slot, and the last used
-// one is the task's. The caller holds pt.mu when it will take the free one.
-func (s *Server) polarSlots(id string) (last store.Submission, found bool, free string) {
-	k := 1
-	for ; k < 1<<16; k++ {
-		v, ok := s.Store.Idempotent(polarKey(id, k))
+// polarRecord reads a task id's record: the task's latest submission.
+// A store written before records were one a task holds numbered slots
+// (polarSlotKey) instead, the last used one the task's; they are read
+// when there is no record, and expire with the rest.
+func (s *Server) polarRecord(id string) (store.Submission, bool) {
+	if sub, ok := s.Store.Idempotent(polarKey(id)); ok {
+		return sub, true
+	}
+	var last store.Submission
+	found := false
+	for k := 1; k < 1<<16; k++ {
+		v, ok := s.Store.Idempotent(polarSlotKey(id, k))
 		if !ok {
 			break
 		}
 		last, found = v, true
 	}
-	return last, found, polarKey(id, k)
+	return last, found
 }
 
-// PolarKeyPrefix starts a Polar task's record in the store's key table.
-// Those records never expire: a task's slots (polarKey) are read from 1 up
-// to the first free one, so an expired slot would hide every later one.
+// PolarKeyPrefix starts a Polar task's record in the store's key table,
+// where it expires after [server] idempotency_ttl like any key; v1 keys
+// may not start with it.
 const PolarKeyPrefix = "polar-task:"
 
-func polarKey(id string, k int) string { return fmt.Sprintf("%s%d:%s", PolarKeyPrefix, k, id) }
+// polarKey is a task's record: "=" never follows the prefix in a slot key.
+func polarKey(id string) string { return PolarKeyPrefix + "=" + id }
+
+func polarSlotKey(id string, k int) string { return fmt.Sprintf("%s%d:%s", PolarKeyPrefix, k, id) }
 
 // polarFields names, in Polar's request, the v1 fields a task maps to, so
 // the v1 checks report Polar's names.
@@ -704,7 +712,7 @@ func (s *Server) polarLookup(id string) *polarTask {
 	if t != nil {
 		return t
 	}
-	sub, found, _ := s.polarSlots(id)
+	sub, found := s.polarRecord(id)
 	if !found {
 		return nil
 	}

@@ -318,7 +318,7 @@ func (h *Host) expireKeys(ctx context.Context, ttl time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if n, err := h.Store.ExpireKeys(time.Now().Add(-ttl), api.PolarKeyPrefix); err != nil {
+			if n, err := h.Store.ExpireKeys(time.Now().Add(-ttl)); err != nil {
 				h.Log.Warn("idempotency keys not expired; trying again later", "error", err)
 			} else if n > 0 {
 				h.Log.Debug("idempotency keys expired", "keys", n, "ttl", ttl)

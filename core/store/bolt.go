@@ -257,7 +257,7 @@ func (b *Bolt) submit(ps []Pending, key *Keyed) error {
 	return b.db.Batch(func(tx *bolt.Tx) error {
 		if key != nil {
 			ik := tx.Bucket(bIdem)
-			if ik.Get([]byte(key.Key)) != nil {
+			if !key.Replace && ik.Get([]byte(key.Key)) != nil {
 				return fmt.Errorf("%w: %q", ErrKeyExists, key.Key)
 			}
 			sub := key.Sub
@@ -606,13 +606,10 @@ func (b *Bolt) Idempotent(key string) (Submission, bool) {
 // At) is given one now, so it expires a lifetime from now, not never. The
 // walk is a read transaction: 640,000 keys took 2.3 s, which a write one
 // would hold every submission and result behind.
-func (b *Bolt) ExpireKeys(before time.Time, keep string) (int, error) {
+func (b *Bolt) ExpireKeys(before time.Time) (int, error) {
 	var old, undated [][]byte
 	err := b.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bIdem).ForEach(func(k, v []byte) error {
-			if keep != "" && bytes.HasPrefix(k, []byte(keep)) {
-				return nil
-			}
 			switch at, ok := keyTime(v); {
 			case !ok || !at.IsZero() && at.Before(before):
 				old = append(old, bytes.Clone(k)) // damaged records too: none can answer a retry
@@ -630,8 +627,13 @@ func (b *Bolt) ExpireKeys(before time.Time, keep string) (int, error) {
 		n = 0
 		bk := tx.Bucket(bIdem)
 		for _, k := range old {
-			// Looked at again: expired and taken anew since the walk, it stays.
-			if at, ok := keyTime(bk.Get(k)); ok && (at.IsZero() || !at.Before(before)) {
+			// Looked at again: gone since the walk, or expired and taken
+			// anew (or replaced), it is not counted or deleted.
+			v := bk.Get(k)
+			if v == nil {
+				continue
+			}
+			if at, ok := keyTime(v); ok && (at.IsZero() || !at.Before(before)) {
 				continue
 			}
 			if err := bk.Delete(k); err != nil {

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -30,6 +29,10 @@ type Submission struct {
 type Keyed struct {
 	Key string
 	Sub Submission
+	// Replace overwrites a record under Key instead of refusing: a Polar
+	// task id names its latest submission, and one record a task lets it
+	// expire like any key.
+	Replace bool
 }
 
 // ErrKeyExists refuses a submission whose key is already recorded;
@@ -71,9 +74,8 @@ type Store interface {
 	// store cannot write now).
 	Ack(ids []string) (int, error)
 	Idempotent(key string) (Submission, bool)
-	// ExpireKeys deletes the keys recorded before before, except those
-	// starting with keep (when not empty); it returns how many.
-	ExpireKeys(before time.Time, keep string) (int, error)
+	// ExpireKeys deletes the keys recorded before before; it returns how many.
+	ExpireKeys(before time.Time) (int, error)
 	Stats() Stats
 	// Healthy is nil while the store takes writes, else why not.
 	Healthy() error
@@ -247,7 +249,7 @@ func (m *Memory) Submit(_ []Pending, key *Keyed) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.idem[key.Key]; ok {
+	if _, ok := m.idem[key.Key]; ok && !key.Replace {
 		return fmt.Errorf("%w: %q", ErrKeyExists, key.Key)
 	}
 	sub := key.Sub
@@ -257,12 +259,12 @@ func (m *Memory) Submit(_ []Pending, key *Keyed) error {
 }
 
 // ExpireKeys implements Store.
-func (m *Memory) ExpireKeys(before time.Time, keep string) (int, error) {
+func (m *Memory) ExpireKeys(before time.Time) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
 	for k, s := range m.idem {
-		if s.At.Before(before) && (keep == "" || !strings.HasPrefix(k, keep)) {
+		if s.At.Before(before) {
 			delete(m.idem, k)
 			n++
 		}

@@ -422,8 +422,9 @@ func TestFreshStoreSeqPastEarlier(t *testing.T) {
 	}
 }
 
-// Keys recorded before a time expire; those after stay. A bbolt record
-// from before keys had a time gets one at the first sweep, and goes a
+// Keys recorded before a time expire; those after stay, and so does a
+// key replaced after it (a Polar task resubmitted). A bbolt record from
+// before keys had a time gets one at the first sweep, and goes a
 // lifetime later, not never.
 func TestExpireKeys(t *testing.T) {
 	for _, name := range []string{"memory", "bolt"} {
@@ -440,7 +441,7 @@ func TestExpireKeys(t *testing.T) {
 			if err := st.Submit(nil, &Keyed{Key: "old", Sub: Submission{GroupID: "g1"}}); err != nil {
 				t.Fatal(err)
 			}
-			if err := st.Submit(nil, &Keyed{Key: "kept:old", Sub: Submission{GroupID: "g0"}}); err != nil {
+			if err := st.Submit(nil, &Keyed{Key: "task", Sub: Submission{GroupID: "g0"}}); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(2 * time.Millisecond)
@@ -449,11 +450,17 @@ func TestExpireKeys(t *testing.T) {
 			if err := st.Submit(nil, &Keyed{Key: "new", Sub: Submission{GroupID: "g2"}}); err != nil {
 				t.Fatal(err)
 			}
-			if n, err := st.ExpireKeys(cutoff, "kept:"); err != nil || n != 1 {
+			if err := st.Submit(nil, &Keyed{Key: "task", Sub: Submission{GroupID: "g0b"}}); !errors.Is(err, ErrKeyExists) {
+				t.Fatalf("a second submission under a key: %v, want ErrKeyExists", err)
+			}
+			if err := st.Submit(nil, &Keyed{Key: "task", Sub: Submission{GroupID: "g0b"}, Replace: true}); err != nil {
+				t.Fatalf("a replacing submission: %v", err)
+			}
+			if n, err := st.ExpireKeys(cutoff); err != nil || n != 1 {
 				t.Fatalf("expired %d %v, want 1", n, err)
 			}
-			if _, ok := st.Idempotent("kept:old"); !ok {
-				t.Fatal("a key with the kept prefix expired")
+			if s, ok := st.Idempotent("task"); !ok || s.GroupID != "g0b" {
+				t.Fatalf("a key replaced after the cutoff: %+v %v, want the replacement kept", s, ok)
 			}
 			if _, ok := st.Idempotent("old"); ok {
 				t.Fatal("a key older than the cutoff is still there")
@@ -475,13 +482,13 @@ func TestExpireKeys(t *testing.T) {
 				t.Fatal(err)
 			}
 			later := time.Now().Add(time.Hour)
-			if n, err := b.ExpireKeys(later, ""); err != nil || n != 3 {
-				t.Fatalf("expired %d %v, want the 2 dated keys and kept:old", n, err)
+			if n, err := b.ExpireKeys(later); err != nil || n != 3 {
+				t.Fatalf("expired %d %v, want the 3 dated keys", n, err)
 			}
 			if s, ok := b.Idempotent("undated"); !ok || s.At.IsZero() {
 				t.Fatalf("an undated key after a sweep: %+v %v, want kept and dated", s, ok)
 			}
-			if n, err := b.ExpireKeys(later, ""); err != nil || n != 1 {
+			if n, err := b.ExpireKeys(later); err != nil || n != 1 {
 				t.Fatalf("the dated key's next sweep: %d %v", n, err)
 			}
 		})
