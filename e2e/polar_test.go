@@ -296,7 +296,8 @@ func TestPolarTaskAPI(t *testing.T) {
 		}
 	}
 
-	// A restarted host finds the task again from its store.
+	// A restarted host finds the task again from its store, and keeps the
+	// cancel marker.
 	_ = e.hostP.cmd.Process.Signal(syscall.SIGTERM)
 	<-e.hostP.done
 	e.hostP.done <- nil // for the cleanup's wait
@@ -304,6 +305,9 @@ func TestPolarTaskAPI(t *testing.T) {
 	st = e.waitTask(t, "t-early")
 	if st.Status != "completed" || len(st.Results) != 6 {
 		t.Fatalf("after restart: %s with %d results", st.Status, len(st.Results))
+	}
+	if r := e.do("POST", "/rollout/task/submit", polarTask("late", 1, nil)); r.code != 409 || !strings.Contains(string(r.body), "cancelled before submission") {
+		t.Fatalf("submit after the marker, after a restart: %d %s", r.code, r.body)
 	}
 }
 

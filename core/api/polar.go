@@ -230,7 +230,7 @@ func (s *Server) polarSubmit(w http.ResponseWriter, r *http.Request) {
 			delete(pt.tombstones, id)
 		}
 	}
-	if _, dead := pt.tombstones[tr.TaskID]; dead {
+	if _, dead := pt.tombstones[tr.TaskID]; dead || s.polarTombstoned(tr.TaskID, now) {
 		pt.mu.Unlock()
 		detail(w, http.StatusConflict, fmt.Sprintf("task %s was cancelled before submission", tr.TaskID))
 		return
@@ -286,6 +286,15 @@ const PolarKeyPrefix = "polar-task:"
 
 // polarKey is a task's record: "=" never follows the prefix in a slot key.
 func polarKey(id string) string { return PolarKeyPrefix + "=" + id }
+
+// polarTombKey is a task's cancel marker (DELETE with register_if_missing).
+func polarTombKey(id string) string { return PolarKeyPrefix + "!" + id }
+
+// polarTombstoned reports a stored cancel marker younger than tombstoneTTL.
+func (s *Server) polarTombstoned(id string, now time.Time) bool {
+	m, ok := s.Store.Idempotent(polarTombKey(id))
+	return ok && now.Sub(m.At) < tombstoneTTL
+}
 
 func polarSlotKey(id string, k int) string { return fmt.Sprintf("%s%d:%s", PolarKeyPrefix, k, id) }
 
@@ -774,6 +783,11 @@ func (s *Server) polarCancel(w http.ResponseWriter, r *http.Request) {
 		pt.mu.Lock()
 		pt.tombstones[id] = time.Now().Add(tombstoneTTL)
 		pt.mu.Unlock()
+		// In the store too, so a host restarted within the TTL keeps the
+		// late submit out; the memory one holds if the store cannot write.
+		if err := s.Store.Submit(nil, &store.Keyed{Key: polarTombKey(id), Replace: true}); err != nil {
+			s.Log.Warn("Polar cancel marker not stored; it holds until a restart", "task_id", id, "error", err)
+		}
 		writeJSON(w, http.StatusOK, PolarTaskStatus{TaskID: id, Status: "cancelled", Results: []PolarSession{}, ResultPaths: []string{}})
 		return
 	}
