@@ -66,8 +66,28 @@ func startCmd(t *testing.T, name string, cmd *exec.Cmd) *proc {
 	}
 	go func() { p.done <- cmd.Wait() }()
 	t.Cleanup(func() {
+		// Stopped as an operator would, so a host removes its run
+		// directory: SIGTERM, a second one after 3 s (a host then exits at
+		// once, still removing it), then SIGKILL for the group, which ends
+		// what it left. A test that stopped it put its result back in done.
+		stopped := func(d time.Duration) bool {
+			select {
+			case <-p.done:
+				return true
+			case <-time.After(d):
+				return false
+			}
+		}
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := stopped(3 * time.Second)
+		if !done {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			done = stopped(2 * time.Second)
+		}
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
+		if !done {
+			<-p.done
+		}
 		if t.Failed() {
 			t.Logf("%s stderr (tail):\n%s", name, tail(p.stderr.String(), 3000))
 		}
