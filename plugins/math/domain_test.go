@@ -55,6 +55,28 @@ func TestParseTask(t *testing.T) {
 	}
 }
 
+// FuzzParseTask: any payload is either a task with a question and an
+// answer, or an invalid-task error naming a field (a 4xx to the trainer,
+// never an internal error).
+func FuzzParseTask(f *testing.F) {
+	f.Add(`{"question":"q","answer":"1"}`)
+	f.Add(`{"prompt":[{"role":"user","content":"u"}],"reward_model":{"ground_truth":"5"}}`)
+	f.Add(`{"problem":"p","answer":["2",3]}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		task, err := ParseTask(json.RawMessage(s))
+		if err != nil {
+			var e *sdk.Error
+			if !errors.As(err, &e) || e.Code != sdk.CodeInvalidTask || e.Field == "" {
+				t.Fatalf("%q: %v, want an invalid-task error naming a field", s, err)
+			}
+			return
+		}
+		if strings.TrimSpace(task.Question) == "" || strings.TrimSpace(task.Answer) == "" {
+			t.Fatalf("%q: accepted with question %q and answer %q", s, task.Question, task.Answer)
+		}
+	})
+}
+
 // TestEvaluateStops: an answer the grader cannot decide within its work
 // budget scores 0 and says so; a cancelled evaluation returns the
 // context's error instead of a score.
