@@ -728,11 +728,19 @@ func (s *Server) polarLookup(id string) *polarTask {
 	t = &polarTask{id: id, group: sub.GroupID, rollouts: sub.RolloutIDs, harness: "prorl", status: "running", done: make(chan struct{})}
 	var live []*pipeline.Rollout
 	for _, rid := range sub.RolloutIDs {
-		if res, ok := s.Store.Get(rid); ok && res.Status.Finished() {
-			t.results = append(t.results, toPolarSession(res, id, pt.node))
-		} else if r, ok := s.Pipeline.Lookup(rid); ok {
+		// The pipeline first: a rollout's result is stored before it
+		// leaves the pipeline, so none slips between the two looks.
+		if r, ok := s.Pipeline.Lookup(rid); ok {
 			live = append(live, r)
+		} else if res, ok := s.Store.Get(rid); ok && res.Status.Finished() {
+			t.results = append(t.results, toPolarSession(res, id, pt.node))
 		}
+	}
+	if len(live)+len(t.results) == 0 {
+		// Nothing of it is left (its results acknowledged, as prune does
+		// past polarKeep): evicted, as Polar answers, not "completed" with
+		// none of its sessions.
+		return nil
 	}
 	t.created, t.updated = time.Now(), time.Now()
 	pt.mu.Lock()

@@ -4,7 +4,13 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/store"
+	"github.com/prorl/prorl/core/trajectory"
 )
 
 // A Polar task's record is one key, replaced by a resubmission; a store
@@ -38,5 +44,38 @@ func TestPolarRecord(t *testing.T) {
 		if ok != (c.group != "") || sub.GroupID != c.group {
 			t.Errorf("task %q: %q %v, want %q", c.id, sub.GroupID, ok, c.group)
 		}
+	}
+}
+
+// A task rebuilt from the store after a restart has its stored results;
+// one none of whose results or rollouts is left (acknowledged, as past
+// polarKeep) is not found, as Polar answers for an evicted task, rather
+// than "completed" with none of its sessions.
+func TestPolarLookupFromStore(t *testing.T) {
+	cfg, log, st := config.Default(), hclog.NewNullLogger(), store.NewMemory(10)
+	pool := backend.NewPool(log)
+	p, err := pipeline.New(pipeline.Deps{Cfg: cfg, Log: log, Pool: pool, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := New(Deps{Cfg: cfg, Log: log, Pipeline: p, Pool: pool, Store: st})
+	for id, rollouts := range map[string][]string{"done": {"r-1", "r-2"}, "gone": {"r-3"}} {
+		if err := st.Submit(nil, &store.Keyed{Key: polarKey(id), Sub: store.Submission{GroupID: "g-" + id, RolloutIDs: rollouts}, Replace: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"r-1", "r-2", "r-3"} {
+		if err := st.Finish(&trajectory.Result{ID: id, Status: trajectory.StatusCompleted}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.Ack([]string{"r-2", "r-3"}); err != nil {
+		t.Fatal(err)
+	}
+	if task := s.polarLookup("done"); task == nil || task.status != "completed" || len(task.results) != 1 || len(task.rollouts) != 2 {
+		t.Fatalf("a task with one result left: %+v", task)
+	}
+	if task := s.polarLookup("gone"); task != nil {
+		t.Fatalf("a task with nothing left: %+v, want not found", task)
 	}
 }
