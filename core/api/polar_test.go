@@ -4,11 +4,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/hashicorp/go-hclog"
-
-	"github.com/prorl/prorl/core/backend"
-	"github.com/prorl/prorl/core/config"
-	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/store"
 	"github.com/prorl/prorl/core/trajectory"
 )
@@ -52,13 +47,8 @@ func TestPolarRecord(t *testing.T) {
 // polarKeep) is not found, as Polar answers for an evicted task, rather
 // than "completed" with none of its sessions.
 func TestPolarLookupFromStore(t *testing.T) {
-	cfg, log, st := config.Default(), hclog.NewNullLogger(), store.NewMemory(10)
-	pool := backend.NewPool(log)
-	p, err := pipeline.New(pipeline.Deps{Cfg: cfg, Log: log, Pool: pool, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _ := New(Deps{Cfg: cfg, Log: log, Pipeline: p, Pool: pool, Store: st})
+	st := store.NewMemory(10)
+	s, _ := newBareServer(t, st)
 	for id, rollouts := range map[string][]string{"done": {"r-1", "r-2"}, "gone": {"r-3"}} {
 		if err := st.Submit(nil, &store.Keyed{Key: polarKey(id), Sub: store.Submission{GroupID: "g-" + id, RolloutIDs: rollouts}, Replace: true}); err != nil {
 			t.Fatal(err)

@@ -21,13 +21,7 @@ import (
 // whether they began before EndWaits or after; before it, they waited out
 // the server's grace period and were then cut mid-body.
 func TestEndWaits(t *testing.T) {
-	cfg, log, st := config.Default(), hclog.NewNullLogger(), store.NewMemory(10)
-	pool := backend.NewPool(log)
-	p, err := pipeline.New(pipeline.Deps{Cfg: cfg, Log: log, Pool: pool, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, h := New(Deps{Cfg: cfg, Log: log, Pipeline: p, Pool: pool, Store: st})
+	s, h := newBareServer(t, store.NewMemory(10))
 	ts := httptest.NewServer(h)
 	defer ts.Close()
 	defer ts.CloseClientConnections() // first: a failed test's waits would hold Close
@@ -95,4 +89,17 @@ func TestEndWaits(t *testing.T) {
 	s.EndWaits()
 	check("begun before EndWaits", before)
 	check("begun after EndWaits", run())
+}
+
+// newBareServer is a Server on st with the default config, a pipeline and
+// an empty backend pool, and no plugins.
+func newBareServer(t *testing.T, st store.Store) (*Server, http.Handler) {
+	t.Helper()
+	cfg, log := config.Default(), hclog.NewNullLogger()
+	pool := backend.NewPool(log)
+	p, err := pipeline.New(pipeline.Deps{Cfg: cfg, Log: log, Pool: pool, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(Deps{Cfg: cfg, Log: log, Pipeline: p, Pool: pool, Store: st})
 }
