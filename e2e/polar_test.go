@@ -342,3 +342,27 @@ func checkPolarSession(t *testing.T, s polarSession, task string) {
 		}
 	}
 }
+
+// TestPolarResubmitAfterCrash: a task still running when its host was
+// killed is running again after the restart (its rollouts resume), so a
+// resubmission of its id is refused as it would have been before the
+// crash, rather than starting a second group beside the first.
+func TestPolarResubmitAfterCrash(t *testing.T) {
+	e := newEnv(t, envOpts{simArgs: []string{"--think-turns", "3", "--token-latency", "20ms", "--correct-rate", "1"}, staticBackend: true})
+	e.startHost()
+	if r := e.do("POST", "/rollout/task/submit", polarTask("t-crash", 2, nil)); r.code != 200 {
+		t.Fatalf("submit: %d %s", r.code, r.body)
+	}
+	if err := e.hostP.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-e.hostP.done
+	e.hostP.done <- nil // for the cleanup's wait
+	e.startHost()
+	if r := e.do("POST", "/rollout/task/submit", polarTask("t-crash", 2, nil)); r.code != 409 || !strings.Contains(string(r.body), "already running") {
+		t.Fatalf("resubmit after the crash, while the task runs: %d %s", r.code, r.body)
+	}
+	if st := e.waitTask(t, "t-crash"); st.Status != "completed" || len(st.Results) != 2 {
+		t.Fatalf("after the crash: %s with %d results", st.Status, len(st.Results))
+	}
+}

@@ -222,6 +222,9 @@ func (s *Server) polarSubmit(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	// A task of a host that crashed comes back from the store, so one
+	// still running there is refused below as one in memory would be.
+	s.polarLookup(tr.TaskID)
 	pt := s.polar
 	pt.mu.Lock()
 	now := time.Now()
