@@ -410,11 +410,7 @@ func TestStoreFaultHeals(t *testing.T) {
 	}
 	healed := time.Since(t0)
 	// Durable: a crash now loses nothing and re-runs nothing.
-	if err := e.hostP.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-e.hostP.done
-	e.hostP.done <- nil
+	e.killHost()
 	e.startHost()
 	var page struct {
 		Results []*trajectory.Result `json:"results"`

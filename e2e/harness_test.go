@@ -260,6 +260,17 @@ func (e *env) stopHost() {
 	}
 }
 
+// killHost kills the host as a crash would (SIGKILL), for a test that
+// starts it again on the same store.
+func (e *env) killHost() {
+	e.t.Helper()
+	if err := e.hostP.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		e.t.Fatal(err)
+	}
+	<-e.hostP.done
+	e.hostP.done <- nil // for the cleanup's wait
+}
+
 type resp struct {
 	code int
 	body []byte

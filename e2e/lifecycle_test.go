@@ -358,9 +358,7 @@ func TestIdempotencyKeyExpires(t *testing.T) {
 	}
 	// The host had the task in memory; a restarted one reads the store,
 	// where its record is gone (TestPolarTaskAPI finds one within its life).
-	_ = e.hostP.cmd.Process.Signal(syscall.SIGTERM)
-	<-e.hostP.done
-	e.hostP.done <- nil // for the cleanup's wait
+	e.stopHost()
 	e.startHost()
 	if r := e.do("GET", "/rollout/task/t-old", nil); r.code != http.StatusNotFound {
 		t.Fatalf("an expired Polar task after a restart: %d %s, want 404", r.code, r.body)

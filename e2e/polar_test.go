@@ -298,9 +298,7 @@ func TestPolarTaskAPI(t *testing.T) {
 
 	// A restarted host finds the task again from its store, and keeps the
 	// cancel marker.
-	_ = e.hostP.cmd.Process.Signal(syscall.SIGTERM)
-	<-e.hostP.done
-	e.hostP.done <- nil // for the cleanup's wait
+	e.stopHost()
 	e.startHost()
 	st = e.waitTask(t, "t-early")
 	if st.Status != "completed" || len(st.Results) != 6 {
@@ -353,11 +351,7 @@ func TestPolarResubmitAfterCrash(t *testing.T) {
 	if r := e.do("POST", "/rollout/task/submit", polarTask("t-crash", 2, nil)); r.code != 200 {
 		t.Fatalf("submit: %d %s", r.code, r.body)
 	}
-	if err := e.hostP.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-e.hostP.done
-	e.hostP.done <- nil // for the cleanup's wait
+	e.killHost()
 	e.startHost()
 	if r := e.do("POST", "/rollout/task/submit", polarTask("t-crash", 2, nil)); r.code != 409 || !strings.Contains(string(r.body), "already running") {
 		t.Fatalf("resubmit after the crash, while the task runs: %d %s", r.code, r.body)

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -41,12 +40,8 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	acked := []string{before.Results[0].ID, before.Results[1].ID, before.Results[2].ID}
 	e.do("POST", "/v1/results/ack", map[string]any{"ids": acked})
-	if err := e.hostP.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-e.hostP.done
+	e.killHost()
 	killedAt := time.Now()
-	e.hostP.done <- nil
 
 	e.startHost()
 	recovered := time.Since(killedAt)
@@ -92,9 +87,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	t.Logf("%d finished before the kill, %d re-run after it; host serving again %s after the kill", len(before.Results), rerun, recovered.Round(time.Millisecond))
 	// Graceful stop, then the integrity check of the file.
-	_ = e.hostP.cmd.Process.Signal(syscall.SIGTERM)
-	<-e.hostP.done
-	e.hostP.done <- nil
+	e.stopHost()
 	out, err := exec.Command(filepath.Join(binDir, "prorl-host"), "store", "check", "--config", e.cfgPath).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), ": ok (") {
 		t.Fatalf("store check: %v\n%s", err, out)
@@ -118,11 +111,7 @@ func TestSessionCrash(t *testing.T) {
 	if r := e.do("POST", "/v1/sessions/"+done.ID+":close", map[string]any{"reward": 0.5}); r.code != 200 {
 		t.Fatalf("close: %d %s", r.code, r.body)
 	}
-	if err := e.hostP.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-e.hostP.done
-	e.hostP.done <- nil
+	e.killHost()
 	e.startHost()
 	res := e.wait(t, open.ID)
 	if res.Status != trajectory.StatusFailed || res.Failure == nil || res.Failure.Reason != trajectory.ReasonInterrupted {

@@ -604,8 +604,8 @@ func (b *Bolt) Idempotent(key string) (Submission, bool) {
 
 // ExpireKeys implements Store. A key recorded before keys had a time (no
 // At) is given one now, so it expires a lifetime from now, not never. The
-// walk is a read transaction: 640,000 keys took 2.3 s, which a write one
-// would hold every submission and result behind.
+// walk is a read transaction: over 640,000 keys it took 2.3 s in a write
+// one, holding every submission and result commit behind it (1.0 s read).
 func (b *Bolt) ExpireKeys(before time.Time) (int, error) {
 	var old, undated [][]byte
 	err := b.db.View(func(tx *bolt.Tx) error {
