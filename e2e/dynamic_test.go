@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prorl/prorl/core/trajectory"
 )
@@ -93,6 +94,126 @@ func TestDynamicSampling(t *testing.T) {
 		t.Fatalf("informative groups %d (want ≥ 2), groups never generated %d, cancelled rollouts %d", informative, untouched, cancelled)
 	}
 	t.Logf("%d informative groups; %d of 16 groups never generated; %d rollouts cancelled", informative, untouched, cancelled)
+}
+
+// TestDynamicSamplingCrash: a host killed (SIGKILL) in the middle of a
+// dynamic batch resumes its tally when it restarts. With K = 3 and two
+// informative groups finished (and acknowledged) before the kill, the
+// restarted host stops at the third, as one that never crashed would;
+// counting from zero again, it ran on to three more (measured: the old
+// tally gave 5 or more informative groups here).
+func TestDynamicSamplingCrash(t *testing.T) {
+	const groups, n, k = 12, 4, 3
+	scripts := filepath.Join(t.TempDir(), "scripts.jsonl")
+	var lines []string
+	for i := 0; i < groups; i++ {
+		b, _ := json.Marshal(map[string]any{"key": questionOf(i), "final": fmt.Sprintf("\\boxed{%d}", i+25),
+			"wrong": map[string]any{"final": "\\boxed{0}"}, "correct_rate": 0.5})
+		lines = append(lines, string(b))
+	}
+	if err := os.WriteFile(scripts, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Two groups at a time, each rollout a second or more: the kill lands
+	// well inside the batch.
+	e := newEnv(t, envOpts{staticBackend: true, simArgs: []string{"--scripts", scripts, "--token-latency", "100ms"},
+		pipelineTOML: "run_workers = 8\ninit_workers = 8\n"})
+	e.startHost()
+	reqs := make([]any, groups)
+	for i := range reqs {
+		reqs[i] = map[string]any{"task": map[string]any{"domain": "math", "question": questionOf(i), "answer": fmt.Sprint(i + 25)},
+			"n": n, "sampling": map[string]any{"seed": 1000 * i}}
+	}
+	var sub struct {
+		Groups []struct {
+			GroupID    string   `json:"group_id"`
+			RolloutIDs []string `json:"rollout_ids"`
+		} `json:"groups"`
+	}
+	if r := e.do("POST", "/v1/rollouts:batch", map[string]any{"requests": reqs, "informative_groups": k}); r.code != 202 {
+		t.Fatalf("submit: %d %s", r.code, r.body)
+	} else {
+		r.json(t, &sub)
+	}
+	seen := map[string]*trajectory.Result{}
+	informative := func() (done int) {
+		for _, g := range sub.Groups {
+			rewards := map[float64]bool{}
+			for _, id := range g.RolloutIDs {
+				if r := seen[id]; r != nil && r.Status == trajectory.StatusCompleted {
+					rewards[r.Reward] = true
+				} else {
+					rewards = nil
+					break
+				}
+			}
+			if len(rewards) > 1 {
+				done++
+			}
+		}
+		return done
+	}
+	var since uint64
+	collect := func(wait string) {
+		var page struct {
+			Results   []*trajectory.Result `json:"results"`
+			NextSince uint64               `json:"next_since"`
+		}
+		e.do("GET", fmt.Sprintf("/v1/results?since=%d&wait=%s&limit=10000", since, wait), nil).json(t, &page)
+		for _, r := range page.Results {
+			if seen[r.ID] != nil {
+				t.Fatalf("rollout %s reported twice", r.ID)
+			}
+			seen[r.ID] = r
+		}
+		since = page.NextSince
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for informative() < k-1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d informative groups before the kill after 3 minutes", informative())
+		}
+		collect("1s")
+	}
+	if informative() != k-1 {
+		t.Fatalf("%d informative groups at once: the kill would land after the batch's end", informative())
+	}
+	before := len(seen)
+	acked := make([]string, 0, before)
+	for id := range seen {
+		acked = append(acked, id)
+	}
+	if r := e.do("POST", "/v1/results/ack", map[string]any{"ids": acked}); r.code != 200 {
+		t.Fatalf("ack: %d %s", r.code, r.body)
+	}
+	time.Sleep(200 * time.Millisecond) // the tally is stored just after each result
+	e.killHost()
+	e.startHost()
+	since = 0
+	deadline = time.Now().Add(3 * time.Minute)
+	for len(seen) < groups*n {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the restart %d of %d rollouts reported", len(seen), groups*n)
+		}
+		collect("5s")
+	}
+	cancelled := 0
+	for _, r := range seen {
+		switch {
+		case r.Status == trajectory.StatusCompleted:
+		case r.Status == trajectory.StatusCancelled && r.Failure.Reason == trajectory.ReasonEarlyStopped:
+			cancelled++
+		default:
+			t.Fatalf("%s: %s %+v", r.ID, r.Status, r.Failure)
+		}
+	}
+	// The third informative group stops the batch; the one beside it may
+	// finish in the same moment.
+	if got := informative(); got < k || got > k+1 || cancelled == 0 {
+		t.Fatalf("%d informative groups in all (want %d, or %d), %d rollouts cancelled", got, k, k+1, cancelled)
+	}
+	t.Logf("%d rollouts reported before the kill, %d after; %d informative groups in all, %d rollouts cancelled",
+		before, len(seen)-before, informative(), cancelled)
 }
 
 func questionOf(i int) string { return fmt.Sprintf("What is %d + 25?", i) }

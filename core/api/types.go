@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/trajectory"
 )
 
@@ -168,9 +169,11 @@ func (s *SubmitRequest) validate(prefix string, maxSamples int) *Error {
 	if len(s.IdempotencyKey) > 256 {
 		return invalid(f("idempotency_key"), "at most 256 characters")
 	}
-	if strings.HasPrefix(s.IdempotencyKey, PolarKeyPrefix) {
-		// Polar's task ids share the key table (polarKey).
-		return invalid(f("idempotency_key"), "the prefix %q is reserved", PolarKeyPrefix)
+	// Polar's task ids (polarKey) and dynamic batches' tallies share the key table.
+	for _, reserved := range []string{PolarKeyPrefix, pipeline.DynamicKeyPrefix} {
+		if strings.HasPrefix(s.IdempotencyKey, reserved) {
+			return invalid(f("idempotency_key"), "the prefix %q is reserved", reserved)
+		}
 	}
 	if len(s.Metadata) > maxMetadata {
 		return invalid(f("metadata"), "at most %d bytes", maxMetadata)

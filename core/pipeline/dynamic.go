@@ -1,6 +1,19 @@
 package pipeline
 
-import "github.com/prorl/prorl/core/trajectory"
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prorl/prorl/core/store"
+	"github.com/prorl/prorl/core/trajectory"
+)
+
+// DynamicKeyPrefix starts a dynamic-sampling batch's tally in the store's
+// key table, where it expires with the idempotency keys; a trainer's keys
+// may not start with it.
+const DynamicKeyPrefix = "dynamic-batch:"
 
 // dynBatch follows a dynamic-sampling batch (DAPO's dynamic sampling, on
 // the server): its groups start as workers free up, in submission order;
@@ -8,15 +21,39 @@ import "github.com/prorl/prorl/core/trajectory"
 // whose rewards differ (all-equal rewards give a zero advantage); once k
 // are, the batch's unfinished rollouts are cancelled (reported, not
 // dropped: status cancelled, reason early_stopped).
+//
+// The tally is kept in the store as it changes, so a host restarted after a
+// crash resumes it: without it the groups finished before the crash would
+// not count and those cut in half would never finish counting, and the
+// batch would generate past its k.
 type dynBatch struct {
+	id                   string
 	k, informative, live int
 	fired                bool
 	groups               map[string]*groupTally
+
+	dirty  atomic.Bool // the tally changed since it was last written
+	saving sync.Mutex  // held by the one goroutine writing it
 }
 
 type groupTally struct {
-	size, done, usable int
-	lo, hi             float64
+	Size   int     `json:"size"`
+	Done   int     `json:"done"`
+	Usable int     `json:"usable"`
+	Lo     float64 `json:"lo"`
+	Hi     float64 `json:"hi"`
+}
+
+// dynRecord is a batch's tally as stored: the groups finished informative,
+// and those under way (groups finished flat or not started are not kept).
+type dynRecord struct {
+	K           int                    `json:"k"`
+	Informative int                    `json:"informative"`
+	Groups      map[string]*groupTally `json:"groups,omitempty"`
+}
+
+func newDynBatch(id string, k int) *dynBatch {
+	return &dynBatch{id: id, k: k, groups: map[string]*groupTally{}}
 }
 
 // trackDynamic counts a live rollout of a dynamic batch; p.mu is held.
@@ -26,52 +63,152 @@ func (p *Pipeline) trackDynamic(r *Rollout) {
 	}
 	b := p.dynamic[r.Req.Dynamic]
 	if b == nil {
-		b = &dynBatch{k: r.Req.DynamicK, groups: map[string]*groupTally{}}
+		b = newDynBatch(r.Req.Dynamic, r.Req.DynamicK)
 		p.dynamic[r.Req.Dynamic] = b
 	}
 	b.live++
 	if b.groups[r.Req.GroupID] == nil {
-		b.groups[r.Req.GroupID] = &groupTally{size: max(r.Req.GroupSize, 1)}
+		b.groups[r.Req.GroupID] = &groupTally{Size: max(r.Req.GroupSize, 1)}
 	}
 }
 
-// untrackDynamic counts a finished rollout; it reports whether its batch
-// just reached k informative groups. p.mu is held.
-func (p *Pipeline) untrackDynamic(r *Rollout, res *trajectory.Result) bool {
+// untrackDynamic counts a finished rollout; it returns its batch, if any,
+// and whether the batch just reached k informative groups. p.mu is held.
+func (p *Pipeline) untrackDynamic(r *Rollout, res *trajectory.Result) (*dynBatch, bool) {
 	b := p.dynamic[r.Req.Dynamic]
 	if r.Req.Dynamic == "" || b == nil {
-		return false
+		return nil, false
 	}
 	b.live--
-	defer func() {
-		if b.live <= 0 {
-			delete(p.dynamic, r.Req.Dynamic)
-		}
-	}()
+	if b.live <= 0 {
+		delete(p.dynamic, r.Req.Dynamic)
+	}
 	g := b.groups[r.Req.GroupID]
 	if g == nil {
-		return false
+		return b, false
 	}
-	g.done++
+	g.Done++
 	if Usable(res) {
-		if g.usable == 0 || res.Reward < g.lo {
-			g.lo = res.Reward
+		if g.Usable == 0 || res.Reward < g.Lo {
+			g.Lo = res.Reward
 		}
-		if g.usable == 0 || res.Reward > g.hi {
-			g.hi = res.Reward
+		if g.Usable == 0 || res.Reward > g.Hi {
+			g.Hi = res.Reward
 		}
-		g.usable++
+		g.Usable++
 	}
-	if g.done < g.size {
-		return false
+	if g.Done < g.Size {
+		return b, false
 	}
 	delete(b.groups, r.Req.GroupID)
-	if g.usable >= 2 && g.hi > g.lo {
+	if g.Usable >= 2 && g.Hi > g.Lo {
 		b.informative++
 	}
-	if !b.fired && b.informative >= b.k {
-		b.fired = true
-		return true
+	return b, b.reached()
+}
+
+// reached reports, once, that the batch has its k informative groups.
+func (b *dynBatch) reached() bool {
+	if b.fired || b.informative < b.k {
+		return false
 	}
-	return false
+	b.fired = true
+	return true
+}
+
+func dynKey(id string) string { return DynamicKeyPrefix + id }
+
+// saveDynamic writes b's tally, after a result of it was stored (a tally
+// ahead of the results would count a rollout that a crash then re-runs).
+// Writes coalesce: a caller that finds another writing leaves the latest
+// tally to it, which looks again after it lets go.
+func (p *Pipeline) saveDynamic(b *dynBatch) {
+	b.dirty.Store(true)
+	for b.dirty.Load() {
+		if !b.saving.TryLock() {
+			return
+		}
+		if b.dirty.Swap(false) {
+			p.mu.Lock()
+			rec := dynRecord{K: b.k, Informative: b.informative, Groups: make(map[string]*groupTally, len(b.groups))}
+			for id, g := range b.groups {
+				if g.Done > 0 {
+					c := *g
+					rec.Groups[id] = &c
+				}
+			}
+			p.mu.Unlock()
+			note, err := json.Marshal(rec)
+			if err == nil {
+				err = p.d.Store.Submit(nil, &store.Keyed{Key: dynKey(b.id), Replace: true,
+					Sub: store.Submission{GroupID: b.id, Note: note}})
+			}
+			if err != nil {
+				// Only a crash now would cost anything: the batch would
+				// generate past its k after the restart.
+				p.d.Log.Warn("store a dynamic-sampling tally", "batch", b.id, "error", err)
+			}
+		}
+		b.saving.Unlock()
+	}
+}
+
+// restoreDynamic resumes, before the rollouts are tracked again, the
+// tallies of the dynamic batches among a crashed host's unfinished
+// rollouts. A group's finished rollouts are its size less its unfinished
+// ones; their rewards are the stored tally's, which may miss the last few
+// results stored before the crash (then taken as unusable: the batch may
+// generate a little past its k, never stop short of it). It returns the
+// batches that already have their k. p.mu is held.
+func (p *Pipeline) restoreDynamic(reqs []Request) (reached []*dynBatch) {
+	left := map[string]map[string]int{} // batch -> group -> unfinished
+	for i := range reqs {
+		rq := &reqs[i]
+		if rq.Dynamic == "" {
+			continue
+		}
+		if left[rq.Dynamic] == nil {
+			left[rq.Dynamic] = map[string]int{}
+		}
+		left[rq.Dynamic][rq.GroupID]++
+	}
+	for i := range reqs {
+		rq := &reqs[i]
+		if rq.Dynamic == "" || p.dynamic[rq.Dynamic] != nil {
+			continue
+		}
+		b := newDynBatch(rq.Dynamic, rq.DynamicK)
+		p.dynamic[rq.Dynamic] = b
+		var rec dynRecord
+		if sub, ok := p.d.Store.Idempotent(dynKey(b.id)); ok && len(sub.Note) > 0 {
+			if err := json.Unmarshal(sub.Note, &rec); err != nil {
+				p.d.Log.Warn("recover: unreadable dynamic-sampling tally; counting from zero", "batch", b.id, "error", err)
+				rec = dynRecord{}
+			}
+		}
+		b.informative = rec.Informative
+		for j := range reqs {
+			o := &reqs[j]
+			if o.Dynamic != b.id || b.groups[o.GroupID] != nil {
+				continue
+			}
+			g := &groupTally{Size: max(o.GroupSize, 1)}
+			if s := rec.Groups[o.GroupID]; s != nil {
+				g.Usable, g.Lo, g.Hi = s.Usable, s.Lo, s.Hi
+			}
+			g.Done = max(g.Size-left[b.id][o.GroupID], 0)
+			g.Usable = min(g.Usable, g.Done)
+			b.groups[o.GroupID] = g
+		}
+		if b.reached() {
+			reached = append(reached, b)
+		}
+	}
+	return reached
+}
+
+// stopDynamic cancels a batch's unfinished rollouts once it has its k.
+func (p *Pipeline) stopDynamic(id string, k int) {
+	why := fmt.Sprintf("dynamic sampling: %d informative groups of batch %s are done", k, id)
+	p.cancelWhere(func(o *Rollout) bool { return o.Req.Dynamic == id }, trajectory.ReasonEarlyStopped, why)
 }

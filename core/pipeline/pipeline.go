@@ -398,14 +398,15 @@ func (p *Pipeline) track(r *Rollout) {
 // untrack forgets a finished rollout; for an early-stop group it counts it
 // and reports whether the group just reached its usable count (the rest
 // are then cancelled); p.mu is held.
-func (p *Pipeline) untrack(r *Rollout, res *trajectory.Result) (stop bool, usable int) {
+func (p *Pipeline) untrack(r *Rollout, res *trajectory.Result) (b *dynBatch, stop bool, usable int) {
 	delete(p.active, r.ID)
-	if p.untrackDynamic(r, res) {
+	b, reached := p.untrackDynamic(r, res)
+	if reached {
 		p.dynStops = append(p.dynStops, r.Req.Dynamic)
 	}
 	e := p.early[r.Req.GroupID]
 	if r.Req.EarlyStopMin <= 0 || e == nil {
-		return false, 0
+		return b, false, 0
 	}
 	e.live--
 	if Usable(res) {
@@ -417,7 +418,7 @@ func (p *Pipeline) untrack(r *Rollout, res *trajectory.Result) (stop bool, usabl
 	if e.live <= 0 {
 		delete(p.early, r.Req.GroupID)
 	}
-	return stop, e.usable
+	return b, stop, e.usable
 }
 
 // Usable reports whether a result can be trained on: it was scored and
@@ -533,16 +534,24 @@ func (p *Pipeline) Recover(onRestart string) (rerun, interrupted int, err error)
 	if err != nil {
 		return 0, 0, fmt.Errorf("recover: %w", err)
 	}
-	for _, pd := range un {
-		var rq Request
-		if err := json.Unmarshal(pd.Request, &rq); err != nil {
+	reqs := make([]Request, len(un))
+	unreadable := make([]bool, len(un))
+	for i, pd := range un {
+		if err := json.Unmarshal(pd.Request, &reqs[i]); err != nil {
 			p.d.Log.Error("recover: unreadable request; reporting it failed", "rollout", pd.ID, "error", err)
-			onRestart = "interrupted"
+			unreadable[i] = true
 		}
+	}
+	// Before any rollout is tracked or reported: each counts in its tally.
+	p.mu.Lock()
+	reached := p.restoreDynamic(reqs)
+	p.mu.Unlock()
+	for i, pd := range un {
+		rq := reqs[i]
 		r := p.newRollout(pd.ID, rq, pd.Attempt, pd.SubmittedAt)
 		// A gateway session's own agent ran outside the host and is gone
 		// with its connection: it cannot be re-run from here (a harness can).
-		if onRestart != "rerun" || (rq.Agent == AgentGateway && rq.Harness == "") {
+		if onRestart != "rerun" || unreadable[i] || (rq.Agent == AgentGateway && rq.Harness == "") {
 			p.mu.Lock()
 			p.track(r)
 			p.mu.Unlock()
@@ -565,6 +574,9 @@ func (p *Pipeline) Recover(onRestart string) (rerun, interrupted int, err error)
 		// The queue may be smaller than the backlog: feed it as it drains.
 		go p.initQ.push(p.base, r)
 		rerun++
+	}
+	for _, b := range reached {
+		p.stopDynamic(b.id, b.k)
 	}
 	return rerun, interrupted, nil
 }
@@ -748,14 +760,16 @@ func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Fail
 		p.d.Log.Error("store result", "rollout", r.ID, "error", err)
 	}
 	p.mu.Lock()
-	stop, usable := p.untrack(r, res)
+	batch, stop, usable := p.untrack(r, res)
 	dyn := p.dynStops
 	p.dynStops = nil
 	p.mu.Unlock()
 	close(r.done)
+	if batch != nil {
+		p.saveDynamic(batch)
+	}
 	for _, id := range dyn {
-		why := fmt.Sprintf("dynamic sampling: %d informative groups of batch %s are done", r.Req.DynamicK, id)
-		p.cancelWhere(func(o *Rollout) bool { return o.Req.Dynamic == id }, trajectory.ReasonEarlyStopped, why)
+		p.stopDynamic(id, r.Req.DynamicK)
 	}
 	if stop {
 		why := fmt.Sprintf("early stop: %d usable results in group %s reached early_stop_min_usable=%d", usable, r.Req.GroupID, r.Req.EarlyStopMin)

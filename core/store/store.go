@@ -22,6 +22,9 @@ type Submission struct {
 	BodySHA256 string `json:"body_sha256,omitempty"`
 	// At is when the key was recorded (Submit sets it); ExpireKeys reads it.
 	At time.Time `json:"at,omitzero"`
+	// Note is the caller's own record under the key, kept as given: a
+	// dynamic-sampling batch's tally, which a restarted host resumes.
+	Note json.RawMessage `json:"note,omitempty"`
 }
 
 // Keyed is a key to record with a submission, in the same write: a retry
