@@ -266,3 +266,75 @@ func pause(t *testing.T, e *env, mode string) pipeline.PauseReport {
 	r.json(t, &rep)
 	return rep
 }
+
+// TestPolicyAfterCrash: the policy version and a weight-sync pause survive
+// a host killed (SIGKILL). The restarted host stamps tokens with the
+// version the trainer last set, not 0; killed while paused, it stays
+// paused — the rollouts it takes up generate nothing while the weights may
+// be loading — until :resume, which also resumes the backend the host had
+// paused through vLLM's API before the kill.
+func TestPolicyAfterCrash(t *testing.T) {
+	e := newEnv(t, envOpts{staticBackend: true, simArgs: []string{"--correct-rate", "1", "--think-turns", "2", "--token-latency", "15ms"}})
+	e.startHost()
+	task := map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}
+	if r := e.do("PUT", "/v1/policy", map[string]any{"version": 7}); r.code != 200 {
+		t.Fatalf("set policy: %d %s", r.code, r.body)
+	}
+	e.killHost()
+	e.startHost()
+	var pol pipeline.PolicyState
+	e.do("GET", "/v1/policy", nil).json(t, &pol)
+	if pol.Version != 7 || pol.Paused {
+		t.Fatalf("after a kill: %+v, want version 7, not paused", pol)
+	}
+	var sub api.SubmitResponse
+	e.do("POST", "/v1/rollouts", map[string]any{"task": task}).json(t, &sub)
+	if res := e.wait(t, sub.RolloutIDs[0]); res.Status != trajectory.StatusCompleted || res.PolicyVersion != 7 || res.Turns[0].PolicyVersion != 7 {
+		t.Fatalf("a rollout after the kill: %s, policy %d, first turn's %d; want 7", res.Status, res.PolicyVersion, res.Turns[0].PolicyVersion)
+	}
+
+	e.do("POST", "/v1/rollouts", map[string]any{"task": task, "n": 4}).json(t, &sub)
+	waitGenerating(t, e, 4)
+	if rep := pause(t, e, "abort"); rep.Aborted == 0 {
+		t.Fatalf("abort pause: %+v", rep)
+	}
+	e.killHost()
+	e.startHost()
+	restarted := time.Now()
+	e.do("GET", "/v1/policy", nil).json(t, &pol)
+	if pol.Version != 7 || !pol.Paused || pol.Mode != "abort" {
+		t.Fatalf("killed while paused, after the restart: %+v, want version 7 paused (abort)", pol)
+	}
+	time.Sleep(time.Second) // the taken-up rollouts run their tools; nothing generates
+	for _, en := range e.simEntries() {
+		if en.Path == "/v1/completions" && en.Time.After(restarted) {
+			t.Fatalf("a generation was sent at %v, after the restart (%v), while paused", en.Time, restarted)
+		}
+	}
+	var rr pipeline.ResumeReport
+	if r := e.do("POST", "/v1/policy:resume", map[string]any{"version": 8}); r.code != 200 {
+		t.Fatalf("resume: %d %s", r.code, r.body)
+	} else {
+		r.json(t, &rr)
+	}
+	if !rr.WasPaused || rr.Version != 8 || len(rr.Errors) > 0 {
+		t.Fatalf("resume: %+v", rr)
+	}
+	for _, id := range sub.RolloutIDs {
+		res := e.wait(t, id)
+		// The rollout's version is the one it (re)started under; its turns
+		// were all generated after the resume.
+		if res.Status != trajectory.StatusCompleted || res.Attempt != 2 || res.PolicyVersion != 7 {
+			t.Fatalf("%s: %s %+v, attempt %d, policy %d; want completed, attempt 2, policy 7", id, res.Status, res.Failure, res.Attempt, res.PolicyVersion)
+		}
+		for _, turn := range res.Turns {
+			if turn.PolicyVersion != 8 {
+				t.Fatalf("%s turn %d stamped %d, want 8", id, turn.Index, turn.PolicyVersion)
+			}
+		}
+	}
+	e.do("GET", "/v1/policy", nil).json(t, &pol)
+	if pol.Version != 8 || pol.Paused {
+		t.Fatalf("after the resume: %+v", pol)
+	}
+}

@@ -2,8 +2,10 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -30,6 +32,10 @@ type gate struct {
 	// waits for them (evacDone is closed when none is left).
 	evacuations int
 	evacDone    chan struct{}
+	// restored: the pause was read back at start (the host stopped while
+	// paused), so which backends an abort paused by their own API is not
+	// known; :resume resumes every one that can.
+	restored bool
 }
 
 // genSlot is one generation request in flight.
@@ -142,6 +148,7 @@ func (p *Pipeline) Pause(ctx context.Context, abort bool) (PauseReport, error) {
 	}
 	rep := PauseReport{Paused: true, Mode: g.mode, InFlight: len(g.inflight), Version: p.policy.Load()}
 	g.mu.Unlock()
+	p.savePolicy()
 	p.d.Log.Info("policy pause", "mode", rep.Mode, "in_flight", rep.InFlight)
 	if abort {
 		p.abortBackends(ctx)
@@ -269,10 +276,22 @@ func (p *Pipeline) Resume(ctx context.Context, version int64) ResumeReport {
 	g.mu.Lock()
 	held := g.held
 	g.held = map[*backend.Backend]bool{}
+	if g.restored && g.paused && g.mode == "abort" { // only an abort pauses backends
+		for _, b := range p.d.Pool.Backends() {
+			if _, ok := b.Client.(backend.Pauser); ok {
+				held[b] = false // false: it may never have paused
+			}
+		}
+	}
 	g.mu.Unlock()
 	rep := ResumeReport{Version: version}
-	for b := range held {
-		if err := b.Client.(backend.Pauser).Resume(ctx); err != nil {
+	for b, surely := range held {
+		err := b.Client.(backend.Pauser).Resume(ctx)
+		var se *backend.StatusError
+		if err != nil && !surely && errors.As(err, &se) && (se.Status == http.StatusNotFound || se.Status == http.StatusMethodNotAllowed) {
+			err = nil // a server without the pause API: it never paused
+		}
+		if err != nil {
 			p.d.Log.Warn("backend did not resume", "backend", b.ID, "error", err)
 			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v", b.ID, err))
 		}
@@ -281,12 +300,61 @@ func (p *Pipeline) Resume(ctx context.Context, version int64) ResumeReport {
 	p.policy.Store(version)
 	if g.paused {
 		rep.WasPaused, rep.PausedMS = true, float64(time.Since(g.since).Microseconds())/1000
-		g.paused = false
+		g.paused, g.restored = false, false
 		close(g.open)
 	}
 	g.mu.Unlock()
+	p.savePolicy()
 	p.d.Log.Info("policy resume", "version", version, "paused_ms", rep.PausedMS)
 	return rep
+}
+
+// policyStateName is the policy's record in the store (store.SetState).
+const policyStateName = "policy"
+
+// savedPolicy is what a restarted host takes up: the version its tokens
+// are stamped with, and a pause a trainer has not ended (generating
+// through it would use weights being loaded).
+type savedPolicy struct {
+	Version int64  `json:"version"`
+	Paused  bool   `json:"paused,omitempty"`
+	Mode    string `json:"mode,omitempty"`
+}
+
+// savePolicy records the policy's state as it is now. One write at a
+// time, each of the state read under the lock, so the last written is the
+// latest.
+func (p *Pipeline) savePolicy() {
+	p.policySave.Lock()
+	defer p.policySave.Unlock()
+	st := p.PolicyState()
+	b, _ := json.Marshal(savedPolicy{Version: st.Version, Paused: st.Paused, Mode: st.Mode})
+	if err := p.d.Store.SetState(policyStateName, b); err != nil {
+		// Only a crash now would cost anything: the restarted host would
+		// stamp tokens with the version, and pause, it last stored.
+		p.d.Log.Warn("store the policy state", "version", st.Version, "paused", st.Paused, "error", err)
+	}
+}
+
+// loadPolicy takes up the policy state a previous run of the host stored.
+func (p *Pipeline) loadPolicy() {
+	b, ok := p.d.Store.State(policyStateName)
+	if !ok {
+		return
+	}
+	var sp savedPolicy
+	if err := json.Unmarshal(b, &sp); err != nil {
+		p.d.Log.Warn("unreadable stored policy state; starting at version 0, not paused", "error", err)
+		return
+	}
+	p.policy.Store(sp.Version)
+	if sp.Paused {
+		g := p.gate
+		g.paused, g.restored, g.mode, g.since, g.open = true, true, sp.Mode, time.Now(), make(chan struct{})
+		p.d.Log.Warn("generation stays paused, as it was when the host stopped, until POST /v1/policy:resume", "version", sp.Version, "mode", sp.Mode)
+	} else {
+		p.d.Log.Info("policy version taken up", "version", sp.Version)
+	}
 }
 
 // PolicyState is the policy version and the gate's state.

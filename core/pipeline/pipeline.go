@@ -82,6 +82,8 @@ type Pipeline struct {
 	tools    toolLists
 	policy   atomic.Int64
 	gate     *gate
+	// policySave orders the writes of the policy's state (savePolicy).
+	policySave sync.Mutex
 
 	initQ        *startQueue
 	runQ, evalQ  *handoff
@@ -145,6 +147,7 @@ func New(d Deps) (*Pipeline, error) {
 		lengths:  lengthhist.New(d.Cfg.Pipeline.ExpectedTokensMemory),
 	}
 	p.gate = newGate(p)
+	p.loadPolicy()
 	if p.lengths == nil {
 		p.d.LengthsFile = "" // memory off: nothing to keep
 	}
@@ -697,7 +700,10 @@ func (r *Rollout) PolicyAt() int64 {
 }
 
 // SetPolicy records new weights; later turns are stamped with it.
-func (p *Pipeline) SetPolicy(v int64) { p.policy.Store(v) }
+func (p *Pipeline) SetPolicy(v int64) {
+	p.policy.Store(v)
+	p.savePolicy()
+}
 
 // Policy is the current policy version.
 func (p *Pipeline) Policy() int64 { return p.policy.Load() }

@@ -20,7 +20,7 @@ var (
 	bResults = []byte("results") // seq (big endian) -> Result
 	bIndex   = []byte("index")   // id -> seq
 	bIdem    = []byte("idem")    // idempotency key -> Submission
-	bMeta    = []byte("meta")    // "seq" -> last seq
+	bMeta    = []byte("meta")    // "seq" -> last seq; "state:<name>" -> a host value (SetState)
 	keySeq   = []byte("seq")
 )
 
@@ -587,6 +587,31 @@ func (b *Bolt) Ack(ids []string) (int, error) {
 	}
 	n, _ := b.mem.Ack(ids)
 	return n, nil
+}
+
+// stateKey is a host value's key in the meta bucket, apart from "seq".
+func stateKey(name string) []byte { return []byte("state:" + name) }
+
+// SetState implements Store.
+func (b *Bolt) SetState(name string, v []byte) error {
+	if err := b.Healthy(); err != nil {
+		return err
+	}
+	err := b.db.Batch(func(tx *bolt.Tx) error { return tx.Bucket(bMeta).Put(stateKey(name), v) })
+	if err != nil {
+		b.markFault(err)
+	}
+	return err
+}
+
+// State implements Store.
+func (b *Bolt) State(name string) ([]byte, bool) {
+	var v []byte
+	_ = b.db.View(func(tx *bolt.Tx) error {
+		v = bytes.Clone(tx.Bucket(bMeta).Get(stateKey(name)))
+		return nil
+	})
+	return v, v != nil
 }
 
 // Idempotent implements Store.

@@ -4,6 +4,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -79,6 +80,11 @@ type Store interface {
 	Idempotent(key string) (Submission, bool)
 	// ExpireKeys deletes the keys recorded before before; it returns how many.
 	ExpireKeys(before time.Time) (int, error)
+	// SetState records one of the host's own small values (the policy
+	// version and pause), durably before it returns; State reads it back.
+	// They never expire.
+	SetState(name string, v []byte) error
+	State(name string) ([]byte, bool)
 	Stats() Stats
 	// Healthy is nil while the store takes writes, else why not.
 	Healthy() error
@@ -102,6 +108,7 @@ type Memory struct {
 	seq       uint64
 	changed   chan struct{}
 	idem      map[string]Submission
+	state     map[string][]byte
 	acked     uint64
 	dropped   uint64
 }
@@ -109,7 +116,7 @@ type Memory struct {
 // NewMemory keeps at most retention unacknowledged results; its sequence
 // starts at FreshSeq.
 func NewMemory(retention int) *Memory {
-	return &Memory{retention: retention, byID: map[string]*trajectory.Result{}, changed: make(chan struct{}), idem: map[string]Submission{}, seq: FreshSeq()}
+	return &Memory{retention: retention, byID: map[string]*trajectory.Result{}, changed: make(chan struct{}), idem: map[string]Submission{}, state: map[string][]byte{}, seq: FreshSeq()}
 }
 
 // FreshSeq is where a new store's sequence starts: a thousand numbers a
@@ -259,6 +266,22 @@ func (m *Memory) Submit(_ []Pending, key *Keyed) error {
 	sub.At = time.Now()
 	m.idem[key.Key] = sub
 	return nil
+}
+
+// SetState implements Store.
+func (m *Memory) SetState(name string, v []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.state[name] = bytes.Clone(v)
+	return nil
+}
+
+// State implements Store.
+func (m *Memory) State(name string) ([]byte, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.state[name]
+	return bytes.Clone(v), ok
 }
 
 // ExpireKeys implements Store.

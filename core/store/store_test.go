@@ -494,3 +494,47 @@ func TestExpireKeys(t *testing.T) {
 		})
 	}
 }
+
+// The host's own values survive a reopen of the file, never expire with
+// the keys, and do not disturb the result numbering kept beside them.
+func TestState(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	b, err := OpenBolt(path, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []Store{NewMemory(10), b} {
+		if _, ok := st.State("policy"); ok {
+			t.Fatal("a value before any was set")
+		}
+		for _, v := range []string{`{"version":6}`, `{"version":7,"paused":true}`} {
+			if err := st.SetState("policy", []byte(v)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.Finish(&trajectory.Result{ID: "r"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.ExpireKeys(time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := st.State("policy"); !ok || string(v) != `{"version":7,"paused":true}` {
+			t.Fatalf("%T: %q %v", st, v, ok)
+		}
+	}
+	seq := b.Stats().LastSeq
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err = OpenBolt(path, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if v, ok := b.State("policy"); !ok || string(v) != `{"version":7,"paused":true}` {
+		t.Fatalf("after a reopen: %q %v", v, ok)
+	}
+	if got := b.Stats().LastSeq; got != seq {
+		t.Fatalf("last seq %d after a reopen, want %d", got, seq)
+	}
+}
