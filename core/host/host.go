@@ -237,14 +237,14 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 		h.Coordinator.SetPolicySource(h.Pipeline.Policy)
 	}
 	h.Pipeline.Start()
-	rerun, interrupted, err := h.Pipeline.Recover(onRestart)
+	rerun, interrupted, cancelled, err := h.Pipeline.Recover(onRestart)
 	if err != nil {
 		h.Pipeline.Shutdown(ctx)
 		plugs.Stop()
 		return nil, err
 	}
-	if rerun+interrupted > 0 {
-		log.Warn("recovered rollouts a previous run left unfinished", "rerun", rerun, "reported_interrupted", interrupted)
+	if rerun+interrupted+cancelled > 0 {
+		log.Warn("recovered rollouts a previous run left unfinished", "rerun", rerun, "reported_interrupted", interrupted, "reported_cancelled", cancelled)
 	}
 	ad := api.Deps{Cfg: cfg, Log: log.Named("api"), Pipeline: h.Pipeline, Pool: h.Pool, Plugins: plugs, Store: h.Store, Metrics: h.Metrics}
 	if h.Sandboxes != nil {

@@ -531,11 +531,12 @@ func (p *Pipeline) newRollout(id string, rq Request, attempt int, submitted time
 // Recover takes up what a previous run of the host left unfinished: with
 // onRestart "rerun" each rollout runs again from its start (same id,
 // attempt+1, the current policy version); otherwise it is reported
-// interrupted. Nothing submitted is silently gone.
-func (p *Pipeline) Recover(onRestart string) (rerun, interrupted int, err error) {
+// interrupted. One whose cancellation was stored is reported cancelled.
+// Nothing submitted is silently gone.
+func (p *Pipeline) Recover(onRestart string) (rerun, interrupted, cancelled int, err error) {
 	un, err := p.d.Store.Unfinished()
 	if err != nil {
-		return 0, 0, fmt.Errorf("recover: %w", err)
+		return 0, 0, 0, fmt.Errorf("recover: %w", err)
 	}
 	reqs := make([]Request, len(un))
 	unreadable := make([]bool, len(un))
@@ -552,6 +553,15 @@ func (p *Pipeline) Recover(onRestart string) (rerun, interrupted int, err error)
 	for i, pd := range un {
 		rq := reqs[i]
 		r := p.newRollout(pd.ID, rq, pd.Attempt, pd.SubmittedAt)
+		if c := pd.Cancelled; c != nil {
+			// Cancelled before the host stopped: reported so, not run again.
+			p.mu.Lock()
+			p.track(r)
+			p.mu.Unlock()
+			p.finalize(r, trajectory.StatusCancelled, &trajectory.Failure{Reason: c.Reason, Message: c.Message})
+			cancelled++
+			continue
+		}
 		// A gateway session's own agent ran outside the host and is gone
 		// with its connection: it cannot be re-run from here (a harness can).
 		if onRestart != "rerun" || unreadable[i] || (rq.Agent == AgentGateway && rq.Harness == "") {
@@ -565,7 +575,7 @@ func (p *Pipeline) Recover(onRestart string) (rerun, interrupted int, err error)
 		}
 		r.Attempt = pd.Attempt + 1
 		if err := p.d.Store.Retry(r.ID, r.Attempt); err != nil {
-			return rerun, interrupted, fmt.Errorf("recover %s: %w", r.ID, err)
+			return rerun, interrupted, cancelled, fmt.Errorf("recover %s: %w", r.ID, err)
 		}
 		p.mu.Lock()
 		p.track(r)
@@ -581,7 +591,7 @@ func (p *Pipeline) Recover(onRestart string) (rerun, interrupted int, err error)
 	for _, b := range reached {
 		p.stopDynamic(b.id, b.k)
 	}
-	return rerun, interrupted, nil
+	return rerun, interrupted, cancelled, nil
 }
 
 // Lookup returns a live rollout.
@@ -634,7 +644,21 @@ func (p *Pipeline) Cancel(id, why string) bool {
 
 func (p *Pipeline) cancelRollout(r *Rollout, reason, why string) {
 	r.cancelled.Store(&trajectory.Failure{Reason: reason, Message: why})
+	p.storeCancel([]*Rollout{r}, reason, why)
 	p.stopCancelled(r, reason, why)
+}
+
+// storeCancel records the cancellation before any rollout is stopped, so
+// a crash before their results are stored cannot run them again after the
+// restart: a cancel once answered stays done.
+func (p *Pipeline) storeCancel(rs []*Rollout, reason, why string) {
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		ids[i] = r.ID
+	}
+	if err := p.d.Store.Cancel(ids, trajectory.Failure{Reason: reason, Message: why}); err != nil {
+		p.d.Log.Warn("store a cancellation; a crash before the rollouts report would run them again", "rollouts", len(ids), "error", err)
+	}
 }
 
 // stopCancelled stops a rollout already marked cancelled: its stage's
@@ -685,6 +709,9 @@ func (p *Pipeline) cancelWhere(f func(*Rollout) bool, reason, why string) int {
 	// or waiting for when this was called.
 	for _, r := range rs {
 		r.cancelled.Store(&trajectory.Failure{Reason: reason, Message: why})
+	}
+	if len(rs) > 0 {
+		p.storeCancel(rs, reason, why)
 	}
 	for _, r := range rs {
 		p.stopCancelled(r, reason, why)

@@ -716,3 +716,76 @@ func TestFinishFreesWorker(t *testing.T) {
 		}
 	}
 }
+
+// crashingStore is a durable store whose results are never committed:
+// the host "crashes" before any Finish reaches the file.
+type crashingStore struct {
+	*store.Bolt
+	crashed chan struct{}
+}
+
+func (s *crashingStore) Finish(*trajectory.Result) error {
+	<-s.crashed
+	return errors.New("the host crashed before this commit")
+}
+
+// TestCancelSurvivesCrash: a cancellation is stored before it is answered,
+// so a host that crashes before the cancelled rollout's result is stored
+// reports it cancelled when it restarts, and does not run it again; the
+// rollout beside it, never cancelled, runs again.
+func TestCancelSurvivesCrash(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "prorl.db")
+	b, err := store.OpenBolt(path, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := &crashingStore{Bolt: b, crashed: make(chan struct{})}
+	first := newStopped(t, nil, sim(0), func(d *Deps) { d.Store = cs })
+	var crash sync.Once
+	t.Cleanup(func() { crash.Do(func() { close(cs.crashed) }) }) // before first's shutdown, which waits for its results
+	first.p.Start()
+	rs := first.submit(t, 2, nil)
+	go first.p.Cancel(rs[0].ID, "cancelled by request") // its report never commits
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		un, err := b.Unfinished()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := slices.IndexFunc(un, func(p store.Pending) bool { return p.ID == rs[0].ID }); i >= 0 && un[i].Cancelled != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cancellation was never stored")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := b.Close(); err != nil { // the crash
+		t.Fatal(err)
+	}
+	crash.Do(func() { close(cs.crashed) })
+
+	b2, err := store.OpenBolt(path, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b2.Close() })
+	second := newStopped(t, nil, sim(0), func(d *Deps) { d.Store = b2 })
+	rerun, interrupted, cancelled, err := second.p.Recover("rerun")
+	if err != nil || rerun != 1 || interrupted != 0 || cancelled != 1 {
+		t.Fatalf("recover: rerun %d, interrupted %d, cancelled %d, %v; want 1, 0, 1", rerun, interrupted, cancelled, err)
+	}
+	res, ok := b2.Get(rs[0].ID)
+	if !ok || res.Status != trajectory.StatusCancelled || res.Failure.Reason != trajectory.ReasonCancelled || res.Failure.Message != "cancelled by request" {
+		t.Fatalf("the cancelled rollout after the restart: %+v %v", res, ok)
+	}
+	second.p.Start()
+	r, _ := second.p.Lookup(rs[1].ID)
+	if r == nil {
+		t.Fatal("the other rollout is not running again")
+	}
+	<-r.Done()
+	if res, _ := b2.Get(rs[1].ID); res == nil || res.Status != trajectory.StatusCompleted || res.Attempt != 2 {
+		t.Fatalf("the other rollout: %+v, want completed, attempt 2", res)
+	}
+}

@@ -321,6 +321,38 @@ func (b *Bolt) Retry(id string, attempt int) error {
 	})
 }
 
+// Cancel implements Store.
+func (b *Bolt) Cancel(ids []string, why trajectory.Failure) error {
+	if err := b.Healthy(); err != nil {
+		return err
+	}
+	return b.db.Batch(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bPending)
+		for _, id := range ids {
+			v := bk.Get([]byte(id))
+			if v == nil {
+				continue // finished meanwhile
+			}
+			var p Pending
+			if err := decode(v, &p); err != nil {
+				return fmt.Errorf("pending rollout %s: %w", id, err)
+			}
+			if p.Cancelled != nil {
+				continue // the first cancellation is the one reported
+			}
+			p.Cancelled = &why
+			nv, err := json.Marshal(p)
+			if err != nil {
+				return err
+			}
+			if err := bk.Put([]byte(id), nv); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // Finish implements Store: the result and the end of the pending record in
 // one transaction, then publication.
 func (b *Bolt) Finish(r *trajectory.Result) error {

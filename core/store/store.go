@@ -57,6 +57,9 @@ type Pending struct {
 	Attempt     int             `json:"attempt"`
 	Request     json.RawMessage `json:"request"`
 	SubmittedAt time.Time       `json:"submitted_at"`
+	// Cancelled is a cancellation asked for before the host stopped: a
+	// restarted host reports it, and does not run the rollout again.
+	Cancelled *trajectory.Failure `json:"cancelled,omitempty"`
 }
 
 // Store holds results.
@@ -68,6 +71,9 @@ type Store interface {
 	Unfinished() ([]Pending, error)
 	// Retry records a new attempt of an unfinished rollout.
 	Retry(id string, attempt int) error
+	// Cancel records that the unfinished rollouts among ids are cancelled
+	// (those already finished are skipped), durably before it returns.
+	Cancel(ids []string, why trajectory.Failure) error
 	// Finish records a final result, assigns its sequence number, then publishes it.
 	Finish(r *trajectory.Result) error
 	Get(id string) (*trajectory.Result, bool)
@@ -303,6 +309,9 @@ func (m *Memory) Unfinished() ([]Pending, error) { return nil, nil }
 
 // Retry implements Store.
 func (m *Memory) Retry(string, int) error { return nil }
+
+// Cancel implements Store: nothing outlives the process to cancel.
+func (m *Memory) Cancel([]string, trajectory.Failure) error { return nil }
 
 // Close implements Store.
 func (m *Memory) Close() error { return nil }

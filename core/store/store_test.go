@@ -538,3 +538,47 @@ func TestState(t *testing.T) {
 		t.Fatalf("last seq %d after a reopen, want %d", got, seq)
 	}
 }
+
+// A cancellation is kept with the rollout's pending record across a
+// reopen; a rollout finished before it is skipped, and a second
+// cancellation does not replace the first.
+func TestCancelPending(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	b, err := OpenBolt(path, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := []Pending{{ID: "a", Attempt: 1, Request: []byte(`{}`)}, {ID: "b", Attempt: 1, Request: []byte(`{}`)}, {ID: "c", Attempt: 1, Request: []byte(`{}`)}}
+	if err := b.Submit(ps, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Finish(&trajectory.Result{ID: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	first := trajectory.Failure{Reason: trajectory.ReasonCancelled, Message: "first"}
+	if err := b.Cancel([]string{"a", "c"}, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Cancel([]string{"a", "gone"}, trajectory.Failure{Reason: trajectory.ReasonCancelled, Message: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err = OpenBolt(path, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	un, err := b.Unfinished()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*trajectory.Failure{}
+	for _, p := range un {
+		got[p.ID] = p.Cancelled
+	}
+	if len(got) != 2 || got["a"] == nil || *got["a"] != first || got["b"] != nil {
+		t.Fatalf("pending after a reopen: %v", got)
+	}
+}
