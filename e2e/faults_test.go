@@ -141,6 +141,7 @@ func TestBadInput(t *testing.T) {
 		{"bad group id", "POST", "/v1/rollouts", `{"task":` + task + `,"group_id":"a b"}`, 422, "invalid_field", "group_id"},
 		{"reserved idempotency key", "POST", "/v1/rollouts", `{"task":` + task + `,"idempotency_key":"polar-task:1:t"}`, 422, "invalid_field", "idempotency_key"},
 		{"reserved idempotency key, dynamic batch", "POST", "/v1/rollouts", `{"task":` + task + `,"idempotency_key":"dynamic-batch:d-1"}`, 422, "invalid_field", "idempotency_key"},
+		{"reserved idempotency key, early stop", "POST", "/v1/rollouts", `{"task":` + task + `,"idempotency_key":"early-stop:r-1"}`, 422, "invalid_field", "idempotency_key"},
 		{"oversized body", "POST", "/v1/rollouts", big, 413, "body_too_large", ""},
 		{"batch empty", "POST", "/v1/rollouts:batch", `{"requests":[]}`, 422, "invalid_field", "requests"},
 		{"batch bad item", "POST", "/v1/rollouts:batch", `{"requests":[{"task":` + task + `},{"task":` + task + `,"n":0}]}`, 422, "invalid_field", "requests[1].n"},

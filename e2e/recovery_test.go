@@ -167,3 +167,92 @@ func TestSessionTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestEarlyStopCrash: a host killed (SIGKILL) in the middle of a group
+// submitted with early_stop_min_usable resumes the group's usable count.
+// With 3 asked for and 2 usable results in (and acknowledged) before the
+// kill, the restarted host stops the group at its next usable result;
+// counting from zero it ran on to three more (measured before the count
+// was stored: 6 usable results, against 4 now).
+func TestEarlyStopCrash(t *testing.T) {
+	const n, min = 10, 3
+	// Two rollouts at a time, each a second or more.
+	e := newEnv(t, envOpts{staticBackend: true, simArgs: []string{"--correct-rate", "1", "--token-latency", "100ms"},
+		pipelineTOML: "run_workers = 2\ninit_workers = 2\n"})
+	e.startHost()
+	var sub struct {
+		RolloutIDs []string `json:"rollout_ids"`
+	}
+	task := map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}
+	if r := e.do("POST", "/v1/rollouts", map[string]any{"task": task, "n": n, "early_stop_min_usable": min}); r.code != 202 {
+		t.Fatalf("submit: %d %s", r.code, r.body)
+	} else {
+		r.json(t, &sub)
+	}
+	seen := map[string]*trajectory.Result{}
+	var since uint64
+	collect := func(wait string) {
+		var page struct {
+			Results   []*trajectory.Result `json:"results"`
+			NextSince uint64               `json:"next_since"`
+		}
+		e.do("GET", fmt.Sprintf("/v1/results?since=%d&wait=%s&limit=10000", since, wait), nil).json(t, &page)
+		for _, r := range page.Results {
+			if seen[r.ID] != nil {
+				t.Fatalf("rollout %s reported twice", r.ID)
+			}
+			seen[r.ID] = r
+		}
+		since = page.NextSince
+	}
+	usable := func() (u int) {
+		for _, r := range seen {
+			if r.Status == trajectory.StatusCompleted {
+				u++
+			}
+		}
+		return u
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for usable() < min-1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d usable results before the kill after 3 minutes", usable())
+		}
+		collect("1s")
+	}
+	if usable() != min-1 {
+		t.Fatalf("%d usable results at once: the kill would land after the group's stop", usable())
+	}
+	var acked []string
+	for id := range seen {
+		acked = append(acked, id)
+	}
+	if r := e.do("POST", "/v1/results/ack", map[string]any{"ids": acked}); r.code != 200 {
+		t.Fatalf("ack: %d %s", r.code, r.body)
+	}
+	time.Sleep(200 * time.Millisecond) // the count is stored just after each result
+	e.killHost()
+	e.startHost()
+	since = 0
+	deadline = time.Now().Add(3 * time.Minute)
+	for len(seen) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the restart %d of %d rollouts reported", len(seen), n)
+		}
+		collect("5s")
+	}
+	stopped := 0
+	for _, r := range seen {
+		if r.Status == trajectory.StatusCancelled && r.Failure.Reason == trajectory.ReasonEarlyStopped {
+			stopped++
+		} else if r.Status != trajectory.StatusCompleted {
+			t.Fatalf("%s: %s %+v", r.ID, r.Status, r.Failure)
+		}
+	}
+	// The third usable result stops the group; the one beside it may end
+	// in the same moment.
+	if got := usable(); got < min || got > min+1 || stopped+got != n {
+		t.Fatalf("%d usable results in all (want %d or %d), %d early-stopped", got, min, min+1, stopped)
+	}
+	t.Logf("%d usable results, %d early-stopped", usable(), stopped)
+}

@@ -169,8 +169,8 @@ func (s *SubmitRequest) validate(prefix string, maxSamples int) *Error {
 	if len(s.IdempotencyKey) > 256 {
 		return invalid(f("idempotency_key"), "at most 256 characters")
 	}
-	// Polar's task ids (polarKey) and dynamic batches' tallies share the key table.
-	for _, reserved := range []string{PolarKeyPrefix, pipeline.DynamicKeyPrefix} {
+	// Polar's task ids (polarKey) and the host's tallies share the key table.
+	for _, reserved := range []string{PolarKeyPrefix, pipeline.DynamicKeyPrefix, pipeline.EarlyKeyPrefix} {
 		if strings.HasPrefix(s.IdempotencyKey, reserved) {
 			return invalid(f("idempotency_key"), "the prefix %q is reserved", reserved)
 		}

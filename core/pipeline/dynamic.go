@@ -31,7 +31,11 @@ type dynBatch struct {
 	k, informative, live int
 	fired                bool
 	groups               map[string]*groupTally
+	saver                tallySaver
+}
 
+// tallySaver coalesces the writes of one tally to the store.
+type tallySaver struct {
 	dirty  atomic.Bool // the tally changed since it was last written
 	saving sync.Mutex  // held by the one goroutine writing it
 }
@@ -118,39 +122,46 @@ func (b *dynBatch) reached() bool {
 
 func dynKey(id string) string { return DynamicKeyPrefix + id }
 
-// saveDynamic writes b's tally, after a result of it was stored (a tally
-// ahead of the results would count a rollout that a crash then re-runs).
-// Writes coalesce: a caller that finds another writing leaves the latest
-// tally to it, which looks again after it lets go.
-func (p *Pipeline) saveDynamic(b *dynBatch) {
-	b.dirty.Store(true)
-	for b.dirty.Load() {
-		if !b.saving.TryLock() {
+// saveTally writes a tally to the store under key, after a result it
+// counts was stored (a tally ahead of the results would count a rollout
+// that a crash then re-runs). Writes coalesce: a caller that finds another
+// writing leaves the latest tally to it, which looks again after it lets
+// go. note is called with p.mu held.
+func (p *Pipeline) saveTally(s *tallySaver, key string, note func() any) {
+	s.dirty.Store(true)
+	for s.dirty.Load() {
+		if !s.saving.TryLock() {
 			return
 		}
-		if b.dirty.Swap(false) {
+		if s.dirty.Swap(false) {
 			p.mu.Lock()
-			rec := dynRecord{K: b.k, Informative: b.informative, Groups: make(map[string]*groupTally, len(b.groups))}
-			for id, g := range b.groups {
-				if g.Done > 0 {
-					c := *g
-					rec.Groups[id] = &c
-				}
-			}
+			b, err := json.Marshal(note())
 			p.mu.Unlock()
-			note, err := json.Marshal(rec)
 			if err == nil {
-				err = p.d.Store.Submit(nil, &store.Keyed{Key: dynKey(b.id), Replace: true,
-					Sub: store.Submission{GroupID: b.id, Note: note}})
+				err = p.d.Store.Submit(nil, &store.Keyed{Key: key, Replace: true, Sub: store.Submission{Note: b}})
 			}
 			if err != nil {
-				// Only a crash now would cost anything: the batch would
-				// generate past its k after the restart.
-				p.d.Log.Warn("store a dynamic-sampling tally", "batch", b.id, "error", err)
+				// Only a crash now would cost anything: the tally would
+				// restart behind, and the host generate more than asked.
+				p.d.Log.Warn("store a tally", "key", key, "error", err)
 			}
 		}
-		b.saving.Unlock()
+		s.saving.Unlock()
 	}
+}
+
+// saveDynamic writes b's tally.
+func (p *Pipeline) saveDynamic(b *dynBatch) {
+	p.saveTally(&b.saver, dynKey(b.id), func() any {
+		rec := dynRecord{K: b.k, Informative: b.informative, Groups: make(map[string]*groupTally, len(b.groups))}
+		for id, g := range b.groups {
+			if g.Done > 0 {
+				c := *g
+				rec.Groups[id] = &c
+			}
+		}
+		return rec
+	})
 }
 
 // restoreDynamic resumes, before the rollouts are tracked again, the

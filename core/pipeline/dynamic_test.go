@@ -14,9 +14,9 @@ import (
 	"github.com/prorl/prorl/core/trajectory"
 )
 
-// bareDynamic is the part of a pipeline that keeps dynamic batches' tallies.
-func bareDynamic(st store.Store) *Pipeline {
-	return &Pipeline{d: Deps{Store: st, Log: hclog.NewNullLogger()}, dynamic: map[string]*dynBatch{}}
+// bareTallies is the part of a pipeline that keeps the groups' tallies.
+func bareTallies(st store.Store) *Pipeline {
+	return &Pipeline{d: Deps{Store: st, Log: hclog.NewNullLogger()}, dynamic: map[string]*dynBatch{}, early: map[string]*earlyStop{}, active: map[string]*Rollout{}}
 }
 
 // dynRollout is rollout i of group g (of 4) in batch "d".
@@ -64,7 +64,7 @@ func TestDynamicTallyResumes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := store.NewMemory(10)
-			p := bareDynamic(st)
+			p := bareTallies(st)
 			var unfinished []Request
 			var lost *store.Submission // the tally before D's result
 			p.mu.Lock()
@@ -101,7 +101,7 @@ func TestDynamicTallyResumes(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			q := bareDynamic(st)
+			q := bareTallies(st)
 			q.mu.Lock()
 			reached := q.restoreDynamic(unfinished)
 			b := q.dynamic["d"]
@@ -149,7 +149,7 @@ func (s slowKeys) Submit(ps []store.Pending, key *store.Keyed) error {
 // not one a slower writer overtook.
 func TestDynamicTallyLastWriteWins(t *testing.T) {
 	st := slowKeys{store.NewMemory(10)}
-	p := bareDynamic(st)
+	p := bareTallies(st)
 	const groups = 16
 	p.mu.Lock()
 	for g := range groups {

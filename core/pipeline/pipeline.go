@@ -377,51 +377,34 @@ func (p *Pipeline) classify(ctx context.Context, r *Rollout, stage string, err e
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// earlyStop follows a group submitted with an early stop.
-type earlyStop struct {
-	min, live, usable int
-	fired             bool
-}
-
 // track registers a live rollout; p.mu is held.
 func (p *Pipeline) track(r *Rollout) {
 	p.active[r.ID] = r
 	p.trackDynamic(r)
-	if r.Req.EarlyStopMin <= 0 {
-		return
-	}
-	e := p.early[r.Req.GroupID]
-	if e == nil {
-		e = &earlyStop{min: r.Req.EarlyStopMin}
-		p.early[r.Req.GroupID] = e
-	}
-	e.live++
+	p.trackEarly(r)
 }
 
-// untrack forgets a finished rollout; for an early-stop group it counts it
-// and reports whether the group just reached its usable count (the rest
-// are then cancelled); p.mu is held.
-func (p *Pipeline) untrack(r *Rollout, res *trajectory.Result) (b *dynBatch, stop bool, usable int) {
+// untracked is what a finished rollout changed in its group's tallies.
+type untracked struct {
+	batch *dynBatch  // its dynamic batch's, if any
+	early *earlyStop // its early-stop group's, when a usable result counted
+	// stop: the early-stop group just reached its usable count (the rest
+	// are then cancelled).
+	stop   bool
+	usable int
+}
+
+// untrack forgets a finished rollout and counts it in its tallies; p.mu
+// is held.
+func (p *Pipeline) untrack(r *Rollout, res *trajectory.Result) (u untracked) {
 	delete(p.active, r.ID)
 	b, reached := p.untrackDynamic(r, res)
 	if reached {
 		p.dynStops = append(p.dynStops, r.Req.Dynamic)
 	}
-	e := p.early[r.Req.GroupID]
-	if r.Req.EarlyStopMin <= 0 || e == nil {
-		return b, false, 0
-	}
-	e.live--
-	if Usable(res) {
-		e.usable++
-	}
-	if !e.fired && e.usable >= e.min {
-		e.fired, stop = true, true
-	}
-	if e.live <= 0 {
-		delete(p.early, r.Req.GroupID)
-	}
-	return b, stop, e.usable
+	u.batch = b
+	u.early, u.stop, u.usable = p.untrackEarly(r, res)
+	return u
 }
 
 // Usable reports whether a result can be trained on: it was scored and
@@ -470,9 +453,19 @@ func (p *Pipeline) admit(ids []string, attempts []int, reqs []Request, idem *sto
 	var key lengthhist.Key
 	var keyed json.RawMessage
 	keyedDomain := ""
+	var earlyKeys map[string]string // group -> its first rollout's id
 	for i, rq := range reqs {
 		if rq.Timeout <= 0 {
 			rq.Timeout = p.d.Cfg.Pipeline.RolloutTimeout.Duration
+		}
+		if rq.EarlyStopMin > 0 && rq.EarlyKey == "" {
+			if earlyKeys == nil {
+				earlyKeys = map[string]string{}
+			}
+			if _, ok := earlyKeys[rq.GroupID]; !ok {
+				earlyKeys[rq.GroupID] = ids[i]
+			}
+			rq.EarlyKey = earlyKeys[rq.GroupID]
 		}
 		if p.lengths != nil {
 			if i == 0 || rq.Domain != keyedDomain || !bytes.Equal(rq.Task, keyed) { // a group shares its task: hashed once
@@ -549,6 +542,7 @@ func (p *Pipeline) Recover(onRestart string) (rerun, interrupted, cancelled int,
 	// Before any rollout is tracked or reported: each counts in its tally.
 	p.mu.Lock()
 	reached := p.restoreDynamic(reqs)
+	stopped := p.restoreEarly(reqs)
 	p.mu.Unlock()
 	for i, pd := range un {
 		rq := reqs[i]
@@ -590,6 +584,9 @@ func (p *Pipeline) Recover(onRestart string) (rerun, interrupted, cancelled int,
 	}
 	for _, b := range reached {
 		p.stopDynamic(b.id, b.k)
+	}
+	for _, rq := range stopped {
+		p.stopEarly(rq.GroupID, rq.EarlyStopMin, rq.EarlyStopMin)
 	}
 	return rerun, interrupted, cancelled, nil
 }
@@ -793,20 +790,22 @@ func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Fail
 		p.d.Log.Error("store result", "rollout", r.ID, "error", err)
 	}
 	p.mu.Lock()
-	batch, stop, usable := p.untrack(r, res)
+	u := p.untrack(r, res)
 	dyn := p.dynStops
 	p.dynStops = nil
 	p.mu.Unlock()
 	close(r.done)
-	if batch != nil {
-		p.saveDynamic(batch)
+	if u.batch != nil {
+		p.saveDynamic(u.batch)
+	}
+	if u.early != nil {
+		p.saveEarly(u.early)
 	}
 	for _, id := range dyn {
 		p.stopDynamic(id, r.Req.DynamicK)
 	}
-	if stop {
-		why := fmt.Sprintf("early stop: %d usable results in group %s reached early_stop_min_usable=%d", usable, r.Req.GroupID, r.Req.EarlyStopMin)
-		p.cancelWhere(func(o *Rollout) bool { return o.Req.GroupID == r.Req.GroupID }, trajectory.ReasonEarlyStopped, why)
+	if u.stop {
+		p.stopEarly(r.Req.GroupID, u.usable, r.Req.EarlyStopMin)
 	}
 	if m := p.d.Metrics; m != nil {
 		reason := ""

@@ -1,0 +1,111 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/prorl/prorl/core/trajectory"
+)
+
+// EarlyKeyPrefix starts an early-stop group's tally in the store's key
+// table, where it expires with the idempotency keys; a trainer's keys may
+// not start with it.
+const EarlyKeyPrefix = "early-stop:"
+
+// earlyStop follows a group submitted with an early stop. Its usable count
+// is kept in the store as it grows, under the group's own key (its first
+// rollout's id, Request.EarlyKey: group ids are the trainer's and may
+// repeat), so a host restarted after a crash resumes it rather than ask
+// the group for min more usable results.
+type earlyStop struct {
+	min, live, usable int
+	fired             bool
+	key               string
+	saver             tallySaver
+}
+
+type earlyRecord struct {
+	Usable int `json:"usable"`
+}
+
+// trackEarly counts a live rollout of an early-stop group; p.mu is held.
+func (p *Pipeline) trackEarly(r *Rollout) {
+	if r.Req.EarlyStopMin <= 0 {
+		return
+	}
+	e := p.early[r.Req.GroupID]
+	if e == nil {
+		e = &earlyStop{min: r.Req.EarlyStopMin, key: r.Req.EarlyKey}
+		p.early[r.Req.GroupID] = e
+	}
+	e.live++
+}
+
+// untrackEarly counts a finished rollout of an early-stop group: it
+// returns the group when a usable result changed its tally, and whether
+// the group just reached its usable count (the rest are then cancelled).
+// p.mu is held.
+func (p *Pipeline) untrackEarly(r *Rollout, res *trajectory.Result) (changed *earlyStop, stop bool, usable int) {
+	e := p.early[r.Req.GroupID]
+	if r.Req.EarlyStopMin <= 0 || e == nil {
+		return nil, false, 0
+	}
+	e.live--
+	if e.live <= 0 {
+		delete(p.early, r.Req.GroupID)
+	}
+	if !Usable(res) {
+		return nil, false, e.usable
+	}
+	e.usable++
+	if !e.fired && e.usable >= e.min {
+		e.fired, stop = true, true
+	}
+	return e, stop, e.usable
+}
+
+func earlyKey(key string) string { return EarlyKeyPrefix + key }
+
+// saveEarly writes e's tally (none for a group submitted before groups had
+// a key).
+func (p *Pipeline) saveEarly(e *earlyStop) {
+	if e.key == "" {
+		return
+	}
+	p.saveTally(&e.saver, earlyKey(e.key), func() any { return earlyRecord{Usable: e.usable} })
+}
+
+// restoreEarly resumes, before the rollouts are tracked again, the usable
+// counts of the early-stop groups among a crashed host's unfinished
+// rollouts; it returns the groups that already have theirs. p.mu is held.
+func (p *Pipeline) restoreEarly(reqs []Request) (reached []*Request) {
+	for i := range reqs {
+		rq := &reqs[i]
+		if rq.EarlyStopMin <= 0 || rq.EarlyKey == "" || p.early[rq.GroupID] != nil {
+			continue
+		}
+		e := &earlyStop{min: rq.EarlyStopMin, key: rq.EarlyKey}
+		p.early[rq.GroupID] = e
+		sub, ok := p.d.Store.Idempotent(earlyKey(e.key))
+		if !ok || len(sub.Note) == 0 {
+			continue
+		}
+		var rec earlyRecord
+		if err := json.Unmarshal(sub.Note, &rec); err != nil {
+			p.d.Log.Warn("recover: unreadable early-stop tally; counting from zero", "group", rq.GroupID, "error", err)
+			continue
+		}
+		e.usable = rec.Usable
+		if e.usable >= e.min {
+			e.fired = true
+			reached = append(reached, rq)
+		}
+	}
+	return reached
+}
+
+// stopEarly cancels an early-stop group's unfinished rollouts.
+func (p *Pipeline) stopEarly(group string, usable, min int) {
+	why := fmt.Sprintf("early stop: %d usable results in group %s reached early_stop_min_usable=%d", usable, group, min)
+	p.cancelWhere(func(o *Rollout) bool { return o.Req.GroupID == group }, trajectory.ReasonEarlyStopped, why)
+}
