@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prorl/prorl/core/trajectory"
 )
@@ -135,7 +134,8 @@ func TestDynamicSamplingCrash(t *testing.T) {
 	} else {
 		r.json(t, &sub)
 	}
-	seen := map[string]*trajectory.Result{}
+	pages := e.resultPages()
+	seen := pages.seen
 	informative := func() (done int) {
 		for _, g := range sub.Groups {
 			rewards := map[float64]bool{}
@@ -153,50 +153,7 @@ func TestDynamicSamplingCrash(t *testing.T) {
 		}
 		return done
 	}
-	var since uint64
-	collect := func(wait string) {
-		var page struct {
-			Results   []*trajectory.Result `json:"results"`
-			NextSince uint64               `json:"next_since"`
-		}
-		e.do("GET", fmt.Sprintf("/v1/results?since=%d&wait=%s&limit=10000", since, wait), nil).json(t, &page)
-		for _, r := range page.Results {
-			if seen[r.ID] != nil {
-				t.Fatalf("rollout %s reported twice", r.ID)
-			}
-			seen[r.ID] = r
-		}
-		since = page.NextSince
-	}
-	deadline := time.Now().Add(3 * time.Minute)
-	for informative() < k-1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d informative groups before the kill after 3 minutes", informative())
-		}
-		collect("1s")
-	}
-	if informative() != k-1 {
-		t.Fatalf("%d informative groups at once: the kill would land after the batch's end", informative())
-	}
-	before := len(seen)
-	acked := make([]string, 0, before)
-	for id := range seen {
-		acked = append(acked, id)
-	}
-	if r := e.do("POST", "/v1/results/ack", map[string]any{"ids": acked}); r.code != 200 {
-		t.Fatalf("ack: %d %s", r.code, r.body)
-	}
-	time.Sleep(200 * time.Millisecond) // the tally is stored just after each result
-	e.killHost()
-	e.startHost()
-	since = 0
-	deadline = time.Now().Add(3 * time.Minute)
-	for len(seen) < groups*n {
-		if time.Now().After(deadline) {
-			t.Fatalf("after the restart %d of %d rollouts reported", len(seen), groups*n)
-		}
-		collect("5s")
-	}
+	before := pages.crashAt(t, "informative groups", informative, k-1, groups*n)
 	cancelled := 0
 	for _, r := range seen {
 		switch {

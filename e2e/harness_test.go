@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prorl/prorl/core/trajectory"
 )
 
 var binDir string
@@ -418,4 +420,77 @@ func (e *env) submitMath(t *testing.T, n int) map[string]bool {
 		t.Fatalf("submitted %d of %d", len(ids), n)
 	}
 	return ids
+}
+
+// resultPages follows GET /v1/results from a cursor, failing the test on
+// a rollout reported twice.
+type resultPages struct {
+	e     *env
+	since uint64
+	seen  map[string]*trajectory.Result
+}
+
+func (e *env) resultPages() *resultPages {
+	return &resultPages{e: e, seen: map[string]*trajectory.Result{}}
+}
+
+// next reads one page, waiting up to wait for a result, into seen.
+func (p *resultPages) next(t *testing.T, wait string) {
+	t.Helper()
+	var page struct {
+		Results   []*trajectory.Result `json:"results"`
+		NextSince uint64               `json:"next_since"`
+	}
+	p.e.do("GET", fmt.Sprintf("/v1/results?since=%d&wait=%s&limit=10000", p.since, wait), nil).json(t, &page)
+	for _, r := range page.Results {
+		if p.seen[r.ID] != nil {
+			t.Fatalf("rollout %s reported twice", r.ID)
+		}
+		p.seen[r.ID] = r
+	}
+	p.since = page.NextSince
+}
+
+// crashAt reads results until count() reaches at (a tally short of its
+// stop), acknowledges them, kills the host (SIGKILL) and starts it again,
+// then reads until all total rollouts are reported. It returns how many
+// were before the kill.
+func (p *resultPages) crashAt(t *testing.T, what string, count func() int, at, total int) (before int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for count() < at {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d %s before the kill after 3 minutes", count(), what)
+		}
+		p.next(t, "1s")
+	}
+	if count() != at {
+		t.Fatalf("%d %s at once, want %d: the kill would land after the stop", count(), what, at)
+	}
+	before = len(p.seen)
+	p.ackSeen(t)
+	time.Sleep(200 * time.Millisecond) // a tally is stored just after each result
+	p.e.killHost()
+	p.e.startHost()
+	p.since = 0 // a new run: the acknowledged results are gone, the rest served again
+	deadline = time.Now().Add(3 * time.Minute)
+	for len(p.seen) < total {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the restart %d of %d rollouts reported", len(p.seen), total)
+		}
+		p.next(t, "5s")
+	}
+	return before
+}
+
+// ackSeen acknowledges every result seen so far.
+func (p *resultPages) ackSeen(t *testing.T) {
+	t.Helper()
+	ids := make([]string, 0, len(p.seen))
+	for id := range p.seen {
+		ids = append(ids, id)
+	}
+	if r := p.e.do("POST", "/v1/results/ack", map[string]any{"ids": ids}); r.code != 200 {
+		t.Fatalf("ack: %d %s", r.code, r.body)
+	}
 }

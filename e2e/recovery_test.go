@@ -189,22 +189,8 @@ func TestEarlyStopCrash(t *testing.T) {
 	} else {
 		r.json(t, &sub)
 	}
-	seen := map[string]*trajectory.Result{}
-	var since uint64
-	collect := func(wait string) {
-		var page struct {
-			Results   []*trajectory.Result `json:"results"`
-			NextSince uint64               `json:"next_since"`
-		}
-		e.do("GET", fmt.Sprintf("/v1/results?since=%d&wait=%s&limit=10000", since, wait), nil).json(t, &page)
-		for _, r := range page.Results {
-			if seen[r.ID] != nil {
-				t.Fatalf("rollout %s reported twice", r.ID)
-			}
-			seen[r.ID] = r
-		}
-		since = page.NextSince
-	}
+	pages := e.resultPages()
+	seen := pages.seen
 	usable := func() (u int) {
 		for _, r := range seen {
 			if r.Status == trajectory.StatusCompleted {
@@ -213,34 +199,7 @@ func TestEarlyStopCrash(t *testing.T) {
 		}
 		return u
 	}
-	deadline := time.Now().Add(3 * time.Minute)
-	for usable() < min-1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d usable results before the kill after 3 minutes", usable())
-		}
-		collect("1s")
-	}
-	if usable() != min-1 {
-		t.Fatalf("%d usable results at once: the kill would land after the group's stop", usable())
-	}
-	var acked []string
-	for id := range seen {
-		acked = append(acked, id)
-	}
-	if r := e.do("POST", "/v1/results/ack", map[string]any{"ids": acked}); r.code != 200 {
-		t.Fatalf("ack: %d %s", r.code, r.body)
-	}
-	time.Sleep(200 * time.Millisecond) // the count is stored just after each result
-	e.killHost()
-	e.startHost()
-	since = 0
-	deadline = time.Now().Add(3 * time.Minute)
-	for len(seen) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("after the restart %d of %d rollouts reported", len(seen), n)
-		}
-		collect("5s")
-	}
+	pages.crashAt(t, "usable results", usable, min-1, n)
 	stopped := 0
 	for _, r := range seen {
 		if r.Status == trajectory.StatusCancelled && r.Failure.Reason == trajectory.ReasonEarlyStopped {

@@ -94,10 +94,7 @@ func TestSubmitKeyed(t *testing.T) {
 		open func(t *testing.T, path string) Store
 	}{
 		{"bolt", func(t *testing.T, path string) Store {
-			b, err := OpenBolt(path, 100)
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := openBolt(t, path, 100)
 			return b
 		}},
 		{"memory", func(*testing.T, string) Store { return NewMemory(100) }},
@@ -143,10 +140,7 @@ func TestSubmitKeyed(t *testing.T) {
 // reopen (a crash, to the file), and the file passes its integrity check.
 func TestBoltDurable(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.db")
-	b, err := OpenBolt(path, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openBolt(t, path, 100)
 	ps := []Pending{{ID: "a", Attempt: 1, Request: []byte(`{"k":1}`)}, {ID: "b", Attempt: 1, Request: []byte(`{"k":2}`)}}
 	if err := b.Submit(ps, nil); err != nil {
 		t.Fatal(err)
@@ -163,10 +157,7 @@ func TestBoltDurable(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b, err = OpenBolt(path, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b = openBolt(t, path, 100)
 	defer b.Close()
 	if err := b.Check(); err != nil {
 		t.Fatal(err)
@@ -200,10 +191,7 @@ func TestBoltDurable(t *testing.T) {
 // each is durable when Finish returns, and Close commits what is in flight.
 func TestBoltResultsShareCommits(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.db")
-	b, err := OpenBolt(path, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openBolt(t, path, 1000)
 	const n = 200
 	var wg sync.WaitGroup
 	for i := range n {
@@ -224,10 +212,7 @@ func TestBoltResultsShareCommits(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b, err = OpenBolt(path, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b = openBolt(t, path, 1000)
 	defer b.Close()
 	if st := b.Stats(); st.Finished != n {
 		t.Fatalf("%d results durable, want %d", st.Finished, n)
@@ -284,10 +269,7 @@ func TestBoltPublishesInOrder(t *testing.T) {
 // restart), and no healer outlives Close, even for a Finish after it.
 func TestBoltCloseWritesHeldResults(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.db")
-	b, err := OpenBolt(path, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openBolt(t, path, 1000)
 	b.faultMu.Lock()
 	b.fault = errors.New("injected: the file refuses writes")
 	b.faultMu.Unlock()
@@ -308,10 +290,7 @@ func TestBoltCloseWritesHeldResults(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a healer still runs after Close")
 	}
-	b, err = OpenBolt(path, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b = openBolt(t, path, 1000)
 	defer b.Close()
 	if st := b.Stats(); st.Finished != 1 {
 		t.Fatalf("%d results durable, want the held one", st.Finished)
@@ -326,10 +305,7 @@ func TestBoltDamagedValue(t *testing.T) {
 	for _, bucket := range []string{"results", "pending"} {
 		t.Run(bucket, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "s.db")
-			b, err := OpenBolt(path, 100)
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := openBolt(t, path, 100)
 			if err := b.Submit([]Pending{{ID: "a", Attempt: 1, Request: []byte(`{}`)}, {ID: "b", Attempt: 1, Request: []byte(`{}`)}}, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -391,10 +367,7 @@ func TestFreshStoreSeqPastEarlier(t *testing.T) {
 		{"bolt, file deleted", func(t *testing.T) Store {
 			path := filepath.Join(dir, "s.db")
 			_ = os.Remove(path)
-			b, err := OpenBolt(path, 100)
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := openBolt(t, path, 100)
 			return b
 		}},
 	} {
@@ -499,10 +472,7 @@ func TestExpireKeys(t *testing.T) {
 // the keys, and do not disturb the result numbering kept beside them.
 func TestState(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.db")
-	b, err := OpenBolt(path, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openBolt(t, path, 10)
 	for _, st := range []Store{NewMemory(10), b} {
 		if _, ok := st.State("policy"); ok {
 			t.Fatal("a value before any was set")
@@ -526,10 +496,7 @@ func TestState(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b, err = OpenBolt(path, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b = openBolt(t, path, 10)
 	defer b.Close()
 	if v, ok := b.State("policy"); !ok || string(v) != `{"version":7,"paused":true}` {
 		t.Fatalf("after a reopen: %q %v", v, ok)
@@ -544,10 +511,7 @@ func TestState(t *testing.T) {
 // cancellation does not replace the first.
 func TestCancelPending(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.db")
-	b, err := OpenBolt(path, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openBolt(t, path, 10)
 	ps := []Pending{{ID: "a", Attempt: 1, Request: []byte(`{}`)}, {ID: "b", Attempt: 1, Request: []byte(`{}`)}, {ID: "c", Attempt: 1, Request: []byte(`{}`)}}
 	if err := b.Submit(ps, nil); err != nil {
 		t.Fatal(err)
@@ -565,10 +529,7 @@ func TestCancelPending(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b, err = OpenBolt(path, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b = openBolt(t, path, 10)
 	defer b.Close()
 	un, err := b.Unfinished()
 	if err != nil {
@@ -581,4 +542,14 @@ func TestCancelPending(t *testing.T) {
 	if len(got) != 2 || got["a"] == nil || *got["a"] != first || got["b"] != nil {
 		t.Fatalf("pending after a reopen: %v", got)
 	}
+}
+
+// openBolt opens the store at path or fails the test.
+func openBolt(t *testing.T, path string, retention int) *Bolt {
+	t.Helper()
+	b, err := OpenBolt(path, retention)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
