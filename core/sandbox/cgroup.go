@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -289,16 +290,28 @@ func (c *cgroups) close() {
 	}
 }
 
-// reapCgroups removes the groups of a dead host instance.
-func (c *cgroups) reap(instance string) {
-	if c == nil {
-		return
+// cgroupParents are the directories a host on this machine makes its
+// instance groups in (newCgroups): the v1 memory and pids groups this
+// process is in, or its v2 group.
+func cgroupParents() []string {
+	v2, v1, err := ownCgroups()
+	if err != nil {
+		return nil
 	}
-	for _, parent := range []string{c.v2, c.mem, c.pids} {
-		if parent == "" {
-			continue
-		}
-		dead := filepath.Join(filepath.Dir(parent), "prorl-"+instance)
+	if m, p := v1["memory"], v1["pids"]; m != "" && p != "" {
+		return []string{filepath.Join("/sys/fs/cgroup/memory", m), filepath.Join("/sys/fs/cgroup/pids", p)}
+	}
+	if v2 != "" {
+		return []string{filepath.Join("/sys/fs/cgroup", v2)}
+	}
+	return nil
+}
+
+// reapCgroups removes the groups of a dead host instance, killing what is
+// left in them.
+func reapCgroups(instance string) {
+	for _, parent := range cgroupParents() {
+		dead := filepath.Join(parent, "prorl-"+instance)
 		ents, err := os.ReadDir(dead)
 		if err != nil {
 			continue
@@ -311,3 +324,116 @@ func (c *cgroups) reap(instance string) {
 		_ = os.Remove(dead)
 	}
 }
+
+// reapOrphanCgroups removes the groups of dead host instances that no
+// work directory tells about (their host used another work root, since
+// deleted): an instance "h<pid>-…" whose pid no process has, and with no
+// process left in its groups. known says whether a work directory speaks
+// for an instance (Reap's lock decides those). It returns how many went.
+func reapOrphanCgroups(known func(instance string) bool) int {
+	n := 0
+	for _, parent := range cgroupParents() {
+		ents, err := os.ReadDir(parent)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			instance, ok := strings.CutPrefix(e.Name(), "prorl-")
+			if !e.IsDir() || !ok || known(instance) {
+				continue
+			}
+			info, err := e.Info()
+			if err != nil || !deadInstance(instance, info.ModTime()) {
+				continue
+			}
+			if removeEmptyTree(filepath.Join(parent, e.Name())) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// deadInstance: no process has the pid in the instance's name
+// ("h<pid>-…"), or the one that has it is younger than the instance's
+// groups, made at made (the pid was reused).
+func deadInstance(instance string, made time.Time) bool {
+	rest, ok := strings.CutPrefix(instance, "h")
+	if !ok {
+		return false
+	}
+	pid, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return false
+	}
+	if n, err := strconv.Atoi(pid); err != nil || n <= 0 {
+		return false
+	}
+	age, err := processAge(pid)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	// Slack for the clock ticks both ages are counted in.
+	return err == nil && age < time.Since(made)-200*time.Millisecond
+}
+
+// processAge is how long ago a process started: /proc/uptime less its
+// start time in /proc/<pid>/stat (clock ticks since boot, USER_HZ = 100 on
+// Linux), both counted from boot, so no wall clock enters.
+func processAge(pid string) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(b, ')') // the command may hold spaces and parentheses
+	if i < 0 {
+		return 0, errors.New("unreadable /proc/pid/stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, errors.New("short /proc/pid/stat")
+	}
+	ticks, err := strconv.ParseInt(f[19], 10, 64) // field 22 of stat
+	if err != nil {
+		return 0, err
+	}
+	u, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return 0, err
+	}
+	up, _, _ := strings.Cut(string(u), " ")
+	secs, err := strconv.ParseFloat(up, 64)
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(secs*float64(time.Second)) - time.Duration(ticks)*10*time.Millisecond, nil
+}
+
+// removeEmptyTree removes a group and its children, deepest first, if no
+// process is in any of them; it kills nothing.
+func removeEmptyTree(dir string) bool {
+	var dirs []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if len(procsIn(p)) > 0 {
+				return errBusy
+			}
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return false
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if os.Remove(dirs[i]) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+var errBusy = errors.New("a process is in the group")

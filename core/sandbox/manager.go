@@ -221,8 +221,28 @@ func randHex(n int) string {
 
 func labelPrefix(instance string) string { return "prorl:" + instance + "/" }
 
-// Reap kills the sandboxes of hosts that died and removes their work dirs.
+// Reap kills the sandboxes of hosts that died and removes their work dirs
+// and cgroups, and the cgroups of dead hosts whose work dirs are gone.
 func (m *Manager) Reap() {
+	m.reapDirs()
+	if m.cfg.Cgroups == "off" {
+		return
+	}
+	known := func(instance string) bool {
+		if instance == m.instance {
+			return true
+		}
+		_, err := os.Stat(filepath.Join(m.cfg.WorkRoot, instance))
+		return err == nil
+	}
+	if n := reapOrphanCgroups(known); n > 0 {
+		m.log.Info("removed the cgroups of dead hosts whose work directories are gone", "instances", n)
+	}
+}
+
+// reapDirs reaps the dead hosts of the work root, which their directories'
+// locks tell.
+func (m *Manager) reapDirs() {
 	ents, err := os.ReadDir(m.cfg.WorkRoot)
 	if err != nil {
 		return
@@ -240,7 +260,9 @@ func (m *Manager) Reap() {
 			continue
 		}
 		n := killLabelled(labelPrefix(e.Name())) + killLabelled(instancePrefix(e.Name()))
-		m.cgroups.reap(e.Name())
+		if m.cfg.Cgroups != "off" {
+			reapCgroups(e.Name())
+		}
 		err = RemoveAll(dir)
 		f.Close()
 		if err != nil {
