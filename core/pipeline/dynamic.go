@@ -51,7 +51,6 @@ type groupTally struct {
 // dynRecord is a batch's tally as stored: the groups finished informative,
 // and those under way (groups finished flat or not started are not kept).
 type dynRecord struct {
-	K           int                    `json:"k"`
 	Informative int                    `json:"informative"`
 	Groups      map[string]*groupTally `json:"groups,omitempty"`
 }
@@ -153,7 +152,7 @@ func (p *Pipeline) saveTally(s *tallySaver, key string, note func() any) {
 // saveDynamic writes b's tally.
 func (p *Pipeline) saveDynamic(b *dynBatch) {
 	p.saveTally(&b.saver, dynKey(b.id), func() any {
-		rec := dynRecord{K: b.k, Informative: b.informative, Groups: make(map[string]*groupTally, len(b.groups))}
+		rec := dynRecord{Informative: b.informative, Groups: make(map[string]*groupTally, len(b.groups))}
 		for id, g := range b.groups {
 			if g.Done > 0 {
 				c := *g
@@ -172,45 +171,44 @@ func (p *Pipeline) saveDynamic(b *dynBatch) {
 // generate a little past its k, never stop short of it). It returns the
 // batches that already have their k. p.mu is held.
 func (p *Pipeline) restoreDynamic(reqs []Request) (reached []*dynBatch) {
-	left := map[string]map[string]int{} // batch -> group -> unfinished
+	var restored []*dynBatch
+	left := map[*groupTally]int{} // unfinished rollouts of each group
+	records := map[*dynBatch]dynRecord{}
 	for i := range reqs {
 		rq := &reqs[i]
 		if rq.Dynamic == "" {
 			continue
 		}
-		if left[rq.Dynamic] == nil {
-			left[rq.Dynamic] = map[string]int{}
-		}
-		left[rq.Dynamic][rq.GroupID]++
-	}
-	for i := range reqs {
-		rq := &reqs[i]
-		if rq.Dynamic == "" || p.dynamic[rq.Dynamic] != nil {
-			continue
-		}
-		b := newDynBatch(rq.Dynamic, rq.DynamicK)
-		p.dynamic[rq.Dynamic] = b
-		var rec dynRecord
-		if sub, ok := p.d.Store.Idempotent(dynKey(b.id)); ok && len(sub.Note) > 0 {
-			if err := json.Unmarshal(sub.Note, &rec); err != nil {
-				p.d.Log.Warn("recover: unreadable dynamic-sampling tally; counting from zero", "batch", b.id, "error", err)
-				rec = dynRecord{}
+		b := p.dynamic[rq.Dynamic]
+		if b == nil {
+			b = newDynBatch(rq.Dynamic, rq.DynamicK)
+			p.dynamic[rq.Dynamic] = b
+			restored = append(restored, b)
+			var rec dynRecord
+			if sub, ok := p.d.Store.Idempotent(dynKey(b.id)); ok && len(sub.Note) > 0 {
+				if err := json.Unmarshal(sub.Note, &rec); err != nil {
+					p.d.Log.Warn("recover: unreadable dynamic-sampling tally; counting from zero", "batch", b.id, "error", err)
+					rec = dynRecord{}
+				}
 			}
+			b.informative = rec.Informative
+			records[b] = rec
 		}
-		b.informative = rec.Informative
-		for j := range reqs {
-			o := &reqs[j]
-			if o.Dynamic != b.id || b.groups[o.GroupID] != nil {
-				continue
-			}
-			g := &groupTally{Size: max(o.GroupSize, 1)}
-			if s := rec.Groups[o.GroupID]; s != nil {
+		g := b.groups[rq.GroupID]
+		if g == nil {
+			g = &groupTally{Size: max(rq.GroupSize, 1)}
+			if s := records[b].Groups[rq.GroupID]; s != nil {
 				g.Usable, g.Lo, g.Hi = s.Usable, s.Lo, s.Hi
 			}
-			g.Done = max(g.Size-left[b.id][o.GroupID], 0)
-			g.Usable = min(g.Usable, g.Done)
-			b.groups[o.GroupID] = g
+			b.groups[rq.GroupID] = g
 		}
+		left[g]++
+	}
+	for g, n := range left {
+		g.Done = max(g.Size-n, 0)
+		g.Usable = min(g.Usable, g.Done)
+	}
+	for _, b := range restored {
 		if b.reached() {
 			reached = append(reached, b)
 		}

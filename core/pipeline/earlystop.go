@@ -20,7 +20,7 @@ const EarlyKeyPrefix = "early-stop:"
 type earlyStop struct {
 	min, live, usable int
 	fired             bool
-	key               string
+	group, key        string
 	saver             tallySaver
 }
 
@@ -35,7 +35,7 @@ func (p *Pipeline) trackEarly(r *Rollout) {
 	}
 	e := p.early[r.Req.GroupID]
 	if e == nil {
-		e = &earlyStop{min: r.Req.EarlyStopMin, key: r.Req.EarlyKey}
+		e = &earlyStop{min: r.Req.EarlyStopMin, group: r.Req.GroupID, key: r.Req.EarlyKey}
 		p.early[r.Req.GroupID] = e
 	}
 	e.live++
@@ -78,13 +78,13 @@ func (p *Pipeline) saveEarly(e *earlyStop) {
 // restoreEarly resumes, before the rollouts are tracked again, the usable
 // counts of the early-stop groups among a crashed host's unfinished
 // rollouts; it returns the groups that already have theirs. p.mu is held.
-func (p *Pipeline) restoreEarly(reqs []Request) (reached []*Request) {
+func (p *Pipeline) restoreEarly(reqs []Request) (reached []*earlyStop) {
 	for i := range reqs {
 		rq := &reqs[i]
 		if rq.EarlyStopMin <= 0 || rq.EarlyKey == "" || p.early[rq.GroupID] != nil {
 			continue
 		}
-		e := &earlyStop{min: rq.EarlyStopMin, key: rq.EarlyKey}
+		e := &earlyStop{min: rq.EarlyStopMin, group: rq.GroupID, key: rq.EarlyKey}
 		p.early[rq.GroupID] = e
 		sub, ok := p.d.Store.Idempotent(earlyKey(e.key))
 		if !ok || len(sub.Note) == 0 {
@@ -98,7 +98,7 @@ func (p *Pipeline) restoreEarly(reqs []Request) (reached []*Request) {
 		e.usable = rec.Usable
 		if e.usable >= e.min {
 			e.fired = true
-			reached = append(reached, rq)
+			reached = append(reached, e)
 		}
 	}
 	return reached

@@ -547,24 +547,25 @@ func (p *Pipeline) Recover(onRestart string) (rerun, interrupted, cancelled int,
 	for i, pd := range un {
 		rq := reqs[i]
 		r := p.newRollout(pd.ID, rq, pd.Attempt, pd.SubmittedAt)
-		if c := pd.Cancelled; c != nil {
+		var st trajectory.Status
+		var f *trajectory.Failure
+		switch {
+		case pd.Cancelled != nil:
 			// Cancelled before the host stopped: reported so, not run again.
-			p.mu.Lock()
-			p.track(r)
-			p.mu.Unlock()
-			p.finalize(r, trajectory.StatusCancelled, &trajectory.Failure{Reason: c.Reason, Message: c.Message})
+			st, f = trajectory.StatusCancelled, &trajectory.Failure{Reason: pd.Cancelled.Reason, Message: pd.Cancelled.Message}
 			cancelled++
-			continue
-		}
 		// A gateway session's own agent ran outside the host and is gone
 		// with its connection: it cannot be re-run from here (a harness can).
-		if onRestart != "rerun" || unreadable[i] || (rq.Agent == AgentGateway && rq.Harness == "") {
+		case onRestart != "rerun" || unreadable[i] || (rq.Agent == AgentGateway && rq.Harness == ""):
+			st, f = trajectory.StatusFailed, &trajectory.Failure{Reason: trajectory.ReasonInterrupted,
+				Message: "the host stopped before this rollout finished"}
+			interrupted++
+		}
+		if f != nil {
 			p.mu.Lock()
 			p.track(r)
 			p.mu.Unlock()
-			p.finalize(r, trajectory.StatusFailed, &trajectory.Failure{Reason: trajectory.ReasonInterrupted,
-				Message: "the host stopped before this rollout finished"})
-			interrupted++
+			p.finalize(r, st, f)
 			continue
 		}
 		r.Attempt = pd.Attempt + 1
@@ -585,8 +586,8 @@ func (p *Pipeline) Recover(onRestart string) (rerun, interrupted, cancelled int,
 	for _, b := range reached {
 		p.stopDynamic(b.id, b.k)
 	}
-	for _, rq := range stopped {
-		p.stopEarly(rq.GroupID, rq.EarlyStopMin, rq.EarlyStopMin)
+	for _, e := range stopped {
+		p.stopEarly(e.group, e.usable, e.min)
 	}
 	return rerun, interrupted, cancelled, nil
 }
