@@ -303,22 +303,34 @@ func (b *Bolt) Unfinished() ([]Pending, error) {
 // Retry implements Store.
 func (b *Bolt) Retry(id string, attempt int) error {
 	return b.db.Batch(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(bPending)
-		v := bk.Get([]byte(id))
-		if v == nil {
-			return fmt.Errorf("no pending rollout %q", id)
+		found, err := updatePending(tx, id, func(p *Pending) bool { p.Attempt = attempt; return true })
+		if err == nil && !found {
+			err = fmt.Errorf("no pending rollout %q", id)
 		}
-		var p Pending
-		if err := decode(v, &p); err != nil {
-			return err
-		}
-		p.Attempt = attempt
-		nv, err := json.Marshal(p)
-		if err != nil {
-			return err
-		}
-		return bk.Put([]byte(id), nv)
+		return err
 	})
+}
+
+// updatePending rewrites a pending record as change leaves it (when it
+// returns true); found is false when there is none.
+func updatePending(tx *bolt.Tx, id string, change func(*Pending) bool) (found bool, err error) {
+	bk := tx.Bucket(bPending)
+	v := bk.Get([]byte(id))
+	if v == nil {
+		return false, nil
+	}
+	var p Pending
+	if err := decode(v, &p); err != nil {
+		return true, fmt.Errorf("pending rollout %s: %w", id, err)
+	}
+	if !change(&p) {
+		return true, nil
+	}
+	nv, err := json.Marshal(p)
+	if err != nil {
+		return true, err
+	}
+	return true, bk.Put([]byte(id), nv)
 }
 
 // Cancel implements Store.
@@ -327,25 +339,17 @@ func (b *Bolt) Cancel(ids []string, why trajectory.Failure) error {
 		return err
 	}
 	return b.db.Batch(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(bPending)
 		for _, id := range ids {
-			v := bk.Get([]byte(id))
-			if v == nil {
-				continue // finished meanwhile
-			}
-			var p Pending
-			if err := decode(v, &p); err != nil {
-				return fmt.Errorf("pending rollout %s: %w", id, err)
-			}
-			if p.Cancelled != nil {
-				continue // the first cancellation is the one reported
-			}
-			p.Cancelled = &why
-			nv, err := json.Marshal(p)
+			// A rollout finished meanwhile has no record; the first
+			// cancellation is the one reported.
+			_, err := updatePending(tx, id, func(p *Pending) bool {
+				if p.Cancelled != nil {
+					return false
+				}
+				p.Cancelled = &why
+				return true
+			})
 			if err != nil {
-				return err
-			}
-			if err := bk.Put([]byte(id), nv); err != nil {
 				return err
 			}
 		}
