@@ -68,14 +68,13 @@ func ownCgroups() (v2 string, v1 map[string]string, err error) {
 
 // newCgroups makes this host instance's parent groups, or says why not.
 func newCgroups(instance string) (*cgroups, error) {
-	v2, v1, err := ownCgroups()
+	h, err := cgroupHomes()
 	if err != nil {
 		return nil, err
 	}
 	name := "prorl-" + instance
-	if m, p := v1["memory"], v1["pids"]; m != "" && p != "" {
-		c := &cgroups{mem: filepath.Join("/sys/fs/cgroup/memory", m, name), pids: filepath.Join("/sys/fs/cgroup/pids", p, name),
-			ownMem: filepath.Join("/sys/fs/cgroup/memory", m), ownPids: filepath.Join("/sys/fs/cgroup/pids", p)}
+	if h.mem != "" {
+		c := &cgroups{mem: filepath.Join(h.mem, name), pids: filepath.Join(h.pids, name), ownMem: h.mem, ownPids: h.pids}
 		if err := os.Mkdir(c.mem, 0o755); err != nil {
 			return nil, fmt.Errorf("cgroup v1 memory: %w", err)
 		}
@@ -87,8 +86,8 @@ func newCgroups(instance string) (*cgroups, error) {
 		c.forker = newForker(c)
 		return c, nil
 	}
-	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil && v2 != "" {
-		dir := filepath.Join("/sys/fs/cgroup", v2, name)
+	if h.v2 != "" {
+		dir := filepath.Join(h.v2, name)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("cgroup v2: %w", err)
 		}
@@ -290,21 +289,39 @@ func (c *cgroups) close() {
 	}
 }
 
-// cgroupParents are the directories a host on this machine makes its
-// instance groups in (newCgroups): the v1 memory and pids groups this
-// process is in, or its v2 group.
-func cgroupParents() []string {
+// homes are where a host makes its instance groups: the v1 memory and
+// pids groups it is in (both set), or else its v2 group ("": none).
+type homes struct{ mem, pids, v2 string }
+
+// cgroupHomes finds this process's homes from /proc/self/cgroup.
+func cgroupHomes() (homes, error) {
 	v2, v1, err := ownCgroups()
+	if err != nil {
+		return homes{}, err
+	}
+	if m, p := v1["memory"], v1["pids"]; m != "" && p != "" {
+		return homes{mem: filepath.Join("/sys/fs/cgroup/memory", m), pids: filepath.Join("/sys/fs/cgroup/pids", p)}, nil
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil && v2 != "" {
+		return homes{v2: filepath.Join("/sys/fs/cgroup", v2)}, nil
+	}
+	return homes{}, nil
+}
+
+// cgroupParents are the directories hosts on this machine make their
+// instance groups in (newCgroups).
+func cgroupParents() []string {
+	h, err := cgroupHomes()
 	if err != nil {
 		return nil
 	}
-	if m, p := v1["memory"], v1["pids"]; m != "" && p != "" {
-		return []string{filepath.Join("/sys/fs/cgroup/memory", m), filepath.Join("/sys/fs/cgroup/pids", p)}
+	var out []string
+	for _, d := range []string{h.mem, h.pids, h.v2} {
+		if d != "" {
+			out = append(out, d)
+		}
 	}
-	if v2 != "" {
-		return []string{filepath.Join("/sys/fs/cgroup", v2)}
-	}
-	return nil
+	return out
 }
 
 // reapCgroups removes the groups of a dead host instance, killing what is
@@ -381,15 +398,10 @@ func deadInstance(instance string, made time.Time) bool {
 // start time in /proc/<pid>/stat (clock ticks since boot, USER_HZ = 100 on
 // Linux), both counted from boot, so no wall clock enters.
 func processAge(pid string) (time.Duration, error) {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	f, err := procStatFields(pid)
 	if err != nil {
 		return 0, err
 	}
-	i := bytes.LastIndexByte(b, ')') // the command may hold spaces and parentheses
-	if i < 0 {
-		return 0, errors.New("unreadable /proc/pid/stat")
-	}
-	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 20 {
 		return 0, errors.New("short /proc/pid/stat")
 	}
@@ -407,6 +419,24 @@ func processAge(pid string) (time.Duration, error) {
 		return 0, err
 	}
 	return time.Duration(secs*float64(time.Second)) - time.Duration(ticks)*10*time.Millisecond, nil
+}
+
+// procStatFields are the fields of /proc/<pid>/stat from the third (the
+// state) on: after the command, which may hold spaces and parentheses.
+func procStatFields(pid string) ([]string, error) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return nil, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, errors.New("unreadable /proc/pid/stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) == 0 {
+		return nil, errors.New("short /proc/pid/stat")
+	}
+	return f, nil
 }
 
 // removeEmptyTree removes a group and its children, deepest first, if no

@@ -343,16 +343,10 @@ func isZombie(pid string) bool {
 // what tells a process from a later one given the same pid) and whether it
 // is gone or a zombie.
 func procStat(pid string) (start string, gone bool) {
-	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	f, err := procStatFields(pid) // from field 3, the state; field 22 is the start time
 	if err != nil {
 		return "", true
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return "", true
-	}
-	f := strings.Fields(s[i+2:]) // from field 3, the state; field 22 is the start time
 	if len(f) > 19 {
 		start = f[19]
 	}
