@@ -163,30 +163,47 @@ func TestPolicyPauseCutsWithoutPauseAPI(t *testing.T) {
 }
 
 // The same pause against a real inference engine (llama.cpp through
-// scripts/llamacpp/server.mjs, which implements vLLM's /pause): aborted
-// generations come back with their tokens so far, the turns continue from
-// them under the new version, and every span's ids and logprobs are
-// exactly what the engine returned for that span's request.
+// scripts/llamacpp/server.mjs, which implements vLLM's /pause and SGLang's
+// /pause_generation), spoken to as vLLM and as SGLang: aborted generations
+// come back with their tokens so far, the turns continue from them under
+// the new version, and every span's ids and logprobs are exactly what the
+// engine returned for that span's request. The host pauses and resumes
+// the engine through each protocol's own endpoints.
 func TestPolicyPauseLlamaCpp(t *testing.T) {
 	modelDir := filepath.Join(testmodels.Dir(t), "tiny-gpt2-llama")
 	url, logPath := startLlamaCppWith(t, modelDir, false, "--token-delay-ms", "10")
-	e := newEnv(t, envOpts{extraTOML: "[tokenizer]\nmodel_dir = \"" + modelDir + "\"\n"})
-	e.startHost()
-	e.register(map[string]any{"url": url, "protocol": "vllm"})
-	waitHealthy(t, e, 1)
-	var sub api.SubmitResponse
-	e.do("POST", "/v1/rollouts", map[string]any{
-		"task":     map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"},
-		"sampling": map[string]any{"temperature": 1.0, "max_tokens_per_turn": 80, "seed": 5},
-		"n":        2, "max_turns": 2,
-	}).json(t, &sub)
-	waitGenerating(t, e, 2)
-	rep, spanned := abortAndContinue(t, e, url, logPath, sub.RolloutIDs, func(res *trajectory.Result) {
-		if res.Status != trajectory.StatusCompleted && res.Status != trajectory.StatusTruncated {
-			t.Fatalf("%s: %s %+v", res.ID, res.Status, res.Failure)
-		}
-	})
-	t.Logf("llama.cpp: %d in flight, %d aborted; %d turns continued under version 4, every span exactly the engine's", rep.InFlight, rep.Aborted, spanned)
+	for i, c := range []struct{ protocol, pause, resume string }{
+		{"vllm", "/pause", "/resume"},
+		{"sglang", "/pause_generation", "/continue_generation"},
+	} {
+		t.Run(c.protocol, func(t *testing.T) {
+			e := newEnv(t, envOpts{extraTOML: "[tokenizer]\nmodel_dir = \"" + modelDir + "\"\n"})
+			e.startHost()
+			e.register(map[string]any{"url": url, "protocol": c.protocol})
+			waitHealthy(t, e, 1)
+			before := len(readEntries(t, logPath))
+			var sub api.SubmitResponse
+			e.do("POST", "/v1/rollouts", map[string]any{
+				"task":     map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"},
+				"sampling": map[string]any{"temperature": 1.0, "max_tokens_per_turn": 80, "seed": 5 + i},
+				"n":        2, "max_turns": 2,
+			}).json(t, &sub)
+			waitGenerating(t, e, 2)
+			rep, spanned := abortAndContinue(t, e, url, logPath, sub.RolloutIDs, func(res *trajectory.Result) {
+				if res.Status != trajectory.StatusCompleted && res.Status != trajectory.StatusTruncated {
+					t.Fatalf("%s: %s %+v", res.ID, res.Status, res.Failure)
+				}
+			})
+			calls := map[string]int{}
+			for _, en := range readEntries(t, logPath)[before:] {
+				calls[en.Path]++
+			}
+			if calls[c.pause] != 1 || calls[c.resume] != 1 {
+				t.Fatalf("the host called the engine's %s %d times and %s %d times, want once each: %v", c.pause, calls[c.pause], c.resume, calls[c.resume], calls)
+			}
+			t.Logf("llama.cpp as %s: %d in flight, %d aborted; %d turns continued under version 4, every span exactly the engine's", c.protocol, rep.InFlight, rep.Aborted, spanned)
+		})
+	}
 }
 
 // abortAndContinue pauses generation in abort mode (at least one

@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +49,10 @@ type sglangResponse struct {
 		FinishReason *struct {
 			Type    string `json:"type"`
 			Message string `json:"message"`
+			// StatusCode is set on an abort for an error (400: a bad
+			// request, 500/503: the server's fault); an abort asked for
+			// (/abort_request, /pause_generation) has none.
+			StatusCode *int `json:"status_code"`
 		} `json:"finish_reason"`
 		OutputTokenLogprobs [][3]any `json:"output_token_logprobs"`
 	} `json:"meta_info"`
@@ -72,7 +77,11 @@ func (s *SGLang) Generate(ctx context.Context, r GenerateRequest) (*GenerateResu
 	if fr == nil {
 		return nil, fmt.Errorf("%s: response has no finish_reason", s.BaseURL)
 	}
-	if fr.Type != "stop" && fr.Type != "length" {
+	aborted := fr.Type == FinishAbort && fr.StatusCode == nil
+	if fr.Type != "stop" && fr.Type != "length" && !aborted {
+		if fr.StatusCode != nil {
+			return nil, fmt.Errorf("%s: generation ended with %q (status %d): %s", s.BaseURL, fr.Type, *fr.StatusCode, fr.Message)
+		}
 		return nil, fmt.Errorf("%s: generation ended with %q: %s", s.BaseURL, fr.Type, fr.Message)
 	}
 	out := &GenerateResult{Text: resp.Text, HasText: true, FinishReason: fr.Type}
@@ -103,6 +112,43 @@ func (s *SGLang) Render(context.Context, []trajectory.Message, []trajectory.Tool
 
 // Decode implements tokenizer.Tokenizer: the host's Go tokenizer decodes.
 func (s *SGLang) Decode(context.Context, []int) (string, error) { return "", ErrNoTokenizer }
+
+// Pause implements Pauser with SGLang's POST /pause_generation {"mode":
+// "abort"}: the generations in flight end with finish_reason "abort" (no
+// status_code) and their tokens so far, and new ones wait in the server
+// until /continue_generation. SGLang's other modes keep the requests in
+// flight (in_place, retract), which a drain waiting for them to finish
+// cannot use: the host drains by itself.
+func (s *SGLang) Pause(ctx context.Context, abort bool) error {
+	if !abort {
+		return fmt.Errorf("%w: SGLang's pause modes do not let in-flight requests finish", ErrNoPause)
+	}
+	return s.control(ctx, "/pause_generation", `{"mode":"abort"}`)
+}
+
+// Resume implements Pauser (POST /continue_generation).
+func (s *SGLang) Resume(ctx context.Context) error {
+	return s.control(ctx, "/continue_generation", `{}`)
+}
+
+// AbortInFlight implements Aborter with SGLang's POST /abort_request
+// {"abort_all": true}: every generation in flight ends with its tokens so
+// far; the server takes requests on, its prefix cache kept.
+func (s *SGLang) AbortInFlight(ctx context.Context) error {
+	return s.control(ctx, "/abort_request", `{"rid":"","abort_all":true}`)
+}
+
+// control posts one of SGLang's control requests; a server without the
+// endpoint (an older SGLang) answers ErrNoPause.
+func (s *SGLang) control(ctx context.Context, path, body string) error {
+	url := s.BaseURL + path
+	var out bytes.Buffer
+	status, err := post(ctx, url, []byte(body), &out)
+	if err == nil && status/100 != 2 {
+		err = &StatusError{URL: url, Status: status, Body: string(out.Bytes()[:min(out.Len(), 512)])}
+	}
+	return withoutPauseAPI(err)
+}
 
 // Health implements Client.
 func (s *SGLang) Health(ctx context.Context) error { return getOK(ctx, s.BaseURL+"/health") }

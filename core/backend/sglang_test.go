@@ -3,6 +3,8 @@ package backend
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -24,7 +26,15 @@ func TestSGLang(t *testing.T) {
 			[]int{5, 6, 2}, []float64{-0.5, -1.25, -0.01}, "stop", ""},
 		{"length, no output_ids", `{"text":"x","meta_info":{"finish_reason":{"type":"length","length":1},"output_token_logprobs":[[null,9,"x"]]}}`,
 			[]int{9}, []float64{0}, "length", ""},
-		{"abort", `{"text":"","meta_info":{"finish_reason":{"type":"abort","message":"out of memory"},"output_token_logprobs":[]}}`, nil, nil, "", `"abort": out of memory`},
+		// SGLang's FINISH_ABORT.to_json: an abort asked for (/abort_request,
+		// /pause_generation) has no status_code and keeps its tokens; one
+		// for an error has one.
+		{"aborted, tokens kept", `{"text":"hi","output_ids":[5,6],"meta_info":{"finish_reason":{"type":"abort","message":"Aborted","status_code":null,"err_type":null},"output_token_logprobs":[[-0.5,5,null],[-1.25,6,null]]}}`,
+			[]int{5, 6}, []float64{-0.5, -1.25}, FinishAbort, ""},
+		{"aborted before a token", `{"text":"","output_ids":[],"meta_info":{"finish_reason":{"type":"abort","message":"Abort in waiting queue"},"output_token_logprobs":[]}}`,
+			nil, nil, FinishAbort, ""},
+		{"abort for an error", `{"text":"","meta_info":{"finish_reason":{"type":"abort","message":"out of memory","status_code":503},"output_token_logprobs":[]}}`, nil, nil, "", `"abort" (status 503): out of memory`},
+		{"unknown finish", `{"text":"","meta_info":{"finish_reason":{"type":"halted"},"output_token_logprobs":[]}}`, nil, nil, "", `"halted"`},
 		{"no finish reason", `{"text":"","meta_info":{"finish_reason":null,"output_token_logprobs":[]}}`, nil, nil, "", "no finish_reason"},
 		{"ids disagree", `{"text":"","output_ids":[1],"meta_info":{"finish_reason":{"type":"stop"},"output_token_logprobs":[[-1,2,null]]}}`, nil, nil, "", "output_ids[0]=1"},
 		{"no id", `{"text":"","meta_info":{"finish_reason":{"type":"stop"},"output_token_logprobs":[[-1,null,null]]}}`, nil, nil, "", "has no token id"},
@@ -63,5 +73,53 @@ func TestSGLang(t *testing.T) {
 	}
 	if _, err := (&SGLang{}).Render(context.Background(), nil, nil, tokenizer.RenderOptions{}); err != ErrNoTokenizer {
 		t.Fatalf("Render: %v", err)
+	}
+}
+
+// TestSGLangControl: the pause, continue and abort requests as SGLang's
+// http_server takes them (PauseGenerationReqInput, ContinueGenerationReqInput,
+// AbortReq in sglang/srt/managers/io_struct.py), and a server without them.
+func TestSGLangControl(t *testing.T) {
+	type call struct{ path, body string }
+	var got []call
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, call{r.URL.Path, string(b)})
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(`{"message":"Generation paused successfully.","status":"ok"}`))
+	}))
+	defer srv.Close()
+	s := &SGLang{BaseURL: srv.URL}
+	ctx := context.Background()
+	var _ Pauser = s
+	var _ Aborter = s
+	for _, c := range []struct {
+		name string
+		do   func() error
+		want call
+	}{
+		{"pause", func() error { return s.Pause(ctx, true) }, call{"/pause_generation", `{"mode":"abort"}`}},
+		{"resume", func() error { return s.Resume(ctx) }, call{"/continue_generation", `{}`}},
+		{"abort in flight", func() error { return s.AbortInFlight(ctx) }, call{"/abort_request", `{"rid":"","abort_all":true}`}},
+	} {
+		got = nil
+		status = http.StatusOK
+		if err := c.do(); err != nil || len(got) != 1 || got[0] != c.want {
+			t.Fatalf("%s: %v, sent %+v, want %+v", c.name, err, got, c.want)
+		}
+		status = http.StatusNotFound // an SGLang before these endpoints
+		if err := c.do(); !errors.Is(err, ErrNoPause) {
+			t.Fatalf("%s on a server without it: %v", c.name, err)
+		}
+		status = http.StatusInternalServerError
+		var se *StatusError
+		if err := c.do(); errors.Is(err, ErrNoPause) || !errors.As(err, &se) || se.Status != 500 {
+			t.Fatalf("%s on a failing server: %v", c.name, err)
+		}
+	}
+	got = nil
+	if err := s.Pause(ctx, false); !errors.Is(err, ErrNoPause) || len(got) != 0 {
+		t.Fatalf("a drain pause: %v, sent %+v", err, got)
 	}
 }

@@ -171,13 +171,19 @@ func (v *VLLM) Pause(ctx context.Context, abort bool) error {
 // prefix cache (the weights have not changed), then a resume.
 func (v *VLLM) AbortInFlight(ctx context.Context) error {
 	if err := postQuery(ctx, v.BaseURL+"/pause?mode=abort&clear_cache=false"); err != nil {
-		var se *StatusError
-		if errors.As(err, &se) && (se.Status == http.StatusNotFound || se.Status == http.StatusMethodNotAllowed) {
-			return fmt.Errorf("%w: %w", ErrNoPause, err) // a server without the pause API
-		}
-		return err
+		return withoutPauseAPI(err)
 	}
 	return v.Resume(ctx)
+}
+
+// withoutPauseAPI marks err ErrNoPause when it is a server's 404 or 405
+// for a pause or abort endpoint: a server without that API.
+func withoutPauseAPI(err error) error {
+	var se *StatusError
+	if errors.As(err, &se) && (se.Status == http.StatusNotFound || se.Status == http.StatusMethodNotAllowed) {
+		return fmt.Errorf("%w: %w", ErrNoPause, err)
+	}
+	return err
 }
 
 // Resume implements Pauser (POST /resume).

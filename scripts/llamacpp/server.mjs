@@ -15,6 +15,13 @@
 // vLLM's generation pause: POST /pause?mode=abort|wait (abort ends the
 // generations in flight, which answer finish_reason "abort" with their
 // tokens so far; new ones wait until POST /resume), GET /is_paused.
+// SGLang's, as its http_server and tokenizer_manager have them:
+// POST /pause_generation {"mode": "abort"} (the same abort; SGLang's
+// in_place and retract modes are not modelled here and answer 400),
+// POST /continue_generation, and POST /abort_request {"abort_all": true}
+// (aborts without pausing; a single rid is not modelled here). An aborted
+// /generate answers finish_reason {"type": "abort", "status_code": null}
+// with its tokens so far.
 // --token-delay-ms slows each sampled token (a test knob: the tiny model
 // generates faster than a test can pause it).
 import { getLlama, LlamaGrammarEvaluationState } from 'node-llama-cpp';
@@ -60,6 +67,23 @@ async function pause(_req, query) {
   if (mode === 'abort') abortEpoch++;
   await drained();
   return { status: 'paused' };
+}
+
+// SGLang: POST /pause_generation.
+async function sglangPause(req) {
+  const mode = req.mode ?? 'abort';
+  need(mode === 'abort', `mode ${JSON.stringify(mode)}: only abort is modelled here (SGLang also has in_place and retract)`);
+  paused = true;
+  abortEpoch++;
+  await drained();
+  return { message: 'Generation paused successfully.', status: 'ok' };
+}
+
+// SGLang: POST /abort_request.
+async function sglangAbort(req) {
+  need(req.abort_all === true, 'only abort_all is modelled here');
+  abortEpoch++;
+  return {};
 }
 
 async function resume() {
@@ -141,7 +165,13 @@ async function sglangGenerate(req) {
   const sp = req.sampling_params || {};
   const g = await generate(req.input_ids, { maxTokens: sp.max_new_tokens, temperature: sp.temperature, topP: sp.top_p,
     topK: sp.top_k, seed: sp.sampling_seed, stop: sp.stop, skipSpecialTokens: sp.skip_special_tokens });
-  const meta = { id: `gen-${Date.now()}`, finish_reason: { type: g.finish }, prompt_tokens: req.input_ids.length, completion_tokens: g.ids.length };
+  // SGLang's FINISH_MATCHED_TOKEN / FINISH_LENGTH / FINISH_ABORT .to_json().
+  const finish = {
+    stop: { type: 'stop', matched: g.ids[g.ids.length - 1] },
+    length: { type: 'length', length: g.ids.length },
+    abort: { type: 'abort', message: 'Aborted', status_code: null, err_type: null },
+  }[g.finish];
+  const meta = { id: `gen-${Date.now()}`, finish_reason: finish, prompt_tokens: req.input_ids.length, completion_tokens: g.ids.length };
   if (req.return_logprob) meta.output_token_logprobs = g.ids.map((t, i) => [g.lps[i], t, null]);
   return { text: g.text, output_ids: g.ids, meta_info: meta };
 }
@@ -154,6 +184,9 @@ const routes = {
   'POST /pause': pause,
   'POST /resume': resume,
   'GET /is_paused': async () => ({ is_paused: paused }),
+  'POST /pause_generation': sglangPause,
+  'POST /continue_generation': async () => (await resume(), { message: 'Generation continued successfully.', status: 'ok' }),
+  'POST /abort_request': sglangAbort,
   'POST /tokenize': async (req) => {
     need(typeof req.prompt === 'string', 'prompt must be a string (chat messages are not supported here)');
     const tokens = model.tokenize(req.prompt, true);
