@@ -8,6 +8,7 @@ import (
 	"github.com/prorl/prorl/core/api"
 	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/trajectory"
+	"github.com/prorl/prorl/internal/testmodels"
 )
 
 // Evacuation on the real path (host, pool, failover, vLLM protocol, two
@@ -67,4 +68,60 @@ func TestEvacuationEndToEnd(t *testing.T) {
 		t.Fatalf("%d evacuations, %d turns continued on another backend", evacuations, moved)
 	}
 	t.Logf("%d evacuations; %d turns continued on the fast backend", evacuations, moved)
+}
+
+// The same evacuation against a real inference engine spoken to as SGLang
+// (llama.cpp behind scripts/llamacpp/server.mjs, two servers, one slowed):
+// the slow backend's generations are aborted through SGLang's
+// /abort_request {"abort_all": true} with their tokens kept and continue
+// on the fast one; every span's ids and logprobs are exactly what one of
+// the engines returned for that span's request.
+func TestEvacuationSGLangLlamaCpp(t *testing.T) {
+	modelDir := filepath.Join(testmodels.Dir(t), "tiny-gpt2-llama")
+	slow, slowLog := startLlamaCppWith(t, modelDir, false, "--token-delay-ms", "100", "--slots", "4")
+	fast, fastLog := startLlamaCppWith(t, modelDir, false, "--slots", "4")
+	e := newEnv(t, envOpts{extraTOML: "[tokenizer]\nmodel_dir = \"" + modelDir + "\"\n"})
+	e.startHost()
+	e.register(map[string]any{"url": slow, "protocol": "sglang", "weight": 1, "slots": 4})
+	waitHealthy(t, e, 1)
+	task := map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}
+	sampling := map[string]any{"temperature": 1.0, "max_tokens_per_turn": 80, "seed": 11}
+	var sub api.SubmitResponse
+	e.do("POST", "/v1/rollouts", map[string]any{"task": task, "sampling": sampling, "n": 4, "max_turns": 1}).json(t, &sub)
+	waitGenerating(t, e, 4)
+	e.register(map[string]any{"url": fast, "protocol": "sglang", "weight": 2, "slots": 4})
+	waitHealthy(t, e, 2)
+	// A request ending on the fast backend makes the pool look: nothing
+	// waits, and it has room for the slow one's generations.
+	var ref api.SubmitResponse
+	e.do("POST", "/v1/rollouts", map[string]any{"task": task, "sampling": sampling, "max_turns": 1}).json(t, &ref)
+	e.wait(t, ref.RolloutIDs[0])
+	var results []*trajectory.Result
+	for _, id := range sub.RolloutIDs {
+		results = append(results, e.wait(t, id))
+	}
+	log := append(readEntries(t, slowLog), readEntries(t, fastLog)...)
+	moved := 0
+	for _, res := range results {
+		id := res.ID
+		if res.Status != trajectory.StatusCompleted && res.Status != trajectory.StatusTruncated {
+			t.Fatalf("%s: %s %+v", id, res.Status, res.Failure)
+		}
+		checkTokens(t, res, log)
+		for _, turn := range res.Turns {
+			if len(turn.Backends) > 1 {
+				moved++
+			}
+		}
+	}
+	aborts := 0
+	for _, en := range readEntries(t, slowLog) {
+		if en.Path == "/abort_request" {
+			aborts++
+		}
+	}
+	if aborts == 0 || moved == 0 {
+		t.Fatalf("%d aborts through /abort_request, %d turns continued on another backend", aborts, moved)
+	}
+	t.Logf("%d aborts through SGLang's /abort_request; %d turns continued on the fast backend", aborts, moved)
 }
