@@ -112,7 +112,7 @@ async function generate(prompt, p) {
   let seq = null;
   try {
     seq = await acquire();
-    if (abortEpoch !== epoch) return { ids: [], lps: [], finish: 'abort', text: '' };
+    if (abortEpoch !== epoch) return { ids: [], lps: [], finish: 'abort', matched: null, text: '' };
     await seq.clearHistory();
     // yieldEogToken: the end-of-generation token the engine sampled is reported.
     const opts = { temperature: p.temperature ?? 1, topP: p.topP ?? 1, topK: p.topK > 0 ? p.topK : 0, yieldEogToken: true };
@@ -121,6 +121,7 @@ async function generate(prompt, p) {
     const ids = [];
     const lps = [];
     let finish = 'length';
+    let matched = null; // the end-of-generation token or stop string that ended it
     const stops = p.stop || [];
     for await (const r of seq.evaluateWithMetadata(prompt, { confidence: true }, opts)) {
       if (abortEpoch !== epoch) {
@@ -130,13 +131,15 @@ async function generate(prompt, p) {
       if (tokenDelay) await new Promise((res) => setTimeout(res, tokenDelay));
       ids.push(r.token);
       lps.push(Math.log(r.confidence));
-      if (model.isEogToken(r.token) || (stops.length && stops.some((s) => model.detokenize(ids, true).endsWith(s)))) {
+      const stopped = model.isEogToken(r.token) ? r.token : stops.find((s) => model.detokenize(ids, true).endsWith(s));
+      if (stopped !== undefined) {
         finish = 'stop';
+        matched = stopped;
         break;
       }
       if (ids.length >= p.maxTokens) break;
     }
-    return { ids, lps, finish, text: model.detokenize(ids, !(p.skipSpecialTokens ?? true)) };
+    return { ids, lps, finish, matched, text: model.detokenize(ids, !(p.skipSpecialTokens ?? true)) };
   } finally {
     if (seq) release(seq);
     if (--inflight === 0) {
@@ -167,7 +170,7 @@ async function sglangGenerate(req) {
     topK: sp.top_k, seed: sp.sampling_seed, stop: sp.stop, skipSpecialTokens: sp.skip_special_tokens });
   // SGLang's FINISH_MATCHED_TOKEN / FINISH_LENGTH / FINISH_ABORT .to_json().
   const finish = {
-    stop: { type: 'stop', matched: g.ids[g.ids.length - 1] },
+    stop: { type: 'stop', matched: g.matched },
     length: { type: 'length', length: g.ids.length },
     abort: { type: 'abort', message: 'Aborted', status_code: null, err_type: null },
   }[g.finish];
