@@ -171,8 +171,8 @@ test: no-built-files
 pysdk-test:
 	@py=$$(bash scripts/pysdk/install.sh) && bash sdk/python/gen.sh "$$py" --check && cd sdk/python && \
 		"$$py" -m ruff check . && "$$py" -m ruff format --check . && "$$py" -m mypy src tests examples testdata && \
-		"$$py" -m pytest -q -p no:cacheprovider tests; s=$$?; \
-		rm -rf .mypy_cache .ruff_cache; find . -name __pycache__ -prune -exec rm -rf {} +; exit $$s
+		t=$$(mktemp -d) && "$$py" -m pytest -q -p no:cacheprovider --basetemp "$$t/pytest" tests; s=$$?; \
+		rm -rf "$$t" .mypy_cache .ruff_cache; find . -name __pycache__ -prune -exec rm -rf {} +; exit $$s
 
 # The Python client (clients/python): pip-installed from this checkout into a
 # pinned venv, linted (ruff), type-checked (mypy --strict), tested (pytest)
@@ -183,8 +183,8 @@ VERL_WHEEL = scripts/fetch-wheel.sh verl==0.9.1 verl-0.9.1-py3-none-any.whl \
 client-test: build
 	@py=$$(bash scripts/client/install.sh) && verl=$$(bash $(VERL_WHEEL)) && cd clients/python && \
 		"$$py" -m ruff check . && "$$py" -m ruff format --check . && "$$py" -m mypy src tests && \
-		PRORL_BIN=$(BIN) PRORL_VERL_WHEEL=$$verl PRORL_REQUIRE_REFS=1 "$$py" -m pytest -q -p no:cacheprovider; s=$$?; \
-		rm -rf .mypy_cache .ruff_cache; find . -name __pycache__ -prune -exec rm -rf {} +; exit $$s
+		t=$$(mktemp -d) && PRORL_BIN=$(BIN) PRORL_VERL_WHEEL=$$verl PRORL_REQUIRE_REFS=1 "$$py" -m pytest -q -p no:cacheprovider --basetemp "$$t/pytest"; s=$$?; \
+		rm -rf "$$t" .mypy_cache .ruff_cache; find . -name __pycache__ -prune -exec rm -rf {} +; exit $$s
 
 test-short: build
 	@for m in $(GO_MODULES); do (cd $$m && $(GO) test -short ./...) || exit 1; done
