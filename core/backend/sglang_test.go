@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/prorl/prorl/core/tokenizer"
@@ -81,15 +82,26 @@ func TestSGLang(t *testing.T) {
 // AbortReq in sglang/srt/managers/io_struct.py), and a server without them.
 func TestSGLangControl(t *testing.T) {
 	type call struct{ path, body string }
+	var mu sync.Mutex // the handler runs on the server's goroutines
 	var got []call
 	status := http.StatusOK
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
 		got = append(got, call{r.URL.Path, string(b)})
-		w.WriteHeader(status)
+		code := status
+		mu.Unlock()
+		w.WriteHeader(code)
 		_, _ = w.Write([]byte(`{"message":"Generation paused successfully.","status":"ok"}`))
 	}))
 	defer srv.Close()
+	set := func(code int) []call {
+		mu.Lock()
+		defer mu.Unlock()
+		sent := got
+		got, status = nil, code
+		return sent
+	}
 	s := &SGLang{BaseURL: srv.URL}
 	ctx := context.Background()
 	var _ Pauser = s
@@ -103,23 +115,23 @@ func TestSGLangControl(t *testing.T) {
 		{"resume", func() error { return s.Resume(ctx) }, call{"/continue_generation", `{}`}},
 		{"abort in flight", func() error { return s.AbortInFlight(ctx) }, call{"/abort_request", `{"rid":"","abort_all":true}`}},
 	} {
-		got = nil
-		status = http.StatusOK
-		if err := c.do(); err != nil || len(got) != 1 || got[0] != c.want {
-			t.Fatalf("%s: %v, sent %+v, want %+v", c.name, err, got, c.want)
+		set(http.StatusOK)
+		err := c.do()
+		if sent := set(http.StatusNotFound); err != nil || len(sent) != 1 || sent[0] != c.want {
+			t.Fatalf("%s: %v, sent %+v, want %+v", c.name, err, sent, c.want)
 		}
-		status = http.StatusNotFound // an SGLang before these endpoints
+		// 404: an SGLang before these endpoints.
 		if err := c.do(); !errors.Is(err, ErrNoPause) {
 			t.Fatalf("%s on a server without it: %v", c.name, err)
 		}
-		status = http.StatusInternalServerError
+		set(http.StatusInternalServerError)
 		var se *StatusError
 		if err := c.do(); errors.Is(err, ErrNoPause) || !errors.As(err, &se) || se.Status != 500 {
 			t.Fatalf("%s on a failing server: %v", c.name, err)
 		}
 	}
-	got = nil
-	if err := s.Pause(ctx, false); !errors.Is(err, ErrNoPause) || len(got) != 0 {
-		t.Fatalf("a drain pause: %v, sent %+v", err, got)
+	set(http.StatusOK)
+	if err := s.Pause(ctx, false); !errors.Is(err, ErrNoPause) || len(set(http.StatusOK)) != 0 {
+		t.Fatalf("a drain pause: %v", err)
 	}
 }
