@@ -96,13 +96,14 @@ func TestDynamicSampling(t *testing.T) {
 }
 
 // TestDynamicSamplingCrash: a host killed (SIGKILL) in the middle of a
-// dynamic batch resumes its tally when it restarts. With K = 3 and two
-// informative groups finished (and acknowledged) before the kill, the
-// restarted host stops at the third, as one that never crashed would;
-// counting from zero again, it ran on to three more (measured: the old
-// tally gave 5 or more informative groups here).
+// dynamic batch resumes its tally when it restarts. With K = 4 and two or
+// three informative groups finished (and acknowledged) before the kill,
+// the restarted host stops at the fourth, as one that never crashed would;
+// counting from zero again, it runs on to four more (6 or more in all).
+// Two groups run at a time, so the count seen at the kill is 2 or 3, never
+// K: both groups can finish in the same moment.
 func TestDynamicSamplingCrash(t *testing.T) {
-	const groups, n, k = 12, 4, 3
+	const groups, n, k = 16, 4, 4
 	scripts := filepath.Join(t.TempDir(), "scripts.jsonl")
 	var lines []string
 	for i := 0; i < groups; i++ {
@@ -153,7 +154,7 @@ func TestDynamicSamplingCrash(t *testing.T) {
 		}
 		return done
 	}
-	before := pages.crashAt(t, "informative groups", informative, k-1, groups*n)
+	at, before := pages.crashAt(t, "informative groups", informative, k-2, k, groups*n)
 	cancelled := 0
 	for _, r := range seen {
 		switch {
@@ -169,8 +170,8 @@ func TestDynamicSamplingCrash(t *testing.T) {
 	if got := informative(); got < k || got > k+1 || cancelled == 0 {
 		t.Fatalf("%d informative groups in all (want %d, or %d), %d rollouts cancelled", got, k, k+1, cancelled)
 	}
-	t.Logf("%d rollouts reported before the kill, %d after; %d informative groups in all, %d rollouts cancelled",
-		before, len(seen)-before, informative(), cancelled)
+	t.Logf("%d informative groups and %d rollouts reported before the kill, %d rollouts after; %d informative groups in all, %d rollouts cancelled",
+		at, before, len(seen)-before, informative(), cancelled)
 }
 
 func questionOf(i int) string { return fmt.Sprintf("What is %d + 25?", i) }

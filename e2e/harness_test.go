@@ -451,21 +451,23 @@ func (p *resultPages) next(t *testing.T, wait string) {
 	p.since = page.NextSince
 }
 
-// crashAt reads results until count() reaches at (a tally short of its
-// stop), acknowledges them, kills the host (SIGKILL) and starts it again,
-// then reads until all total rollouts are reported. It returns how many
-// were before the kill.
-func (p *resultPages) crashAt(t *testing.T, what string, count func() int, at, total int) (before int) {
+// crashAt reads results until count() reaches at least from, acknowledges
+// them, kills the host (SIGKILL) and starts it again, then reads until all
+// total rollouts are reported. The count seen at the kill must be below
+// stop (the tally's stop): rollouts finishing in the same moment can raise
+// it by more than one between two reads. It returns the count at the kill
+// and how many results were reported before it.
+func (p *resultPages) crashAt(t *testing.T, what string, count func() int, from, stop, total int) (at, before int) {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
-	for count() < at {
+	for count() < from {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d %s before the kill after 3 minutes", count(), what)
 		}
 		p.next(t, "1s")
 	}
-	if count() != at {
-		t.Fatalf("%d %s at once, want %d: the kill would land after the stop", count(), what, at)
+	if at = count(); at >= stop {
+		t.Fatalf("%d %s at once, want fewer than %d: the kill would land after the stop", at, what, stop)
 	}
 	before = len(p.seen)
 	p.ackSeen(t)
@@ -480,7 +482,7 @@ func (p *resultPages) crashAt(t *testing.T, what string, count func() int, at, t
 		}
 		p.next(t, "5s")
 	}
-	return before
+	return at, before
 }
 
 // ackSeen acknowledges every result seen so far.
