@@ -199,10 +199,7 @@ func postJSON(ctx context.Context, url string, in, out any) error {
 	}
 	data := respBuf.Bytes()
 	if status/100 != 2 {
-		if len(data) > 512 {
-			data = data[:512]
-		}
-		return &StatusError{URL: url, Status: status, Body: string(data)}
+		return statusError(url, status, data)
 	}
 	// Decoders copy what they keep: data goes back to the pool. What the
 	// fast decoders decline goes to encoding/json: goccy's decoder panics
@@ -215,6 +212,11 @@ func postJSON(ctx context.Context, url string, in, out any) error {
 		return fmt.Errorf("%s: decode response: %w", url, err)
 	}
 	return nil
+}
+
+// statusError is a non-2xx answer to a POST, its body cut to 512 bytes.
+func statusError(url string, status int, body []byte) *StatusError {
+	return &StatusError{URL: url, Status: status, Body: string(body[:min(len(body), 512)])}
 }
 
 // post sends a JSON body and reads the answer into out: plain-http

@@ -145,7 +145,7 @@ func (s *SGLang) control(ctx context.Context, path, body string) error {
 	var out bytes.Buffer
 	status, err := post(ctx, url, []byte(body), &out)
 	if err == nil && status/100 != 2 {
-		err = &StatusError{URL: url, Status: status, Body: string(out.Bytes()[:min(out.Len(), 512)])}
+		err = statusError(url, status, out.Bytes())
 	}
 	return withoutPauseAPI(err)
 }
