@@ -3,16 +3,13 @@ package pipeline
 import (
 	"encoding/json"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
-	"github.com/prorl/prorl/core/store"
 	"github.com/prorl/prorl/core/trajectory"
 )
 
-// DynamicKeyPrefix starts a dynamic-sampling batch's tally in the store's
-// key table, where it expires with the idempotency keys; a trainer's keys
-// may not start with it.
+// DynamicKeyPrefix starts the keys of a dynamic-sampling batch's marks in
+// the store's key table, where they expire with the idempotency keys; a
+// trainer's keys may not start with it.
 const DynamicKeyPrefix = "dynamic-batch:"
 
 // dynBatch follows a dynamic-sampling batch (DAPO's dynamic sampling, on
@@ -22,22 +19,16 @@ const DynamicKeyPrefix = "dynamic-batch:"
 // are, the batch's unfinished rollouts are cancelled (reported, not
 // dropped: status cancelled, reason early_stopped).
 //
-// The tally is kept in the store as it changes, so a host restarted after a
-// crash resumes it: without it the groups finished before the crash would
-// not count and those cut in half would never finish counting, and the
-// batch would generate past its k.
+// Each result is stored with a mark of what it counts for (dynMark), in
+// its own transaction, so a host restarted after a crash resumes the
+// tally exactly: without it the groups finished before the crash would not
+// count and those cut in half would never finish counting, and the batch
+// would generate past its k.
 type dynBatch struct {
 	id                   string
 	k, informative, live int
 	fired                bool
 	groups               map[string]*groupTally
-	saver                tallySaver
-}
-
-// tallySaver coalesces the writes of one tally to the store.
-type tallySaver struct {
-	dirty  atomic.Bool // the tally changed since it was last written
-	saving sync.Mutex  // held by the one goroutine writing it
 }
 
 type groupTally struct {
@@ -48,8 +39,30 @@ type groupTally struct {
 	Hi     float64 `json:"hi"`
 }
 
-// dynRecord is a batch's tally as stored: the groups finished informative,
-// and those under way (groups finished flat or not started are not kept).
+// count adds a usable result's reward.
+func (g *groupTally) count(reward float64) {
+	if g.Usable == 0 || reward < g.Lo {
+		g.Lo = reward
+	}
+	if g.Usable == 0 || reward > g.Hi {
+		g.Hi = reward
+	}
+	g.Usable++
+}
+
+// informative: two usable results whose rewards differ.
+func (g *groupTally) informative() bool { return g.Usable >= 2 && g.Hi > g.Lo }
+
+// dynMark is what one result of a dynamic batch counts for, stored with
+// it under dynKey(batch)/rollout id.
+type dynMark struct {
+	Group  string  `json:"group"`
+	Usable bool    `json:"usable,omitempty"`
+	Reward float64 `json:"reward,omitempty"`
+}
+
+// dynRecord is a batch's tally as hosts before marks stored it, under
+// dynKey(batch): read when a batch under way has no marks.
 type dynRecord struct {
 	Informative int                    `json:"informative"`
 	Groups      map[string]*groupTally `json:"groups,omitempty"`
@@ -75,12 +88,12 @@ func (p *Pipeline) trackDynamic(r *Rollout) {
 	}
 }
 
-// untrackDynamic counts a finished rollout; it returns its batch, if any,
-// and whether the batch just reached k informative groups. p.mu is held.
-func (p *Pipeline) untrackDynamic(r *Rollout, res *trajectory.Result) (*dynBatch, bool) {
+// untrackDynamic counts a finished rollout; it reports whether its batch
+// just reached k informative groups. p.mu is held.
+func (p *Pipeline) untrackDynamic(r *Rollout, res *trajectory.Result) bool {
 	b := p.dynamic[r.Req.Dynamic]
 	if r.Req.Dynamic == "" || b == nil {
-		return nil, false
+		return false
 	}
 	b.live--
 	if b.live <= 0 {
@@ -88,26 +101,20 @@ func (p *Pipeline) untrackDynamic(r *Rollout, res *trajectory.Result) (*dynBatch
 	}
 	g := b.groups[r.Req.GroupID]
 	if g == nil {
-		return b, false
+		return false
 	}
 	g.Done++
 	if Usable(res) {
-		if g.Usable == 0 || res.Reward < g.Lo {
-			g.Lo = res.Reward
-		}
-		if g.Usable == 0 || res.Reward > g.Hi {
-			g.Hi = res.Reward
-		}
-		g.Usable++
+		g.count(res.Reward)
 	}
 	if g.Done < g.Size {
-		return b, false
+		return false
 	}
 	delete(b.groups, r.Req.GroupID)
-	if g.Usable >= 2 && g.Hi > g.Lo {
+	if g.informative() {
 		b.informative++
 	}
-	return b, b.reached()
+	return b.reached()
 }
 
 // reached reports, once, that the batch has its k informative groups.
@@ -121,59 +128,30 @@ func (b *dynBatch) reached() bool {
 
 func dynKey(id string) string { return DynamicKeyPrefix + id }
 
-// saveTally writes a tally to the store under key, after a result it
-// counts was stored (a tally ahead of the results would count a rollout
-// that a crash then re-runs). Writes coalesce: a caller that finds another
-// writing leaves the latest tally to it, which looks again after it lets
-// go. note is called with p.mu held.
-func (p *Pipeline) saveTally(s *tallySaver, key string, note func() any) {
-	s.dirty.Store(true)
-	for s.dirty.Load() {
-		if !s.saving.TryLock() {
-			return
-		}
-		if s.dirty.Swap(false) {
-			p.mu.Lock()
-			b, err := json.Marshal(note())
-			p.mu.Unlock()
-			if err == nil {
-				err = p.d.Store.Submit(nil, &store.Keyed{Key: key, Replace: true, Sub: store.Submission{Note: b}})
-			}
-			if err != nil {
-				// Only a crash now would cost anything: the tally would
-				// restart behind, and the host generate more than asked.
-				p.d.Log.Warn("store a tally", "key", key, "error", err)
-			}
-		}
-		s.saving.Unlock()
+// dynMarkOf is the mark res is stored with, when r is in a dynamic batch.
+func dynMarkOf(r *Rollout, res *trajectory.Result) (trajectory.Mark, bool) {
+	if r.Req.Dynamic == "" {
+		return trajectory.Mark{}, false
 	}
-}
-
-// saveDynamic writes b's tally.
-func (p *Pipeline) saveDynamic(b *dynBatch) {
-	p.saveTally(&b.saver, dynKey(b.id), func() any {
-		rec := dynRecord{Informative: b.informative, Groups: make(map[string]*groupTally, len(b.groups))}
-		for id, g := range b.groups {
-			if g.Done > 0 {
-				c := *g
-				rec.Groups[id] = &c
-			}
-		}
-		return rec
-	})
+	m := dynMark{Group: r.Req.GroupID}
+	if Usable(res) {
+		m.Usable, m.Reward = true, res.Reward
+	}
+	v, err := json.Marshal(m)
+	if err != nil { // a NaN reward: the result then counts as unusable
+		v, _ = json.Marshal(dynMark{Group: r.Req.GroupID})
+	}
+	return trajectory.Mark{Key: dynKey(r.Req.Dynamic) + "/" + r.ID, Value: v}, true
 }
 
 // restoreDynamic resumes, before the rollouts are tracked again, the
 // tallies of the dynamic batches among a crashed host's unfinished
 // rollouts. A group's finished rollouts are its size less its unfinished
-// ones; their rewards are the stored tally's, which may miss the last few
-// results stored before the crash (then taken as unusable: the batch may
-// generate a little past its k, never stop short of it). It returns the
-// batches that already have their k. p.mu is held.
+// ones; their rewards are their marks'. It returns the batches that
+// already have their k. p.mu is held.
 func (p *Pipeline) restoreDynamic(reqs []Request) (reached []*dynBatch) {
 	var restored []*dynBatch
 	left := map[*groupTally]int{} // unfinished rollouts of each group
-	records := map[*dynBatch]dynRecord{}
 	for i := range reqs {
 		rq := &reqs[i]
 		if rq.Dynamic == "" {
@@ -184,36 +162,82 @@ func (p *Pipeline) restoreDynamic(reqs []Request) (reached []*dynBatch) {
 			b = newDynBatch(rq.Dynamic, rq.DynamicK)
 			p.dynamic[rq.Dynamic] = b
 			restored = append(restored, b)
-			var rec dynRecord
-			if sub, ok := p.d.Store.Idempotent(dynKey(b.id)); ok && len(sub.Note) > 0 {
-				if err := json.Unmarshal(sub.Note, &rec); err != nil {
-					p.d.Log.Warn("recover: unreadable dynamic-sampling tally; counting from zero", "batch", b.id, "error", err)
-					rec = dynRecord{}
-				}
-			}
-			b.informative = rec.Informative
-			records[b] = rec
 		}
 		g := b.groups[rq.GroupID]
 		if g == nil {
 			g = &groupTally{Size: max(rq.GroupSize, 1)}
-			if s := records[b].Groups[rq.GroupID]; s != nil {
-				g.Usable, g.Lo, g.Hi = s.Usable, s.Lo, s.Hi
-			}
 			b.groups[rq.GroupID] = g
 		}
 		left[g]++
 	}
 	for g, n := range left {
 		g.Done = max(g.Size-n, 0)
-		g.Usable = min(g.Usable, g.Done)
 	}
 	for _, b := range restored {
+		if marks := p.d.Store.Marks(dynKey(b.id) + "/"); len(marks) > 0 {
+			p.resumeDynamic(b, marks)
+		} else {
+			p.resumeDynamicRecord(b)
+		}
+		for _, g := range b.groups {
+			g.Usable = min(g.Usable, g.Done)
+		}
 		if b.reached() {
 			reached = append(reached, b)
 		}
 	}
 	return reached
+}
+
+// resumeDynamic counts b's stored results by their marks: into the groups
+// under way, and the groups they finished.
+func (p *Pipeline) resumeDynamic(b *dynBatch, marks map[string]json.RawMessage) {
+	finished := map[string]*groupTally{}
+	for key, v := range marks {
+		var m dynMark
+		if err := json.Unmarshal(v, &m); err != nil {
+			// Its group is unknown: if that group finished, the batch
+			// may generate a little past its k, never stop short of it.
+			p.d.Log.Warn("recover: unreadable dynamic-sampling mark; its result counts as unusable", "key", key, "error", err)
+			continue
+		}
+		g := b.groups[m.Group]
+		if g == nil {
+			if g = finished[m.Group]; g == nil {
+				g = &groupTally{}
+				finished[m.Group] = g
+			}
+		}
+		if m.Usable {
+			g.count(m.Reward)
+		}
+	}
+	for _, g := range finished {
+		if g.informative() {
+			b.informative++
+		}
+	}
+}
+
+// resumeDynamicRecord resumes b from the tally record of a host before
+// marks, which may miss the last results stored before the crash (then
+// taken as unusable).
+func (p *Pipeline) resumeDynamicRecord(b *dynBatch) {
+	sub, ok := p.d.Store.Idempotent(dynKey(b.id))
+	if !ok || len(sub.Note) == 0 {
+		return
+	}
+	var rec dynRecord
+	if err := json.Unmarshal(sub.Note, &rec); err != nil {
+		p.d.Log.Warn("recover: unreadable dynamic-sampling tally; counting from zero", "batch", b.id, "error", err)
+		return
+	}
+	b.informative = rec.Informative
+	for id, g := range b.groups {
+		if s := rec.Groups[id]; s != nil {
+			g.Usable, g.Lo, g.Hi = s.Usable, s.Lo, s.Hi
+		}
+	}
 }
 
 // stopDynamic cancels a batch's unfinished rollouts once it has its k.

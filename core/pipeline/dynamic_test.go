@@ -3,10 +3,9 @@ package pipeline
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"reflect"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -28,45 +27,74 @@ func scored(reward float64) *trajectory.Result {
 	return &trajectory.Result{Status: trajectory.StatusCompleted, Reward: reward, Tokens: trajectory.Tokens{LossMask: []int8{0, 1}}}
 }
 
-// TestDynamicTallyResumes: a dynamic batch's tally, stored as it changes,
-// is what a pipeline restarted after a crash resumes from — groups
-// finished informative before it count, and groups cut in half finish
-// counting — so the batch stops at its k informative groups as if nothing
-// had happened, and never before.
+// finishFor stores r's result as finalize does (with its marks), then
+// counts it in the tallies.
+func finishFor(p *Pipeline, r *Rollout, res *trajectory.Result) untracked {
+	res.ID, res.GroupID = r.ID, r.Req.GroupID
+	p.persist(r, res)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.untrack(r, res)
+}
+
+// reopen closes a durable store and opens its file again, as a restarted
+// host does.
+func reopen(t *testing.T, st store.Store, path string) store.Store {
+	t.Helper()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := store.OpenBolt(path, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// TestDynamicTallyResumes: a dynamic batch's tally, stored result by
+// result with each result's mark in its transaction, is what a pipeline
+// restarted on the same store file resumes from — groups finished
+// informative before the crash count, and groups cut in half finish
+// counting, the last result's reward included — so the batch stops at its
+// k informative groups as if nothing had happened, and never before.
 func TestDynamicTallyResumes(t *testing.T) {
 	// Rewards of each group's finished rollouts before the crash (of 4).
 	before := map[string][]float64{"A": {0, 1, 1, 0}, "B": {1, 1, 1, 1}, "C": {0, 1}, "D": {1}, "E": nil}
 	for _, tc := range []struct {
 		name string
 		k    int
-		// unsaved drops the tally's last write: the crash came between a
-		// result and its tally.
-		unsaved, damaged bool
-		informative      int
-		groups           map[string]groupTally
-		reachedAtStart   bool
+		// legacy: the host before marks stored this tally record instead.
+		legacy         *dynRecord
+		informative    int
+		groups         map[string]groupTally
+		reachedAtStart bool
 		// the rewards of C's two last rollouts, and whether the batch then has its k
 		rest    []float64
 		reached bool
 	}{
 		{name: "resumed", k: 2, informative: 1,
+			// D's one result is the last stored before the crash: its reward
+			// counts (a tally written after it could have lost it).
 			groups: map[string]groupTally{"C": {4, 2, 2, 0, 1}, "D": {4, 1, 1, 1, 1}, "E": {Size: 4}},
 			rest:   []float64{1, 1}, reached: true},
 		{name: "k already reached", k: 1, informative: 1, reachedAtStart: true,
 			groups: map[string]groupTally{"C": {4, 2, 2, 0, 1}, "D": {4, 1, 1, 1, 1}, "E": {Size: 4}}},
-		{name: "the last result's tally lost", k: 2, unsaved: true, informative: 1,
-			// D's one result counts as finished, its reward unknown.
+		{name: "only an older host's record", k: 2, informative: 1,
+			legacy: &dynRecord{Informative: 1, Groups: map[string]*groupTally{"C": {4, 2, 2, 0, 1}}},
+			// D's result was stored after the record's last write: finished, reward unknown.
 			groups: map[string]groupTally{"C": {4, 2, 2, 0, 1}, "D": {Size: 4, Done: 1}, "E": {Size: 4}},
 			rest:   []float64{1, 1}, reached: true},
-		{name: "damaged tally", k: 2, damaged: true, informative: 0,
-			groups: map[string]groupTally{"C": {Size: 4, Done: 2}, "D": {Size: 4, Done: 1}, "E": {Size: 4}},
-			rest:   []float64{0, 1}, reached: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := store.NewMemory(10)
+			path := filepath.Join(t.TempDir(), "store.db")
+			var st store.Store
+			st, err := store.OpenBolt(path, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
 			p := bareTallies(st)
 			var unfinished []Request
-			var lost *store.Submission // the tally before D's result
 			p.mu.Lock()
 			for _, g := range []string{"A", "B", "C", "D", "E"} {
 				for i := range 4 {
@@ -81,26 +109,25 @@ func TestDynamicTallyResumes(t *testing.T) {
 						unfinished = append(unfinished, r.Req)
 						continue
 					}
-					if tc.unsaved && g == "D" {
-						prev, _ := st.Idempotent(dynKey("d"))
-						lost = &prev
+					res := scored(before[g][i])
+					if tc.legacy != nil {
+						// Stored as an older host did: no marks.
+						res.ID, res.GroupID = r.ID, g
+						if err := st.Finish(res); err != nil {
+							t.Fatal(err)
+						}
+						continue
 					}
-					p.mu.Lock()
-					b, _ := p.untrackDynamic(r, scored(before[g][i]))
-					p.mu.Unlock()
-					p.saveDynamic(b)
+					finishFor(p, r, res)
 				}
 			}
-			if lost != nil {
-				if err := st.Submit(nil, &store.Keyed{Key: dynKey("d"), Replace: true, Sub: *lost}); err != nil {
+			if tc.legacy != nil {
+				note, _ := json.Marshal(tc.legacy)
+				if err := st.Submit(nil, &store.Keyed{Key: dynKey("d"), Replace: true, Sub: store.Submission{Note: note}}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if tc.damaged {
-				if err := st.Submit(nil, &store.Keyed{Key: dynKey("d"), Replace: true, Sub: store.Submission{Note: []byte(`{"k":`)}}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			st = reopen(t, st, path)
 			q := bareTallies(st)
 			q.mu.Lock()
 			reached := q.restoreDynamic(unfinished)
@@ -125,7 +152,7 @@ func TestDynamicTallyResumes(t *testing.T) {
 			}
 			var done bool
 			for i, reward := range tc.rest {
-				_, done = q.untrackDynamic(dynRollout("C", 2+i, tc.k), scored(reward))
+				done = q.untrackDynamic(dynRollout("C", 2+i, tc.k), scored(reward))
 			}
 			q.mu.Unlock()
 			if done != tc.reached {
@@ -135,58 +162,28 @@ func TestDynamicTallyResumes(t *testing.T) {
 	}
 }
 
-// slowKeys is a store whose key writes take a while, so tally writes
-// overlap.
-type slowKeys struct{ *store.Memory }
-
-func (s slowKeys) Submit(ps []store.Pending, key *store.Keyed) error {
-	time.Sleep(time.Millisecond)
-	return s.Memory.Submit(ps, key)
-}
-
-// TestDynamicTallyLastWriteWins: tally writes from many finishing
-// rollouts coalesce, and what is stored at the end is the final tally,
-// not one a slower writer overtook.
-func TestDynamicTallyLastWriteWins(t *testing.T) {
-	st := slowKeys{store.NewMemory(10)}
+// TestDynamicTallyDamagedMark: a mark that does not decode counts its
+// result as finished and unusable; the others still count.
+func TestDynamicTallyDamagedMark(t *testing.T) {
+	st := store.NewMemory(10)
 	p := bareTallies(st)
-	const groups = 16
 	p.mu.Lock()
-	for g := range groups {
-		for i := range 4 {
-			p.trackDynamic(dynRollout(fmt.Sprint(g), i, groups+1))
-		}
+	for i := range 4 {
+		p.trackDynamic(dynRollout("C", i, 2))
 	}
 	p.mu.Unlock()
-	var wg sync.WaitGroup
-	for g := range groups {
-		for i := range 3 { // each group keeps one rollout unfinished
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				p.mu.Lock()
-				b, _ := p.untrackDynamic(dynRollout(fmt.Sprint(g), i, groups+1), scored(float64(i%2)))
-				p.mu.Unlock()
-				p.saveDynamic(b)
-			}()
-		}
-	}
-	wg.Wait()
-	sub, ok := st.Idempotent(dynKey("d"))
-	if !ok {
-		t.Fatal("no tally stored")
-	}
-	var rec dynRecord
-	if err := json.Unmarshal(sub.Note, &rec); err != nil {
+	finishFor(p, dynRollout("C", 0, 2), scored(0))
+	finishFor(p, dynRollout("C", 1, 2), scored(1))
+	// Memory keeps a key's note as given: this one is not JSON.
+	if err := st.Submit(nil, &store.Keyed{Key: dynKey("d") + "/C-1", Replace: true, Sub: store.Submission{Note: []byte(`{"group":`)}}); err != nil {
 		t.Fatal(err)
 	}
-	want := groupTally{Size: 4, Done: 3, Usable: 3, Lo: 0, Hi: 1}
-	if len(rec.Groups) != groups {
-		t.Fatalf("stored %d groups under way, want %d: %s", len(rec.Groups), groups, sub.Note)
-	}
-	for id, g := range rec.Groups {
-		if *g != want {
-			t.Fatalf("group %s stored as %+v, want %+v", id, *g, want)
-		}
+	q := bareTallies(st)
+	q.mu.Lock()
+	q.restoreDynamic([]Request{dynRollout("C", 2, 2).Req, dynRollout("C", 3, 2).Req})
+	got := *q.dynamic["d"].groups["C"]
+	q.mu.Unlock()
+	if want := (groupTally{Size: 4, Done: 2, Usable: 1, Lo: 0, Hi: 0}); got != want {
+		t.Fatalf("resumed %+v, want %+v", got, want)
 	}
 }

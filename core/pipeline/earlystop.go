@@ -7,23 +7,24 @@ import (
 	"github.com/prorl/prorl/core/trajectory"
 )
 
-// EarlyKeyPrefix starts an early-stop group's tally in the store's key
-// table, where it expires with the idempotency keys; a trainer's keys may
-// not start with it.
+// EarlyKeyPrefix starts the keys of an early-stop group's marks in the
+// store's key table, where they expire with the idempotency keys; a
+// trainer's keys may not start with it.
 const EarlyKeyPrefix = "early-stop:"
 
-// earlyStop follows a group submitted with an early stop. Its usable count
-// is kept in the store as it grows, under the group's own key (its first
+// earlyStop follows a group submitted with an early stop. Each usable
+// result is stored with a mark under the group's own key (its first
 // rollout's id, Request.EarlyKey: group ids are the trainer's and may
-// repeat), so a host restarted after a crash resumes it rather than ask
-// the group for min more usable results.
+// repeat), so a host restarted after a crash resumes the usable count
+// rather than ask the group for min more usable results.
 type earlyStop struct {
 	min, live, usable int
 	fired             bool
 	group, key        string
-	saver             tallySaver
 }
 
+// earlyRecord is a group's count as hosts before marks stored it, under
+// earlyKey: read when a group under way has no marks.
 type earlyRecord struct {
 	Usable int `json:"usable"`
 }
@@ -42,37 +43,36 @@ func (p *Pipeline) trackEarly(r *Rollout) {
 }
 
 // untrackEarly counts a finished rollout of an early-stop group: it
-// returns the group when a usable result changed its tally, and whether
-// the group just reached its usable count (the rest are then cancelled).
-// p.mu is held.
-func (p *Pipeline) untrackEarly(r *Rollout, res *trajectory.Result) (changed *earlyStop, stop bool, usable int) {
+// reports whether the group just reached its usable count (the rest are
+// then cancelled), and the count. p.mu is held.
+func (p *Pipeline) untrackEarly(r *Rollout, res *trajectory.Result) (stop bool, usable int) {
 	e := p.early[r.Req.GroupID]
 	if r.Req.EarlyStopMin <= 0 || e == nil {
-		return nil, false, 0
+		return false, 0
 	}
 	e.live--
 	if e.live <= 0 {
 		delete(p.early, r.Req.GroupID)
 	}
 	if !Usable(res) {
-		return nil, false, e.usable
+		return false, e.usable
 	}
 	e.usable++
 	if !e.fired && e.usable >= e.min {
 		e.fired, stop = true, true
 	}
-	return e, stop, e.usable
+	return stop, e.usable
 }
 
 func earlyKey(key string) string { return EarlyKeyPrefix + key }
 
-// saveEarly writes e's tally (none for a group submitted before groups had
-// a key).
-func (p *Pipeline) saveEarly(e *earlyStop) {
-	if e.key == "" {
-		return
+// earlyMarkOf is the mark res is stored with, when r is in an early-stop
+// group and res is usable (the others count for nothing).
+func earlyMarkOf(r *Rollout, res *trajectory.Result) (trajectory.Mark, bool) {
+	if r.Req.EarlyStopMin <= 0 || r.Req.EarlyKey == "" || !Usable(res) {
+		return trajectory.Mark{}, false
 	}
-	p.saveTally(&e.saver, earlyKey(e.key), func() any { return earlyRecord{Usable: e.usable} })
+	return trajectory.Mark{Key: earlyKey(r.Req.EarlyKey) + "/" + r.ID, Value: json.RawMessage(`{"usable":true}`)}, true
 }
 
 // restoreEarly resumes, before the rollouts are tracked again, the usable
@@ -86,16 +86,16 @@ func (p *Pipeline) restoreEarly(reqs []Request) (reached []*earlyStop) {
 		}
 		e := &earlyStop{min: rq.EarlyStopMin, group: rq.GroupID, key: rq.EarlyKey}
 		p.early[rq.GroupID] = e
-		sub, ok := p.d.Store.Idempotent(earlyKey(e.key))
-		if !ok || len(sub.Note) == 0 {
-			continue
+		if marks := p.d.Store.Marks(earlyKey(e.key) + "/"); len(marks) > 0 {
+			e.usable = len(marks)
+		} else if sub, ok := p.d.Store.Idempotent(earlyKey(e.key)); ok && len(sub.Note) > 0 {
+			var rec earlyRecord
+			if err := json.Unmarshal(sub.Note, &rec); err != nil {
+				p.d.Log.Warn("recover: unreadable early-stop tally; counting from zero", "group", rq.GroupID, "error", err)
+				continue
+			}
+			e.usable = rec.Usable
 		}
-		var rec earlyRecord
-		if err := json.Unmarshal(sub.Note, &rec); err != nil {
-			p.d.Log.Warn("recover: unreadable early-stop tally; counting from zero", "group", rq.GroupID, "error", err)
-			continue
-		}
-		e.usable = rec.Usable
 		if e.usable >= e.min {
 			e.fired = true
 			reached = append(reached, e)

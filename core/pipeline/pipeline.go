@@ -386,8 +386,6 @@ func (p *Pipeline) track(r *Rollout) {
 
 // untracked is what a finished rollout changed in its group's tallies.
 type untracked struct {
-	batch *dynBatch  // its dynamic batch's, if any
-	early *earlyStop // its early-stop group's, when a usable result counted
 	// stop: the early-stop group just reached its usable count (the rest
 	// are then cancelled).
 	stop   bool
@@ -398,12 +396,10 @@ type untracked struct {
 // is held.
 func (p *Pipeline) untrack(r *Rollout, res *trajectory.Result) (u untracked) {
 	delete(p.active, r.ID)
-	b, reached := p.untrackDynamic(r, res)
-	if reached {
+	if p.untrackDynamic(r, res) {
 		p.dynStops = append(p.dynStops, r.Req.Dynamic)
 	}
-	u.batch = b
-	u.early, u.stop, u.usable = p.untrackEarly(r, res)
+	u.stop, u.usable = p.untrackEarly(r, res)
 	return u
 }
 
@@ -787,21 +783,13 @@ func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Fail
 	if st == trajectory.StatusCompleted || st == trajectory.StatusTruncated {
 		p.lengths.Observe(r.lenKey, res.GeneratedTokens())
 	}
-	if err := p.d.Store.Finish(res); err != nil {
-		p.d.Log.Error("store result", "rollout", r.ID, "error", err)
-	}
+	p.persist(r, res)
 	p.mu.Lock()
 	u := p.untrack(r, res)
 	dyn := p.dynStops
 	p.dynStops = nil
 	p.mu.Unlock()
 	close(r.done)
-	if u.batch != nil {
-		p.saveDynamic(u.batch)
-	}
-	if u.early != nil {
-		p.saveEarly(u.early)
-	}
 	for _, id := range dyn {
 		p.stopDynamic(id, r.Req.DynamicK)
 	}
@@ -838,6 +826,21 @@ func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Fail
 				p.d.Log.Warn("sandbox stop", "rollout", r.ID, "error", err)
 			}
 		}()
+	}
+}
+
+// persist stores res with the marks of what it counts for in its group's
+// tallies: a tally written after it could be lost to a crash between the
+// two writes, and the batch generate past its k.
+func (p *Pipeline) persist(r *Rollout, res *trajectory.Result) {
+	if m, ok := dynMarkOf(r, res); ok {
+		res.Marks = append(res.Marks, m)
+	}
+	if m, ok := earlyMarkOf(r, res); ok {
+		res.Marks = append(res.Marks, m)
+	}
+	if err := p.d.Store.Finish(res); err != nil {
+		p.d.Log.Error("store result", "rollout", r.ID, "error", err)
 	}
 }
 

@@ -419,7 +419,25 @@ func (b *Bolt) write(rs []*trajectory.Result) error {
 
 func writeTx(tx *bolt.Tx, rs []*trajectory.Result) error {
 	var top uint64
+	var now time.Time
 	for _, r := range rs {
+		if len(r.Marks) > 0 && now.IsZero() {
+			now = time.Now()
+		}
+		for _, m := range r.Marks {
+			if !json.Valid(m.Value) {
+				// A host bug: the result matters more than its mark, and an
+				// error here would hold it unwritten forever.
+				continue
+			}
+			v, err := json.Marshal(Submission{At: now, Note: m.Value})
+			if err != nil {
+				return fmt.Errorf("mark %s: %w", m.Key, err)
+			}
+			if err := tx.Bucket(bIdem).Put([]byte(m.Key), v); err != nil {
+				return err
+			}
+		}
 		if err := tx.Bucket(bResults).Put(seqKey(r.Seq), r.Encoded); err != nil {
 			return err
 		}
@@ -661,6 +679,24 @@ func (b *Bolt) Idempotent(key string) (Submission, bool) {
 		return nil
 	})
 	return s, found
+}
+
+// Marks implements Store.
+func (b *Bolt) Marks(prefix string) map[string]json.RawMessage {
+	out := map[string]json.RawMessage{}
+	_ = b.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bIdem).Cursor()
+		for k, v := c.Seek([]byte(prefix)); k != nil && bytes.HasPrefix(k, []byte(prefix)); k, v = c.Next() {
+			var s Submission
+			if decode(v, &s) == nil {
+				out[string(k)] = bytes.Clone(s.Note)
+			} else {
+				out[string(k)] = nil // damaged: present, its value unknown
+			}
+		}
+		return nil
+	})
+	return out
 }
 
 // ExpireKeys implements Store. A key recorded before keys had a time (no

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -74,8 +75,13 @@ type Store interface {
 	// Cancel records that the unfinished rollouts among ids are cancelled
 	// (those already finished are skipped), durably before it returns.
 	Cancel(ids []string, why trajectory.Failure) error
-	// Finish records a final result, assigns its sequence number, then publishes it.
+	// Finish records a final result and its marks (r.Marks, all or
+	// nothing with it), assigns its sequence number, then publishes it.
 	Finish(r *trajectory.Result) error
+	// Marks returns the values of the marks written with results whose
+	// keys start with prefix, by key. They expire with the idempotency
+	// keys, whose table they share.
+	Marks(prefix string) map[string]json.RawMessage
 	Get(id string) (*trajectory.Result, bool)
 	Finished(f Filter) (rs []*trajectory.Result, next uint64)
 	// Changed returns a channel closed at the next Finish.
@@ -138,6 +144,12 @@ func (m *Memory) Finish(r *trajectory.Result) error {
 	m.mu.Lock()
 	m.seq++
 	r.Seq = m.seq
+	if len(r.Marks) > 0 {
+		now := time.Now()
+		for _, mk := range r.Marks {
+			m.idem[mk.Key] = Submission{At: now, Note: mk.Value}
+		}
+	}
 	m.mu.Unlock()
 	m.add(r)
 	return nil
@@ -256,6 +268,19 @@ func (m *Memory) Idempotent(key string) (Submission, bool) {
 	defer m.mu.Unlock()
 	s, ok := m.idem[key]
 	return s, ok
+}
+
+// Marks implements Store.
+func (m *Memory) Marks(prefix string) map[string]json.RawMessage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]json.RawMessage{}
+	for k, s := range m.idem {
+		if strings.HasPrefix(k, prefix) {
+			out[k] = s.Note
+		}
+	}
+	return out
 }
 
 // Submit implements Store; memory survives nothing, so only the key is kept.

@@ -217,6 +217,18 @@ type Result struct {
 	// Encoded is this result's JSON when a store already made it (to write
 	// it to disk): the API sends those bytes instead of encoding again.
 	Encoded []byte `json:"-"`
+	// Marks are the host's small records about this result (what it counts
+	// for in a dynamic-sampling batch or an early-stop group) that a
+	// durable store writes in the result's own transaction: after a crash
+	// both are on disk or neither is.
+	Marks []Mark `json:"-"`
+}
+
+// Mark is one record written with a result: Value (JSON) under Key, kept
+// until keys expire, after the result itself is acknowledged.
+type Mark struct {
+	Key   string
+	Value json.RawMessage
 }
 
 // GeneratedTokens is how many tokens the policy generated over the turns.
