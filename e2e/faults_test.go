@@ -399,6 +399,11 @@ func TestStoreFaultHeals(t *testing.T) {
 	if r := e.do("POST", "/v1/results/ack", map[string]any{"ids": sub.RolloutIDs[:1]}); r.code != 503 {
 		t.Fatalf("ack during the fault: %d %s", r.code, r.body)
 	}
+	// A new policy version takes effect at once (the trainer's weights are
+	// loaded); its record is held and written with the results.
+	if r := e.do("PUT", "/v1/policy", map[string]any{"version": 3}); r.code != 200 {
+		t.Fatalf("policy version during the fault: %d %s", r.code, r.body)
+	}
 	// Space again: everything held becomes durable, no restart.
 	t0 := time.Now()
 	if err := os.Remove(filler); err != nil {
@@ -426,6 +431,10 @@ func TestStoreFaultHeals(t *testing.T) {
 	}
 	if found != 24 {
 		t.Fatalf("after a crash %d of 24 results are on disk as first attempts: %+v", found, page.Results)
+	}
+	var ps struct{ Version int64 }
+	if e.do("GET", "/v1/policy", nil).json(t, &ps); ps.Version != 3 {
+		t.Fatalf("after a crash the policy version is %d, want 3 (set during the fault)", ps.Version)
 	}
 	t.Logf("24 results held during a full disk; durable %v after the fault ended (readiness included)", healed)
 }

@@ -330,8 +330,9 @@ func (p *Pipeline) savePolicy() {
 	st := p.PolicyState()
 	b, _ := json.Marshal(savedPolicy{Version: st.Version, Paused: st.Paused, Mode: st.Mode})
 	if err := p.d.Store.SetState(policyStateName, b); err != nil {
-		// Only a crash now would cost anything: the restarted host would
-		// stamp tokens with the version, and pause, it last stored.
+		// Held by the store until its file takes writes (store.ErrHeld):
+		// only a crash before then would cost anything, the restarted host
+		// stamping tokens with the version, and pause, it last stored.
 		p.d.Log.Warn("store the policy state", "version", st.Version, "paused", st.Paused, "error", err)
 	}
 }

@@ -651,7 +651,9 @@ func (p *Pipeline) storeCancel(rs []*Rollout, reason, why string) {
 		ids[i] = r.ID
 	}
 	if err := p.d.Store.Cancel(ids, trajectory.Failure{Reason: reason, Message: why}); err != nil {
-		p.d.Log.Warn("store a cancellation; a crash before the rollouts report would run them again", "rollouts", len(ids), "error", err)
+		// Held by the store until its file takes writes (store.ErrHeld):
+		// only a crash before then would run them again.
+		p.d.Log.Warn("store a cancellation", "rollouts", len(ids), "error", err)
 	}
 }
 

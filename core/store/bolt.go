@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -85,6 +86,11 @@ type Bolt struct {
 	fault     error
 	unwritten []*trajectory.Result
 	healing   bool
+	// Cancellations and host values refused meanwhile are held too, and
+	// written after the results (a cancellation of a rollout whose result
+	// is written first finds no pending record, as it would have).
+	heldCancels []heldCancel
+	heldState   map[string][]byte
 
 	// Results are committed by one goroutine in batches (commitLoop);
 	// closeMu and closed keep Finish from sending once Close began.
@@ -333,28 +339,54 @@ func updatePending(tx *bolt.Tx, id string, change func(*Pending) bool) (found bo
 	return true, bk.Put([]byte(id), nv)
 }
 
-// Cancel implements Store.
+type heldCancel struct {
+	ids []string
+	why trajectory.Failure
+}
+
+// ErrHeld: the file refused a write, which is held in memory and made
+// when it takes writes again; a crash before then loses it.
+var ErrHeld = errors.New("held in memory until the store file takes writes again")
+
+// Cancel implements Store. Refused by the file, it is held (ErrHeld).
 func (b *Bolt) Cancel(ids []string, why trajectory.Failure) error {
+	c := heldCancel{ids: slices.Clone(ids), why: why}
 	if err := b.Healthy(); err != nil {
-		return err
+		return b.holdOp(func() { b.heldCancels = append(b.heldCancels, c) }, err)
 	}
-	return b.db.Batch(func(tx *bolt.Tx) error {
-		for _, id := range ids {
-			// A rollout finished meanwhile has no record; the first
-			// cancellation is the one reported.
-			_, err := updatePending(tx, id, func(p *Pending) bool {
-				if p.Cancelled != nil {
-					return false
-				}
-				p.Cancelled = &why
-				return true
-			})
-			if err != nil {
-				return err
+	if err := b.db.Batch(func(tx *bolt.Tx) error { return cancelTx(tx, c) }); err != nil {
+		b.markFault(err)
+		return b.holdOp(func() { b.heldCancels = append(b.heldCancels, c) }, err)
+	}
+	return nil
+}
+
+func cancelTx(tx *bolt.Tx, c heldCancel) error {
+	for _, id := range c.ids {
+		// A rollout finished meanwhile has no record; the first
+		// cancellation is the one reported.
+		_, err := updatePending(tx, id, func(p *Pending) bool {
+			if p.Cancelled != nil {
+				return false
 			}
+			p.Cancelled = &c.why
+			return true
+		})
+		if err != nil {
+			return err
 		}
-		return nil
-	})
+	}
+	return nil
+}
+
+// holdOp keeps a cancellation or a value the file refused (add, under
+// faultMu) for the healer to write; it returns cause as ErrHeld.
+func (b *Bolt) holdOp(add func(), cause error) error {
+	b.faultMu.Lock()
+	add()
+	b.healLocked()
+	b.faultMu.Unlock()
+	return fmt.Errorf("%w: %w", ErrHeld, cause)
 }
 
 // Finish implements Store: the result and the end of the pending record in
@@ -411,12 +443,8 @@ func (b *Bolt) Finish(r *trajectory.Result) error {
 
 var errFault = errors.New("store in fault")
 
-// write commits results: each with its index entry, its pending record
-// gone, and the last sequence number.
-func (b *Bolt) write(rs []*trajectory.Result) error {
-	return b.db.Batch(func(tx *bolt.Tx) error { return writeTx(tx, rs) })
-}
-
+// writeTx writes results: each with its marks and index entry, its
+// pending record gone, and the last sequence number.
 func writeTx(tx *bolt.Tx, rs []*trajectory.Result) error {
 	var top uint64
 	var now time.Time
@@ -518,7 +546,7 @@ func (b *Bolt) heal() {
 			backoff = min(backoff*2, 500*time.Millisecond)
 			continue
 		}
-		if len(b.unwritten) == 0 {
+		if b.heldLocked() == 0 {
 			b.fault, b.healing = nil, false
 			b.faultMu.Unlock()
 			return
@@ -527,30 +555,62 @@ func (b *Bolt) heal() {
 	}
 }
 
-// writeHeld writes the results a fault holds and, once they are on disk,
-// lets go of them (results held meanwhile stay); n is how many it took.
+// writeHeld writes what a fault holds (results, then cancellations and
+// host values) in one transaction and, once it is on disk, lets go of it
+// (what was held meanwhile stays); n is how much it took.
 func (b *Bolt) writeHeld() (n int, err error) {
 	b.faultMu.Lock()
 	rs := slices.Clone(b.unwritten)
+	cs := slices.Clone(b.heldCancels)
+	st := maps.Clone(b.heldState)
 	b.faultMu.Unlock()
-	if len(rs) == 0 {
+	n = len(rs) + len(cs) + len(st)
+	if n == 0 {
 		return 0, nil
 	}
-	if err := b.write(rs); err != nil {
-		return len(rs), err
+	err = b.db.Update(func(tx *bolt.Tx) error {
+		if len(rs) > 0 {
+			if err := writeTx(tx, rs); err != nil {
+				return err
+			}
+		}
+		for _, c := range cs {
+			if err := cancelTx(tx, c); err != nil {
+				return err
+			}
+		}
+		for name, v := range st {
+			if err := tx.Bucket(bMeta).Put(stateKey(name), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return n, err
 	}
 	b.faultMu.Lock()
 	b.unwritten = b.unwritten[len(rs):]
+	b.heldCancels = b.heldCancels[len(cs):]
+	for name, v := range st {
+		if bytes.Equal(b.heldState[name], v) { // not set again meanwhile
+			delete(b.heldState, name)
+		}
+	}
 	b.faultMu.Unlock()
-	return len(rs), nil
+	return n, nil
 }
+
+// heldLocked is how much a fault holds; faultMu is held.
+func (b *Bolt) heldLocked() int { return len(b.unwritten) + len(b.heldCancels) + len(b.heldState) }
 
 // Healthy implements Store: nil, or why the file does not take writes.
 func (b *Bolt) Healthy() error {
 	b.faultMu.Lock()
 	defer b.faultMu.Unlock()
 	if b.fault != nil {
-		return fmt.Errorf("store cannot write (%d results held in memory until it can): %w", len(b.unwritten), b.fault)
+		return fmt.Errorf("store cannot write (%d results, %d cancellations and %d host values held in memory until it can): %w",
+			len(b.unwritten), len(b.heldCancels), len(b.heldState), b.fault)
 	}
 	return nil
 }
@@ -646,20 +706,35 @@ func (b *Bolt) Ack(ids []string) (int, error) {
 // stateKey is a host value's key in the meta bucket, apart from "seq".
 func stateKey(name string) []byte { return []byte("state:" + name) }
 
-// SetState implements Store.
+// SetState implements Store. Refused by the file, the value is held
+// (ErrHeld), and State reads it back meanwhile.
 func (b *Bolt) SetState(name string, v []byte) error {
+	v = bytes.Clone(v)
+	hold := func() {
+		if b.heldState == nil {
+			b.heldState = map[string][]byte{}
+		}
+		b.heldState[name] = v
+	}
 	if err := b.Healthy(); err != nil {
-		return err
+		return b.holdOp(hold, err)
 	}
 	err := b.db.Batch(func(tx *bolt.Tx) error { return tx.Bucket(bMeta).Put(stateKey(name), v) })
 	if err != nil {
 		b.markFault(err)
+		return b.holdOp(hold, err)
 	}
-	return err
+	return nil
 }
 
 // State implements Store.
 func (b *Bolt) State(name string) ([]byte, bool) {
+	b.faultMu.Lock()
+	held, ok := b.heldState[name]
+	b.faultMu.Unlock()
+	if ok {
+		return bytes.Clone(held), true
+	}
 	var v []byte
 	_ = b.db.View(func(tx *bolt.Tx) error {
 		v = bytes.Clone(tx.Bucket(bMeta).Get(stateKey(name)))
@@ -835,7 +910,7 @@ func (b *Bolt) Close() error {
 	// run again after a restart (their pending records say to).
 	n, err := b.writeHeld()
 	if err != nil {
-		err = fmt.Errorf("store: %d finished results not written at close (their rollouts run again after a restart): %w", n, err)
+		err = fmt.Errorf("store: %d finished results, cancellations and host values not written at close (those rollouts run again after a restart): %w", n, err)
 	}
 	return errors.Join(err, b.db.Close())
 }

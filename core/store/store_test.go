@@ -604,6 +604,7 @@ func TestMarks(t *testing.T) {
 			// on disk, its pending record stays, until the file takes it.
 			b.faultMu.Lock()
 			b.fault = errors.New("injected: the file refuses writes")
+			b.healing = true // no healer: the fault lasts until Close
 			b.faultMu.Unlock()
 			if err := b.Finish(&trajectory.Result{ID: "c", Marks: []trajectory.Mark{mark("m:x/c", `{"v":3}`), mark("m:x/bad", `{"v":`)}}); err != nil {
 				t.Fatal(err)
@@ -631,5 +632,55 @@ func TestMarks(t *testing.T) {
 			want = map[string]string{}
 			check("expired")
 		})
+	}
+}
+
+// TestBoltHoldsCancelsAndState: a cancellation and a host value the file
+// refuses are held (ErrHeld) — the value reads back meanwhile — and
+// written with the held results, after them: a cancellation of a rollout
+// whose result is written finds no record, as it would have.
+func TestBoltHoldsCancelsAndState(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	b := openBolt(t, path, 100)
+	if err := b.Submit([]Pending{{ID: "a", Attempt: 1}, {ID: "b", Attempt: 1}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetState("policy", []byte(`{"version":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	b.faultMu.Lock()
+	b.fault = errors.New("injected: the file refuses writes")
+	b.healing = true // no healer: the fault lasts until Close
+	b.faultMu.Unlock()
+	why := trajectory.Failure{Reason: trajectory.ReasonCancelled, Message: "during the fault"}
+	if err := b.Cancel([]string{"a", "b"}, why); !errors.Is(err, ErrHeld) {
+		t.Fatalf("a cancellation during a fault: %v, want ErrHeld", err)
+	}
+	if err := b.Finish(&trajectory.Result{ID: "a", Status: trajectory.StatusCancelled}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetState("policy", []byte(`{"version":2}`)); !errors.Is(err, ErrHeld) {
+		t.Fatalf("a value during a fault: %v, want ErrHeld", err)
+	}
+	if v, _ := b.State("policy"); string(v) != `{"version":2}` {
+		t.Fatalf("the held value reads %s", v)
+	}
+	if err := b.Healthy(); err == nil || !strings.Contains(err.Error(), "1 results, 1 cancellations and 1 host values held") {
+		t.Fatalf("healthy during the fault: %v", err)
+	}
+	if err := b.Close(); err != nil { // its last attempt writes what is held
+		t.Fatal(err)
+	}
+	b = openBolt(t, path, 100)
+	defer b.Close()
+	if v, _ := b.State("policy"); string(v) != `{"version":2}` {
+		t.Fatalf("after a reopen the value is %s", v)
+	}
+	un, err := b.Unfinished()
+	if err != nil || len(un) != 1 || un[0].ID != "b" || un[0].Cancelled == nil || un[0].Cancelled.Message != why.Message {
+		t.Fatalf("unfinished after a reopen: %+v %v, want b cancelled", un, err)
+	}
+	if _, ok := b.Get("a"); !ok {
+		t.Fatal("the held result was not written")
 	}
 }
