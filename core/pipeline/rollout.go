@@ -44,7 +44,7 @@ type Request struct {
 	// EarlyStopMin cancels the rest of the group once this many of its
 	// rollouts finished usable (0: off).
 	EarlyStopMin int `json:"early_stop_min,omitempty"`
-	// EarlyKey names the early-stop group's tally in the store: its first
+	// EarlyKey names the early-stop group's marks in the store: its first
 	// rollout's id (set at submission).
 	EarlyKey string `json:"early_key,omitempty"`
 	// Dynamic names the dynamic-sampling batch the rollout's group belongs
