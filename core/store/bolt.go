@@ -327,7 +327,7 @@ func updatePending(tx *bolt.Tx, id string, change func(*Pending) bool) (found bo
 	}
 	var p Pending
 	if err := decode(v, &p); err != nil {
-		return true, fmt.Errorf("pending rollout %s: %w", id, err)
+		return true, fmt.Errorf("pending rollout %s: %w: %w", id, errDamaged, err)
 	}
 	if !change(&p) {
 		return true, nil
@@ -361,6 +361,9 @@ func (b *Bolt) Cancel(ids []string, why trajectory.Failure) error {
 	return nil
 }
 
+// errDamaged marks a record that does not decode.
+var errDamaged = errors.New("damaged record")
+
 func cancelTx(tx *bolt.Tx, c heldCancel) error {
 	for _, id := range c.ids {
 		// A rollout finished meanwhile has no record; the first
@@ -372,6 +375,11 @@ func cancelTx(tx *bolt.Tx, c heldCancel) error {
 			p.Cancelled = &c.why
 			return true
 		})
+		if errors.Is(err, errDamaged) {
+			// Not recordable, and no reason to fail the others (or, held,
+			// the results written with them).
+			continue
+		}
 		if err != nil {
 			return err
 		}

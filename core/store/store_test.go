@@ -684,3 +684,40 @@ func TestBoltHoldsCancelsAndState(t *testing.T) {
 		t.Fatal("the held result was not written")
 	}
 }
+
+// TestBoltHeldCancelSkipsDamagedRecord: a held cancellation naming a
+// rollout whose pending record does not decode skips it; it does not fail
+// the held write, which would keep the results written with it in memory
+// and the store in fault for good.
+func TestBoltHeldCancelSkipsDamagedRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	b := openBolt(t, path, 100)
+	if err := b.Submit([]Pending{{ID: "a", Attempt: 1}, {ID: "x", Attempt: 1}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bPending).Put([]byte("d"), []byte(`{"id":`)) }); err != nil {
+		t.Fatal(err)
+	}
+	b.faultMu.Lock()
+	b.fault = errors.New("injected: the file refuses writes")
+	b.healing = true // no healer: the fault lasts until Close
+	b.faultMu.Unlock()
+	if err := b.Cancel([]string{"d", "a"}, trajectory.Failure{Reason: trajectory.ReasonCancelled}); !errors.Is(err, ErrHeld) {
+		t.Fatalf("a cancellation during a fault: %v, want ErrHeld", err)
+	}
+	if err := b.Finish(&trajectory.Result{ID: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("close with a held cancellation naming a damaged record: %v", err)
+	}
+	b = openBolt(t, path, 100)
+	defer b.Close()
+	if _, ok := b.Get("x"); !ok {
+		t.Fatal("the held result was not written")
+	}
+	var p Pending
+	if err := b.db.View(func(tx *bolt.Tx) error { return decode(tx.Bucket(bPending).Get([]byte("a")), &p) }); err != nil || p.Cancelled == nil {
+		t.Fatalf("a after the held cancellation: %+v %v", p, err)
+	}
+}
