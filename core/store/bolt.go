@@ -351,14 +351,14 @@ var ErrHeld = errors.New("held in memory until the store file takes writes again
 // Cancel implements Store. Refused by the file, it is held (ErrHeld).
 func (b *Bolt) Cancel(ids []string, why trajectory.Failure) error {
 	c := heldCancel{ids: slices.Clone(ids), why: why}
-	if err := b.Healthy(); err != nil {
-		return b.holdOp(func() { b.heldCancels = append(b.heldCancels, c) }, err)
-	}
-	if err := b.db.Batch(func(tx *bolt.Tx) error { return cancelTx(tx, c) }); err != nil {
+	err := b.Healthy()
+	if err == nil {
+		if err = b.db.Batch(func(tx *bolt.Tx) error { return cancelTx(tx, c) }); err == nil {
+			return nil
+		}
 		b.markFault(err)
-		return b.holdOp(func() { b.heldCancels = append(b.heldCancels, c) }, err)
 	}
-	return nil
+	return b.holdOp(func() { b.heldCancels = append(b.heldCancels, c) }, err)
 }
 
 // errDamaged marks a record that does not decode.
@@ -718,21 +718,19 @@ func stateKey(name string) []byte { return []byte("state:" + name) }
 // (ErrHeld), and State reads it back meanwhile.
 func (b *Bolt) SetState(name string, v []byte) error {
 	v = bytes.Clone(v)
-	hold := func() {
+	err := b.Healthy()
+	if err == nil {
+		if err = b.db.Batch(func(tx *bolt.Tx) error { return tx.Bucket(bMeta).Put(stateKey(name), v) }); err == nil {
+			return nil
+		}
+		b.markFault(err)
+	}
+	return b.holdOp(func() {
 		if b.heldState == nil {
 			b.heldState = map[string][]byte{}
 		}
 		b.heldState[name] = v
-	}
-	if err := b.Healthy(); err != nil {
-		return b.holdOp(hold, err)
-	}
-	err := b.db.Batch(func(tx *bolt.Tx) error { return tx.Bucket(bMeta).Put(stateKey(name), v) })
-	if err != nil {
-		b.markFault(err)
-		return b.holdOp(hold, err)
-	}
-	return nil
+	}, err)
 }
 
 // State implements Store.
