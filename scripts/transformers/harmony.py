@@ -56,7 +56,13 @@ def ensure_o200k(models_dir: str) -> None:
     if hashlib.sha256(data).hexdigest() != O200K_SHA256:
         raise RuntimeError("the rebuilt o200k_base.tiktoken differs from the published one")
     CACHE.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+    # Written whole under another name, then renamed: several of these
+    # processes (two test packages, two workers each) build it at once on a
+    # fresh machine, and one loading the file while another truncated it to
+    # write it read an empty vocabulary (a CI failure, hash e3b0c442...).
+    tmp = CACHE / f".o200k_base.tiktoken.{os.getpid()}"
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 _enc: list[Any] = []
