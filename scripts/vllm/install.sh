@@ -13,7 +13,10 @@ models=${PRORL_MODELS_DIR:-$HOME/.cache/prorl/models}
 out=$models/tiny-qwen3-vllm
 want=$(cat "$here/make_model.py" "$models/qwen3/tokenizer.json" "$models/qwen3/tokenizer_config.json" | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$out/.prorl-made" 2>/dev/null)" != "$want" ]; then
-  rm -rf "$out.tmp" && "$py" "$here/make_model.py" "$models/qwen3" "$out.tmp" >&2
+  # torch makes /tmp/torchinductor_$USER on import: its temporary files go
+  # to a directory removed after it.
+  tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
+  rm -rf "$out.tmp" && TMPDIR=$tmp "$py" "$here/make_model.py" "$models/qwen3" "$out.tmp" >&2
   echo "$want" > "$out.tmp/.prorl-made" && rm -rf "$out" && mv "$out.tmp" "$out"
 fi
 echo "$py"
