@@ -26,7 +26,8 @@ from typing import Any
 from refio import serve
 
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
-CACHE = Path.home() / ".cache" / "prorl" / "tiktoken"
+# PRORL_TIKTOKEN_CACHE: another directory (a test of how the file is written).
+CACHE = Path(os.environ.get("PRORL_TIKTOKEN_CACHE") or Path.home() / ".cache" / "prorl" / "tiktoken")
 
 
 def _byte_decoder() -> dict[str, int]:

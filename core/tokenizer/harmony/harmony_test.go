@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -304,4 +305,55 @@ func FuzzRenderSchema(f *testing.F) {
 		tools := []trajectory.Tool{{Type: "function", Function: trajectory.ToolFunction{Name: "f", Parameters: json.RawMessage(params)}}}
 		_, _ = Render([]trajectory.Message{{Role: "user", Content: "x"}}, tools, Options{})
 	})
+}
+
+// TestO200kWrittenWhole: the reference script builds o200k_base.tiktoken on
+// first use, and several test processes build it at once on a fresh
+// machine (this package's workers and core/toolcall's). A file written in
+// place was seen empty or part written by another, which openai-harmony
+// refused (a fresh-clone CI failure); written under another name and
+// renamed, a reader finds it whole or not at all.
+func TestO200kWrittenWhole(t *testing.T) {
+	py := sdktest.ReferencePython(t, "../../../scripts/transformers/install.sh", "PRORL_REQUIRE_TRANSFORMERS")
+	models := testmodels.Dir(t)
+	const size = 3_613_922 // the published file's
+	dir := t.TempDir()
+	t.Setenv("PRORL_TIKTOKEN_CACHE", dir)
+	path := filepath.Join(dir, "o200k_base.tiktoken")
+	done := make(chan struct{})
+	seen := make(chan []int64, 1)
+	go func() {
+		var torn []int64
+		for {
+			select {
+			case <-done:
+				seen <- torn
+				return
+			default:
+			}
+			if fi, err := os.Stat(path); err == nil && fi.Size() != size && len(torn) < 10 {
+				torn = append(torn, fi.Size())
+			}
+		}
+	}()
+	type parseCase struct {
+		Text      string `json:"text"`
+		ModelsDir string `json:"models_dir"`
+	}
+	out, err := sdktest.RunJSONLines(py, "../../../scripts/transformers/harmony.py",
+		[]parseCase{{Text: "<|channel|>final<|message|>hi<|return|>", ModelsDir: models}}, 1)
+	close(done)
+	torn := <-seen
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out[0]), `"error"`) {
+		t.Fatalf("openai-harmony: %s", out[0])
+	}
+	if len(torn) > 0 {
+		t.Errorf("o200k_base.tiktoken was seen at %v bytes of %d while it was written", torn, size)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != size {
+		t.Errorf("o200k_base.tiktoken after: %v, %v", fi, err)
+	}
 }
