@@ -43,8 +43,18 @@ func startLlamaCppWith(t *testing.T, modelDir string, withGrammar bool, flags ..
 	if err != nil {
 		t.Fatal(err)
 	}
-	script := filepath.Join(npm, "prorl-llamacpp-server.mjs")
-	if err := os.WriteFile(script, src, 0o644); err != nil {
+	// A copy of its own, removed after: the npm directory is shared by
+	// every checkout and run on this machine.
+	f, err := os.CreateTemp(npm, "prorl-llamacpp-server-*.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := f.Name()
+	t.Cleanup(func() { os.Remove(script) })
+	if _, err := f.Write(src); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
