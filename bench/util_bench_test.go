@@ -528,14 +528,14 @@ func BenchmarkIssue19Utilisation(b *testing.B) {
 			}
 		}
 		for _, rt := range routings {
-			var r utilResult
+			n := 1
+			if rt == backend.RouteGroup {
+				n = oursRuns()
+			}
+			r, lo, hi := medianRun(n, func() utilResult { return runStep(b, w, m, fleet, rt, rt == backend.RouteGroup) })
 			var note []string
-			if n := oursRuns(); rt == backend.RouteGroup && n > 1 {
-				var lo, hi float64
-				r, lo, hi = medianRun(n, func() utilResult { return runStep(b, w, m, fleet, rt, true) })
+			if n > 1 {
 				note = []string{fmt.Sprintf("(median of %d: %.0f–%.0f s)", n, lo, hi)}
-			} else {
-				r = runStep(b, w, m, fleet, rt, rt == backend.RouteGroup)
 			}
 			res[rt] = r
 			rows = append(append(rows, stepRows(string(rt), r, lb, note...)...),
