@@ -62,8 +62,11 @@ def ensure_o200k(models_dir: str) -> None:
     # fresh machine, and one loading the file while another truncated it to
     # write it read an empty vocabulary (a CI failure, hash e3b0c442...).
     tmp = CACHE / f".o200k_base.tiktoken.{os.getpid()}"
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # a write that failed leaves no part behind
 
 
 _enc: list[Any] = []
