@@ -475,12 +475,15 @@ func (p *Pipeline) admit(ids []string, attempts []int, reqs []Request, idem *sto
 		}
 		rs[i] = p.newRollout(ids[i], rq, attempts[i], now)
 		rs[i].lenKey = key
+		// The task is stored apart, once for the group (store.Pending.Task).
+		task := rq.Task
+		rq.Task = nil
 		b, err := json.Marshal(rq)
 		if err != nil {
 			p.initReserved.Add(-n)
 			return nil, fmt.Errorf("encode request: %w", err)
 		}
-		pend[i] = store.Pending{ID: ids[i], Attempt: attempts[i], Request: b, SubmittedAt: now}
+		pend[i] = store.Pending{ID: ids[i], Attempt: attempts[i], Request: b, Task: task, SubmittedAt: now}
 	}
 	// On disk before anyone is told the rollouts exist.
 	if err := p.d.Store.Submit(pend, idem); err != nil {
@@ -530,7 +533,15 @@ func (p *Pipeline) Recover(onRestart string) (rerun, interrupted, cancelled int,
 	reqs := make([]Request, len(un))
 	unreadable := make([]bool, len(un))
 	for i, pd := range un {
-		if err := json.Unmarshal(pd.Request, &reqs[i]); err != nil {
+		err := json.Unmarshal(pd.Request, &reqs[i])
+		switch {
+		case err != nil:
+		case pd.TaskRef != "" && pd.Task == nil:
+			err = fmt.Errorf("its task %s is missing from the store", pd.TaskRef)
+		case pd.TaskRef != "":
+			reqs[i].Task = pd.Task
+		}
+		if err != nil {
 			p.d.Log.Error("recover: unreadable request; reporting it failed", "rollout", pd.ID, "error", err)
 			unreadable[i] = true
 		}

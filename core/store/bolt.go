@@ -22,6 +22,8 @@ var (
 	bIndex   = []byte("index")   // id -> seq
 	bIdem    = []byte("idem")    // idempotency key -> Submission
 	bMeta    = []byte("meta")    // "seq" -> last seq; "state:<name>" -> a host value (SetState)
+	bTasks   = []byte("tasks")   // task ref -> the task's bytes, once for every pending record naming it
+	bTaskRC  = []byte("taskrc")  // task ref -> how many pending records name it (uint64, big endian)
 	keySeq   = []byte("seq")
 )
 
@@ -139,7 +141,7 @@ func OpenBolt(path string, retention int) (*Bolt, error) {
 	}
 	b := &Bolt{db: db, mem: NewMemory(retention), held: map[uint64]*trajectory.Result{}, waiting: map[uint64]chan struct{}{}}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bPending, bResults, bIndex, bIdem, bMeta} {
+		for _, name := range [][]byte{bPending, bResults, bIndex, bIdem, bMeta, bTasks, bTaskRC} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -260,6 +262,20 @@ func (b *Bolt) Submit(ps []Pending, key *Keyed) error {
 }
 
 func (b *Bolt) submit(ps []Pending, key *Keyed) error {
+	// Hashed out here: Batch may run its function more than once. A group's
+	// samples share one task (the same bytes): hashed once.
+	ps = slices.Clone(ps)
+	var last []byte
+	ref := ""
+	for i := range ps {
+		if ps[i].Task == nil {
+			continue
+		}
+		if !sameBytes(ps[i].Task, last) {
+			last, ref = ps[i].Task, TaskRefOf(ps[i].Task)
+		}
+		ps[i].TaskRef = ref
+	}
 	return b.db.Batch(func(tx *bolt.Tx) error {
 		if key != nil {
 			ik := tx.Bucket(bIdem)
@@ -278,6 +294,11 @@ func (b *Bolt) submit(ps []Pending, key *Keyed) error {
 		}
 		bk := tx.Bucket(bPending)
 		for _, p := range ps {
+			if p.TaskRef != "" {
+				if err := refTask(tx, p.TaskRef, p.Task, 1); err != nil {
+					return err
+				}
+			}
 			v, err := json.Marshal(p)
 			if err != nil {
 				return err
@@ -290,14 +311,66 @@ func (b *Bolt) submit(ps []Pending, key *Keyed) error {
 	})
 }
 
-// Unfinished implements Store.
+// sameBytes is a fast bytes.Equal for the common case of one slice shared.
+func sameBytes(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || &a[0] == &b[0] {
+		return true
+	}
+	return bytes.Equal(a, b)
+}
+
+// refTask adds delta to the count of pending records naming ref: the task
+// is written with its first and deleted with its last.
+func refTask(tx *bolt.Tx, ref string, task []byte, delta int) error {
+	rc, k := tx.Bucket(bTaskRC), []byte(ref)
+	var n uint64
+	if v := rc.Get(k); len(v) == 8 {
+		n = binary.BigEndian.Uint64(v)
+	}
+	switch {
+	case delta > 0:
+		if n == 0 || tx.Bucket(bTasks).Get(k) == nil {
+			if err := tx.Bucket(bTasks).Put(k, task); err != nil {
+				return err
+			}
+		}
+		n += uint64(delta)
+	case n <= uint64(-delta):
+		// The last record naming it (or a count lost to damage): gone.
+		if err := tx.Bucket(bTasks).Delete(k); err != nil {
+			return err
+		}
+		return rc.Delete(k)
+	default:
+		n -= uint64(-delta)
+	}
+	return rc.Put(k, seqKey(n))
+}
+
+// Unfinished implements Store. A task several records name is given
+// back as one copy; a record whose task is missing (a damaged file) comes
+// back without it, for the caller to report.
 func (b *Bolt) Unfinished() ([]Pending, error) {
 	var out []Pending
 	err := b.db.View(func(tx *bolt.Tx) error {
+		tasks := map[string]json.RawMessage{}
 		return tx.Bucket(bPending).ForEach(func(k, v []byte) error {
 			var p Pending
 			if err := decode(v, &p); err != nil {
 				return fmt.Errorf("pending rollout %s: %w", k, err)
+			}
+			if p.TaskRef != "" {
+				t, ok := tasks[p.TaskRef]
+				if !ok {
+					if v := tx.Bucket(bTasks).Get([]byte(p.TaskRef)); v != nil {
+						t = bytes.Clone(v)
+					}
+					tasks[p.TaskRef] = t
+				}
+				p.Task = t
 			}
 			out = append(out, p)
 			return nil
@@ -480,7 +553,7 @@ func writeTx(tx *bolt.Tx, rs []*trajectory.Result) error {
 		if err := tx.Bucket(bIndex).Put([]byte(r.ID), seqKey(r.Seq)); err != nil {
 			return err
 		}
-		if err := tx.Bucket(bPending).Delete([]byte(r.ID)); err != nil {
+		if err := deletePending(tx, r.ID); err != nil {
 			return err
 		}
 		top = max(top, r.Seq)
@@ -490,6 +563,26 @@ func writeTx(tx *bolt.Tx, rs []*trajectory.Result) error {
 		return nil
 	}
 	return meta.Put(keySeq, seqKey(top))
+}
+
+// deletePending removes a pending record and its claim on its task.
+func deletePending(tx *bolt.Tx, id string) error {
+	bk := tx.Bucket(bPending)
+	v := bk.Get([]byte(id))
+	if v == nil {
+		return nil
+	}
+	var head struct {
+		TaskRef string `json:"task_ref"`
+	}
+	// A record that does not decode is deleted all the same: the result
+	// written in its place is what counts (store check reports a count left).
+	if decode(v, &head) == nil && head.TaskRef != "" {
+		if err := refTask(tx, head.TaskRef, nil, -1); err != nil {
+			return err
+		}
+	}
+	return bk.Delete([]byte(id))
 }
 
 // hold keeps a result the file refused and makes sure a healer runs.
@@ -891,12 +984,44 @@ func (b *Bolt) Check() error {
 		if n, m := idx.Stats().KeyN, res.Stats().KeyN; n != m {
 			errs = append(errs, fmt.Errorf("%d index entries for %d results", n, m))
 		}
-		_ = tx.Bucket(bPending).ForEach(func(id, _ []byte) error {
+		named := map[string]uint64{} // task ref -> pending records naming it
+		_ = tx.Bucket(bPending).ForEach(func(id, v []byte) error {
 			if idx.Get(id) != nil {
 				errs = append(errs, fmt.Errorf("rollout %s is both pending and finished", id))
 			}
+			var p Pending
+			switch {
+			case decode(v, &p) != nil:
+				errs = append(errs, fmt.Errorf("pending rollout %s does not decode", id))
+			case p.TaskRef != "":
+				named[p.TaskRef]++
+				if tx.Bucket(bTasks).Get([]byte(p.TaskRef)) == nil {
+					errs = append(errs, fmt.Errorf("pending rollout %s names task %s, which is missing", id, p.TaskRef))
+				}
+			}
 			return nil
 		})
+		// Records of hosts before tasks were stored apart hold their task
+		// in the request and name none: both kinds are read.
+		_ = tx.Bucket(bTasks).ForEach(func(k, v []byte) error {
+			if named[string(k)] == 0 {
+				errs = append(errs, fmt.Errorf("task %s is named by no pending rollout", k))
+			} else if TaskRefOf(v) != string(k) {
+				errs = append(errs, fmt.Errorf("task %s does not hash to its name", k))
+			}
+			return nil
+		})
+		_ = tx.Bucket(bTaskRC).ForEach(func(k, v []byte) error {
+			if len(v) != 8 || binary.BigEndian.Uint64(v) != named[string(k)] {
+				errs = append(errs, fmt.Errorf("task %s is counted %x, named by %d pending rollouts", k, v, named[string(k)]))
+			}
+			return nil
+		})
+		for ref := range named {
+			if tx.Bucket(bTaskRC).Get([]byte(ref)) == nil {
+				errs = append(errs, fmt.Errorf("task %s is named by %d pending rollouts and has no count", ref, named[ref]))
+			}
+		}
 		return errors.Join(errs...)
 	})
 }

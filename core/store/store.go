@@ -6,6 +6,8 @@ package store
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,6 +63,18 @@ type Pending struct {
 	// Cancelled is a cancellation asked for before the host stopped: a
 	// restarted host reports it, and does not run the rollout again.
 	Cancelled *trajectory.Failure `json:"cancelled,omitempty"`
+	// Task is the rollout's task, given apart from Request so that a group
+	// of n stores it once, not n times: Submit writes it under TaskRef (its
+	// content hash) and Unfinished gives it back, one copy a task. A record
+	// of a host before this has its task inside Request and no TaskRef.
+	Task    json.RawMessage `json:"-"`
+	TaskRef string          `json:"task_ref,omitempty"`
+}
+
+// TaskRefOf names a task's bytes in the store: their SHA-256.
+func TaskRefOf(task []byte) string {
+	sum := sha256.Sum256(task)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // Store holds results.
