@@ -19,6 +19,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/prorl/prorl/core/baseurl"
+	"github.com/prorl/prorl/core/egress"
 	"github.com/prorl/prorl/core/toolcall"
 )
 
@@ -54,6 +55,7 @@ type Config struct {
 	Store     Store              `toml:"store"`
 	Log       Log                `toml:"log"`
 	Cluster   Cluster            `toml:"cluster"`
+	Gateway   Gateway            `toml:"gateway"`
 	// Harnesses are the agent harnesses a rollout may name: presets from
 	// configs/harnesses.toml, and a deployment's own.
 	Harnesses map[string]*Harness `toml:"harnesses"`
@@ -93,6 +95,23 @@ type Cluster struct {
 	DeadAfter Duration `toml:"dead_after"`
 	// Workers bounds the rollouts a coordinator has out on nodes at once.
 	Workers int `toml:"workers"`
+	// AllowPlainHTTP lets a coordinator send its admin token to a node
+	// registered with an http:// URL that is not loopback (default: such a
+	// node is refused; use https:// or a private network and set this).
+	AllowPlainHTTP bool `toml:"allow_plain_http"`
+}
+
+// Gateway bounds what one session's harness can make the host do.
+type Gateway struct {
+	// MaxConcurrentPerSession is how many of a session's calls (of any
+	// endpoint) the host serves at once; more are answered 429 at once.
+	MaxConcurrentPerSession int `toml:"max_concurrent_per_session"`
+	// MaxRequestsPerSession bounds a session's calls that generate nothing
+	// (token counts, model lists); 0: 32 plus 4 a turn of its budget.
+	MaxRequestsPerSession int `toml:"max_requests_per_session"`
+	// MaxConnections bounds the connections of the sandboxes' gateway
+	// socket (and, in each sandbox, of its relay).
+	MaxConnections int `toml:"max_connections"`
 }
 
 // HarnessInside is where a harness's Dir appears in its sandboxes.
@@ -181,6 +200,24 @@ type Server struct {
 	TokenFile      string `toml:"token_file"`
 	AdminToken     string `toml:"admin_token"`
 	AdminTokenFile string `toml:"admin_token_file"`
+	// MaxSubmissionBytes bounds what one submission (a group, a batch, a
+	// Polar task) makes the host hold and write: every rollout's task,
+	// metadata and instruction plus 1 KiB, summed. A group of n counts its
+	// task n times: each sample's prompt and result carry it.
+	MaxSubmissionBytes int64 `toml:"max_submission_bytes"`
+	// AllowedHosts are the names the API answers to besides loopback
+	// names, IP addresses and this machine's host name ("*": any). A
+	// request naming another Host is refused: a web page cannot reach the
+	// API by rebinding its own name to this machine.
+	AllowedHosts []string `toml:"allowed_hosts"`
+	// AllowedOrigins are the web origins (scheme://host[:port]) whose pages
+	// may call the API besides its own (the dashboard); "*": any. A
+	// request a browser sends from another page is refused.
+	AllowedOrigins []string `toml:"allowed_origins"`
+	// CallbackAllow are where Polar's callback_url may point: host names,
+	// host:port, IP addresses or CIDR ranges. Default: nowhere (callbacks
+	// are refused at submission).
+	CallbackAllow []string `toml:"callback_allow"`
 	// GCPercent is the Go GC target (GOGC). The host's heap is mostly
 	// short-lived trajectories, so trading memory for fewer collections pays.
 	GCPercent int `toml:"gc_percent"`
@@ -369,7 +406,7 @@ var Routings = []string{"sticky", "group-aware", "prorl", "consistent-hash", "ro
 func Default() *Config {
 	return &Config{
 		Server: Server{
-			Listen: "127.0.0.1:8006", MaxBodyBytes: 8 << 20, MaxPageBytes: 64 << 20, MaxBatch: 10000, MaxSamples: 1024,
+			Listen: "127.0.0.1:8006", MaxBodyBytes: 8 << 20, MaxPageBytes: 64 << 20, MaxBatch: 10000, MaxSamples: 1024, MaxSubmissionBytes: 128 << 20,
 			MaxWait: Duration{60 * time.Second}, ShutdownTimeout: Duration{30 * time.Second}, EvaluateTimeout: Duration{5 * time.Minute}, DataDir: ".data",
 			ResultRetention: 1_000_000, GCPercent: 200, IdempotencyTTL: Duration{24 * time.Hour},
 		},
@@ -382,6 +419,7 @@ func Default() *Config {
 		Agent:     Agent{MaxTurns: 8, MaxTokensPerTurn: 2048, MaxTotalTokens: 32768, ToolCallFormat: "hermes", ToolTimeout: Duration{5 * time.Minute}},
 		Tokenizer: Tokenizer{Check: "every_turn"},
 		Cluster:   Cluster{HeartbeatInterval: Duration{time.Second}, DeadAfter: Duration{10 * time.Second}, Workers: 65536},
+		Gateway:   Gateway{MaxConcurrentPerSession: 8, MaxConnections: 1024},
 		Backends: Backends{
 			HealthInterval: Duration{5 * time.Second}, RequestTimeout: Duration{10 * time.Minute}, WaitForBackend: Duration{60 * time.Second},
 			Evacuate: true, CacheOvercommit: 1.5, // backend.DefaultCacheOvercommit (TestDefaultsMatchPool)
@@ -598,6 +636,27 @@ func (c *Config) Validate() error {
 	if c.Server.MaxPageBytes <= 0 {
 		errs = append(errs, fe("server.max_page_bytes", "must be positive"))
 	}
+	if c.Server.MaxSubmissionBytes <= 0 {
+		errs = append(errs, fe("server.max_submission_bytes", "must be positive"))
+	}
+	for i, h := range c.Server.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, "/ ") {
+			errs = append(errs, fe(fmt.Sprintf("server.allowed_hosts[%d]", i), "must be a host name (optionally with :port) or \"*\", got %q", h))
+		}
+	}
+	for i, o := range c.Server.AllowedOrigins {
+		if u, err := url.Parse(o); o != "*" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "") {
+			errs = append(errs, fe(fmt.Sprintf("server.allowed_origins[%d]", i), "must be an origin like https://example.org:8080, or \"*\", got %q", o))
+		}
+	}
+	for i, a := range c.Server.CallbackAllow {
+		if _, err := egress.NewPolicy([]string{a}); err != nil || a == "*" {
+			errs = append(errs, fe(fmt.Sprintf("server.callback_allow[%d]", i), "must be a host name, host:port, IP address or CIDR range, got %q", a))
+		}
+	}
+	pos("gateway.max_concurrent_per_session", c.Gateway.MaxConcurrentPerSession)
+	pos("gateway.max_connections", c.Gateway.MaxConnections)
+	nonNeg("gateway.max_requests_per_session", float64(c.Gateway.MaxRequestsPerSession))
 	if c.Server.IdempotencyTTL.Duration < time.Second {
 		errs = append(errs, fe("server.idempotency_ttl", "must be at least 1s"))
 	}
