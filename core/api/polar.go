@@ -248,7 +248,7 @@ func (s *Server) polarSubmit(w http.ResponseWriter, r *http.Request) {
 	defer pt.mu.Unlock()
 	// Durable with the rollouts: the task's group and rollouts, so a
 	// restarted host finds them. A resubmitted id's record is replaced.
-	rs, e := s.enqueue(reqs, &store.Keyed{Key: polarKey(task.id), Sub: store.Submission{GroupID: task.group}, Replace: true})
+	rs, e := s.enqueue(reqs, &store.Keyed{Key: polarKey(task.id), Sub: store.Submission{GroupID: task.group}, Replace: true}, "num_samples")
 	if e != nil {
 		detail(w, e.Status, e.Message)
 		return

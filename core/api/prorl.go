@@ -252,7 +252,7 @@ func (s *Server) prorlProcess(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rs, e := s.enqueue([]pipeline.Request{{GroupID: pipeline.NewID("g-"), Domain: plug.Name, Task: req.Instance, Sampling: sampling,
-		MaxTurns: turns, MessageSpans: true}}, nil)
+		MaxTurns: turns, MessageSpans: true}}, nil, "instance")
 	if e != nil {
 		writeError(w, e)
 		return

@@ -103,7 +103,7 @@ func (s *Server) openSession(w http.ResponseWriter, r *http.Request) {
 	}
 	key := newKey()
 	reqs[0].Agent, reqs[0].SessionKey = pipeline.AgentGateway, key
-	rs, e := s.enqueue(reqs, nil)
+	rs, e := s.enqueue(reqs, nil, "n")
 	if e != nil {
 		writeError(w, e)
 		return

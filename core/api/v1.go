@@ -112,8 +112,30 @@ func groupRequests(sr *SubmitRequest, plug *pluginhost.Plugin) ([]pipeline.Reque
 	return reqs, gid
 }
 
-// enqueue submits reqs, and key with them if it is not nil.
-func (s *Server) enqueue(reqs []pipeline.Request, key *store.Keyed) ([]*pipeline.Rollout, *Error) {
+// perRolloutBytes is what a rollout costs the host besides its task,
+// metadata and instruction (its records, ids, sampling), as counted
+// against server.max_submission_bytes.
+const perRolloutBytes = 1 << 10
+
+// footprint is what reqs make the host hold and write, as
+// server.max_submission_bytes counts it: a task shared by a group is
+// stored once but rendered into each sample's prompt and result.
+func footprint(reqs []pipeline.Request) int64 {
+	var n int64
+	for i := range reqs {
+		n += int64(len(reqs[i].Task)+len(reqs[i].Metadata)+len(reqs[i].Instruction)) + perRolloutBytes
+	}
+	return n
+}
+
+// enqueue submits reqs, and key with them if it is not nil. field names
+// what to shrink when the submission is over server.max_submission_bytes.
+func (s *Server) enqueue(reqs []pipeline.Request, key *store.Keyed, field string) ([]*pipeline.Rollout, *Error) {
+	if fp, limit := footprint(reqs), s.Cfg.Server.MaxSubmissionBytes; fp > limit {
+		return nil, errf(http.StatusRequestEntityTooLarge, "submission_too_large", field,
+			"%d rollouts of these tasks would make the host hold and write %d bytes (each rollout's task, metadata and instruction, plus %d); server.max_submission_bytes is %d: submit fewer samples or smaller tasks",
+			len(reqs), fp, perRolloutBytes, limit)
+	}
 	if s.closing.Load() {
 		return nil, errf(http.StatusServiceUnavailable, "shutting_down", "", "the host is shutting down")
 	}
@@ -181,7 +203,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		// leave them without their key, and a retry then find none.
 		key = &store.Keyed{Key: sr.IdempotencyKey, Sub: store.Submission{GroupID: gid, BodySHA256: bodySum}}
 	}
-	rs, e := s.enqueue(reqs, key)
+	rs, e := s.enqueue(reqs, key, "n")
 	if e != nil {
 		writeError(w, e)
 		return
@@ -240,7 +262,7 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 	for _, reqs := range parts {
 		all = append(all, reqs...)
 	}
-	rs, e := s.enqueue(all, nil)
+	rs, e := s.enqueue(all, nil, "requests")
 	if e != nil {
 		writeError(w, e)
 		return
