@@ -112,8 +112,9 @@ func (e *env) waitTask(t *testing.T, id string) polarTaskStatus {
 // register_if_missing tombstone, the 409/422 answers, early stop, and a
 // task found again after a host restart.
 func TestPolarTaskAPI(t *testing.T) {
+	// The operator lets callbacks reach the trainer on this machine.
 	e := newEnv(t, envOpts{simArgs: []string{"--think-turns", "2", "--token-latency", "2ms", "--correct-rate", "1"}, staticBackend: true,
-		pipelineTOML: "run_workers = 1\n"})
+		pipelineTOML: "run_workers = 1\n", serverTOML: "callback_allow = [\"127.0.0.1\"]\n"})
 	e.startHost()
 
 	// The callback fails once: the host retries.

@@ -3,10 +3,10 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
-	"net/url"
 	"os"
 	"sort"
 	"strconv"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+	"github.com/prorl/prorl/core/egress"
 	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/store"
@@ -473,9 +474,9 @@ func (s *Server) polarSubmission(tr *polarTaskRequest) (SubmitRequest, string, m
 	}
 	sr.Metadata, _ = json.Marshal(map[string]any{"polar_task_id": tr.TaskID, "task_metadata": meta})
 	if tr.CallbackURL != nil && *tr.CallbackURL != "" {
-		u, err := url.Parse(*tr.CallbackURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return sr, "", nil, invalid("callback_url", "must be an http or https URL")
+		// The host POSTs results there: only where the operator allows.
+		if err := s.callbacks.policy.CheckURL(*tr.CallbackURL); err != nil {
+			return sr, "", nil, invalid("callback_url", "%v", err)
 		}
 	}
 	return sr, ev.Strategy, row, nil
@@ -586,25 +587,56 @@ func (s *Server) polarWatch(t *polarTask, rs []*pipeline.Rollout) {
 
 // polarCallback POSTs the terminal TaskResult {task_id, status, results,
 // result_paths}, retrying a failed delivery (Polar tries once).
+// Through s.callbacks: only to allowed addresses, checked at connect
+// time; a redirect is not followed (it counts as a failed attempt).
 func (s *Server) polarCallback(u string, st PolarTaskStatus) {
 	body, _ := json.Marshal(map[string]any{"task_id": st.TaskID, "status": st.Status, "results": st.Results, "result_paths": st.ResultPaths})
-	client := &http.Client{Timeout: 10 * time.Second}
 	var last error
 	for attempt := 1; attempt <= polarCallbackAttempts; attempt++ {
-		res, err := client.Post(u, "application/json", bytes.NewReader(body))
+		code, err := s.callbacks.client.Post(s.waits, u, "application/json", body)
 		if err == nil {
-			res.Body.Close()
-			if res.StatusCode/100 == 2 {
+			if code/100 == 2 {
 				return
 			}
-			err = fmt.Errorf("status %d", res.StatusCode)
+			err = fmt.Errorf("status %d", code)
 		}
 		last = err
+		if errors.Is(err, egress.ErrNotAllowed) || s.waits.Err() != nil {
+			break
+		}
 		if attempt < polarCallbackAttempts {
-			time.Sleep(polarCallbackBackoff * time.Duration(1<<(attempt-1)))
+			select {
+			case <-time.After(polarCallbackBackoff * time.Duration(1<<(attempt-1))):
+			case <-s.waits.Done():
+			}
 		}
 	}
-	s.Log.Warn("polar callback failed; the trainer must poll GET /rollout/task/{id}", "task", st.TaskID, "url", u, "attempts", polarCallbackAttempts, "error", last)
+	s.Log.Warn("polar callback failed; the trainer must poll GET /rollout/task/{id}", "task", logID(st.TaskID), "url", logID(u), "error", last)
+}
+
+// callbacks is where Polar's callbacks may go, and the client that sends them.
+type callbacks struct {
+	policy *egress.Policy
+	client *egress.Client
+}
+
+func newCallbacks(allow []string) (callbacks, error) {
+	p, err := egress.NewPolicy(allow)
+	if err != nil {
+		return callbacks{}, fmt.Errorf("server.callback_allow: %w", err)
+	}
+	return callbacks{policy: p, client: egress.NewClient(p, 10*time.Second)}, nil
+}
+
+// maxLoggedID is how much of a caller's id or URL a log line carries.
+const maxLoggedID = 200
+
+// logID shortens a caller-supplied string for a log line.
+func logID(s string) string {
+	if len(s) <= maxLoggedID {
+		return s
+	}
+	return fmt.Sprintf("%s…(%d bytes)", s[:maxLoggedID], len(s))
 }
 
 // Callback delivery: 4 attempts, 0.5 s, 1 s, 2 s apart.

@@ -56,7 +56,8 @@ type Server struct {
 	jobs          map[string]string // ProRL job_id -> rollout id
 	closing       atomic.Bool
 	// Polar's task API.
-	polar *polarTasks
+	polar     *polarTasks
+	callbacks callbacks
 	// streamSnap is the overview the live streams share (ui.go).
 	streamSnap sharedSnapshot
 	// waits ends with EndWaits: long polls and streams (waitCtx).
@@ -67,6 +68,12 @@ type Server struct {
 // New returns the API handler with every route.
 func New(d Deps) (*Server, http.Handler) {
 	s := &Server{Deps: d, jobs: map[string]string{}, polar: newPolarTasks()}
+	var err error
+	if s.callbacks, err = newCallbacks(d.Cfg.Server.CallbackAllow); err != nil {
+		// Validate refused it already; a config built in code gets none.
+		d.Log.Error("Polar callbacks refused: bad allow-list", "error", err)
+		s.callbacks, _ = newCallbacks(nil)
+	}
 	s.waits, s.endWaits = context.WithCancel(context.Background())
 	s.compatRunning.Store(d.Cfg.Compat.StartOnBoot)
 	r := mux.NewRouter()
