@@ -164,6 +164,7 @@ type polarTasks struct {
 	mu         sync.Mutex
 	tasks      map[string]*polarTask
 	tombstones map[string]time.Time
+	sweeper    *time.Timer // set while tombstones holds any
 	events     *eventBus
 	node       *string
 }
@@ -171,8 +172,57 @@ type polarTasks struct {
 // Finished tasks kept in memory; older ones are acknowledged in the store.
 const polarKeep = 1000
 
-// A DELETE with register_if_missing keeps a late submit of the id out this long (Polar's TTL).
-const tombstoneTTL = 5 * time.Minute
+var (
+	// A DELETE with register_if_missing keeps a late submit of the id out
+	// this long (Polar's TTL).
+	tombstoneTTL = 5 * time.Minute
+	// maxTombstones bounds the cancel markers held in memory at once.
+	maxTombstones = 100_000
+)
+
+// tombstone records a cancel marker for id until tombstoneTTL from now;
+// the markers are swept as they expire, by a timer. Full, it refuses and
+// says when the oldest goes.
+func (pt *polarTasks) tombstone(id string, now time.Time) (wait time.Duration, ok bool) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if _, have := pt.tombstones[id]; !have && len(pt.tombstones) >= maxTombstones {
+		oldest := now.Add(tombstoneTTL)
+		for _, until := range pt.tombstones {
+			if until.Before(oldest) {
+				oldest = until
+			}
+		}
+		return oldest.Sub(now), false
+	}
+	pt.tombstones[id] = now.Add(tombstoneTTL)
+	if pt.sweeper == nil {
+		pt.sweeper = time.AfterFunc(tombstoneTTL, pt.sweepTombstones)
+	}
+	return 0, true
+}
+
+// sweepTombstones drops the expired markers and runs again when the next
+// one expires; none left, it stops.
+func (pt *polarTasks) sweepTombstones() {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	now := time.Now()
+	var next time.Time
+	for id, until := range pt.tombstones {
+		switch {
+		case !now.Before(until):
+			delete(pt.tombstones, id)
+		case next.IsZero() || until.Before(next):
+			next = until
+		}
+	}
+	if next.IsZero() {
+		pt.sweeper = nil
+		return
+	}
+	pt.sweeper.Reset(next.Sub(now))
+}
 
 func newPolarTasks() *polarTasks {
 	pt := &polarTasks{tasks: map[string]*polarTask{}, tombstones: map[string]time.Time{}, events: newEventBus()}
@@ -229,12 +279,7 @@ func (s *Server) polarSubmit(w http.ResponseWriter, r *http.Request) {
 	pt := s.polar
 	pt.mu.Lock()
 	now := time.Now()
-	for id, until := range pt.tombstones {
-		if now.After(until) {
-			delete(pt.tombstones, id)
-		}
-	}
-	if _, dead := pt.tombstones[tr.TaskID]; dead || s.polarTombstoned(tr.TaskID, now) {
+	if until, dead := pt.tombstones[tr.TaskID]; dead && now.Before(until) || s.polarTombstoned(tr.TaskID, now) {
 		pt.mu.Unlock()
 		detail(w, http.StatusConflict, fmt.Sprintf("task %s was cancelled before submission", tr.TaskID))
 		return
@@ -823,13 +868,15 @@ func (s *Server) polarCancel(w http.ResponseWriter, r *http.Request) {
 			detail(w, http.StatusNotFound, "Task not found")
 			return
 		}
-		pt.mu.Lock()
-		pt.tombstones[id] = time.Now().Add(tombstoneTTL)
-		pt.mu.Unlock()
+		if wait, ok := pt.tombstone(id, time.Now()); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+			detail(w, http.StatusTooManyRequests, fmt.Sprintf("%d cancel markers are held; retry later", maxTombstones))
+			return
+		}
 		// In the store too, so a host restarted within the TTL keeps the
 		// late submit out; the memory one holds if the store cannot write.
 		if err := s.Store.Submit(nil, &store.Keyed{Key: polarTombKey(id), Replace: true}); err != nil {
-			s.Log.Warn("Polar cancel marker not stored; it holds until a restart", "task_id", id, "error", err)
+			s.Log.Warn("Polar cancel marker not stored; it holds until a restart", "task_id", logID(id), "error", err)
 		}
 		writeJSON(w, http.StatusOK, PolarTaskStatus{TaskID: id, Status: "cancelled", Results: []PolarSession{}, ResultPaths: []string{}})
 		return

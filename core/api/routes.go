@@ -5,6 +5,7 @@ package api
 import (
 	"context"
 	"crypto/subtle"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
@@ -94,6 +95,10 @@ func New(d Deps) (*Server, http.Handler) {
 		if rt.level != publicLevel {
 			f = s.auth(rt.level, f)
 		}
+		if rt.method != http.MethodGet {
+			f = requireJSON(f)
+		}
+		f = boundedVars(rt.path, f)
 		r.Handle(rt.path, s.instrument(rt.name, f)).Methods(rt.method)
 	}
 	if d.Metrics != nil {
@@ -102,7 +107,43 @@ func New(d Deps) (*Server, http.Handler) {
 	// The LLM gateway (/gateway/...): OpenAI and Anthropic APIs bound to
 	// sessions, authenticated by each session's own key, not the host's token.
 	d.Pipeline.Gateway().Register(r, func(name string, h http.HandlerFunc) http.Handler { return s.instrument(name, h) })
-	return s, r
+	return s, newGuard(d.Cfg).guarded(r)
+}
+
+// maxPathVar bounds an id taken from a path, as ids in bodies are (a
+// Polar task id is at most 512 characters).
+const maxPathVar = 512
+
+// boundedVars refuses a path whose ids are longer than maxPathVar: an id
+// is kept, looked up in the store and logged, and a path may be as long as
+// the server's header limit.
+func boundedVars(path string, f http.HandlerFunc) http.HandlerFunc {
+	polar := strings.HasPrefix(path, "/rollout/") || strings.HasPrefix(path, "/tasks/")
+	return func(w http.ResponseWriter, r *http.Request) {
+		for name, v := range mux.Vars(r) {
+			if len(v) <= maxPathVar {
+				continue
+			}
+			if polar { // FastAPI's answer for a str parameter with max_length
+				fastAPIInvalid(w, "string_too_long", []any{"path", name}, fmt.Sprintf("String should have at most %d characters", maxPathVar))
+				return
+			}
+			writeError(w, invalid(name, "at most %d characters, got %d", maxPathVar, len(v)))
+			return
+		}
+		f(w, r)
+	}
+}
+
+// requireJSON refuses a body not declared application/json (guard.go).
+func requireJSON(f http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if e := jsonBody(r); e != nil {
+			writeError(w, e)
+			return
+		}
+		f(w, r)
+	}
 }
 
 type level int
