@@ -905,6 +905,11 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errf(http.StatusGatewayTimeout, "timeout", "", "the %s domain did not score within server.evaluate_timeout (%v)", plug.Name, s.Cfg.Server.EvaluateTimeout.Duration))
 		return
 	}
+	if errors.Is(err, pipeline.ErrEvalBusy) {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, errf(http.StatusTooManyRequests, "busy", "", "%v; retry later", err))
+		return
+	}
 	if err != nil {
 		writeError(w, errf(http.StatusBadGateway, "plugin_error", "", "%v", err))
 		return

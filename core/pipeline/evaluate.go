@@ -16,6 +16,14 @@ func (p *Pipeline) Evaluate(ctx context.Context, domain string, task json.RawMes
 	if !ok {
 		return nil, fmt.Errorf("unknown domain %q", domain)
 	}
+	// The eval stage's bound: an evaluation may start a sandbox and run a
+	// test suite, as a rollout's does, and takes one of the same slots.
+	select {
+	case p.evalSlots <- struct{}{}:
+		defer func() { <-p.evalSlots }()
+	default:
+		return nil, fmt.Errorf("%w (%d, [pipeline] eval_workers)", ErrEvalBusy, cap(p.evalSlots))
+	}
 	id := NewID("eval-")
 	req := &pb.EvaluateRequest{RolloutId: id, TaskJson: task, FinalResponse: response, EndReason: "evaluate"}
 	// As a rollout does: Prepare (which checks the task, opens the domain's

@@ -40,6 +40,8 @@ var (
 	ErrQueueFull    = errors.New("the init queue is full")
 	ErrShuttingDown = errors.New("the host is shutting down")
 	ErrStore        = errors.New("the result store failed")
+	// ErrEvalBusy: every evaluation slot ([pipeline] eval_workers) is taken.
+	ErrEvalBusy = errors.New("every evaluation slot is in use")
 )
 
 // Deps are the pipeline's collaborators.
@@ -112,6 +114,8 @@ type Pipeline struct {
 	// finishing bounds the results being recorded off their workers
 	// (finish): past it, the workers wait for the store again.
 	finishing chan struct{}
+	// evalSlots bounds evaluations at once: the eval stage's and /v1/evaluate's.
+	evalSlots chan struct{}
 
 	closing atomic.Bool
 	base    context.Context
@@ -137,6 +141,7 @@ func New(d Deps) (*Pipeline, error) {
 		runQ:      newHandoff(d.Cfg.Pipeline.RunQueue),
 		evalQ:     newHandoff(d.Cfg.Pipeline.EvalQueue),
 		finishing: make(chan struct{}, maxFinishing),
+		evalSlots: make(chan struct{}, max(1, d.Cfg.Pipeline.EvalWorkers)),
 		active:    map[string]*Rollout{},
 		early:     map[string]*earlyStop{},
 		dynamic:   map[string]*dynBatch{},

@@ -294,6 +294,13 @@ func (p *Pipeline) evalStage(ctx context.Context, r *Rollout) error {
 	if r.Req.Domain == "" {
 		return &agent.Error{Reason: trajectory.ReasonEvalFailed, Err: errors.New("the session has no task domain to score it, and was closed without a reward")}
 	}
+	// One of [pipeline] eval_workers' slots, shared with POST /v1/evaluate.
+	select {
+	case p.evalSlots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-p.evalSlots }()
 	msgs := make([]*pb.Message, 0, len(out.Messages))
 	for _, m := range out.Messages {
 		pm := &pb.Message{Role: m.Role, Content: m.Content, ToolCallId: m.ToolCallID, Name: m.Name}
