@@ -6,8 +6,20 @@ import (
 	"net"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/prorl/prorl/internal/sandboxproto"
+)
+
+// Bounds of the relay: model-written code shares the sandbox with the
+// harness and can open connections to it too.
+var (
+	// relayMaxConns connections are relayed at once; more wait in the
+	// listen backlog until one closes.
+	relayMaxConns = 64
+	// relayIdle closes a connection on which nothing moved either way for
+	// this long (a generation being waited for moves nothing: generous).
+	relayIdle = 15 * time.Minute
 )
 
 // serveGateway relays the host's LLM gateway into the sandbox: a harness
@@ -20,15 +32,22 @@ func serveGateway(g *sandboxproto.Gateway) {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		return
 	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go relay(c, g.Socket)
+	go acceptRelay(ln, g.Socket)
+}
+
+func acceptRelay(ln net.Listener, socket string) {
+	slots := make(chan struct{}, relayMaxConns)
+	for {
+		slots <- struct{}{} // a free place before the next accept
+		c, err := ln.Accept()
+		if err != nil {
+			return
 		}
-	}()
+		go func() {
+			defer func() { <-slots }()
+			relay(c, socket)
+		}()
+	}
 }
 
 func relay(c net.Conn, socket string) {
@@ -39,18 +58,43 @@ func relay(c net.Conn, socket string) {
 		return
 	}
 	defer u.Close()
+	// Each read in either direction pushes both deadlines on: the
+	// connection ends only when both sides were silent for relayIdle.
+	alive := func() {
+		t := time.Now().Add(relayIdle)
+		_ = c.SetReadDeadline(t)
+		_ = u.SetReadDeadline(t)
+	}
+	alive()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, _ = io.Copy(u, c)
+		pump(u, c, alive)
 		if cw, ok := u.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()
 		}
 	}()
-	_, _ = io.Copy(c, u)
+	pump(c, u, alive)
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 	}
 	wg.Wait()
+}
+
+// pump copies src to dst, calling alive after every read that moved bytes.
+func pump(dst io.Writer, src io.Reader, alive func()) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			alive()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }

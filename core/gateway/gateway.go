@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -92,19 +94,20 @@ func (g *Gateway) Register(r *mux.Router, wrap func(name string, h http.HandlerF
 	routes := []struct {
 		path, method, name string
 		p                  provider
+		kind               callKind
 		h                  handler
 	}{
-		{"/chat/completions", http.MethodPost, "gateway_chat_completions", openAI, g.chatCompletions},
-		{"/responses", http.MethodPost, "gateway_responses", openAI, g.responses},
-		{"/responses/input_tokens", http.MethodPost, "gateway_responses_input_tokens", openAI, g.responsesInputTokens},
-		{"/messages", http.MethodPost, "gateway_messages", anthropic, g.messages},
-		{"/messages/count_tokens", http.MethodPost, "gateway_count_tokens", anthropic, g.countTokens},
-		{"/models", http.MethodGet, "gateway_models", byHeader, g.models},
-		{"/models/{model}", http.MethodGet, "gateway_model", byHeader, g.model},
+		{"/chat/completions", http.MethodPost, "gateway_chat_completions", openAI, callGenerate, g.chatCompletions},
+		{"/responses", http.MethodPost, "gateway_responses", openAI, callGenerate, g.responses},
+		{"/responses/input_tokens", http.MethodPost, "gateway_responses_input_tokens", openAI, callCount, g.responsesInputTokens},
+		{"/messages", http.MethodPost, "gateway_messages", anthropic, callGenerate, g.messages},
+		{"/messages/count_tokens", http.MethodPost, "gateway_count_tokens", anthropic, callCount, g.countTokens},
+		{"/models", http.MethodGet, "gateway_models", byHeader, callMeta, g.models},
+		{"/models/{model}", http.MethodGet, "gateway_model", byHeader, callMeta, g.model},
 	}
 	for _, prefix := range []string{"/gateway/{session:r-[0-9a-f]+}/v1", "/gateway/v1"} {
 		for _, rt := range routes {
-			r.Handle(prefix+rt.path, wrap(rt.name, g.handle(rt.p, rt.h))).Methods(rt.method)
+			r.Handle(prefix+rt.path, wrap(rt.name, g.handle(rt.p, rt.kind, rt.h))).Methods(rt.method)
 		}
 	}
 	r.PathPrefix("/gateway/").Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -134,12 +137,16 @@ func providerOf(p provider, r *http.Request) provider {
 // handler serves one provider call for a session.
 type handler func(w http.ResponseWriter, r *http.Request, s *Session, p provider) *apiError
 
-func (g *Gateway) handle(p provider, h handler) http.HandlerFunc {
+func (g *Gateway) handle(p provider, kind callKind, h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p := providerOf(p, r)
 		s, aerr := g.session(r)
 		if aerr == nil {
-			aerr = h(w, r, s, p)
+			var release func()
+			if release, aerr = s.admit(kind); aerr == nil {
+				defer release()
+				aerr = h(w, r, s, p)
+			}
 		}
 		if aerr != nil {
 			writeErr(w, p, aerr)
@@ -190,6 +197,10 @@ const (
 	kindNotFound   = "not_found_error"
 	kindOverloaded = "overloaded_error"
 	kindAPI        = "api_error"
+	kindRateLimit  = "rate_limit_error"
+	// kindQuota is a budget spent: OpenAI's 429 insufficient_quota and
+	// Anthropic's 402 billing_error, which clients do not retry.
+	kindQuota = "insufficient_quota"
 )
 
 type apiError struct {
@@ -197,6 +208,8 @@ type apiError struct {
 	kind   string
 	param  string
 	msg    string
+	// retryAfter, when positive, is sent as Retry-After (seconds).
+	retryAfter int
 }
 
 func invalidf(param, format string, args ...any) *apiError {
@@ -206,12 +219,19 @@ func invalidf(param, format string, args ...any) *apiError {
 // writeErr writes OpenAI's {"error":{message,type,param,code}} or
 // Anthropic's {"type":"error","error":{type,message}}.
 func writeErr(w http.ResponseWriter, p provider, e *apiError) {
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+	}
 	if p == anthropic {
 		msg := e.msg
 		if e.param != "" {
 			msg = e.param + ": " + msg
 		}
-		writeJSON(w, e.status, map[string]any{"type": "error", "error": map[string]string{"type": e.kind, "message": msg}})
+		status, kind := e.status, e.kind
+		if kind == kindQuota {
+			status, kind = http.StatusPaymentRequired, "billing_error"
+		}
+		writeJSON(w, status, map[string]any{"type": "error", "error": map[string]string{"type": kind, "message": msg}})
 		return
 	}
 	kind, code := e.kind, any(nil)
@@ -224,6 +244,10 @@ func writeErr(w http.ResponseWriter, p provider, e *apiError) {
 		kind = "server_error"
 	case kindAPI:
 		kind = "server_error"
+	case kindRateLimit:
+		kind, code = "requests", "rate_limit_exceeded"
+	case kindQuota:
+		code = "insufficient_quota"
 	}
 	var param any
 	if e.param != "" {
@@ -242,17 +266,30 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(b)
 }
 
+// bodyTimeout bounds reading one request body.
+var bodyTimeout = 30 * time.Second
+
 // decode reads a request body: size-limited, one JSON value. Unknown
 // fields are ignored, not refused: SDKs and harnesses send fields past the
 // documented API (cache hints, betas, client metadata), and a harness must
 // run unmodified. Fields that would change what is generated and that the
 // gateway cannot honour are refused by the handlers, by name.
 func (g *Gateway) decode(w http.ResponseWriter, r *http.Request, v any) *apiError {
+	// A body dripped a byte at a time holds no connection past this.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody))
+	if err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
 			return &apiError{status: http.StatusRequestEntityTooLarge, kind: kindInvalid, msg: fmt.Sprintf("the request body exceeds %d bytes", mb.Limit)}
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return &apiError{status: http.StatusRequestTimeout, kind: kindInvalid, msg: fmt.Sprintf("the request body took longer than %v to arrive", bodyTimeout)}
 		}
 		return invalidf("", "read the body: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"reflect"
 	"slices"
 	"sync"
@@ -41,6 +42,13 @@ type Config struct {
 	// MaxCalls bounds the session's generations (its turns); a call past it
 	// gets a clean stop (finish reason length) without generating.
 	MaxCalls int
+	// MaxConcurrent bounds the session's calls in flight, of any endpoint
+	// (0: none); more are answered 429 at once, before their body is read.
+	MaxConcurrent int
+	// MaxRequests bounds the calls that generate nothing (token counts,
+	// model lists; 0: none): rendering a long prompt costs the host CPU
+	// and memory outside any sandbox, as a generation does.
+	MaxRequests int
 	// MaxTokensPerCall caps one generation; MaxTotalTokens one trace.
 	MaxTokensPerCall, MaxTotalTokens int
 	// The trainer's sampling: it wins over what a harness asks for, since
@@ -109,6 +117,8 @@ type Session struct {
 	calls    int // generations started
 	merged   int
 	refused  int // calls answered with a clean stop for the budget
+	inflight int // calls being served (admit)
+	aux      int // calls that generate nothing, admitted
 	traces   []*trace
 	turns    []trajectory.Turn
 	lastText string
@@ -148,6 +158,47 @@ func (s *Session) Close() {
 	s.cancel()
 	s.wg.Wait()
 	close(s.done)
+}
+
+// callKind is what a call makes the host do.
+type callKind int
+
+const (
+	callGenerate callKind = iota // a completion: the turn budget bounds it
+	callCount                    // renders a prompt, generates nothing
+	callMeta                     // answers from the session's own state
+)
+
+// admit takes a place for one call of the session, before its body is
+// read, or answers as the provider does when the session is over a bound:
+// too many calls at once is a rate limit (retry shortly); the session's
+// budget spent is a quota (do not retry). A completion past the turn
+// budget is admitted: it gets a clean stop, as before.
+func (s *Session) admit(kind callKind) (release func(), aerr *apiError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return nil, &apiError{status: http.StatusNotFound, kind: kindNotFound, msg: "the session has ended"}
+	case s.cfg.MaxConcurrent > 0 && s.inflight >= s.cfg.MaxConcurrent:
+		return nil, &apiError{status: http.StatusTooManyRequests, kind: kindRateLimit, retryAfter: 1,
+			msg: fmt.Sprintf("this session already has %d requests in flight; retry when one has finished", s.inflight)}
+	case kind == callCount && s.cfg.MaxCalls > 0 && s.calls >= s.cfg.MaxCalls:
+		return nil, &apiError{status: http.StatusTooManyRequests, kind: kindQuota,
+			msg: fmt.Sprintf("this session's budget of %d turns is spent", s.cfg.MaxCalls)}
+	case kind != callGenerate && s.cfg.MaxRequests > 0 && s.aux >= s.cfg.MaxRequests:
+		return nil, &apiError{status: http.StatusTooManyRequests, kind: kindQuota,
+			msg: fmt.Sprintf("this session's budget of %d requests that generate nothing is spent", s.cfg.MaxRequests)}
+	}
+	if kind != callGenerate {
+		s.aux++
+	}
+	s.inflight++
+	return func() {
+		s.mu.Lock()
+		s.inflight--
+		s.mu.Unlock()
+	}, nil
 }
 
 // Count renders a call's prompt and returns its token count (for the

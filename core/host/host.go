@@ -30,6 +30,7 @@ import (
 	"github.com/prorl/prorl/core/sandbox"
 	"github.com/prorl/prorl/core/store"
 	pb "github.com/prorl/prorl/sdk/proto"
+	"golang.org/x/net/netutil"
 )
 
 // Host is a running prorl host.
@@ -230,8 +231,14 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 	if gwLn != nil {
 		r := mux.NewRouter()
 		h.Pipeline.Gateway().Register(r, nil)
+		// Model-written code in a sandbox reaches this socket: headers and
+		// (in the gateway's decode) bodies are read against deadlines, and
+		// its connections are capped (more wait in the listen backlog,
+		// holding nothing of the host's). No ReadTimeout: it would also end
+		// a request whose generation outlasts it.
 		h.gwServer = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-		go func() { _ = h.gwServer.Serve(gwLn) }()
+		lim := netutil.LimitListener(gwLn, cfg.Gateway.MaxConnections)
+		go func() { _ = h.gwServer.Serve(lim) }()
 	}
 	if h.Coordinator != nil {
 		h.Coordinator.SetPolicySource(h.Pipeline.Policy)

@@ -74,6 +74,7 @@ func (p *Pipeline) runSession(ctx context.Context, r *Rollout, fo *failover, mod
 	s := gateway.NewSession(gateway.Config{ID: r.ID, Key: r.Req.SessionKey, Model: model, Gen: fo, BackendID: lease.B.ID,
 		Tok: tok, Splicer: p.splicer(lease.B), Parser: p.runner.Parser, Policy: p.policy.Load,
 		MaxCalls: ep.MaxTurns, MaxTokensPerCall: ep.MaxTokensPerTurn, MaxTotalTokens: ep.MaxTotalTokens,
+		MaxConcurrent: p.d.Cfg.Gateway.MaxConcurrentPerSession, MaxRequests: maxAuxRequests(p.d.Cfg.Gateway.MaxRequestsPerSession, ep.MaxTurns),
 		Temperature: ep.Temperature, TopP: ep.TopP, TopK: ep.TopK, Seed: ep.Seed, Stop: ep.Stop, TemplateKwargs: ep.TemplateKwargs,
 		Log: p.d.Log.Named("gateway")})
 	r.mu.Lock()
@@ -184,3 +185,12 @@ func (r *Rollout) Episode() (msgs []trajectory.Message, tools []trajectory.Tool,
 // SessionLive is closed when a gateway rollout's session is live; wait on
 // it together with Done (a rollout may end before its session starts).
 func (r *Rollout) SessionLive() <-chan struct{} { return r.live }
+
+// maxAuxRequests is a session's budget of calls that generate nothing:
+// [gateway] max_requests_per_session, or 32 plus 4 a turn.
+func maxAuxRequests(configured, turns int) int {
+	if configured > 0 {
+		return configured
+	}
+	return 32 + 4*turns
+}
