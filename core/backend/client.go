@@ -146,7 +146,9 @@ var transport = &http.Transport{
 
 // HTTPClient is the client of every backend's occasional calls (health,
 // models, pause) and of every call to an https backend.
-var HTTPClient = &http.Client{Transport: transport}
+// Redirects are not followed: a backend answers where it was registered
+// (a 3xx is an error like any other status).
+var HTTPClient = &http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 // lean is the client of the generation path's POSTs to plain-http backends.
 var lean = httpc.New()

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -94,6 +95,26 @@ type Options struct {
 	Store     store.Store
 	Log       hclog.Logger
 	Client    *http.Client
+	// AllowPlainHTTP lets nodes register with an http:// URL that is not
+	// loopback although a Token would then cross the network in the clear.
+	AllowPlainHTTP bool
+}
+
+// NoRedirects is a client's CheckRedirect that follows none: a request
+// that carries a token goes only where it was addressed.
+func NoRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// plainRemote reports an http:// URL whose host is not loopback.
+func plainRemote(u *url.URL) bool {
+	if u.Scheme != "http" {
+		return false
+	}
+	h := u.Hostname()
+	if h == "localhost" {
+		return false
+	}
+	ip := net.ParseIP(h)
+	return ip == nil || !ip.IsLoopback()
 }
 
 // Coordinator tracks nodes and runs rollouts on them.
@@ -122,6 +143,10 @@ func New(o Options) *Coordinator {
 	if o.Client == nil {
 		o.Client = &http.Client{Timeout: 30 * time.Second}
 	}
+	// Requests carry the admin token: never on to where a node redirects.
+	cl := *o.Client
+	cl.CheckRedirect = NoRedirects
+	o.Client = &cl
 	if o.DeadAfter <= 0 {
 		o.DeadAfter = 10 * time.Second
 	}
@@ -160,8 +185,12 @@ func (c *Coordinator) Register(in NodeInfo) error {
 	case in.Version != c.o.Version:
 		return &RegisterError{409, "version", fmt.Sprintf("node %s runs version %q, the coordinator %q: run one build everywhere", in.ID, in.Version, c.o.Version)}
 	}
-	if u, err := url.Parse(in.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	u, err := url.Parse(in.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return &RegisterError{422, "url", fmt.Sprintf("node URL %q must be http(s)://host:port", in.URL)}
+	}
+	if c.o.Token != "" && !c.o.AllowPlainHTTP && plainRemote(u) {
+		return &RegisterError{422, "url", fmt.Sprintf("node URL %q is plain http to another machine: the coordinator would send its admin token in the clear; give the node an https:// URL, or set [cluster] allow_plain_http = true on a network you trust", in.URL)}
 	}
 	plugins := slices.Sorted(slices.Values(in.Plugins))
 	if !slices.Equal(plugins, c.o.Plugins) {
@@ -559,7 +588,7 @@ func (c *Coordinator) stream(ctx context.Context, id, u string, since *uint64) e
 		req.Header.Set("Authorization", "Bearer "+c.o.Token)
 	}
 	// No client timeout: the stream is long-lived; ctx ends it.
-	resp, err := (&http.Client{Transport: c.o.Client.Transport}).Do(req)
+	resp, err := (&http.Client{Transport: c.o.Client.Transport, CheckRedirect: NoRedirects}).Do(req)
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,8 @@ var ErrRefused = errors.New("the coordinator refused this node")
 // coordinator is retried.
 func (m *Member) Run(ctx context.Context) error {
 	if m.Client == nil {
-		m.Client = &http.Client{Timeout: 10 * time.Second}
+		// Its requests carry the admin token: redirects are not followed.
+		m.Client = &http.Client{Timeout: 10 * time.Second, CheckRedirect: NoRedirects}
 	}
 	registered := false
 	t := time.NewTicker(m.Interval)

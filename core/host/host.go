@@ -214,7 +214,7 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 	}
 	onRestart := cfg.Store.OnRestart
 	if coordinating {
-		h.Coordinator = coord.New(coord.Options{Version: Version, Plugins: plugs.Names(), Token: cfg.Server.Admin(), DeadAfter: cfg.Cluster.DeadAfter.Duration,
+		h.Coordinator = coord.New(coord.Options{Version: Version, Plugins: plugs.Names(), Token: cfg.Server.Admin(), DeadAfter: cfg.Cluster.DeadAfter.Duration, AllowPlainHTTP: cfg.Cluster.AllowPlainHTTP,
 			Store: h.Store, Log: log.Named("coordinator")})
 		pd.Remote, pd.RemoteWorkers = h.Coordinator, cfg.Cluster.Workers
 		// Nodes keep what they ran: placing it again finds it there.
