@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/prorl/prorl/core/reqbody"
 )
 
 // Error is the JSON error body: {"error":{"code","message","field"}}.
@@ -54,22 +55,13 @@ func writeError(w http.ResponseWriter, e *Error) {
 var bodyTimeout = 30 * time.Second
 
 func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) *Error {
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
-	body := http.MaxBytesReader(w, r.Body, limit)
-	data, err := io.ReadAll(body)
-	if err == nil {
-		// Cleared only on success: after a failed read the passed deadline
-		// keeps the server from waiting for the rest of a dripping body.
-		_ = rc.SetReadDeadline(time.Time{})
-	}
+	data, err := reqbody.Read(w, r, limit, bodyTimeout)
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
 			return errf(http.StatusRequestEntityTooLarge, "body_too_large", "", "request body exceeds %d bytes", mb.Limit)
 		}
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
+		if errors.Is(err, reqbody.ErrTimeout) {
 			return errf(http.StatusRequestTimeout, "body_timeout", "", "the request body took longer than %v to arrive", bodyTimeout)
 		}
 		return errf(http.StatusBadRequest, "bad_body", "", "read body: %v", err)

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/hashicorp/go-hclog"
+	"github.com/prorl/prorl/core/reqbody"
 )
 
 // Gateway routes provider requests to their sessions. A session is named
@@ -275,20 +274,13 @@ var bodyTimeout = 30 * time.Second
 // run unmodified. Fields that would change what is generated and that the
 // gateway cannot honour are refused by the handlers, by name.
 func (g *Gateway) decode(w http.ResponseWriter, r *http.Request, v any) *apiError {
-	// A body dripped a byte at a time holds no connection past this.
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody))
-	if err == nil {
-		_ = rc.SetReadDeadline(time.Time{})
-	}
+	body, err := reqbody.Read(w, r, g.maxBody, bodyTimeout)
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
 			return &apiError{status: http.StatusRequestEntityTooLarge, kind: kindInvalid, msg: fmt.Sprintf("the request body exceeds %d bytes", mb.Limit)}
 		}
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
+		if errors.Is(err, reqbody.ErrTimeout) {
 			return &apiError{status: http.StatusRequestTimeout, kind: kindInvalid, msg: fmt.Sprintf("the request body took longer than %v to arrive", bodyTimeout)}
 		}
 		return invalidf("", "read the body: %v", err)
