@@ -126,7 +126,7 @@ func jsonBody(r *http.Request) *Error {
 	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return errf(http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type", "a request body must be sent as Content-Type: application/json, not %q", ct)
+		return errf(http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type", "a request body must be sent as Content-Type: application/json, not %q (curl: --json)", ct)
 	}
 	return nil
 }
