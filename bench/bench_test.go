@@ -334,7 +334,7 @@ type row struct {
 	ok                     bool
 }
 
-func BenchmarkIssue2Figures(b *testing.B) {
+func BenchmarkRollouts(b *testing.B) {
 	dir := binDir(b)
 	ans := answers(b)
 	var rows []row

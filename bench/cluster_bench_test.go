@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// BenchmarkIssue21Scale: throughput through one coordinator with 1, 2 and 4
+// BenchmarkCluster: throughput through one coordinator with 1, 2 and 4
 // nodes, each node a host process with its own SIMULATOR backend (fixed
 // per-token latency, a fixed number of slots), all on this machine; and
 // the coordinator's CPU per rollout and memory per rollout in flight.
@@ -18,7 +18,7 @@ import (
 // PRORL_BENCH_CLUSTER_LATENCY per-token latency (default 4ms),
 // PRORL_BENCH_CLUSTER_SLOTS slots per node (default 16);
 // PRORL_BENCH_CPUPROFILE profiles the coordinator of the 4-node run.
-func BenchmarkIssue21Scale(b *testing.B) {
+func BenchmarkCluster(b *testing.B) {
 	dir := binDir(b)
 	perNode := envInt("PRORL_BENCH_CLUSTER_PER_NODE", 192)
 	slots := envInt("PRORL_BENCH_CLUSTER_SLOTS", 16)

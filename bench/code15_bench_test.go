@@ -13,10 +13,10 @@ import (
 	"github.com/prorl/prorl/internal/datasets"
 )
 
-// BenchmarkIssue15Figures prints the code judge's end-to-end figures
+// BenchmarkCodeEvaluate prints the code judge's end-to-end figures
 // through /v1/evaluate: a fresh bwrap sandbox of the code image per
 // evaluation, the judge, compilation included.
-func BenchmarkIssue15Figures(b *testing.B) {
+func BenchmarkCodeEvaluate(b *testing.B) {
 	dir := binDir(b)
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		b.Skip("bubblewrap not installed")

@@ -12,11 +12,11 @@ import (
 	"time"
 )
 
-// BenchmarkIssue6Figures prints the code judge's CPU for a 100-case task
+// BenchmarkCodeJudge prints the code judge's CPU for a 100-case task
 // with a correct fast solution: the judge driver (plugins/code/judge.py)
 // run by this machine's python3, as the plugin runs it inside a sandbox
 // (the sandbox's own start is measured by issue 3's figures).
-func BenchmarkIssue6Figures(b *testing.B) {
+func BenchmarkCodeJudge(b *testing.B) {
 	src, err := os.ReadFile(filepath.Join("..", "plugins", "code", "judge.py"))
 	if err != nil {
 		b.Fatal(err)

@@ -24,7 +24,7 @@ import (
 // The host runs 128 rollouts at a time (one training batch); the
 // simulator's engine model counts every generated token, including those
 // of generations cut short.
-func BenchmarkIssue19Dynamic(b *testing.B) {
+func BenchmarkDynamicSampling(b *testing.B) {
 	dir := binDir(b)
 	const pool, n, k = 64, 8, 16
 	rng := rand.New(rand.NewSource(19))

@@ -17,10 +17,10 @@ import (
 	"github.com/prorl/prorl/internal/harnessplay"
 )
 
-// BenchmarkIssue18Figures: the gateway's own cost per call against the
+// BenchmarkGateway: the gateway's own cost per call against the
 // zero-latency simulator, and how often each real harness's calls merge
 // into one trace on the SWE fixtures.
-func BenchmarkIssue18Figures(b *testing.B) {
+func BenchmarkGateway(b *testing.B) {
 	dir := binDir(b)
 	simArgs := []string{"--listen", "127.0.0.1:0"}
 	cfg := hostConfig(b, dir)

@@ -16,12 +16,12 @@ import (
 	"github.com/prorl/prorl/internal/testmodels"
 )
 
-// BenchmarkIssue20Encode compares our encoder with Hugging Face's Rust
+// BenchmarkEncodeVsRust compares our encoder with Hugging Face's Rust
 // tokenizers (PyPI, make transformers) on one thread, the same text, in the
 // same run: the mixed English + code corpus and text of very long words
 // (500–5,000 characters: minified code, base64, hashes). Both encode the
 // whole text as one string, again and again, without a segment cache.
-func BenchmarkIssue20Encode(b *testing.B) {
+func BenchmarkEncodeVsRust(b *testing.B) {
 	modelsDir := testmodels.Dir(b)
 	prev := runtime.GOMAXPROCS(1)
 	defer runtime.GOMAXPROCS(prev)

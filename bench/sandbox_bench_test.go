@@ -18,7 +18,7 @@ import (
 	pb "github.com/prorl/prorl/sdk/proto"
 )
 
-func BenchmarkIssue3Figures(b *testing.B) {
+func BenchmarkSandboxes(b *testing.B) {
 	dir := binDir(b)
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		b.Skip("bubblewrap not installed")
@@ -165,10 +165,10 @@ func BenchmarkIssue3Figures(b *testing.B) {
 	printTable("prorl issue 3 figures (2 cores)", rows)
 }
 
-// BenchmarkIssue11Figures: what the sandbox hardening costs, against the
+// BenchmarkSandboxHardening: what the sandbox hardening costs, against the
 // launch as it was before it (sandbox.Config.Baseline) in the same run, and
 // the host's memory while a sandbox floods output.
-func BenchmarkIssue11Figures(b *testing.B) {
+func BenchmarkSandboxHardening(b *testing.B) {
 	dir := binDir(b)
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		b.Skip("bubblewrap not installed")

@@ -14,10 +14,10 @@ import (
 	"github.com/prorl/prorl/core/sandbox"
 )
 
-// BenchmarkIssue13Figures: what a writable /testbed costs a sandbox's
+// BenchmarkSWEFixture: what a writable /testbed costs a sandbox's
 // start, on the Django fixture (make swe-fixtures), against the same
 // image's start without it, in the same run.
-func BenchmarkIssue13Figures(b *testing.B) {
+func BenchmarkSWEFixture(b *testing.B) {
 	dir := binDir(b)
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		b.Skip("bubblewrap not installed")

@@ -24,10 +24,10 @@ func npmDir() string {
 	return filepath.Join(home, ".cache", "prorl", "npm")
 }
 
-// BenchmarkIssue4Figures prints the tokenizer figures: encode throughput on
+// BenchmarkGoTokenizer prints the tokenizer figures: encode throughput on
 // one core beside the reference implementation's on the same text, and
 // the cost of building turn 50's prompt in a 32k-token conversation.
-func BenchmarkIssue4Figures(b *testing.B) {
+func BenchmarkGoTokenizer(b *testing.B) {
 	modelsDir := testmodels.Dir(b)
 	prev := runtime.GOMAXPROCS(1)
 	defer runtime.GOMAXPROCS(prev)

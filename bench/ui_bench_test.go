@@ -9,11 +9,11 @@ import (
 	"time"
 )
 
-// BenchmarkIssue22UI: the dashboard's data with thousands of rollouts in
+// BenchmarkDashboard: the dashboard's data with thousands of rollouts in
 // flight (generation paused, so they all stay live): latency of a page of
 // the rollouts table and of an overview snapshot, and the live stream's
 // rate. PRORL_BENCH_UI_INFLIGHT sets how many (default 5000).
-func BenchmarkIssue22UI(b *testing.B) {
+func BenchmarkDashboard(b *testing.B) {
 	dir := binDir(b)
 	n := envInt("PRORL_BENCH_UI_INFLIGHT", 5000)
 	sim := spawn(b, dir, "prorl-simllm", "--listen", "127.0.0.1:0", "--answers", answers(b))

@@ -30,7 +30,7 @@ import (
 // routing and the real vLLM client; each rollout plays its turns as the
 // pipeline's failover does (a lease, then each request's backend from the
 // lease). What it leaves out: the agent loop, plugins and sandboxes (their
-// host cost is measured by BenchmarkIssue2Figures); tool calls are sleeps.
+// host cost is measured by BenchmarkRollouts); tool calls are sleeps.
 //
 // Workloads (seeded, so every routing sees the same step):
 //   - SWE-like, 64 groups × 8: a group prompt of lognormal(median 3000,
@@ -489,7 +489,7 @@ func utilFleet() (simllm.EngineModel, []fleetBackend) {
 	// while work waited (PRORL_BENCH_DEBUG); at 0.1 2, at 0.2 1.5, and 0.1
 	// and 0.2 measured the same (SWE-like, group-aware, overcommit 1: 313
 	// and 312 s, slot use while work waited 94% at both; 336-347 s and
-	// 90-92% at 0.04). It makes Issue19Utilisation take about 10 minutes.
+	// 90-92% at 0.04). It makes GRPOStep take about 10 minutes.
 	scale := 0.1
 	if v, err := strconv.ParseFloat(os.Getenv("PRORL_BENCH_TIME_SCALE"), 64); err == nil && v > 0 {
 		scale = v
@@ -509,7 +509,7 @@ func stepRows(label string, r utilResult, lb float64, note ...string) []row {
 		{name: fmt.Sprintf("%-15s slot use: step, while work waits", label), measured: fmt.Sprintf("%.0f%%, %.0f%%", 100*r.util, 100*r.utilWaiting)}}
 }
 
-func BenchmarkIssue19Utilisation(b *testing.B) {
+func BenchmarkGRPOStep(b *testing.B) {
 	m, fleet := utilFleet()
 	vocab := simllm.NewTokenizer().VocabSize()
 	for _, w := range []*workload{sweWorkload(64, 8, vocab), mathWorkload(64, 8, vocab)} {
@@ -614,7 +614,7 @@ func mathEpochs(groups, size, vocab int) (first, second *workload) {
 	return first, second
 }
 
-// BenchmarkIssue19History: the second epoch of a math workload whose
+// BenchmarkLearnedLengths: the second epoch of a math workload whose
 // answer lengths depend on the prompt, with group-aware routing, started
 // and placed as the pipeline does without expected_tokens: with nothing
 // known, and by the first epoch's lengths remembered per task
@@ -622,7 +622,7 @@ func mathEpochs(groups, size, vocab int) (first, second *workload) {
 // memory is fed the first epoch's drawn lengths, which are what its
 // rollouts generate on the simulator (the pipeline's own feeding is
 // TestLearnedExpectedTokens).
-func BenchmarkIssue19History(b *testing.B) {
+func BenchmarkLearnedLengths(b *testing.B) {
 	m, fleet := utilFleet()
 	first, second := mathEpochs(64, 8, simllm.NewTokenizer().VocabSize())
 	memo := lengthhist.New(1 << 10)
@@ -652,6 +652,6 @@ func BenchmarkIssue19History(b *testing.B) {
 	slices.Sort(hist)
 	rows = append(rows, row{name: "speed-up from the lengths remembered, medians", measured: fmt.Sprintf("%.2f× (%.0f s against %.0f s)", none[1]/hist[1], hist[1], none[1])},
 		row{name: "  runs: nothing known / last epoch's", measured: fmt.Sprintf("%.0f–%.0f s / %.0f–%.0f s", none[0], none[2], hist[0], hist[2])})
-	printTable(fmt.Sprintf("Issue 19 — expected tokens from history: epoch 2 of math with prompt-dependent lengths, %d rollouts, group-aware; fleet as Issue19Utilisation (lower bound = max(work %.0f s, longest rollout %.0f s); time scale %g)",
+	printTable(fmt.Sprintf("Issue 19 — expected tokens from history: epoch 2 of math with prompt-dependent lengths, %d rollouts, group-aware; fleet as GRPOStep (lower bound = max(work %.0f s, longest rollout %.0f s); time scale %g)",
 		len(second.rollouts), work, crit, m.TimeScale), rows)
 }

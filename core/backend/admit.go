@@ -20,7 +20,7 @@ import (
 // that moves). Group-aware leases are not also rebalanced under admission
 // (route.go): the two together moved SWE-like rollouts 3,200 times in a
 // step of 512, each prefilling its whole context again; stealing alone
-// moves 110-180 (bench Issue19Utilisation).
+// moves 110-180 (bench GRPOStep).
 //
 // A backend with CacheTokens also bounds the rollouts active on it: a
 // rollout's first request there waits while the contexts of those already
@@ -93,7 +93,7 @@ func (p *Pool) admitLocked(l *Lease, b *Backend, prio, tokens int) (*Backend, *w
 // whatever waited when a slot freed, the half-speed engines took the
 // whole group of the step's fourth costliest at its first request in 5 of
 // 11 runs, and the step ended on its longest rollout (bench
-// Issue19Utilisation, SWE-like: 28 turns and 200 s of tools; it decoded
+// GRPOStep, SWE-like: 28 turns and 200 s of tools; it decoded
 // 113-159 s there against 83-91 s on a fast engine, and the step took
 // 349-371 s against 295-313 s). With no costs known every rollout counts
 // alike and new ones move as before.
@@ -133,7 +133,7 @@ func (p *Pool) fitsCacheLocked(l *Lease, b *Backend, tokens int) bool {
 }
 
 // DefaultCacheOvercommit is the default overcommit of a backend's
-// CacheTokens. Bench Issue19Utilisation, SWE-like, group-aware, three runs
+// CacheTokens. Bench GRPOStep, SWE-like, group-aware, three runs
 // each: slot use while work waited 94-95% at 1, 96-97% at 1.5, 2 and 3;
 // prefill grew 5% at 1.5 and 8% at 2 (contexts evicted during tool calls);
 // the makespans were the same within run-to-run noise (301-340 s).
@@ -278,7 +278,7 @@ func (p *Pool) dispatchLocked() {
 // of a costlier group could take the slot of a turn of one under way,
 // each turn waited behind new starts, a rollout's waits added up over its
 // turns, and rollouts started early finished last (bench
-// Issue19Utilisation, SWE-like: a 12-turn rollout waited 205 s of a 368 s
+// GRPOStep, SWE-like: a 12-turn rollout waited 205 s of a 368 s
 // step). The engines' caches also hold fewer half-done conversations.
 // Larger expected work first among new ones is LPT: the longest start
 // early rather than at the tail. The earliest started first among those
@@ -327,7 +327,7 @@ func (p *Pool) leaveToFasterLocked(l *Lease, b *Backend, tokens, queued int) boo
 	// Where the tail is evacuated (evacuate.go), a generation that runs
 	// long here at the end moves to a faster backend anyway; holding new
 	// requests back only idled this backend's slots. Bench
-	// Issue19Utilisation, 7 interleaved pairs: slot use while work waited
+	// GRPOStep, 7 interleaved pairs: slot use while work waited
 	// 94-96% -> 97-99% on math and 88-91% -> 92-93% on SWE-like, the
 	// makespans unchanged (math 130-139 s either way).
 	if p.evacuableLocked(b) {

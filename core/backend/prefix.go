@@ -7,7 +7,7 @@ package backend
 // Counting it per rollout, as before, charged a SWE-like group of 8 its
 // 3,000-token prompt 8 times — about half of what its rollouts hold on
 // average — and new rollouts waited for cache room the engine had
-// (bench Issue19Utilisation).
+// (bench GRPOStep).
 
 // sharedPrefix is one prompt counted on a backend: its length, and how
 // many active rollouts there open with it.

@@ -133,7 +133,7 @@ func (p *Pool) groupPickLocked(h Hint) *Backend {
 	// rollout's own time goes as 1/speed whatever the load. Balancing load
 	// per weight alone put the third and fourth costliest groups of a step
 	// on the half-speed engines, and the step ended when a rollout of
-	// theirs did (bench Issue19Utilisation, SWE-like: the longest
+	// theirs did (bench GRPOStep, SWE-like: the longest
 	// rollout's group went there in 4 of 6 runs, and it decoded in
 	// 150-155 s against 99-106 s on a fast engine). Without Slots, load
 	// per weight. Ties to the faster, then the less loaded.

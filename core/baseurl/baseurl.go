@@ -8,7 +8,7 @@
 // URL names a host no resolver knows (NAME-HASH.sock.unix), which Dial
 // connects to the socket. Over loopback TCP the kernel runs both ends of
 // the TCP stack in each send; a Unix socket skips it (bench
-// Issue2Figures: the host's CPU per single-turn rollout, and the
+// Rollouts: the host's CPU per single-turn rollout, and the
 // server's, are lower over one).
 package baseurl
 

@@ -4,7 +4,7 @@
 // Responses to a prompt are alike from one epoch to the next (RhymeRL,
 // arXiv:2508.18588, schedules by the same observation); a task's answers
 // of unknown length, started at a step's tail, are what ends it late
-// (bench Issue19Utilisation: math 1.40-1.46× the lower bound, 1.08-1.11×
+// (bench GRPOStep: math 1.40-1.46× the lower bound, 1.08-1.11×
 // with lengths known in advance).
 package lengthhist
 

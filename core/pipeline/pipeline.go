@@ -770,7 +770,7 @@ func (p *Pipeline) Stats() Stats {
 // finish finalizes r off the stage worker that ran its last stage: a
 // durable store's group commit holds its caller for up to the batch's
 // delay, and a worker held there is a slot its stage cannot use (bench
-// Issue2Figures: 64 eval workers had capped the host at about 64 results
+// Rollouts: 64 eval workers had capped the host at about 64 results
 // per commit time, 1,550–1,770 a second with CPU to spare, against
 // 1,950–2,800 since, interleaved).
 func (p *Pipeline) finish(r *Rollout, st trajectory.Status, f *trajectory.Failure) {

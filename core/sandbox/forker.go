@@ -16,7 +16,7 @@ import (
 // Moving a thread into a v1 group (a write to its tasks) takes the
 // kernel's cgroup_threadgroup_rwsem for writing, which waits out an RCU
 // grace period unless another move came just before: 3-5 ms on this VM,
-// paid once per sandbox start, on the start's path (bench Issue11: the
+// paid once per sandbox start, on the start's path (bench SandboxHardening: the
 // hardening took bwrap's start from 8.3 to 13.7 ms, 4-5 of it in that
 // first write). The forker pays it between starts: it joins a spare pair
 // of groups, which a start renames to its sandbox's and in which it forks

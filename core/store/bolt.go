@@ -107,7 +107,7 @@ type Bolt struct {
 
 // resultBatchDelay is how long a finished result waits for others to share
 // its commit (bbolt's Batch waits 10 ms): each commit costs two fsyncs and
-// the tree's upper pages whatever it holds. Bench Issue2Figures, single-turn
+// the tree's upper pages whatever it holds. Bench Rollouts, single-turn
 // rollouts with the durable store, four pairs interleaved with the 10 ms of
 // db.Batch: the host's CPU over the simulator's 0.78 / 0.88 / 0.85 / 0.88
 // against 0.87 / 0.87 / 0.89 / 0.89; 60 ms measured no better than 25

@@ -30,7 +30,7 @@ func WriteTools(w *jsonw.Writer, tools []Tool) { writeTools(w, tools) }
 
 // A plugin's tools go, the same each time, into every generation request
 // and every result of its rollouts: a list FreezeTools was given is written
-// from its one encoding (bench Issue2Figures' profile: writing tools took 4%
+// from its one encoding (bench Rollouts' profile: writing tools took 4%
 // of the host's CPU per single-turn rollout). The map holds the list's
 // first element, so its array is never reused for another list while here.
 var (
