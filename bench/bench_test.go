@@ -554,7 +554,7 @@ func BenchmarkRollouts(b *testing.B) {
 		b.ReportMetric(p50, "plugin-rpc-p50-us")
 	}
 
-	printTable("prorl issue 2 figures (2 cores; simulator with zero latency unless noted)", rows)
+	printTable("Rollouts: host overhead, throughput, memory, plugin RPC (2 cores; simulator with zero latency unless noted)", rows)
 }
 
 // buildRatios compares, per "DRIVER@X" label, that build's host CPU with

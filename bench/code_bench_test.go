@@ -15,7 +15,7 @@ import (
 // BenchmarkCodeJudge prints the code judge's CPU for a 100-case task
 // with a correct fast solution: the judge driver (plugins/code/judge.py)
 // run by this machine's python3, as the plugin runs it inside a sandbox
-// (the sandbox's own start is measured by issue 3's figures).
+// (the sandbox's own start is measured by BenchmarkSandboxes).
 func BenchmarkCodeJudge(b *testing.B) {
 	src, err := os.ReadFile(filepath.Join("..", "plugins", "code", "judge.py"))
 	if err != nil {
@@ -45,7 +45,7 @@ func BenchmarkCodeJudge(b *testing.B) {
 			b.Fatalf("judge output: %.300s", out)
 		}
 	}
-	printTable("Issue 6: code judge", []row{
+	printTable("Code judge", []row{
 		{name: "100-case stdio task, correct solution: judge CPU (median of 5)", measured: fmt.Sprintf("%.3f s (wall %.3f s)", pct(cpus, 0.5), pct(walls, 0.5)),
 			target: "< 2 s", ok: pct(cpus, 0.5) < 2},
 	})

@@ -14,7 +14,7 @@ import (
 	"github.com/prorl/prorl/core/trajectory"
 )
 
-// Issue 19 (4): dynamic sampling on the server. A pool of 64 math groups ×
+// Dynamic sampling on the server. A pool of 64 math groups ×
 // 8 whose difficulty is drawn (seeded) as a policy early in training sees
 // it: 35% never solved, 25% always solved, 40% solved with probability
 // 0.2–0.8 (uniform over five levels); two turns each (a think call, then the
@@ -102,7 +102,7 @@ func BenchmarkDynamicSampling(b *testing.B) {
 	}
 	whole, dyn := run(false), run(true)
 	saved := 1 - float64(dyn.tokens)/float64(whole.tokens)
-	printTable("Issue 19 (4): dynamic sampling, 16 informative groups from a pool of 64 × 8", []row{
+	printTable("Dynamic sampling, 16 informative groups from a pool of 64 × 8", []row{
 		{"generated tokens, whole pool then filtered (baseline)", fmt.Sprintf("%d (%d informative groups, %.1f s)", whole.tokens, whole.informative, whole.wall.Seconds()), "", true},
 		{"generated tokens, informative_groups = 16", fmt.Sprintf("%d (%d informative groups, %d rollouts cancelled, %.1f s)", dyn.tokens, dyn.informative, dyn.cancelled, dyn.wall.Seconds()), ">= 16 groups", dyn.informative >= k},
 		{"generation saved by stopping at 16", fmt.Sprintf("%.0f%% (%.2f× fewer tokens)", 100*saved, float64(whole.tokens)/float64(dyn.tokens)), "> 0", saved > 0},

@@ -88,7 +88,7 @@ func BenchmarkGateway(b *testing.B) {
 		{"merge rate (calls after the first that extend a trace)", fmt.Sprintf("%.3f", rate), "1.0", rate == 1},
 	}
 	rows = append(rows, harnessMergeRates(b, dir)...)
-	printTable("prorl issue 18 figures: the LLM gateway (zero-latency simulator; tokens by "+tokenizer+")", rows)
+	printTable("The LLM gateway (zero-latency simulator; tokens by "+tokenizer+")", rows)
 }
 
 // runSessions runs the sessions it takes from work, each a conversation as

@@ -122,7 +122,7 @@ func BenchmarkMathGrading(b *testing.B) {
 		{"worst evaluation of an adversarial response <= 1 MB, in-process", fmt.Sprintf("%.1f ms (%s)", ms(worstIn), worstInName), "<= 100 ms", worstIn <= 100*time.Millisecond},
 		{"  the same through /v1/evaluate (HTTP, 1 MB body)", fmt.Sprintf("%.1f ms (%s)", ms(worstAPI), worstAPIName), "", true},
 	}
-	printTable("prorl issue 14 figures: math grader", append(rows, agreement(b)...))
+	printTable("Math grader", append(rows, agreement(b)...))
 }
 
 // agreement runs the differential tests against Math-Verify (sdk/mathans)

@@ -78,5 +78,5 @@ func BenchmarkEncodeVsRust(b *testing.B) {
 				measured: fmt.Sprintf("%.1f / %s = %s", ours, ref, ratio), target: ">= 1.0x", ok: ok})
 		}
 	}
-	printTable("Issue 20: encode speed against Hugging Face's Rust tokenizers (same text, same run)", rows)
+	printTable("Encode speed against Hugging Face's Rust tokenizers (same text, same run)", rows)
 }

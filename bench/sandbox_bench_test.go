@@ -162,7 +162,7 @@ func BenchmarkSandboxes(b *testing.B) {
 		}
 	}
 
-	printTable("prorl issue 3 figures (2 cores)", rows)
+	printTable("Sandboxes (2 cores)", rows)
 }
 
 // BenchmarkSandboxHardening: what the sandbox hardening costs, against the
@@ -287,7 +287,7 @@ func BenchmarkSandboxHardening(b *testing.B) {
 	rows = append(rows, row{"host RSS growth while one sandbox floods output for 30 s", fmt.Sprintf("%.1f MiB", grew), "<= 64 MiB", grew <= 64},
 		row{"  frames dropped / output bytes over the caps", fmt.Sprintf("%d / %d", hard.Counters.FramesDropped("oversized").Load()+hard.Counters.FramesDropped("forged").Load(), hard.Counters.OutputDropped.Load()), "", true},
 		row{"  per-sandbox limits", hard.Enforcement(), "", true})
-	printTable("prorl issue 11 figures: sandbox hardening (bwrap, 2 cores, before and after in the same run)", rows)
+	printTable("Sandbox hardening (bwrap, 2 cores, before and after in the same run)", rows)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -55,7 +55,7 @@ func BenchmarkSWEFixture(b *testing.B) {
 	}
 	plain, copied := start(nil), start([]string{"/testbed"})
 	b.ReportMetric(copied, "writable-testbed-start-p50-ms")
-	printTable("prorl issue 13 figures: SWE repository writable in place (bwrap, Django fixture, 55 MB /testbed)", []row{
+	printTable("SWE repository writable in place (bwrap, Django fixture, 55 MB /testbed)", []row{
 		{"sandbox start p50, image only (baseline, same run)", fmt.Sprintf("%.1f ms", plain), "", true},
 		{"sandbox start p50, /testbed copied in", fmt.Sprintf("%.1f ms (%.1fx)", copied, copied/plain), "<= 1000 ms", copied <= 1000},
 	})

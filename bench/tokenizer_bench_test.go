@@ -64,7 +64,7 @@ func BenchmarkGoTokenizer(b *testing.B) {
 	d, check := turn50(b, modelsDir)
 	rows = append(rows, row{name: "turn-50 prompt delta, 32k-token conversation, p50", measured: fmt.Sprintf("%.3f ms (p99 %.3f)", d[0], d[1]), target: "<= 1 ms", ok: d[0] <= 1})
 	rows = append(rows, row{name: "  + whole-conversation template check (tokenizer.check)", measured: fmt.Sprintf("%.3f ms (p99 %.3f)", check[0], check[1])})
-	printTable("Issue 4: tokenizer", rows)
+	printTable("Go tokenizer", rows)
 }
 
 func referenceEncode(npmDir, modelsDir, model, file string) (float64, error) {

@@ -23,7 +23,7 @@ import (
 	"github.com/prorl/prorl/internal/simllm"
 )
 
-// Issue 19: how close one GRPO step's rollouts come to the fleet's
+// How close one GRPO step's rollouts come to the fleet's
 // capacity, per routing. The fleet is four simulator engines (the batching
 // model of simllm.EngineModel: two at the calibrated H100 speed, two at
 // half, as a mixed H100/A100 pool) behind the real backend.Pool with each
@@ -473,7 +473,7 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 		utilWaiting: busy / math.Max(ready, 1)}
 }
 
-// utilFleet is the engine model and fleet of the Issue 19 benches: four
+// utilFleet is the engine model and fleet of the GRPO-step benches: four
 // engines of 32 slots, two at the calibrated speed and two at half, at
 // PRORL_BENCH_TIME_SCALE real seconds per simulated one (default 0.1).
 func utilFleet() (simllm.EngineModel, []fleetBackend) {
@@ -561,7 +561,7 @@ func BenchmarkGRPOStep(b *testing.B) {
 			row{name: "group-aware speed-up over ProRL's routing", measured: fmt.Sprintf("%.2f×", prorl.makespan/ours.makespan), target: "≥ 1.25×", ok: prorl.makespan/ours.makespan >= 1.25},
 			row{name: "group-aware slot use over the step", measured: fmt.Sprintf("%.0f%%", 100*ours.util), target: "≥ 95%", ok: ours.util >= 0.95},
 			row{name: "group-aware slot use while work waits", measured: fmt.Sprintf("%.0f%%", 100*ours.utilWaiting), target: "≥ 95%", ok: ours.utilWaiting >= 0.95})
-		printTable(fmt.Sprintf("Issue 19 — one GRPO step, %s, %d rollouts; fleet 2×H100 + 2×half-speed, %d slots each (simulated s; lower bound = max(work %.0f s, longest rollout %.0f s; at full batches it takes %.0f s = %.2f×); time scale %g)",
+		printTable(fmt.Sprintf("One GRPO step, %s, %d rollouts; fleet 2×H100 + 2×half-speed, %d slots each (simulated s; lower bound = max(work %.0f s, longest rollout %.0f s; at full batches it takes %.0f s = %.2f×); time scale %g)",
 			w.name, len(w.rollouts), m.Slots, work, crit, critFull, critFull/lb, m.TimeScale), rows)
 	}
 }
@@ -652,6 +652,6 @@ func BenchmarkLearnedLengths(b *testing.B) {
 	slices.Sort(hist)
 	rows = append(rows, row{name: "speed-up from the lengths remembered, medians", measured: fmt.Sprintf("%.2f× (%.0f s against %.0f s)", none[1]/hist[1], hist[1], none[1])},
 		row{name: "  runs: nothing known / last epoch's", measured: fmt.Sprintf("%.0f–%.0f s / %.0f–%.0f s", none[0], none[2], hist[0], hist[2])})
-	printTable(fmt.Sprintf("Issue 19 — expected tokens from history: epoch 2 of math with prompt-dependent lengths, %d rollouts, group-aware; fleet as GRPOStep (lower bound = max(work %.0f s, longest rollout %.0f s); time scale %g)",
+	printTable(fmt.Sprintf("Expected tokens from history: epoch 2 of math with prompt-dependent lengths, %d rollouts, group-aware; fleet as GRPOStep (lower bound = max(work %.0f s, longest rollout %.0f s); time scale %g)",
 		len(second.rollouts), work, crit, m.TimeScale), rows)
 }
