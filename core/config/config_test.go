@@ -203,37 +203,41 @@ func TestDefaultsMatchPool(t *testing.T) {
 	}
 }
 
-// The README's TOML samples are what an admin copies: each must decode
+// The docs' TOML samples are what an admin copies: each must decode
 // strictly (no key the host would refuse as unknown, no wrong type). They
 // are samples, not deployments, so the checks that need real files (a
 // plugin's path and sha256) are not made.
-func TestREADMESamples(t *testing.T) {
-	data, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+func TestDocSamples(t *testing.T) {
+	files, _ := filepath.Glob("../../docs/*.md")
+	files = append(files, "../../README.md")
 	blocks := 0
-	lines := strings.Split(string(data), "\n")
-	for i := 0; i < len(lines); i++ {
-		if strings.TrimSpace(lines[i]) != "```toml" {
-			continue
-		}
-		start := i + 1
-		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != "```"; i++ {
-		}
-		doc := []byte(strings.Join(lines[start:i], "\n"))
-		name := fmt.Sprintf("README.md, the sample from line %d, line", start+1)
-		blocks++
-		md, err := toml.NewDecoder(bytes.NewReader(doc)).Decode(Default())
+	for _, file := range files {
+		data, err := os.ReadFile(file)
 		if err != nil {
-			t.Errorf("%v", parseError(name, err))
-			continue
+			t.Fatal(err)
 		}
-		if err := undecoded(md, doc, name); err != nil {
-			t.Errorf("%v", err)
+		lines := strings.Split(string(data), "\n")
+		for i := 0; i < len(lines); i++ {
+			if strings.TrimSpace(lines[i]) != "```toml" {
+				continue
+			}
+			start := i + 1
+			for i++; i < len(lines) && strings.TrimSpace(lines[i]) != "```"; i++ {
+			}
+			doc := []byte(strings.Join(lines[start:i], "\n"))
+			name := fmt.Sprintf("%s, the sample from line %d, line", filepath.Base(file), start+1)
+			blocks++
+			md, err := toml.NewDecoder(bytes.NewReader(doc)).Decode(Default())
+			if err != nil {
+				t.Errorf("%v", parseError(name, err))
+				continue
+			}
+			if err := undecoded(md, doc, name); err != nil {
+				t.Errorf("%v", err)
+			}
 		}
 	}
 	if blocks < 3 {
-		t.Fatalf("found %d TOML samples in the README; the test's reading of it is broken", blocks)
+		t.Fatalf("found %d TOML samples in the docs; the test's reading of them is broken", blocks)
 	}
 }
