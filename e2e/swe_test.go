@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -299,4 +301,35 @@ func (p *netProbe) run(t *testing.T, e *env) {
 		t.Fatalf("the host's loopback listener was reached %d times from sandboxes", n)
 	}
 	t.Logf("network probe: %d sessions ran it, all offline (only lo), none reached the host", probed)
+}
+
+// TestSWEImagesCommand: `prorl-host swe images` (the swe plugin's own
+// images command, run through `plugins exec`) lists the instances with
+// and without an image, from JSONL or Parquet, and exits 1 for a missing one.
+func TestSWEImagesCommand(t *testing.T) {
+	imgs := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(imgs, "swe-prorl__calc-1", "rootfs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "host.toml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("[plugins.swe]\nenabled = true\npath = %q\n[plugins.swe.config]\nimage_dir = %q\n",
+		filepath.Join(binDir, "plugins/prorl-swe"), imgs)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	host := filepath.Join(binDir, "prorl-host")
+	out, err := exec.Command(host, "swe", "images", "--config", cfg, "--tasks", "../examples/swe/tasks.jsonl").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "ok       prorl__calc-1") ||
+		!strings.Contains(string(out), "missing  prorl__") || !strings.Contains(string(out), "1 of 11 instances have an image") {
+		t.Fatalf("swe images: %v\n%s", err, out)
+	}
+	// The same through the generic command, the image directory overridden.
+	if err := os.MkdirAll(filepath.Join(imgs, "all"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(host, "plugins", "exec", "--config", cfg, "swe", "images", "--tasks", "-", "--image-template", "{image_dir}/all", "--missing-only")
+	cmd.Stdin = strings.NewReader(`{"instance_id":"a__b-1"}` + "\n" + `{"repo_name":"r","commit_hash":"0123456789abcdef"}` + "\n")
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "2 of 2 instances have an image") {
+		t.Fatalf("plugins exec: %v\n%s", err, out)
+	}
 }

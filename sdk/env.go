@@ -55,11 +55,16 @@ type Env[C, T, S any] struct {
 	SetupSandbox func(ctx context.Context, r *Rollout[C, T, S]) error
 	// Score rewards a finished episode (required).
 	Score func(ctx context.Context, r *Rollout[C, T, S], req EvaluateRequest) (*Score, error)
+	// Commands are admin subcommands of the plugin binary (optional).
+	Commands []Command
 
 	mu       sync.Mutex
 	cfg      *C
 	sessions map[string]*Rollout[C, T, S]
 }
+
+// CommandList implements Commander.
+func (e *Env[C, T, S]) CommandList() []Command { return e.Commands }
 
 // Rollout is one rollout of an Env: its config, task and state.
 type Rollout[C, T, S any] struct {

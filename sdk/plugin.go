@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -64,8 +65,11 @@ func Serve(d Domain) {
 }
 
 func runCommand(d Domain, args []string, stdout, stderr io.Writer) int {
-	switch args[0] {
-	case "describe":
+	var cmds []Command
+	if c, ok := d.(Commander); ok {
+		cmds = c.CommandList()
+	}
+	if args[0] == "describe" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(describeOf(d)); err != nil {
@@ -73,11 +77,52 @@ func runCommand(d Domain, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
-	default:
-		fmt.Fprintf(stderr, "%s is a prorl plugin: the prorl host starts it.\nusage: %s describe\n", d.Info().Name, os.Args[0])
-		return 2
 	}
+	for _, c := range cmds {
+		if c.Name != args[0] {
+			continue
+		}
+		cfg := json.RawMessage(os.Getenv(ConfigEnv))
+		if len(cfg) == 0 {
+			cfg = json.RawMessage("{}")
+		}
+		if err := c.Run(context.Background(), args[1:], cfg, os.Stdin, stdout, stderr); err != nil {
+			fmt.Fprintf(stderr, "%s %s: %v\n", d.Info().Name, c.Name, err)
+			if _, ok := err.(UsageError); ok {
+				return 2
+			}
+			return 1
+		}
+		return 0
+	}
+	fmt.Fprintf(stderr, "%s is a prorl plugin: the prorl host starts it.\nusage: %s describe\n", d.Info().Name, os.Args[0])
+	for _, c := range cmds {
+		fmt.Fprintf(stderr, "       %s %s %s\n", os.Args[0], c.Name, c.Usage)
+	}
+	return 2
 }
+
+// Command is an admin's subcommand of a plugin binary besides serving it
+// (a dataset check, an image listing): `prorl-host plugins exec NAME
+// COMMAND [ARGS...]` runs it as the host would run the plugin — the
+// pinned binary, no inherited environment — with the plugin's
+// [plugins.NAME.config] table as JSON in config.
+type Command struct {
+	Name  string
+	Usage string // its arguments, for the usage line
+	Run   func(ctx context.Context, args []string, config json.RawMessage, stdin io.Reader, stdout, stderr io.Writer) error
+}
+
+// Commander is a Domain with commands of its own (Env has a Commands field).
+type Commander interface{ CommandList() []Command }
+
+// UsageError is a command's complaint about its arguments (exit status 2).
+type UsageError string
+
+func (e UsageError) Error() string { return string(e) }
+
+// ConfigEnv carries the plugin's config table to a command.
+const ConfigEnv = wire.ConfigEnv
 
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {

@@ -81,10 +81,13 @@ commands:
   coordinate  run a coordinator: the same API, rollouts spread over the
               nodes that register with it
   run         run a JSONL file of tasks and print a summary
-  plugins     list the configured plugins, hash or describe a plugin binary
+  plugins     list the configured plugins, hash or describe a plugin binary;
+              exec NAME COMMAND: run a plugin binary's own admin command
+  dataset     cat FILE: a task file (JSONL or Parquet) as JSONL
   sandbox     build the default image; run a command in a sandbox to check a deployment
   store       check the durable store's integrity (with the host stopped)
   swe         swe images: which instances of a dataset have their images
+              (plugins exec swe images)
   harness     list the agent harnesses; install them (harness install [NAME...])
   version     print the version
 `
@@ -103,13 +106,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "run":
 		return runBatch(ctx, args[1:], stdin, stdout, stderr)
 	case "plugins":
-		return plugins(ctx, args[1:], stdout, stderr)
+		return plugins(ctx, args[1:], stdin, stdout, stderr)
 	case "sandbox":
 		return sandboxCmd(ctx, args[1:], stdout, stderr)
 	case "store":
 		return storeCmd(args[1:], stdout, stderr)
 	case "swe":
-		return sweCmd(ctx, args[1:], stdout, stderr)
+		return sweCmd(args[1:], stdout, stderr)
+	case "dataset":
+		return datasetCat(args[1:], stdout)
 	case "harness":
 		return harnessCmd(ctx, args[1:], stdout, stderr)
 	case "version":
@@ -383,11 +388,13 @@ func runBatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	return nil
 }
 
-func plugins(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func plugins(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usageError{"usage: prorl-host plugins list [--config F] | hash PATH | describe PATH"}
+		return usageError{"usage: prorl-host plugins list [--config F] | hash PATH | describe PATH | exec [--config F] NAME COMMAND [ARGS...]"}
 	}
 	switch args[0] {
+	case "exec":
+		return pluginExec(args[1:], stdin, stdout, stderr)
 	case "list":
 		fs := flag.NewFlagSet("plugins list", flag.ContinueOnError)
 		fs.SetOutput(stderr)

@@ -153,6 +153,32 @@ func (p *Plugin) command(bin *os.File) *exec.Cmd {
 	return cmd
 }
 
+// Command is a plugin binary's admin subcommand (sdk.Command) as the
+// host would run the plugin itself: the pinned bytes, the plugin's own
+// environment only, with its config table as JSON in sdk.ConfigEnv.
+// close releases the verified copy once the command has run.
+func Command(name string, cfg *config.Plugin, args []string) (cmd *exec.Cmd, close func(), err error) {
+	bin, err := verified(name, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	table, err := json.Marshal(cfg.Config)
+	if err != nil {
+		if bin != nil {
+			bin.Close()
+		}
+		return nil, nil, fmt.Errorf("plugin %s: its config table: %w", name, err)
+	}
+	cmd = (&Plugin{Name: name, cfg: cfg}).command(bin)
+	cmd.Args = append(cmd.Args, args...)
+	cmd.Env = append(cmd.Env, wire.ConfigEnv+"="+string(table))
+	return cmd, func() {
+		if bin != nil {
+			bin.Close()
+		}
+	}, nil
+}
+
 // start launches and configures the process once.
 func (p *Plugin) start(ctx context.Context) error {
 	bin, err := verified(p.Name, p.cfg)

@@ -32,7 +32,6 @@ var (
 		"core/pipeline -> sdk/proto",
 		"core/sandbox -> sdk/proto",
 		"core/host -> sdk/proto",
-		"cmd/prorl-host -> plugins/swe/sweimage",
 		"core/config -> core/toolcall",
 	}
 	// Packages of core/ over maxPackageLines of non-test Go.

@@ -70,6 +70,7 @@ func New() *sdk.Env[Config, *Task, struct{}] {
 		Episode:      episode,
 		SetupSandbox: setup,
 		Score:        score,
+		Commands:     []sdk.Command{imagesCommand},
 	}
 }
 

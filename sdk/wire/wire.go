@@ -104,6 +104,10 @@ func (p *Plugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, c *grp
 	return r, nil
 }
 
+// ConfigEnv carries a plugin's config table, as JSON, to an admin
+// subcommand of its binary (sdk.Command) that the host runs.
+const ConfigEnv = "PRORL_PLUGIN_CONFIG"
+
 // BaseEnv is all of its environment a plugin process gets besides what its
 // configuration names: no variable of the host's (tokens, cloud
 // credentials) reaches it.
