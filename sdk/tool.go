@@ -1,11 +1,12 @@
 package sdk
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/prorl/prorl/sdk/wire"
 )
 
 // ToolSpec describes a tool to the model; Parameters is a JSON Schema object.
@@ -100,14 +101,7 @@ func DecodeConfig(domain string, raw json.RawMessage, v any) error {
 }
 
 // decodeStrict decodes JSON refusing unknown fields; empty means {}.
-func decodeStrict(raw json.RawMessage, v any) error {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		raw = json.RawMessage("{}")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
-}
+func decodeStrict(raw json.RawMessage, v any) error { return wire.DecodeStrict(raw, v) }
 
 // FuncTool adapts a function into a Tool.
 type FuncTool struct {

@@ -16,15 +16,15 @@ const APIVersion = wire.APIVersion
 // Failure codes a domain may report; they are part of the host's fixed
 // failure vocabulary.
 const (
-	CodeInvalidTask   = "invalid_task"
-	CodeToolError     = "tool_error"
-	CodeSandboxFailed = "sandbox_failed"
+	CodeInvalidTask   = wire.CodeInvalidTask
+	CodeToolError     = wire.CodeToolError
+	CodeSandboxFailed = wire.CodeSandboxFailed
 	// CodeEvalFailed: the evaluation ran but produced nothing to grade (no
 	// test results: a collection crash, a missing env). Not a reward of 0.
-	CodeEvalFailed = "eval_failed"
-	CodeInternal   = "internal"
+	CodeEvalFailed = wire.CodeEvalFailed
+	CodeInternal   = wire.CodeInternal
 	// CodeInvalidConfig: the [plugins.NAME.config] table is wrong (Configure).
-	CodeInvalidConfig = "invalid_config"
+	CodeInvalidConfig = wire.CodeInvalidConfig
 )
 
 // Error is a domain failure with a code from the failure vocabulary. It
@@ -64,15 +64,15 @@ func AsError(err error) *Error {
 // Capabilities the SDK declares for a domain from the interfaces it
 // implements, so the host skips calls a domain does not need.
 const (
-	CapSetup   = "setup"   // implements Setupper
-	CapRelease = "release" // implements Releaser: keeps per-rollout state
+	CapSetup   = wire.CapSetup   // implements Setupper
+	CapRelease = wire.CapRelease // implements Releaser: keeps per-rollout state
 	// CapTaskPrepare: Prepare's answer depends on the task and the
 	// configuration alone, never on the rollout, so the host prepares a
 	// task once for the rollouts of it that start together (a GRPO
 	// group). An Env declares it with EpisodeByTask; another domain lists
 	// it in Info.Capabilities. The host ignores it for a domain that keeps
 	// per-rollout state (CapRelease), which must see every Prepare.
-	CapTaskPrepare = "task_prepare"
+	CapTaskPrepare = wire.CapTaskPrepare
 )
 
 // Info describes a domain to the host.

@@ -31,8 +31,8 @@ import (
 	"github.com/prorl/prorl/core/tokenizer/harmony"
 	"github.com/prorl/prorl/core/toolcall"
 	"github.com/prorl/prorl/core/trajectory"
-	"github.com/prorl/prorl/sdk"
 	pb "github.com/prorl/prorl/sdk/proto"
+	"github.com/prorl/prorl/sdk/wire"
 )
 
 // Errors of Submit.
@@ -870,7 +870,7 @@ func (p *Pipeline) holder(r *Rollout) *pluginhost.Plugin {
 		return nil
 	}
 	plug, ok := p.d.Plugins.Get(r.Req.Domain)
-	if !ok || !plug.Has(sdk.CapRelease) || plug.Epoch() != r.epoch {
+	if !ok || !plug.Has(wire.CapRelease) || plug.Epoch() != r.epoch {
 		return nil
 	}
 	return plug

@@ -12,8 +12,8 @@ import (
 	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/sandbox"
 	"github.com/prorl/prorl/core/trajectory"
-	"github.com/prorl/prorl/sdk"
 	pb "github.com/prorl/prorl/sdk/proto"
+	"github.com/prorl/prorl/sdk/wire"
 )
 
 func (p *Pipeline) plugin(r *Rollout) (*pluginhost.Plugin, error) {
@@ -44,7 +44,7 @@ func (p *Pipeline) call(ctx context.Context, r *Rollout, method string, f func(p
 // callPlugin is call for a plugin; r (a rollout, or /v1/evaluate's stand-in)
 // pins a stateful plugin's calls to the process that served the first of them.
 func (p *Pipeline) callPlugin(ctx context.Context, plug *pluginhost.Plugin, r *Rollout, method string, f func(pluginhost.Conn) error) error {
-	stateful := plug.Has(sdk.CapRelease)
+	stateful := plug.Has(wire.CapRelease)
 	for attempt := 0; ; attempt++ {
 		c, err := plug.Acquire(ctx)
 		if err != nil {
@@ -120,7 +120,7 @@ func (p *Pipeline) initStage(ctx context.Context, r *Rollout) error {
 		r.mu.Lock()
 		r.reserved, r.sandboxID = res, res.ID
 		r.mu.Unlock()
-		if plug.Has(sdk.CapSetup) && resp.Sandbox != nil {
+		if plug.Has(wire.CapSetup) && resp.Sandbox != nil {
 			var sr *pb.SetupResponse
 			err := p.call(ctx, r, "Setup", func(c pluginhost.Conn) (err error) {
 				sr, err = c.Setup(ctx, &pb.SetupRequest{RolloutId: r.ID, TaskJson: r.Req.Task, SandboxId: res.ID})
@@ -157,7 +157,7 @@ func (p *Pipeline) prepare(ctx context.Context, plug *pluginhost.Plugin, r *Roll
 		})
 		return resp, err
 	}
-	if !plug.Has(sdk.CapTaskPrepare) || plug.Has(sdk.CapRelease) {
+	if !plug.Has(wire.CapTaskPrepare) || plug.Has(wire.CapRelease) {
 		return call()
 	}
 	key := plug.Name + "\x00" + strconv.FormatUint(plug.Epoch(), 10) + "\x00" + string(r.Req.Task)
@@ -358,7 +358,7 @@ func (p *Pipeline) evalSandbox(owner string, spec *pb.SandboxSpec, req *pb.Evalu
 func diagErr(d *pb.Diagnostic) error {
 	reason := trajectory.ReasonInternal
 	switch d.Code {
-	case sdk.CodeInvalidTask, sdk.CodeToolError, sdk.CodeSandboxFailed, sdk.CodeEvalFailed:
+	case wire.CodeInvalidTask, wire.CodeToolError, wire.CodeSandboxFailed, wire.CodeEvalFailed:
 		reason = d.Code
 	}
 	msg := d.Message

@@ -26,8 +26,6 @@ const mod = "github.com/prorl/prorl/"
 var (
 	// "importer -> imported" arrows that break a rule today.
 	knownArrows = []string{
-		"core/pipeline -> sdk",
-		"core/pipeline -> sdk/tools",
 		"core/pluginhost -> sdk/schema",
 		"core/pipeline -> sdk/proto",
 		"core/sandbox -> sdk/proto",

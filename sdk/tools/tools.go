@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/prorl/prorl/sdk"
+	"github.com/prorl/prorl/sdk/wire"
 )
 
 // Think lets the model reason in a tool call; it changes nothing.
@@ -32,22 +33,13 @@ func Think() sdk.Tool {
 // Finish ends the episode; its message is the final response that the
 // domain's reward function scores.
 func Finish() sdk.Tool {
+	// The contract's finish (sdk/wire), which a host may run itself.
 	return sdk.FuncTool{
-		S: sdk.ToolSpec{
-			Name:        "finish",
-			Description: "Signals that the task is complete. Put the final answer in the message.",
-			Parameters:  json.RawMessage(`{"type":"object","properties":{"message":{"type":"string","description":"The final answer and a short summary."}},"required":["message"]}`),
-			Builtin:     "finish",
-		},
+		S: sdk.ToolSpec{Name: wire.FinishName, Description: wire.FinishDescription,
+			Parameters: json.RawMessage(wire.FinishParameters), Builtin: wire.BuiltinFinish},
 		F: func(_ context.Context, _ sdk.ToolContext, args json.RawMessage) (sdk.ToolResult, error) {
-			var a struct {
-				Message       string `json:"message"`
-				TaskCompleted any    `json:"task_completed,omitempty"` // OpenHands sends it; accepted and ignored
-			}
-			if err := sdk.DecodeArgs(args, &a); err != nil {
-				return sdk.ToolResult{}, err
-			}
-			return sdk.ToolResult{Output: "Task finished.", Done: true, FinalResponse: a.Message}, nil
+			r := wire.Finish(args)
+			return sdk.ToolResult{Output: r.Output, Done: r.Done, FinalResponse: r.FinalResponse, IsError: r.IsError}, nil
 		},
 	}
 }
