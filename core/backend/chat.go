@@ -46,19 +46,19 @@ var ErrNoChat = errors.New("this backend cannot render and generate in one excha
 // --exclude-tools-when-tool-choice-none, which the first exchange's check
 // against /tokenize finds).
 type chatRequest struct {
-	Model               string            `json:"model,omitempty"`
-	Messages            []chatMessage     `json:"messages"`
-	Tools               []trajectory.Tool `json:"tools,omitempty"`
-	ToolChoice          string            `json:"tool_choice,omitempty"`
-	AddGenerationPrompt bool              `json:"add_generation_prompt"`
-	ChatTemplateKwargs  map[string]any    `json:"chat_template_kwargs,omitempty"`
-	MaxTokens           int               `json:"max_tokens"`
-	Temperature         float64           `json:"temperature"`
-	TopP                float64           `json:"top_p"`
-	TopK                int               `json:"top_k,omitempty"`
-	Seed                *int64            `json:"seed,omitempty"`
-	Stop                []string          `json:"stop,omitempty"`
-	Logprobs            bool              `json:"logprobs"`
+	Model               string               `json:"model,omitempty"`
+	Messages            []trajectory.Message `json:"messages"`
+	Tools               []trajectory.Tool    `json:"tools,omitempty"`
+	ToolChoice          string               `json:"tool_choice,omitempty"`
+	AddGenerationPrompt bool                 `json:"add_generation_prompt"`
+	ChatTemplateKwargs  map[string]any       `json:"chat_template_kwargs,omitempty"`
+	MaxTokens           int                  `json:"max_tokens"`
+	Temperature         float64              `json:"temperature"`
+	TopP                float64              `json:"top_p"`
+	TopK                int                  `json:"top_k,omitempty"`
+	Seed                *int64               `json:"seed,omitempty"`
+	Stop                []string             `json:"stop,omitempty"`
+	Logprobs            bool                 `json:"logprobs"`
 	// return_token_ids gives the generated ids and the prompt's (vLLM >= 0.10.2).
 	ReturnTokenIDs    bool `json:"return_token_ids"`
 	SkipSpecialTokens bool `json:"skip_special_tokens"`

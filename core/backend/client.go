@@ -272,20 +272,13 @@ func NewClient(protocol, baseURL, model string) (Client, error) {
 	return nil, fmt.Errorf("unknown protocol %q", protocol)
 }
 
-// chatMessage is a message as /tokenize takes it: no host-only fields.
-type chatMessage struct {
-	Role             string                `json:"role"`
-	Content          string                `json:"content"`
-	ToolCalls        []trajectory.ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID       string                `json:"tool_call_id,omitempty"`
-	Name             string                `json:"name,omitempty"`
-	ReasoningContent string                `json:"reasoning_content,omitempty"`
-}
-
-func openAIMessages(msgs []trajectory.Message) []chatMessage {
-	out := make([]chatMessage, len(msgs))
+// openAIMessages are messages as a server takes them: without the
+// host's own fields (a message's token span).
+func openAIMessages(msgs []trajectory.Message) []trajectory.Message {
+	out := make([]trajectory.Message, len(msgs))
 	for i, m := range msgs {
-		out[i] = chatMessage{Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name, ReasoningContent: m.ReasoningContent}
+		m.Span = nil
+		out[i] = m
 	}
 	return out
 }

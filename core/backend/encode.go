@@ -40,7 +40,7 @@ func (r *tokenizeChatRequest) appendJSON(b []byte) ([]byte, error) {
 		w.Str(r.Model)
 	}
 	w.Key("messages")
-	w.List(r.Messages == nil, len(r.Messages), func(i int) { writeChatMessage(w, &r.Messages[i]) })
+	trajectory.WriteMessages(w, r.Messages)
 	if len(r.Tools) > 0 {
 		w.Key("tools")
 		trajectory.WriteTools(w, r.Tools)
@@ -65,7 +65,7 @@ func (r *chatRequest) appendJSON(b []byte) ([]byte, error) {
 		w.Str(r.Model)
 	}
 	w.Key("messages")
-	w.List(r.Messages == nil, len(r.Messages), func(i int) { writeChatMessage(w, &r.Messages[i]) })
+	trajectory.WriteMessages(w, r.Messages)
 	if len(r.Tools) > 0 {
 		w.Key("tools")
 		trajectory.WriteTools(w, r.Tools)
@@ -126,29 +126,4 @@ func writeFlags(w *jsonw.Writer, skipSpecialTokens, stream, ignoreEOS bool, prio
 		w.Key("priority")
 		w.Int(int64(priority))
 	}
-}
-
-func writeChatMessage(w *jsonw.Writer, m *chatMessage) {
-	w.Raw("{")
-	w.Key("role")
-	w.Str(m.Role)
-	w.Key("content")
-	w.Str(m.Content)
-	if len(m.ToolCalls) > 0 {
-		w.Key("tool_calls")
-		trajectory.WriteToolCalls(w, m.ToolCalls)
-	}
-	if m.ToolCallID != "" {
-		w.Key("tool_call_id")
-		w.Str(m.ToolCallID)
-	}
-	if m.Name != "" {
-		w.Key("name")
-		w.Str(m.Name)
-	}
-	if m.ReasoningContent != "" {
-		w.Key("reasoning_content")
-		w.Str(m.ReasoningContent)
-	}
-	w.Raw("}")
 }

@@ -11,14 +11,14 @@ import (
 
 var encStrings = []string{"", "x", "<tool_call>\n{\"a\": 1}</tool_call>", "é\u2028\xff", "\\boxed{5} & <b>", "\x00\x1f"}
 
-func randChat(rng *rand.Rand) []chatMessage {
+func randChat(rng *rand.Rand) []trajectory.Message {
 	s := func() string { return encStrings[rng.IntN(len(encStrings))] }
 	if rng.IntN(5) == 0 {
 		return nil
 	}
-	out := make([]chatMessage, rng.IntN(4))
+	out := make([]trajectory.Message, rng.IntN(4))
 	for i := range out {
-		out[i] = chatMessage{Role: s(), Content: s(), ToolCallID: s(), Name: s(), ReasoningContent: s()}
+		out[i] = trajectory.Message{Role: s(), Content: s(), ToolCallID: s(), Name: s(), ReasoningContent: s()}
 		for range rng.IntN(3) {
 			out[i].ToolCalls = append(out[i].ToolCalls, trajectory.ToolCall{ID: s(), Type: s(), Function: trajectory.FunctionCall{Name: s(), Arguments: s()}})
 		}

@@ -118,13 +118,13 @@ func (v *VLLM) Generate(ctx context.Context, r GenerateRequest) (*GenerateResult
 }
 
 type tokenizeChatRequest struct {
-	Model                string            `json:"model,omitempty"`
-	Messages             []chatMessage     `json:"messages"`
-	Tools                []trajectory.Tool `json:"tools,omitempty"`
-	AddGenerationPrompt  bool              `json:"add_generation_prompt"`
-	ContinueFinalMessage bool              `json:"continue_final_message"`
-	AddSpecialTokens     bool              `json:"add_special_tokens"`
-	ChatTemplateKwargs   map[string]any    `json:"chat_template_kwargs,omitempty"`
+	Model                string               `json:"model,omitempty"`
+	Messages             []trajectory.Message `json:"messages"`
+	Tools                []trajectory.Tool    `json:"tools,omitempty"`
+	AddGenerationPrompt  bool                 `json:"add_generation_prompt"`
+	ContinueFinalMessage bool                 `json:"continue_final_message"`
+	AddSpecialTokens     bool                 `json:"add_special_tokens"`
+	ChatTemplateKwargs   map[string]any       `json:"chat_template_kwargs,omitempty"`
 }
 
 type tokenizeResponse struct {

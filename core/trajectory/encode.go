@@ -156,7 +156,7 @@ func writeResult(w *jsonw.Writer, r *Result) {
 	w.Int(int64(r.Tokens.PromptLen))
 	w.Raw("}")
 	w.Key("messages")
-	writeMessages(w, r.Messages)
+	WriteMessages(w, r.Messages)
 	w.Key("tools")
 	writeTools(w, r.Tools)
 	if len(r.Traces) > 0 {
@@ -378,7 +378,9 @@ func appendSpan(b []byte, sp [2]int) []byte {
 	return append(b, b[sp[0]:sp[1]]...)
 }
 
-func writeMessages(w *jsonw.Writer, ms []Message) {
+// WriteMessages writes chat messages as encoding/json encodes them: the
+// one writer of chat messages, for results and for servers' requests.
+func WriteMessages(w *jsonw.Writer, ms []Message) {
 	w.List(ms == nil, len(ms), func(i int) { writeMessage(w, &ms[i]) })
 }
 
@@ -473,9 +475,9 @@ func writeTrace(w *jsonw.Writer, t *Trace) {
 	w.Key("response_logprobs")
 	w.Floats(t.ResponseLogprobs)
 	w.Key("prompt_messages")
-	writeMessages(w, t.PromptMessages)
+	WriteMessages(w, t.PromptMessages)
 	w.Key("response_messages")
-	writeMessages(w, t.ResponseMessages)
+	WriteMessages(w, t.ResponseMessages)
 	w.Key("tools")
 	writeTools(w, t.Tools)
 	w.Key("finish_reason")
