@@ -144,7 +144,7 @@ code-shapes:
 # The Go modules of this checkout: the host and plugins, and the SDK (its own
 # module, so a plugin in another repository requires it without a replace).
 GO_MODULES := . sdk
-REQUIRE_REFS := PRORL_REQUIRE_HARNESSES=1 PRORL_REQUIRE_PYSDK=1 PRORL_REQUIRE_DATASETS=1 PRORL_REQUIRE_IMAGE=1 PRORL_REQUIRE_APPTAINER=1 PRORL_REQUIRE_MODELS=1 PRORL_REQUIRE_MATHVERIFY=1 PRORL_REQUIRE_SWEBENCH=1 PRORL_REQUIRE_TRANSFORMERS=1 PRORL_REQUIRE_SLURM=1 PRORL_REQUIRE_UI=1 PRORL_REQUIRE_UVICORN=1 PRORL_REQUIRE_VLLM=1
+REQUIRE_REFS := PRORL_REQUIRE_REFS=1
 
 # make test's prerequisites. They are installed several at a time: most wait
 # on the network (PyPI, npm, Debian), Apptainer's build on the CPU; apt-get

@@ -14,6 +14,8 @@ import (
 	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/trajectory"
 	"github.com/prorl/prorl/internal/datasets"
+
+	"github.com/prorl/prorl/sdk/sdktest"
 )
 
 // TestCodeDomain runs the bundled coding tasks through the host, the code
@@ -124,7 +126,7 @@ func codeImageTOML(t *testing.T) string {
 		imageDir = filepath.Join(home, ".cache", "prorl", "images")
 	}
 	if _, err := os.Stat(filepath.Join(imageDir, "code", "rootfs")); err != nil {
-		if os.Getenv("PRORL_REQUIRE_IMAGE") == "1" {
+		if sdktest.RefsRequired() {
 			t.Fatalf("code image missing (make image): %v", err)
 		}
 		t.Logf("code image missing (make image): judging in the host root")
@@ -216,10 +218,7 @@ func TestCodeShapes(t *testing.T) {
 func TestHumanEvalInSandboxes(t *testing.T) {
 	wheel, err := datasets.HumanEvalWheel("..")
 	if err != nil {
-		if os.Getenv("PRORL_REQUIRE_DATASETS") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
+		sdktest.Missing(t, "HumanEval (scripts/code/datasets.sh)", err)
 	}
 	rows, err := datasets.HumanEval(wheel)
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/prorl/prorl/core/trajectory"
 	"github.com/prorl/prorl/internal/harnessplay"
+
+	"github.com/prorl/prorl/sdk/sdktest"
 )
 
 // mathQuestion is asked of the harnesses that answer in their last reply:
@@ -43,10 +45,7 @@ func TestHarnessRollouts(t *testing.T) {
 		imageDir = filepath.Join(home, ".cache", "prorl", "images")
 	}
 	if _, err := os.Stat(filepath.Join(imageDir, "swe-prorl__calc-1", "rootfs")); err != nil {
-		if os.Getenv("PRORL_REQUIRE_IMAGE") == "1" {
-			t.Fatalf("SWE fixtures missing (make swe-fixtures): %v", err)
-		}
-		t.Skip("SWE fixtures missing (make swe-fixtures)")
+		sdktest.Missing(t, "SWE fixtures (make swe-fixtures)", err)
 	}
 	// Two fixtures: calc-1, fixed or given up on; srcpkg-90003, fixed or
 	// "fixed" with its plausible wrong patch (a change the tests reject).
@@ -84,7 +83,7 @@ for url, body in [('http://127.0.0.1:8642/v1/backends', None), ('http://127.0.0.
 	var run []harnessplay.Harness
 	for _, h := range harnessplay.Harnesses {
 		if _, err := os.Stat(filepath.Join(harnessDir(h.Name), ".prorl-installed")); err != nil {
-			if os.Getenv("PRORL_REQUIRE_HARNESSES") == "1" {
+			if sdktest.RefsRequired() {
 				t.Fatalf("harness %s is not installed (make harnesses): %v", h.Name, err)
 			}
 			t.Logf("skipping %s: not installed (make harnesses)", h.Name)

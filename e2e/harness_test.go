@@ -18,30 +18,24 @@ import (
 	"time"
 
 	"github.com/prorl/prorl/core/trajectory"
+
+	"github.com/prorl/prorl/internal/testbin"
 )
 
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "prorl-e2e")
-	if err != nil {
-		panic(err)
-	}
+	dir, cleanup := testbin.ForMain("prorl-e2e", map[string]string{"prorl-host": M + "cmd/prorl-host", "prorl-simllm": M + "cmd/prorl-simllm",
+		"plugins/prorl-math": M + "plugins/math", "plugins/prorl-stem": M + "plugins/stem", "plugins/prorl-code": M + "plugins/code",
+		"plugins/prorl-swe": M + "plugins/swe", "prorl-sandbox-agent": M + "cmd/prorl-sandbox-agent"})
 	binDir = dir
-	for out, pkg := range map[string]string{"prorl-host": "./cmd/prorl-host", "prorl-simllm": "./cmd/prorl-simllm", "plugins/prorl-math": "./plugins/math",
-		"plugins/prorl-stem": "./plugins/stem", "plugins/prorl-code": "./plugins/code", "plugins/prorl-swe": "./plugins/swe", "prorl-sandbox-agent": "./cmd/prorl-sandbox-agent"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
-		cmd.Dir = ".."
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, b)
-			os.Exit(1)
-		}
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
+
+// M prefixes this repository's import paths.
+const M = "github.com/prorl/prorl/"
 
 // proc is a child process killed with its group at test end.
 type proc struct {

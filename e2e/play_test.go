@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/prorl/prorl/sdk/sdktest"
+
+	"github.com/prorl/prorl/internal/testbin"
 )
 
 // countdownScripts are the simulator's scripts for the countdown tasks
@@ -34,16 +36,14 @@ const countdownTasks = `{"nums": [3, 5, 2], "target": 16}
 func TestPlayAnyDomain(t *testing.T) {
 	dir := t.TempDir()
 	goPlugin := filepath.Join(dir, "countdown")
-	build := exec.Command("go", "build", "-o", goPlugin, "github.com/prorl/prorl/sdk/examples/countdown")
-	build.Dir = ".."
-	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build countdown: %v\n%s", err, b)
+	if err := testbin.Build(dir, map[string]string{"countdown": M + "sdk/examples/countdown"}); err != nil {
+		t.Fatal(err)
 	}
 	scripts := filepath.Join(dir, "scripts.jsonl")
 	if err := os.WriteFile(scripts, []byte(countdownScripts), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	py := sdktest.ReferencePython(t, "../scripts/pysdk/install.sh", "PRORL_REQUIRE_PYSDK")
+	py := sdktest.ReferencePython(t, "../scripts/pysdk/install.sh")
 	script, err := filepath.Abs("../sdk/python/examples/countdown.py")
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func TestPlayAnyDomain(t *testing.T) {
 					t.Fatal(err)
 				}
 			} else {
-				py := sdktest.ReferencePython(t, "../scripts/swebench/install.sh", "PRORL_REQUIRE_SWEBENCH")
+				py := sdktest.ReferencePython(t, "../scripts/swebench/install.sh")
 				w := exec.Command(py, "-c", `import json, sys, pyarrow as pa, pyarrow.parquet as pq
 pq.write_table(pa.Table.from_pylist([json.loads(l) for l in sys.stdin]), sys.argv[1])`, tasks)
 				w.Stdin = strings.NewReader(countdownTasks)

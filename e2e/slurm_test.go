@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/prorl/prorl/core/trajectory"
+
+	"github.com/prorl/prorl/sdk/sdktest"
 )
 
 // TestSlurmDeployment runs deploy/slurm/prorl.sbatch as an admin would,
@@ -27,7 +29,7 @@ import (
 // host mid-run, every rollout accounted for once; scancel leaves nothing
 // running.
 func TestSlurmDeployment(t *testing.T) {
-	need := os.Getenv("PRORL_REQUIRE_SLURM") != ""
+	need := sdktest.RefsRequired()
 	if os.Geteuid() != 0 {
 		if need {
 			t.Fatal("a Slurm cluster on this machine needs root (network namespaces, slurmd)")

@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/prorl/prorl/core/sandbox"
+
+	"github.com/prorl/prorl/sdk/sdktest"
 )
 
 // TestSWEDomain runs the SWE fixtures (make swe-fixtures) through the host,
@@ -34,10 +36,7 @@ func testSWE(t *testing.T, driver string) {
 	template := "{image_dir}/swe-{instance_id}/rootfs"
 	if driver == "apptainer" {
 		if _, err := sandbox.FindApptainer(""); err != nil {
-			if os.Getenv("PRORL_REQUIRE_APPTAINER") != "" {
-				t.Fatalf("make test installs apptainer first: %v", err)
-			}
-			t.Skipf("%v", err)
+			sdktest.Missing(t, "apptainer (make apptainer)", err)
 		}
 		// As root, the SIF; rootless Apptainer cannot mount one without FUSE
 		// access, so the same image unpacked.
@@ -54,10 +53,7 @@ func testSWE(t *testing.T, driver string) {
 		imageDir = filepath.Join(home, ".cache", "prorl", "images")
 	}
 	if _, err := os.Stat(strings.NewReplacer("{image_dir}", imageDir, "{instance_id}", "prorl__calc-1").Replace(template)); err != nil {
-		if os.Getenv("PRORL_REQUIRE_IMAGE") == "1" {
-			t.Fatalf("SWE fixtures missing (make swe-fixtures): %v", err)
-		}
-		t.Skip("SWE fixtures missing (make swe-fixtures)")
+		sdktest.Missing(t, "SWE fixtures (make swe-fixtures)", err)
 	}
 	tasks := exampleTasks(t, "swe")
 	probe := newNetProbe(t, tasks)

@@ -24,7 +24,7 @@ import (
 // page are kept in $PRORL_UI_SHOTS (default: the test's temp dir).
 func TestDashboard(t *testing.T) {
 	// The install script prints the node_modules directory.
-	nodeModules := sdktest.ReferencePython(t, "../scripts/ui/install.sh", "PRORL_REQUIRE_UI")
+	nodeModules := sdktest.ReferencePython(t, "../scripts/ui/install.sh")
 	const user, admin = "ui-user-token", "ui-admin-token"
 	e := newEnv(t, envOpts{staticBackend: true, serverTOML: `token = "` + user + `"` + "\n" + `admin_token = "` + admin + `"` + "\n",
 		pipelineTOML: "stuck_after = \"1s\"\n"})

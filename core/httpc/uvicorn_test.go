@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/prorl/prorl/core/baseurl"
+
+	"github.com/prorl/prorl/sdk/sdktest"
 )
 
 // uvicornPython is the venv scripts/httpc/install.sh made (make uvicorn).
@@ -23,10 +25,7 @@ func uvicornPython(t *testing.T) string {
 		py = filepath.Join(home, ".cache", "prorl", "venv-uvicorn", "bin", "python")
 	}
 	if _, err := os.Stat(py); err != nil {
-		if os.Getenv("PRORL_REQUIRE_UVICORN") == "1" {
-			t.Fatalf("uvicorn missing (make uvicorn): %v", err)
-		}
-		t.Skip("uvicorn missing (make uvicorn)")
+		sdktest.Missing(t, "uvicorn (make uvicorn)", err)
 	}
 	return py
 }

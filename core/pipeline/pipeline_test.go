@@ -9,7 +9,6 @@ import (
 	"maps"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -26,23 +25,17 @@ import (
 	"github.com/prorl/prorl/core/trajectory"
 	"github.com/prorl/prorl/internal/simllm"
 	"github.com/prorl/prorl/internal/simllm/taskscripts"
+
+	"github.com/prorl/prorl/internal/testbin"
 )
 
 var mathPlugin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "pipeline")
-	if err != nil {
-		panic(err)
-	}
+	dir, cleanup := testbin.ForMain("pipeline", map[string]string{"prorl-math": "github.com/prorl/prorl/plugins/math"})
 	mathPlugin = filepath.Join(dir, "prorl-math")
-	cmd := exec.Command("go", "build", "-o", mathPlugin, "./plugins/math")
-	cmd.Dir = "../.."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		panic(string(out))
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 

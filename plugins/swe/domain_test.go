@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/prorl/prorl/sdk/sdktest"
 )
 
 // fixtures are the instances `make swe-fixtures` builds.
@@ -18,10 +20,7 @@ func fixtures(t *testing.T) (imageDir string, rows []map[string]any) {
 		imageDir = filepath.Join(home, ".cache", "prorl", "images")
 	}
 	if _, err := os.Stat(filepath.Join(imageDir, "swe-prorl__stack-5", "rootfs", "testbed")); err != nil {
-		if os.Getenv("PRORL_REQUIRE_IMAGE") == "1" {
-			t.Fatalf("SWE fixtures missing in %s (make swe-fixtures): %v", imageDir, err)
-		}
-		t.Skipf("SWE fixtures missing in %s (make swe-fixtures)", imageDir)
+		sdktest.Missing(t, "SWE fixtures in "+imageDir+" (make swe-fixtures)", err)
 	}
 	f, err := os.Open(filepath.Join("..", "..", "examples", "swe", "tasks.jsonl"))
 	if err != nil {

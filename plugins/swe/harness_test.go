@@ -39,7 +39,7 @@ func TestEvalScriptsAgainstHarness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the swebench harness")
 	}
-	py := sdktest.ReferencePython(t, "../../scripts/swebench/install.sh", "PRORL_REQUIRE_SWEBENCH")
+	py := sdktest.ReferencePython(t, "../../scripts/swebench/install.sh")
 	var rows []evalRow
 	repos := make([]string, 0, len(specs.Repos))
 	for r := range specs.Repos {

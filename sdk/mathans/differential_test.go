@@ -89,7 +89,7 @@ func (bigPow) of(b, e int) string {
 
 func mathVerify(t *testing.T, ps []pair) []bool {
 	t.Helper()
-	py := sdktest.ReferencePython(t, "../../scripts/mathverify/install.sh", "PRORL_REQUIRE_MATHVERIFY")
+	py := sdktest.ReferencePython(t, "../../scripts/mathverify/install.sh")
 	// Math-Verify takes about 4 ms a pair: one process per core.
 	lines, err := sdktest.RunJSONLines(py, filepath.Join("..", "..", "scripts", "mathverify", "verdicts.py"), ps, runtime.NumCPU())
 	if err != nil {

@@ -12,19 +12,39 @@ import (
 	"testing"
 )
 
+// RequireRefs is the environment variable that makes a missing reference
+// a failure instead of a skip: make test sets it, so CI never skips one.
+const RequireRefs = "PRORL_REQUIRE_REFS"
+
+// RefsRequired reports whether every reference must be present.
+func RefsRequired() bool { return os.Getenv(RequireRefs) == "1" }
+
+// Missing reports that something a test compares against or runs on (a
+// registry package, an image, a dataset, a binary) is not here: what says
+// how to provide it. The test is skipped, or fails when RefsRequired.
+func Missing(t testing.TB, what string, err error) {
+	t.Helper()
+	if RefsRequired() {
+		t.Fatalf("%s: %v", what, err)
+	}
+	t.Skipf("%s: %v", what, err)
+}
+
 // ReferencePython runs the install script of a reference implementation a
 // domain is tested against (a registry package in a pinned venv); the
-// script prints the venv's python. Where it cannot install, the test is
-// skipped, or fails when the environment variable require is set (make
-// test sets it, so CI never skips).
-func ReferencePython(t testing.TB, installScript, require string) string {
+// script prints the venv's python. Where it cannot install: Missing. An
+// environment variable named in require, when set, makes it required too
+// (the way of earlier versions, still honoured).
+func ReferencePython(t testing.TB, installScript string, require ...string) string {
 	t.Helper()
 	py, err := exec.Command("bash", installScript).Output()
 	if err != nil {
-		if os.Getenv(require) != "" {
-			t.Fatalf("install the reference (%s): %v", installScript, err)
+		for _, env := range require {
+			if os.Getenv(env) != "" {
+				t.Fatalf("install the reference (%s): %v", installScript, err)
+			}
 		}
-		t.Skipf("the reference is not installable here (%s): %v", installScript, err)
+		Missing(t, "install the reference ("+installScript+")", err)
 	}
 	return strings.TrimSpace(string(py))
 }

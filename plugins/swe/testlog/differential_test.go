@@ -28,7 +28,7 @@ type harnessCase struct {
 // harness runs the harness's parsers on the cases.
 func harness(t *testing.T, cases []harnessCase) []map[string]Status {
 	t.Helper()
-	py := sdktest.ReferencePython(t, "../../../scripts/swebench/install.sh", "PRORL_REQUIRE_SWEBENCH")
+	py := sdktest.ReferencePython(t, "../../../scripts/swebench/install.sh")
 	lines, err := sdktest.RunJSONLines(py, "../../../scripts/swebench/parse_logs.py", cases, runtime.NumCPU())
 	if err != nil {
 		t.Fatalf("harness parsers: %v", err)
