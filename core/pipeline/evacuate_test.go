@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/policy"
 )
 
 // blockingAborter is a backend whose abort returns when released.
@@ -29,7 +30,7 @@ func TestPauseWaitsForEvacuation(t *testing.T) {
 	a := &blockingAborter{started: make(chan struct{}), release: make(chan struct{})}
 	b := &backend.Backend{ID: "b1", Client: a}
 	evacuated := make(chan error, 1)
-	go func() { evacuated <- f.p.evacuate(context.Background(), b) }()
+	go func() { evacuated <- f.p.gate.Evacuate(context.Background(), b) }()
 	<-a.started
 	paused := make(chan error, 1)
 	go func() {
@@ -53,7 +54,7 @@ func TestPauseWaitsForEvacuation(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the pause never returned")
 	}
-	if err := f.p.evacuate(context.Background(), b); !errors.Is(err, errPolicyPaused) {
+	if err := f.p.gate.Evacuate(context.Background(), b); !errors.Is(err, policy.ErrPaused) {
 		t.Fatalf("evacuation while paused: %v", err)
 	}
 	f.p.Resume(context.Background(), 1)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/policy"
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/trajectory"
 )
@@ -82,7 +83,7 @@ func (f *failover) do(ctx context.Context, tokens int, call func(b *backend.Back
 		}
 		err := call(b, f.retrying(b))
 		done()
-		if err == nil || errors.Is(err, errCut) || !backend.Retriable(err) || ctx.Err() != nil || moves >= maxFailovers {
+		if err == nil || errors.Is(err, policy.ErrCut) || !backend.Retriable(err) || ctx.Err() != nil || moves >= maxFailovers {
 			return err
 		}
 		f.p.d.Pool.SetHealth(b.ID, err)
@@ -135,18 +136,18 @@ func (f *failover) generate(ctx context.Context, req backend.GenerateRequest, ou
 		var res *backend.GenerateResult
 		var version int64
 		err := f.do(ctx, len(req.PromptIDs), func(b *backend.Backend, c backend.Client) error {
-			gctx, v, slot, err := f.p.gate.enter(ctx, b.ID)
+			gctx, v, slot, err := f.p.gate.Enter(ctx, b.ID)
 			if err != nil {
 				return err
 			}
 			version = v
 			res, err = c.Generate(gctx, req)
-			if f.p.gate.leave(slot) && ctx.Err() == nil {
-				return errCut
+			if f.p.gate.Leave(slot) && ctx.Err() == nil {
+				return policy.ErrCut
 			}
 			return err
 		})
-		if errors.Is(err, errCut) {
+		if errors.Is(err, policy.ErrCut) {
 			continue
 		}
 		if err != nil {
@@ -167,7 +168,7 @@ func (f *failover) continues(out, res *backend.GenerateResult, version int64, re
 	if res.FinishReason != backend.FinishAbort {
 		return out, false
 	}
-	f.p.gate.countAbort()
+	f.p.gate.CountAbort()
 	if req.MaxTokens -= len(res.IDs); req.MaxTokens <= 0 {
 		out.FinishReason = "length"
 		return out, false
@@ -192,18 +193,18 @@ func (f *failover) GenerateChat(ctx context.Context, cr backend.ChatRequest) ([]
 		if !ok {
 			return backend.ErrNoChat
 		}
-		gctx, v, slot, err := f.p.gate.enter(ctx, b.ID)
+		gctx, v, slot, err := f.p.gate.Enter(ctx, b.ID)
 		if err != nil {
 			return err
 		}
 		version = v
 		prompt, res, err = cg.GenerateChat(gctx, cr)
-		if f.p.gate.leave(slot) && ctx.Err() == nil {
-			return errCut
+		if f.p.gate.Leave(slot) && ctx.Err() == nil {
+			return policy.ErrCut
 		}
 		return err
 	})
-	if errors.Is(err, errCut) {
+	if errors.Is(err, policy.ErrCut) {
 		return nil, nil, fmt.Errorf("%w: the generation was cut", backend.ErrNoChat)
 	}
 	if err != nil {

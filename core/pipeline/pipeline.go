@@ -25,6 +25,7 @@ import (
 	"github.com/prorl/prorl/core/lengthhist"
 	"github.com/prorl/prorl/core/metrics"
 	"github.com/prorl/prorl/core/pluginhost"
+	"github.com/prorl/prorl/core/policy"
 	"github.com/prorl/prorl/core/sandbox"
 	"github.com/prorl/prorl/core/store"
 	"github.com/prorl/prorl/core/tokenizer"
@@ -82,10 +83,8 @@ type Pipeline struct {
 	// else (see prepare).
 	prepares *flightcache.Cache[*pb.PrepareResponse]
 	tools    toolLists
-	policy   atomic.Int64
-	gate     *gate
-	// policySave orders the writes of the policy's state (savePolicy).
-	policySave sync.Mutex
+	// gate is the policy: its version and the pause for weight sync.
+	gate *policy.Gate
 
 	initQ        *startQueue
 	runQ, evalQ  *handoff
@@ -151,8 +150,7 @@ func New(d Deps) (*Pipeline, error) {
 		prepares: flightcache.New[*pb.PrepareResponse](256),
 		lengths:  lengthhist.New(d.Cfg.Pipeline.ExpectedTokensMemory),
 	}
-	p.gate = newGate(p)
-	p.loadPolicy()
+	p.gate = policy.New(policy.Deps{Pool: d.Pool, Store: d.Store, Log: d.Log})
 	if p.lengths == nil {
 		p.d.LengthsFile = "" // memory off: nothing to keep
 	}
@@ -165,9 +163,9 @@ func New(d Deps) (*Pipeline, error) {
 		}
 	}
 	if d.Cfg.Backends.Evacuate {
-		d.Pool.SetEvacuator(p.evacuate)
+		d.Pool.SetEvacuator(p.gate.Evacuate)
 	}
-	p.runner = &agent.Runner{Parser: parser, Policy: p.policy.Load, Prompts: tokenizer.NewPromptCache(1024)}
+	p.runner = &agent.Runner{Parser: parser, Policy: p.gate.Version, Prompts: tokenizer.NewPromptCache(1024)}
 	if tc := d.Cfg.Tokenizer; tc.ModelDir != "" {
 		opts := tokenizer.LocalOptions{ArgumentsAsString: tc.ArgumentsAsString, NullContentWithToolCalls: tc.NullContentWithToolCalls, TemplateName: tc.ChatTemplateName,
 			ChatFormat: tc.ChatFormat, HarmonyOptions: harmony.Options{ReasoningEffort: tc.ReasoningEffort, Date: tc.ConversationDate}}
@@ -196,7 +194,7 @@ func New(d Deps) (*Pipeline, error) {
 			func() float64 { calls, hits := p.prepares.Stats(); return float64(calls - hits) })
 		m.Counter("prorl_prepares_total", "Tasks prepared by their plugin, by whether a group's earlier rollout had (domains whose Prepare depends on the task alone).", map[string]string{"cached": "true"},
 			func() float64 { _, hits := p.prepares.Stats(); return float64(hits) })
-		m.Gauge("prorl_policy_version", "Current policy version.", nil, func() float64 { return float64(p.policy.Load()) })
+		m.Gauge("prorl_policy_version", "Current policy version.", nil, func() float64 { return float64(p.gate.Version()) })
 		for i, src := range expectedSources {
 			m.Counter("prorl_expected_tokens_total", "Rollouts submitted, by where their expected tokens came from: the trainer's expected_tokens, the task's earlier rollouts (learned_tokens), or none.",
 				map[string]string{"source": src}, func() float64 { return float64(p.bySource[i].Load()) })
@@ -518,7 +516,7 @@ func (p *Pipeline) admit(ids []string, attempts []int, reqs []Request, idem *sto
 
 func (p *Pipeline) newRollout(id string, rq Request, attempt int, submitted time.Time) *Rollout {
 	r := &Rollout{ID: id, Req: rq, Attempt: attempt, submitted: submitted, done: make(chan struct{}), remaining: rq.Timeout,
-		stage: trajectory.StageInit, policy: p.policy.Load()}
+		stage: trajectory.StageInit, policy: p.gate.Version()}
 	if rq.Agent == AgentGateway {
 		r.live = make(chan struct{})
 	}
@@ -739,13 +737,30 @@ func (r *Rollout) PolicyAt() int64 {
 }
 
 // SetPolicy records new weights; later turns are stamped with it.
-func (p *Pipeline) SetPolicy(v int64) {
-	p.policy.Store(v)
-	p.savePolicy()
+func (p *Pipeline) SetPolicy(v int64) { p.gate.SetVersion(v) }
+
+// The policy's reports, as core/policy makes them.
+type (
+	PauseReport  = policy.PauseReport
+	ResumeReport = policy.ResumeReport
+	PolicyState  = policy.State
+)
+
+// Pause stops new generation requests (policy.Gate.Pause).
+func (p *Pipeline) Pause(ctx context.Context, abort bool) (PauseReport, error) {
+	return p.gate.Pause(ctx, abort)
 }
 
+// Resume sets the policy version and lets generation continue.
+func (p *Pipeline) Resume(ctx context.Context, version int64) ResumeReport {
+	return p.gate.Resume(ctx, version)
+}
+
+// PolicyState returns the policy version and whether generation is paused.
+func (p *Pipeline) PolicyState() PolicyState { return p.gate.State() }
+
 // Policy is the current policy version.
-func (p *Pipeline) Policy() int64 { return p.policy.Load() }
+func (p *Pipeline) Policy() int64 { return p.gate.Version() }
 
 // Stats are the stage counters.
 type Stats struct {

@@ -72,7 +72,7 @@ func (p *Pipeline) runSession(ctx context.Context, r *Rollout, fo *failover, mod
 	}
 	lease := fo.lease
 	s := gateway.NewSession(gateway.Config{ID: r.ID, Key: r.Req.SessionKey, Model: model, Gen: fo, BackendID: lease.B.ID,
-		Tok: tok, Splicer: p.splicer(lease.B), Parser: p.runner.Parser, Policy: p.policy.Load,
+		Tok: tok, Splicer: p.splicer(lease.B), Parser: p.runner.Parser, Policy: p.gate.Version,
 		MaxCalls: ep.MaxTurns, MaxTokensPerCall: ep.MaxTokensPerTurn, MaxTotalTokens: ep.MaxTotalTokens,
 		MaxConcurrent: p.d.Cfg.Gateway.MaxConcurrentPerSession, MaxRequests: maxAuxRequests(p.d.Cfg.Gateway.MaxRequestsPerSession, ep.MaxTurns),
 		Temperature: ep.Temperature, TopP: ep.TopP, TopK: ep.TopK, Seed: ep.Seed, Stop: ep.Stop, TemplateKwargs: ep.TemplateKwargs,

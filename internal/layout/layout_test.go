@@ -56,7 +56,7 @@ var layers = []struct {
 		"core/rundir", "core/lengthhist", "core/metrics", "internal/sandboxproto", "internal/seccomp", "internal/syncbuf", "internal/profiling"}},
 	{"values", []string{"core/trajectory", "core/config"}},
 	{"engines", []string{"core/tokenizer", "core/toolcall", "core/backend", "core/sandbox", "core/images", "core/store", "core/pluginhost", "core/dataset"}},
-	{"turns", []string{"core/agent", "core/gateway"}},
+	{"turns", []string{"core/agent", "core/gateway", "core/policy"}},
 	{"line", []string{"core/pipeline"}},
 	{"services", []string{"core/coord"}},
 	{"front", []string{"core/api", "core/ui", "core/batch"}},

@@ -1,4 +1,10 @@
-package pipeline
+// Package policy keeps the policy version every generated token is
+// stamped with, and the gate that holds generation while the policy's
+// weights change (POST /v1/policy:pause ... :resume): drain waits for the
+// requests in flight, abort ends them (keeping their tokens where the
+// backend can abort by itself). The version and a pause are stored, so a
+// restarted host takes them up.
+package policy
 
 import (
 	"context"
@@ -7,22 +13,39 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/prorl/prorl/core/backend"
 )
 
-// gate holds generation requests while the policy's weights change
-// (POST /v1/policy:pause ... :resume). Everything else — tools, sandboxes,
-// grading — keeps running: only the backends must be idle.
-type gate struct {
-	p        *Pipeline
+// Store keeps the policy's state across restarts (store.Store has it).
+type Store interface {
+	SetState(name string, v []byte) error
+	State(name string) ([]byte, bool)
+}
+
+// Deps are what the gate works with.
+type Deps struct {
+	Pool  *backend.Pool
+	Store Store
+	Log   hclog.Logger
+}
+
+// Gate holds generation requests while the policy's weights change.
+// Everything else — tools, sandboxes, grading — keeps running: only the
+// backends must be idle.
+type Gate struct {
+	d        Deps
+	version  atomic.Int64
+	saveMu   sync.Mutex // orders the writes of the state (save)
 	mu       sync.Mutex
 	paused   bool
 	mode     string
 	since    time.Time
 	open     chan struct{} // closed by resume
-	inflight map[*genSlot]struct{}
+	inflight map[*Slot]struct{}
 	drained  chan struct{} // closed when inflight empties
 	aborted  int           // requests cut or aborted since the pause
 	// held are the backends paused by their own API (vLLM's /pause), to
@@ -38,16 +61,16 @@ type gate struct {
 	restored bool
 }
 
-// genSlot is one generation request in flight.
-type genSlot struct {
+// Slot is one generation request in flight.
+type Slot struct {
 	backend string
 	cancel  context.CancelFunc
 	cut     bool
 }
 
-// errCut: the gate cancelled a request to a backend that cannot abort
-// by itself; the generation starts again after the pause.
-var errCut = errors.New("generation cut by a policy pause")
+// ErrCut: the gate cancelled a request to a backend that cannot abort by
+// itself; the generation starts again after the pause.
+var ErrCut = errors.New("generation cut by a policy pause")
 
 // abortGrace is how long an abort waits for requests on a backend that
 // paused by its own API: their answers are in transit, or (sent just
@@ -55,21 +78,36 @@ var errCut = errors.New("generation cut by a policy pause")
 // and are cut.
 const abortGrace = 2 * time.Second
 
-func newGate(p *Pipeline) *gate {
-	return &gate{p: p, inflight: map[*genSlot]struct{}{}, held: map[*backend.Backend]bool{}}
+// New returns the gate with the state a previous run of the host stored.
+func New(d Deps) *Gate {
+	if d.Log == nil {
+		d.Log = hclog.NewNullLogger()
+	}
+	g := &Gate{d: d, inflight: map[*Slot]struct{}{}, held: map[*backend.Backend]bool{}}
+	g.load()
+	return g
 }
 
-// enter waits while paused, then counts a request to backend b in flight;
+// Version is the current policy version.
+func (g *Gate) Version() int64 { return g.version.Load() }
+
+// SetVersion records new weights; later turns are stamped with it.
+func (g *Gate) SetVersion(v int64) {
+	g.version.Store(v)
+	g.save()
+}
+
+// Enter waits while paused, then counts a request to backend b in flight;
 // ctx is the request's context and version the policy it runs under.
-func (g *gate) enter(ctx context.Context, b string) (context.Context, int64, *genSlot, error) {
+func (g *Gate) Enter(ctx context.Context, b string) (context.Context, int64, *Slot, error) {
 	for {
 		g.mu.Lock()
 		if !g.paused {
-			s := &genSlot{backend: b}
+			s := &Slot{backend: b}
 			gctx, cancel := context.WithCancel(ctx)
 			s.cancel = cancel
 			g.inflight[s] = struct{}{}
-			v := g.p.policy.Load()
+			v := g.version.Load()
 			g.mu.Unlock()
 			return gctx, v, s, nil
 		}
@@ -83,8 +121,8 @@ func (g *gate) enter(ctx context.Context, b string) (context.Context, int64, *ge
 	}
 }
 
-// leave ends a request; it reports whether the gate cut it.
-func (g *gate) leave(s *genSlot) bool {
+// Leave ends a request; it reports whether the gate cut it.
+func (g *Gate) Leave(s *Slot) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.inflight, s)
@@ -96,7 +134,8 @@ func (g *gate) leave(s *genSlot) bool {
 	return s.cut
 }
 
-func (g *gate) countAbort() {
+// CountAbort counts a request a backend aborted itself (its tokens kept).
+func (g *Gate) CountAbort() {
 	g.mu.Lock()
 	g.aborted++
 	g.mu.Unlock()
@@ -118,8 +157,7 @@ type PauseReport struct {
 // their tokens so far, which the rollout keeps; the others' requests are
 // cancelled and generate again after the pause. It returns once no request
 // is in flight, or with ctx's error (still paused) when ctx ends first.
-func (p *Pipeline) Pause(ctx context.Context, abort bool) (PauseReport, error) {
-	g := p.gate
+func (g *Gate) Pause(ctx context.Context, abort bool) (PauseReport, error) {
 	t0 := time.Now()
 	g.mu.Lock()
 	if !g.paused {
@@ -143,15 +181,15 @@ func (p *Pipeline) Pause(ctx context.Context, abort bool) (PauseReport, error) {
 		select {
 		case <-done:
 		case <-ctx.Done():
-			return PauseReport{Paused: true, Version: p.policy.Load()}, fmt.Errorf("an evacuation is in progress: %w", ctx.Err())
+			return PauseReport{Paused: true, Version: g.version.Load()}, fmt.Errorf("an evacuation is in progress: %w", ctx.Err())
 		}
 	}
-	rep := PauseReport{Paused: true, Mode: g.mode, InFlight: len(g.inflight), Version: p.policy.Load()}
+	rep := PauseReport{Paused: true, Mode: g.mode, InFlight: len(g.inflight), Version: g.version.Load()}
 	g.mu.Unlock()
-	p.savePolicy()
-	p.d.Log.Info("policy pause", "mode", rep.Mode, "in_flight", rep.InFlight)
+	g.save()
+	g.d.Log.Info("policy pause", "mode", rep.Mode, "in_flight", rep.InFlight)
 	if abort {
-		p.abortBackends(ctx)
+		g.abortBackends(ctx)
 	}
 	// After the grace the rest are cut, once: the timer fires one time.
 	var grace <-chan time.Time
@@ -176,7 +214,7 @@ func (p *Pipeline) Pause(ctx context.Context, abort bool) (PauseReport, error) {
 		select {
 		case <-drained:
 		case <-grace:
-			g.cut(func(*genSlot) bool { return true })
+			g.cut(func(*Slot) bool { return true })
 			grace = nil
 		case <-ctx.Done():
 			g.mu.Lock()
@@ -190,12 +228,11 @@ func (p *Pipeline) Pause(ctx context.Context, abort bool) (PauseReport, error) {
 
 // abortBackends pauses every backend that can abort by itself and cuts the
 // requests in flight to the others.
-func (p *Pipeline) abortBackends(ctx context.Context) {
-	g := p.gate
+func (g *Gate) abortBackends(ctx context.Context) {
 	var mu sync.Mutex
 	paused := map[string]bool{}
 	var wg sync.WaitGroup
-	for _, b := range p.d.Pool.Backends() {
+	for _, b := range g.d.Pool.Backends() {
 		pz, ok := b.Client.(backend.Pauser)
 		if !ok {
 			continue
@@ -206,7 +243,7 @@ func (p *Pipeline) abortBackends(ctx context.Context) {
 			err := pz.Pause(ctx, true)
 			if err != nil {
 				if !errors.Is(err, backend.ErrNoPause) {
-					p.d.Log.Warn("backend did not pause; its requests are cut instead", "backend", b.ID, "error", err)
+					g.d.Log.Warn("backend did not pause; its requests are cut instead", "backend", b.ID, "error", err)
 				}
 				return
 			}
@@ -219,20 +256,19 @@ func (p *Pipeline) abortBackends(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
-	g.cut(func(s *genSlot) bool { return !paused[s.backend] })
+	g.cut(func(s *Slot) bool { return !paused[s.backend] })
 }
 
-// errPolicyPaused: no evacuation while the policy is paused.
-var errPolicyPaused = errors.New("the policy is paused")
+// ErrPaused: no evacuation while the policy is paused.
+var ErrPaused = errors.New("the policy is paused")
 
-// evacuate aborts b's generations for the pool (backend/evacuate.go),
+// Evacuate aborts b's generations for the pool (backend/evacuate.go),
 // never while the policy is paused; a pause waits for it.
-func (p *Pipeline) evacuate(ctx context.Context, b *backend.Backend) error {
-	g := p.gate
+func (g *Gate) Evacuate(ctx context.Context, b *backend.Backend) error {
 	g.mu.Lock()
 	if g.paused {
 		g.mu.Unlock()
-		return errPolicyPaused
+		return ErrPaused
 	}
 	g.evacuations++
 	g.mu.Unlock()
@@ -248,7 +284,7 @@ func (p *Pipeline) evacuate(ctx context.Context, b *backend.Backend) error {
 }
 
 // cut cancels the in-flight requests that match.
-func (g *gate) cut(match func(*genSlot) bool) {
+func (g *Gate) cut(match func(*Slot) bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for s := range g.inflight {
@@ -271,13 +307,12 @@ type ResumeReport struct {
 // Resume sets the policy version and lets generation continue: backends
 // paused by their API resume first, then the held requests go, stamped with
 // the new version.
-func (p *Pipeline) Resume(ctx context.Context, version int64) ResumeReport {
-	g := p.gate
+func (g *Gate) Resume(ctx context.Context, version int64) ResumeReport {
 	g.mu.Lock()
 	held := g.held
 	g.held = map[*backend.Backend]bool{}
 	if g.restored && g.paused && g.mode == "abort" { // only an abort pauses backends
-		for _, b := range p.d.Pool.Backends() {
+		for _, b := range g.d.Pool.Backends() {
 			if _, ok := b.Client.(backend.Pauser); ok {
 				held[b] = false // false: it may never have paused
 			}
@@ -292,20 +327,20 @@ func (p *Pipeline) Resume(ctx context.Context, version int64) ResumeReport {
 			err = nil // a server without the pause API: it never paused
 		}
 		if err != nil {
-			p.d.Log.Warn("backend did not resume", "backend", b.ID, "error", err)
+			g.d.Log.Warn("backend did not resume", "backend", b.ID, "error", err)
 			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v", b.ID, err))
 		}
 	}
 	g.mu.Lock()
-	p.policy.Store(version)
+	g.version.Store(version)
 	if g.paused {
 		rep.WasPaused, rep.PausedMS = true, float64(time.Since(g.since).Microseconds())/1000
 		g.paused, g.restored = false, false
 		close(g.open)
 	}
 	g.mu.Unlock()
-	p.savePolicy()
-	p.d.Log.Info("policy resume", "version", version, "paused_ms", rep.PausedMS)
+	g.save()
+	g.d.Log.Info("policy resume", "version", version, "paused_ms", rep.PausedMS)
 	return rep
 }
 
@@ -321,45 +356,43 @@ type savedPolicy struct {
 	Mode    string `json:"mode,omitempty"`
 }
 
-// savePolicy records the policy's state as it is now. One write at a
-// time, each of the state read under the lock, so the last written is the
-// latest.
-func (p *Pipeline) savePolicy() {
-	p.policySave.Lock()
-	defer p.policySave.Unlock()
-	st := p.PolicyState()
+// save records the policy's state as it is now. One write at a time,
+// each of the state read under the lock, so the last written is the latest.
+func (g *Gate) save() {
+	g.saveMu.Lock()
+	defer g.saveMu.Unlock()
+	st := g.State()
 	b, _ := json.Marshal(savedPolicy{Version: st.Version, Paused: st.Paused, Mode: st.Mode})
-	if err := p.d.Store.SetState(policyStateName, b); err != nil {
+	if err := g.d.Store.SetState(policyStateName, b); err != nil {
 		// Held by the store until its file takes writes (store.ErrHeld):
 		// only a crash before then would cost anything, the restarted host
 		// stamping tokens with the version, and pause, it last stored.
-		p.d.Log.Warn("store the policy state", "version", st.Version, "paused", st.Paused, "error", err)
+		g.d.Log.Warn("store the policy state", "version", st.Version, "paused", st.Paused, "error", err)
 	}
 }
 
-// loadPolicy takes up the policy state a previous run of the host stored.
-func (p *Pipeline) loadPolicy() {
-	b, ok := p.d.Store.State(policyStateName)
+// load takes up the policy state a previous run of the host stored.
+func (g *Gate) load() {
+	b, ok := g.d.Store.State(policyStateName)
 	if !ok {
 		return
 	}
 	var sp savedPolicy
 	if err := json.Unmarshal(b, &sp); err != nil {
-		p.d.Log.Warn("unreadable stored policy state; starting at version 0, not paused", "error", err)
+		g.d.Log.Warn("unreadable stored policy state; starting at version 0, not paused", "error", err)
 		return
 	}
-	p.policy.Store(sp.Version)
+	g.version.Store(sp.Version)
 	if sp.Paused {
-		g := p.gate
 		g.paused, g.restored, g.mode, g.since, g.open = true, true, sp.Mode, time.Now(), make(chan struct{})
-		p.d.Log.Warn("generation stays paused, as it was when the host stopped, until POST /v1/policy:resume", "version", sp.Version, "mode", sp.Mode)
+		g.d.Log.Warn("generation stays paused, as it was when the host stopped, until POST /v1/policy:resume", "version", sp.Version, "mode", sp.Mode)
 	} else {
-		p.d.Log.Info("policy version taken up", "version", sp.Version)
+		g.d.Log.Info("policy version taken up", "version", sp.Version)
 	}
 }
 
-// PolicyState is the policy version and the gate's state.
-type PolicyState struct {
+// State is the policy version and the gate's state.
+type State struct {
 	Version int64  `json:"version"`
 	Paused  bool   `json:"paused"`
 	Mode    string `json:"mode,omitempty"`
@@ -367,12 +400,11 @@ type PolicyState struct {
 	Generating int `json:"generating"`
 }
 
-// PolicyState returns the policy version and whether generation is paused.
-func (p *Pipeline) PolicyState() PolicyState {
-	g := p.gate
+// State returns the policy version and whether generation is paused.
+func (g *Gate) State() State {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st := PolicyState{Version: p.policy.Load(), Paused: g.paused, Generating: len(g.inflight)}
+	st := State{Version: g.version.Load(), Paused: g.paused, Generating: len(g.inflight)}
 	if g.paused {
 		st.Mode = g.mode
 	}
