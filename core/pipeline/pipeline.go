@@ -478,9 +478,13 @@ func (p *Pipeline) admit(ids []string, attempts []int, reqs []Request, idem *sto
 		}
 		rs[i] = p.newRollout(ids[i], rq, attempts[i], now)
 		rs[i].lenKey = key
-		// The task is stored apart, once for the group (store.Pending.Task).
-		task := rq.Task
-		rq.Task = nil
+		// A task that samples of this submission share is stored apart, once
+		// (store.Pending.Task); a task of one sample stays in its request,
+		// which costs the store nothing more.
+		var task json.RawMessage
+		if i > 0 && sameTask(reqs[i-1].Task, rq.Task) || i+1 < len(reqs) && sameTask(reqs[i+1].Task, rq.Task) {
+			task, rq.Task = rq.Task, nil
+		}
 		b, err := json.Marshal(rq)
 		if err != nil {
 			p.initReserved.Add(-n)
@@ -512,6 +516,14 @@ func (p *Pipeline) admit(ids []string, attempts []int, reqs []Request, idem *sto
 		p.d.Metrics.Submitted.Add(float64(n))
 	}
 	return rs, nil
+}
+
+// sameTask reports equal tasks, at once for the one slice a group shares.
+func sameTask(a, b json.RawMessage) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return len(a) == 0 || &a[0] == &b[0] || bytes.Equal(a, b)
 }
 
 func (p *Pipeline) newRollout(id string, rq Request, attempt int, submitted time.Time) *Rollout {

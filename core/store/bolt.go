@@ -572,17 +572,25 @@ func deletePending(tx *bolt.Tx, id string) error {
 	if v == nil {
 		return nil
 	}
-	var head struct {
-		TaskRef string `json:"task_ref"`
-	}
-	// A record that does not decode is deleted all the same: the result
-	// written in its place is what counts (store check reports a count left).
-	if decode(v, &head) == nil && head.TaskRef != "" {
-		if err := refTask(tx, head.TaskRef, nil, -1); err != nil {
+	if ref := taskRefOf(v); ref != "" {
+		if err := refTask(tx, ref, nil, -1); err != nil {
 			return err
 		}
 	}
 	return bk.Delete([]byte(id))
+}
+
+// taskRefOf reads a pending record's task ref from its first bytes:
+// Submit writes it first, and a record without one (a task of one sample,
+// or a record of a host before tasks were stored apart) names none. A
+// damaged record names none either and is deleted all the same: the result
+// written in its place is what counts (store check reports a count left).
+func taskRefOf(v []byte) string {
+	const head = `{"task_ref":"sha256:`
+	if n := len(head) + 64; len(v) > n && string(v[:len(head)]) == head && v[n] == '"' {
+		return string(v[len(head)-len("sha256:") : n])
+	}
+	return ""
 }
 
 // hold keeps a result the file refused and makes sure a healer runs.

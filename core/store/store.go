@@ -56,6 +56,9 @@ type Filter struct {
 // Pending is a submitted rollout that has not finished: persisted before
 // the submission is acknowledged, so a crash cannot lose it.
 type Pending struct {
+	// TaskRef comes first in the record, so deleting one reads it from
+	// the record's first bytes without decoding the rest (deletePending).
+	TaskRef     string          `json:"task_ref,omitempty"`
 	ID          string          `json:"id"`
 	Attempt     int             `json:"attempt"`
 	Request     json.RawMessage `json:"request"`
@@ -66,9 +69,9 @@ type Pending struct {
 	// Task is the rollout's task, given apart from Request so that a group
 	// of n stores it once, not n times: Submit writes it under TaskRef (its
 	// content hash) and Unfinished gives it back, one copy a task. A record
-	// of a host before this has its task inside Request and no TaskRef.
-	Task    json.RawMessage `json:"-"`
-	TaskRef string          `json:"task_ref,omitempty"`
+	// with no TaskRef has its task inside Request (a task of one sample, or
+	// a record of a host before tasks were stored apart).
+	Task json.RawMessage `json:"-"`
 }
 
 // TaskRefOf names a task's bytes in the store: their SHA-256.

@@ -126,3 +126,18 @@ func TestOldPendingRecordsRead(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTaskRefOf: the ref is read from the first bytes of a record as
+// Submit writes it; other records name none.
+func TestTaskRefOf(t *testing.T) {
+	ref := TaskRefOf([]byte("x"))
+	v, _ := json.Marshal(Pending{ID: "a", TaskRef: ref, Request: []byte(`{}`)})
+	if got := taskRefOf(v); got != ref {
+		t.Fatalf("taskRefOf(%s) = %q, want %q", v, got, ref)
+	}
+	for _, v := range []string{`{"id":"a","request":{"task":{}}}`, `{"task_ref":"sha256:12"}`, `{"task_ref":"md5:` + strings.Repeat("0", 64) + `"}`, ``, `{`} {
+		if got := taskRefOf([]byte(v)); got != "" {
+			t.Errorf("taskRefOf(%s) = %q", v, got)
+		}
+	}
+}
