@@ -482,7 +482,7 @@ func (p *Pipeline) admit(ids []string, attempts []int, reqs []Request, idem *sto
 		// (store.Pending.Task); a task of one sample stays in its request,
 		// which costs the store nothing more.
 		var task json.RawMessage
-		if i > 0 && sameTask(reqs[i-1].Task, rq.Task) || i+1 < len(reqs) && sameTask(reqs[i+1].Task, rq.Task) {
+		if i > 0 && store.SameTask(reqs[i-1].Task, rq.Task) || i+1 < len(reqs) && store.SameTask(reqs[i+1].Task, rq.Task) {
 			task, rq.Task = rq.Task, nil
 		}
 		b, err := json.Marshal(rq)
@@ -516,14 +516,6 @@ func (p *Pipeline) admit(ids []string, attempts []int, reqs []Request, idem *sto
 		p.d.Metrics.Submitted.Add(float64(n))
 	}
 	return rs, nil
-}
-
-// sameTask reports equal tasks, at once for the one slice a group shares.
-func sameTask(a, b json.RawMessage) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	return len(a) == 0 || &a[0] == &b[0] || bytes.Equal(a, b)
 }
 
 func (p *Pipeline) newRollout(id string, rq Request, attempt int, submitted time.Time) *Rollout {

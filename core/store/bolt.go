@@ -271,7 +271,7 @@ func (b *Bolt) submit(ps []Pending, key *Keyed) error {
 		if ps[i].Task == nil {
 			continue
 		}
-		if !sameBytes(ps[i].Task, last) {
+		if !SameTask(ps[i].Task, last) {
 			last, ref = ps[i].Task, TaskRefOf(ps[i].Task)
 		}
 		ps[i].TaskRef = ref
@@ -309,17 +309,6 @@ func (b *Bolt) submit(ps []Pending, key *Keyed) error {
 		}
 		return nil
 	})
-}
-
-// sameBytes is a fast bytes.Equal for the common case of one slice shared.
-func sameBytes(a, b []byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	if len(a) == 0 || &a[0] == &b[0] {
-		return true
-	}
-	return bytes.Equal(a, b)
 }
 
 // refTask adds delta to the count of pending records naming ref: the task
