@@ -17,9 +17,7 @@ import (
 // this host under its own ids and attempts (admin token). A rollout this
 // host already has is reported "running" or "finished", never run twice.
 func (s *Server) nodeRollouts(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Rollouts []pipeline.Assigned `json:"rollouts"`
-	}
+	var req NodeRolloutsRequest
 	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &req); e != nil {
 		writeError(w, e)
 		return

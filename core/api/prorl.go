@@ -387,9 +387,7 @@ func hasAssistant(ms []trajectory.Message) bool {
 }
 
 func (s *Server) prorlCancel(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		JobID string `json:"job_id"`
-	}
+	var req prorlCancelRequest
 	if !s.requireRunning(w) {
 		return
 	}
@@ -409,9 +407,7 @@ func (s *Server) prorlCancel(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) prorlAddServer(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Address string `json:"address"`
-	}
+	var req prorlServerRequest
 	if e := decode(w, r, 1<<16, &req); e != nil {
 		writeError(w, e)
 		return
@@ -434,4 +430,14 @@ func (s *Server) prorlAddServer(w http.ResponseWriter, r *http.Request) {
 func (s *Server) prorlClearServers(w http.ResponseWriter, _ *http.Request) {
 	s.Pool.Clear()
 	writeJSON(w, http.StatusOK, map[string]string{"status": "LLM servers cleared"})
+}
+
+// prorlCancelRequest is POST /cancel.
+type prorlCancelRequest struct {
+	JobID string `json:"job_id"`
+}
+
+// prorlServerRequest is POST /add_llm_server.
+type prorlServerRequest struct {
+	Address string `json:"address"`
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/coord"
+	"github.com/prorl/prorl/core/gateway"
 	"github.com/prorl/prorl/core/metrics"
 	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/pluginhost"
@@ -77,6 +78,13 @@ func New(d Deps) (*Server, http.Handler) {
 	}
 	s.waits, s.endWaits = context.WithCancel(context.Background())
 	s.compatRunning.Store(d.Cfg.Compat.StartOnBoot)
+	return s, newGuard(d.Cfg).guarded(s.router(d.Pipeline.Gateway()))
+}
+
+// router is every route: the table of routes(), the dashboard, metrics
+// and the gateway's.
+func (s *Server) router(gw *gateway.Gateway) *mux.Router {
+	d := s.Deps
 	r := mux.NewRouter()
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errf(http.StatusNotFound, "not_found", "", "no route %s %s", r.Method, r.URL.Path))
@@ -106,8 +114,8 @@ func New(d Deps) (*Server, http.Handler) {
 	}
 	// The LLM gateway (/gateway/...): OpenAI and Anthropic APIs bound to
 	// sessions, authenticated by each session's own key, not the host's token.
-	d.Pipeline.Gateway().Register(r, func(name string, h http.HandlerFunc) http.Handler { return s.instrument(name, h) })
-	return s, newGuard(d.Cfg).guarded(r)
+	gw.Register(r, func(name string, h http.HandlerFunc) http.Handler { return s.instrument(name, h) })
+	return r
 }
 
 // maxPathVar bounds an id taken from a path, as ids in bodies are (a
@@ -229,6 +237,7 @@ func (s *Server) routes() []route {
 		{"/v1/ui/cancel", http.MethodPost, "ui_cancel", adminLevel, s.uiCancel, nil},
 		{"/healthz", http.MethodGet, "healthz", publicLevel, s.healthz, nil},
 		{"/readyz", http.MethodGet, "readyz", publicLevel, s.readyz, nil},
+		{"/openapi.json", http.MethodGet, "openapi", publicLevel, s.openAPI, nil},
 		// ProRL Agent server compatibility (same paths and fields).
 		{"/start", http.MethodPost, "prorl_start", adminLevel, s.prorlStart, nil},
 		{"/stop", http.MethodPost, "prorl_stop", adminLevel, s.prorlStop, nil},

@@ -195,3 +195,46 @@ func (s *SubmitRequest) validate(prefix string, maxSamples int) *Error {
 	}
 	return nil
 }
+
+// AckRequest is POST /v1/results/ack.
+type AckRequest struct {
+	IDs []string `json:"ids"`
+}
+
+// CancelManyRequest is POST /v1/rollouts:cancel: one of a group, the
+// rollouts of older policies, or all.
+type CancelManyRequest struct {
+	GroupID             string `json:"group_id"`
+	BeforePolicyVersion *int64 `json:"before_policy_version"`
+	All                 bool   `json:"all"`
+}
+
+// PolicyRequest is PUT /v1/policy and POST /v1/policy:resume.
+type PolicyRequest struct {
+	Version *int64 `json:"version"`
+}
+
+// PauseRequest is POST /v1/policy:pause.
+type PauseRequest struct {
+	Mode     string   `json:"mode"`
+	TimeoutS *float64 `json:"timeout_s"`
+}
+
+// EvaluateRequest is POST /v1/evaluate: a response scored as the domain
+// scores a rollout's.
+type EvaluateRequest struct {
+	Domain   string          `json:"domain"`
+	Task     json.RawMessage `json:"task"`
+	Response *string         `json:"response"`
+}
+
+// NodeRolloutsRequest is POST /v1/node/rollouts.
+type NodeRolloutsRequest struct {
+	Rollouts []pipeline.Assigned `json:"rollouts"`
+}
+
+// UICancelRequest is POST /v1/ui/cancel: a rollout or a group.
+type UICancelRequest struct {
+	ID      string `json:"id"`
+	GroupID string `json:"group_id"`
+}

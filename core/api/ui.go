@@ -224,10 +224,7 @@ func (s *Server) uiTokens(w http.ResponseWriter, r *http.Request) {
 // uiCancel cancels a rollout or a whole group from the dashboard: admin
 // only, unlike the API's own cancels (a dashboard is shared).
 func (s *Server) uiCancel(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		ID      string `json:"id"`
-		GroupID string `json:"group_id"`
-	}
+	var req UICancelRequest
 	if e := decode(w, r, 1<<16, &req); e != nil {
 		writeError(w, e)
 		return

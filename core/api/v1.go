@@ -539,9 +539,7 @@ func (s *Server) resultsStream(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		IDs []string `json:"ids"`
-	}
+	var req AckRequest
 	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &req); e != nil {
 		writeError(w, e)
 		return
@@ -572,11 +570,7 @@ func (s *Server) cancelRollout(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) cancelMany(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		GroupID             string `json:"group_id"`
-		BeforePolicyVersion *int64 `json:"before_policy_version"`
-		All                 bool   `json:"all"`
-	}
+	var req CancelManyRequest
 	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &req); e != nil {
 		writeError(w, e)
 		return
@@ -718,9 +712,7 @@ func (s *Server) removeBackend(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) setPolicy(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Version *int64 `json:"version"`
-	}
+	var req PolicyRequest
 	if e := decode(w, r, 1<<16, &req); e != nil {
 		writeError(w, e)
 		return
@@ -766,10 +758,7 @@ func (s *Server) checkVersion(v *int64, required bool) *Error {
 // Pipeline.Pause). It answers once no generation is in flight; past
 // timeout_s it answers 504 and generation stays paused.
 func (s *Server) pausePolicy(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Mode     string   `json:"mode"`
-		TimeoutS *float64 `json:"timeout_s"`
-	}
+	var req PauseRequest
 	if e := decode(w, r, 1<<16, &req); e != nil {
 		writeError(w, e)
 		return
@@ -811,9 +800,7 @@ func (s *Server) pausePolicy(w http.ResponseWriter, r *http.Request) {
 // resumePolicy lets generation continue under a new policy version
 // (validated as PUT /v1/policy; absent: the current one).
 func (s *Server) resumePolicy(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Version *int64 `json:"version"`
-	}
+	var req PolicyRequest
 	if e := decode(w, r, 1<<16, &req); e != nil {
 		writeError(w, e)
 		return
@@ -862,11 +849,7 @@ func (s *Server) domains(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Domain   string          `json:"domain"`
-		Task     json.RawMessage `json:"task"`
-		Response *string         `json:"response"`
-	}
+	var req EvaluateRequest
 	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &req); e != nil {
 		writeError(w, e)
 		return

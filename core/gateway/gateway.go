@@ -84,29 +84,53 @@ func (g *Gateway) Remove(id string) {
 	}
 }
 
+// Route is one of the gateway's endpoints, under each of Prefixes.
+type Route struct {
+	Path, Method, Name, Summary string
+	// Provider is the API whose shapes it speaks: openai, anthropic, or
+	// either (the anthropic-version header decides).
+	Provider string
+}
+
+// Prefixes are the roots of the gateway's routes: a session's own (its key
+// in the path, for harnesses that cannot send headers) and the shared one
+// (the key in the Authorization or x-api-key header).
+var Prefixes = []string{"/gateway/{session:r-[0-9a-f]+}/v1", "/gateway/v1"}
+
+// Routes lists the gateway's endpoints.
+var Routes = []Route{
+	{"/chat/completions", http.MethodPost, "gateway_chat_completions", "OpenAI Chat Completions", "openai"},
+	{"/responses", http.MethodPost, "gateway_responses", "OpenAI Responses", "openai"},
+	{"/responses/input_tokens", http.MethodPost, "gateway_responses_input_tokens", "OpenAI Responses: count input tokens", "openai"},
+	{"/messages", http.MethodPost, "gateway_messages", "Anthropic Messages", "anthropic"},
+	{"/messages/count_tokens", http.MethodPost, "gateway_count_tokens", "Anthropic Messages: count tokens", "anthropic"},
+	{"/models", http.MethodGet, "gateway_models", "The session's model (OpenAI or Anthropic list shape)", "either"},
+	{"/models/{model}", http.MethodGet, "gateway_model", "One model (OpenAI or Anthropic shape)", "either"},
+}
+
 // Register adds the gateway's routes under /gateway; wrap (may be nil)
 // instruments each with its route name.
 func (g *Gateway) Register(r *mux.Router, wrap func(name string, h http.HandlerFunc) http.Handler) {
 	if wrap == nil {
 		wrap = func(_ string, h http.HandlerFunc) http.Handler { return h }
 	}
-	routes := []struct {
-		path, method, name string
-		p                  provider
-		kind               callKind
-		h                  handler
+	handlers := map[string]struct {
+		kind callKind
+		h    handler
 	}{
-		{"/chat/completions", http.MethodPost, "gateway_chat_completions", openAI, callGenerate, g.chatCompletions},
-		{"/responses", http.MethodPost, "gateway_responses", openAI, callGenerate, g.responses},
-		{"/responses/input_tokens", http.MethodPost, "gateway_responses_input_tokens", openAI, callCount, g.responsesInputTokens},
-		{"/messages", http.MethodPost, "gateway_messages", anthropic, callGenerate, g.messages},
-		{"/messages/count_tokens", http.MethodPost, "gateway_count_tokens", anthropic, callCount, g.countTokens},
-		{"/models", http.MethodGet, "gateway_models", byHeader, callMeta, g.models},
-		{"/models/{model}", http.MethodGet, "gateway_model", byHeader, callMeta, g.model},
+		"gateway_chat_completions":       {callGenerate, g.chatCompletions},
+		"gateway_responses":              {callGenerate, g.responses},
+		"gateway_responses_input_tokens": {callCount, g.responsesInputTokens},
+		"gateway_messages":               {callGenerate, g.messages},
+		"gateway_count_tokens":           {callCount, g.countTokens},
+		"gateway_models":                 {callMeta, g.models},
+		"gateway_model":                  {callMeta, g.model},
 	}
-	for _, prefix := range []string{"/gateway/{session:r-[0-9a-f]+}/v1", "/gateway/v1"} {
-		for _, rt := range routes {
-			r.Handle(prefix+rt.path, wrap(rt.name, g.handle(rt.p, rt.kind, rt.h))).Methods(rt.method)
+	providers := map[string]provider{"openai": openAI, "anthropic": anthropic, "either": byHeader}
+	for _, prefix := range Prefixes {
+		for _, rt := range Routes {
+			h := handlers[rt.Name]
+			r.Handle(prefix+rt.Path, wrap(rt.Name, g.handle(providers[rt.Provider], h.kind, h.h))).Methods(rt.Method)
 		}
 	}
 	r.PathPrefix("/gateway/").Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

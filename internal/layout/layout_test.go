@@ -53,7 +53,7 @@ var layers = []struct {
 }{
 	{"contract", []string{"sdk/proto", "sdk/wire"}},
 	{"plumbing", []string{"core/jsonw", "core/httpc", "core/baseurl", "core/reqbody", "core/egress", "core/flightcache", "core/dirlock",
-		"core/rundir", "core/lengthhist", "core/metrics", "internal/sandboxproto", "internal/seccomp", "internal/syncbuf", "internal/profiling"}},
+		"core/rundir", "core/lengthhist", "core/openapi", "core/metrics", "internal/sandboxproto", "internal/seccomp", "internal/syncbuf", "internal/profiling"}},
 	{"values", []string{"core/trajectory", "core/config"}},
 	{"engines", []string{"core/tokenizer", "core/toolcall", "core/backend", "core/sandbox", "core/images", "core/store", "core/pluginhost", "core/dataset"}},
 	{"turns", []string{"core/agent", "core/gateway", "core/policy"}},

@@ -22,6 +22,7 @@ class Sampling(TypedDict, total=False):
     max_total_tokens: int
     seed: int
     stop: list[str]
+    strict_loop_detector: bool
 
 
 class SubmitRequest(TypedDict, total=False):
@@ -115,15 +116,25 @@ class Message(TypedDict):
     token_span: NotRequired[list[int]]
 
 
-class Turn(TypedDict, total=False):
+class PolicySpan(TypedDict):
+    """Response tokens [start, end) generated under one policy version."""
+
+    start: int
+    end: int
+    version: int
+
+
+class Turn(TypedDict):
     index: int
+    trace: NotRequired[int]
     prompt_delta_ids: list[int]
     response_ids: list[int]
     logprobs: list[float]
     finish_reason: str
     backend: str
-    backends: list[str]
+    backends: NotRequired[list[str]]
     policy_version: int
+    policy_spans: NotRequired[list[PolicySpan]]
     tool_calls: int
     generate_ms: float
     tools_ms: float
