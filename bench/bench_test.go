@@ -28,7 +28,6 @@ import (
 	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/trajectory"
-	pb "github.com/prorl/prorl/sdk/proto"
 )
 
 func binDir(b *testing.B) string {
@@ -532,18 +531,17 @@ func BenchmarkRollouts(b *testing.B) {
 	{
 		m, err := pluginhost.Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"math": {Enabled: true,
 			Path: filepath.Join(dir, "plugins/prorl-math"), StartTimeout: config.Duration{Duration: 20 * time.Second}, MaxRestarts: 1, RestartWindow: config.Duration{Duration: time.Minute}}},
-			pluginhost.NoSandboxes{}, pluginhost.Options{Instance: "bench"})
+			nil, pluginhost.Options{Instance: "bench"})
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer m.Stop()
 		p, _ := m.Get("math")
 		c, _ := p.Acquire(context.Background())
-		req := &pb.CallToolRequest{RolloutId: "r", TaskJson: []byte(`{"question":"q","answer":"1"}`), Call: &pb.ToolCall{Name: "think", ArgumentsJson: []byte(`{"thought":"x"}`)}}
 		var lat []float64
 		for i := 0; i < 5000; i++ {
 			t0 := time.Now()
-			if _, err := c.CallTool(context.Background(), req); err != nil {
+			if _, err := c.CallTool(context.Background(), "r", []byte(`{"question":"q","answer":"1"}`), "", "", "think", []byte(`{"thought":"x"}`)); err != nil {
 				b.Fatal(err)
 			}
 			lat = append(lat, float64(time.Since(t0).Microseconds()))

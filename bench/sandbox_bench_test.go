@@ -15,7 +15,6 @@ import (
 	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/sandbox"
-	pb "github.com/prorl/prorl/sdk/proto"
 )
 
 func BenchmarkSandboxes(b *testing.B) {
@@ -71,11 +70,10 @@ func BenchmarkSandboxes(b *testing.B) {
 		c, _ := p.Acquire(ctx)
 		res := m.Reserve("bench-bash", sandbox.Spec{})
 		defer res.Release()
-		req := &pb.CallToolRequest{RolloutId: "bench-bash", SandboxId: res.ID, Call: &pb.ToolCall{Name: "bash", ArgumentsJson: []byte(`{"command":"echo hello"}`)}}
 		var lat []float64
 		for i := 0; i < 2000; i++ {
 			t0 := time.Now()
-			r, err := c.CallTool(ctx, req)
+			r, err := c.CallTool(ctx, "bench-bash", nil, res.ID, "", "bash", []byte(`{"command":"echo hello"}`))
 			if err != nil || len(r.Diagnostics) > 0 || r.Output != "hello\n[Command finished with exit code 0]" {
 				b.Fatalf("%v %v", err, r)
 			}

@@ -916,7 +916,7 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errf(code, d.Code, fieldName, "%s", d.Message))
 		return
 	}
-	info := json.RawMessage(res.InfoJson)
+	info := json.RawMessage(res.Info)
 	if len(info) == 0 {
 		info = json.RawMessage("{}")
 	}

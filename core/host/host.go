@@ -29,7 +29,6 @@ import (
 	"github.com/prorl/prorl/core/rundir"
 	"github.com/prorl/prorl/core/sandbox"
 	"github.com/prorl/prorl/core/store"
-	pb "github.com/prorl/prorl/sdk/proto"
 	"golang.org/x/net/netutil"
 )
 
@@ -87,28 +86,8 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 	}
 	hn, _ := os.Hostname()
 	h := &Host{Cfg: cfg, Log: log, Metrics: metrics.New(), Instance: fmt.Sprintf("%s-%d", hn, os.Getpid())}
-	switch cfg.Store.Driver {
-	case "memory":
-		h.Store = store.NewMemory(cfg.Server.ResultRetention)
-		log.Warn("store driver memory: submissions and results are lost if the host stops")
-	default:
-		if err := os.MkdirAll(filepath.Dir(cfg.Store.Path), 0o755); err != nil {
-			return nil, fmt.Errorf("store: %w", err)
-		}
-		b, err := store.OpenBolt(cfg.Store.Path, cfg.Server.ResultRetention)
-		if err != nil {
-			return nil, err
-		}
-		h.Store = b
-		h.Metrics.Gauge("prorl_store_bytes", "Size of the store file.", nil, func() float64 { return float64(b.Size()) })
-		h.Metrics.Gauge("prorl_store_held_results", "Finished results held in memory because the store file refused writes; written when it takes them again.", nil,
-			func() float64 { return float64(b.Held()) })
-		h.Metrics.Gauge("prorl_store_healthy", "1 while the store file takes writes.", nil, func() float64 {
-			if b.Healthy() != nil {
-				return 0
-			}
-			return 1
-		})
+	if err := h.openStore(); err != nil {
+		return nil, err
 	}
 	ok := false
 	defer func() {
@@ -116,32 +95,8 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 			h.Store.Close()
 		}
 	}()
-	h.Pool = backend.NewPool(log.Named("backends"))
-	if err := h.Pool.SetRouting(backend.Routing(cfg.Backends.Routing)); err != nil {
-		return nil, fmt.Errorf("backends.routing: %w", err)
-	}
-	h.Pool.SetMigrateMaxTokens(cfg.Backends.MigrateMaxTokens)
-	h.Pool.SetCacheOvercommit(cfg.Backends.CacheOvercommit)
-	backend.SetIdleConnTimeout(cfg.Backends.IdleConnTimeout.Duration)
-	for _, b := range cfg.Backends.Static {
-		if coordinating {
-			log.Warn("a coordinator has no backends of its own: the nodes' are used", "ignored", b.URL)
-			continue
-		}
-		srv, err := baseurl.Parse(b.URL) // again: --backend flags join after the config's validation
-		if err != nil {
-			return nil, fmt.Errorf("backend %s: %w", b.URL, err)
-		}
-		if b.Model == "" {
-			b.Model = backend.Discover(ctx, srv.Base)
-		}
-		c, err := backend.NewClient(b.Protocol, srv.Base, b.Model)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := h.Pool.Add(&backend.Backend{URL: srv.Display, Protocol: b.Protocol, Model: b.Model, MaxConcurrency: b.MaxConcurrency, Slots: b.Slots, CacheTokens: b.CacheTokens, Weight: b.Weight, Client: c}); err != nil {
-			return nil, fmt.Errorf("backend %s: %w", b.URL, err)
-		}
+	if err := h.addBackends(ctx, coordinating); err != nil {
+		return nil, err
 	}
 	if cfg.Server.AllowRemote && cfg.Server.Token == "" && cfg.Server.AdminToken == "" {
 		log.Warn("the API is exposed beyond loopback WITHOUT a token (server.insecure = true): anyone who reaches it can submit, cancel and change backends", "listen", cfg.Server.Listen)
@@ -168,24 +123,9 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 			log.Warn("plugin binary is not pinned by sha256; pin it in production", "plugin", n, "path", p.Path)
 		}
 	}
-	var hs pb.HostServicesServer = pluginhost.NoSandboxes{}
-	if sc := cfg.Sandbox; sc.Driver != "disabled" && !coordinating {
-		m, err := sandbox.New(sandbox.ConfigFrom(sc), log.Named("sandbox"))
-		if err != nil {
-			return nil, fmt.Errorf("%w (or set [sandbox] driver = \"disabled\")", err)
-		}
-		h.Sandboxes = m
-		hs = &sandbox.PluginServices{M: m, DefaultTimeout: sc.ExecTimeout.Duration}
-		h.Metrics.Gauge("prorl_sandboxes_alive", "Sandboxes running.", nil, func() float64 { a, _ := m.Stats(); return float64(a) })
-		h.Metrics.Gauge("prorl_sandboxes_starting", "Sandboxes starting.", nil, func() float64 { _, s := m.Stats(); return float64(s) })
-		for _, reason := range sandbox.FrameReasons {
-			c := m.Counters.FramesDropped(reason)
-			h.Metrics.Counter("prorl_sandbox_frames_dropped_total", "Frames from sandboxes dropped: over the size cap, failing authentication, malformed, or for a finished request.",
-				prometheus.Labels{"reason": reason}, func() float64 { return float64(c.Load()) })
-		}
-		h.Metrics.Counter("prorl_sandbox_output_dropped_bytes_total", "Command output over the per-call cap, dropped by the host.", nil,
-			func() float64 { return float64(m.Counters.OutputDropped.Load()) })
-		log.Info("sandboxes", "driver", m.Driver(), "limits", m.Enforcement(), "seccomp", sc.Seccomp)
+	hs, err := h.startSandboxes(coordinating)
+	if err != nil {
+		return nil, err
 	}
 	plugs, err := pluginhost.Start(ctx, log.Named("plugins"), enabled, hs, pluginhost.Options{Instance: h.Instance, SocketDir: run.Path})
 	if err != nil {
@@ -229,16 +169,7 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 		return nil, err
 	}
 	if gwLn != nil {
-		r := mux.NewRouter()
-		h.Pipeline.Gateway().Register(r, nil)
-		// Model-written code in a sandbox reaches this socket: headers and
-		// (in the gateway's decode) bodies are read against deadlines, and
-		// its connections are capped (more wait in the listen backlog,
-		// holding nothing of the host's). No ReadTimeout: it would also end
-		// a request whose generation outlasts it.
-		h.gwServer = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-		lim := netutil.LimitListener(gwLn, cfg.Gateway.MaxConnections)
-		go func() { _ = h.gwServer.Serve(lim) }()
+		h.serveGateway(gwLn)
 	}
 	if h.Coordinator != nil {
 		h.Coordinator.SetPolicySource(h.Pipeline.Policy)
@@ -259,53 +190,10 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 	}
 	if c := h.Coordinator; c != nil {
 		ad.Admission, ad.Cluster = c.Admission, c
-		for _, state := range []string{coord.StateLive, coord.StateDraining, coord.StateDead} {
-			h.Metrics.Gauge("prorl_cluster_nodes", "Nodes known to the coordinator, by state.", map[string]string{"state": state}, func() float64 {
-				n := 0
-				for _, ns := range c.Nodes() {
-					if ns.State == state {
-						n++
-					}
-				}
-				return float64(n)
-			})
-		}
-		h.Metrics.Gauge("prorl_cluster_outstanding", "Rollouts the coordinator has out on nodes.", nil, func() float64 {
-			n := 0
-			for _, ns := range c.Nodes() {
-				n += ns.Outstanding
-			}
-			return float64(n)
-		})
+		h.clusterMetrics(c)
 	}
 	h.API, h.Handler = api.New(ad)
-	h.Metrics.Gauge("prorl_backends_healthy", "Healthy backends.", nil, func() float64 {
-		n := 0
-		for _, b := range h.Pool.List() {
-			if b.Healthy {
-				n++
-			}
-		}
-		return float64(n)
-	})
-	h.Metrics.Gauge("prorl_rollouts_stuck", "Live rollouts held in one stage longer than pipeline.stuck_after.", nil, func() float64 {
-		return float64(api.StuckCount(h.Pipeline.Active(), cfg.Pipeline.StuckAfter.Duration, time.Now()))
-	})
-	for _, check := range []string{"loop", "runaway_generation", "template_mismatch", "slow_init"} {
-		h.Metrics.Counter("prorl_rollout_health_total", "Finished rollouts that tripped a health check.", prometheus.Labels{"check": check},
-			func() float64 { return float64(h.Pipeline.Tally().HealthCount(check)) })
-	}
-	h.Metrics.Gauge("prorl_results_unacked", "Finished results not yet acknowledged.", nil, func() float64 { return float64(h.Store.Stats().Finished) })
-	for _, name := range plugs.Names() {
-		p, _ := plugs.Get(name)
-		h.Metrics.Gauge("prorl_plugin_restarts", "Plugin process restarts.", map[string]string{"plugin": name}, func() float64 { return float64(p.Status().Restarts) })
-		h.Metrics.Gauge("prorl_plugin_healthy", "Plugin serving (1) or not (0).", map[string]string{"plugin": name}, func() float64 {
-			if p.Healthy() {
-				return 1
-			}
-			return 0
-		})
-	}
+	h.hostMetrics(plugs)
 	hctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	go h.Pool.RunHealthChecks(hctx, cfg.Backends.HealthInterval.Duration)
@@ -459,4 +347,156 @@ func (h *Host) load() coord.Load {
 		l.Sandboxes, _ = h.Sandboxes.Stats()
 	}
 	return l
+}
+
+// openStore opens the configured store, with its gauges.
+func (h *Host) openStore() error {
+	switch h.Cfg.Store.Driver {
+	case "memory":
+		h.Store = store.NewMemory(h.Cfg.Server.ResultRetention)
+		h.Log.Warn("store driver memory: submissions and results are lost if the host stops")
+	default:
+		if err := os.MkdirAll(filepath.Dir(h.Cfg.Store.Path), 0o755); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		b, err := store.OpenBolt(h.Cfg.Store.Path, h.Cfg.Server.ResultRetention)
+		if err != nil {
+			return err
+		}
+		h.Store = b
+		h.Metrics.Gauge("prorl_store_bytes", "Size of the store file.", nil, func() float64 { return float64(b.Size()) })
+		h.Metrics.Gauge("prorl_store_held_results", "Finished results held in memory because the store file refused writes; written when it takes them again.", nil,
+			func() float64 { return float64(b.Held()) })
+		h.Metrics.Gauge("prorl_store_healthy", "1 while the store file takes writes.", nil, func() float64 {
+			if b.Healthy() != nil {
+				return 0
+			}
+			return 1
+		})
+	}
+	return nil
+}
+
+// addBackends sets the pool's routing and adds the config's backends (a
+// coordinator has none of its own).
+func (h *Host) addBackends(ctx context.Context, coordinating bool) error {
+	h.Pool = backend.NewPool(h.Log.Named("backends"))
+	if err := h.Pool.SetRouting(backend.Routing(h.Cfg.Backends.Routing)); err != nil {
+		return fmt.Errorf("backends.routing: %w", err)
+	}
+	h.Pool.SetMigrateMaxTokens(h.Cfg.Backends.MigrateMaxTokens)
+	h.Pool.SetCacheOvercommit(h.Cfg.Backends.CacheOvercommit)
+	backend.SetIdleConnTimeout(h.Cfg.Backends.IdleConnTimeout.Duration)
+	for _, b := range h.Cfg.Backends.Static {
+		if coordinating {
+			h.Log.Warn("a coordinator has no backends of its own: the nodes' are used", "ignored", b.URL)
+			continue
+		}
+		srv, err := baseurl.Parse(b.URL) // again: --backend flags join after the config's validation
+		if err != nil {
+			return fmt.Errorf("backend %s: %w", b.URL, err)
+		}
+		if b.Model == "" {
+			b.Model = backend.Discover(ctx, srv.Base)
+		}
+		c, err := backend.NewClient(b.Protocol, srv.Base, b.Model)
+		if err != nil {
+			return err
+		}
+		if _, err := h.Pool.Add(&backend.Backend{URL: srv.Display, Protocol: b.Protocol, Model: b.Model, MaxConcurrency: b.MaxConcurrency, Slots: b.Slots, CacheTokens: b.CacheTokens, Weight: b.Weight, Client: c}); err != nil {
+			return fmt.Errorf("backend %s: %w", b.URL, err)
+		}
+	}
+	return nil
+}
+
+// startSandboxes starts the sandbox manager unless the config disables it
+// (or the host coordinates), and returns it as plugins reach it.
+func (h *Host) startSandboxes(coordinating bool) (pluginhost.Sandboxes, error) {
+	if sc := h.Cfg.Sandbox; sc.Driver != "disabled" && !coordinating {
+		m, err := sandbox.New(sandbox.ConfigFrom(sc), h.Log.Named("sandbox"))
+		if err != nil {
+			return nil, fmt.Errorf("%w (or set [sandbox] driver = \"disabled\")", err)
+		}
+		h.Sandboxes = m
+		h.Metrics.Gauge("prorl_sandboxes_alive", "Sandboxes running.", nil, func() float64 { a, _ := m.Stats(); return float64(a) })
+		h.Metrics.Gauge("prorl_sandboxes_starting", "Sandboxes starting.", nil, func() float64 { _, s := m.Stats(); return float64(s) })
+		for _, reason := range sandbox.FrameReasons {
+			c := m.Counters.FramesDropped(reason)
+			h.Metrics.Counter("prorl_sandbox_frames_dropped_total", "Frames from sandboxes dropped: over the size cap, failing authentication, malformed, or for a finished request.",
+				prometheus.Labels{"reason": reason}, func() float64 { return float64(c.Load()) })
+		}
+		h.Metrics.Counter("prorl_sandbox_output_dropped_bytes_total", "Command output over the per-call cap, dropped by the host.", nil,
+			func() float64 { return float64(m.Counters.OutputDropped.Load()) })
+		h.Log.Info("sandboxes", "driver", m.Driver(), "limits", m.Enforcement(), "seccomp", sc.Seccomp)
+		return &sandbox.PluginServices{M: m, DefaultTimeout: sc.ExecTimeout.Duration}, nil
+	}
+	return nil, nil // nil: plugins are told the host has no sandboxes
+}
+
+// serveGateway serves the gateway on the socket sandboxes reach.
+func (h *Host) serveGateway(gwLn net.Listener) {
+	r := mux.NewRouter()
+	h.Pipeline.Gateway().Register(r, nil)
+	// Model-written code in a sandbox reaches this socket: headers and
+	// (in the gateway's decode) bodies are read against deadlines, and
+	// its connections are capped (more wait in the listen backlog,
+	// holding nothing of the host's). No ReadTimeout: it would also end
+	// a request whose generation outlasts it.
+	h.gwServer = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	lim := netutil.LimitListener(gwLn, h.Cfg.Gateway.MaxConnections)
+	go func() { _ = h.gwServer.Serve(lim) }()
+}
+
+// clusterMetrics are a coordinator's gauges of its nodes.
+func (h *Host) clusterMetrics(c *coord.Coordinator) {
+	for _, state := range []string{coord.StateLive, coord.StateDraining, coord.StateDead} {
+		h.Metrics.Gauge("prorl_cluster_nodes", "Nodes known to the coordinator, by state.", map[string]string{"state": state}, func() float64 {
+			n := 0
+			for _, ns := range c.Nodes() {
+				if ns.State == state {
+					n++
+				}
+			}
+			return float64(n)
+		})
+	}
+	h.Metrics.Gauge("prorl_cluster_outstanding", "Rollouts the coordinator has out on nodes.", nil, func() float64 {
+		n := 0
+		for _, ns := range c.Nodes() {
+			n += ns.Outstanding
+		}
+		return float64(n)
+	})
+}
+
+// hostMetrics are the gauges and counters of the host's parts.
+func (h *Host) hostMetrics(plugs *pluginhost.Manager) {
+	h.Metrics.Gauge("prorl_backends_healthy", "Healthy backends.", nil, func() float64 {
+		n := 0
+		for _, b := range h.Pool.List() {
+			if b.Healthy {
+				n++
+			}
+		}
+		return float64(n)
+	})
+	h.Metrics.Gauge("prorl_rollouts_stuck", "Live rollouts held in one stage longer than pipeline.stuck_after.", nil, func() float64 {
+		return float64(api.StuckCount(h.Pipeline.Active(), h.Cfg.Pipeline.StuckAfter.Duration, time.Now()))
+	})
+	for _, check := range []string{"loop", "runaway_generation", "template_mismatch", "slow_init"} {
+		h.Metrics.Counter("prorl_rollout_health_total", "Finished rollouts that tripped a health check.", prometheus.Labels{"check": check},
+			func() float64 { return float64(h.Pipeline.Tally().HealthCount(check)) })
+	}
+	h.Metrics.Gauge("prorl_results_unacked", "Finished results not yet acknowledged.", nil, func() float64 { return float64(h.Store.Stats().Finished) })
+	for _, name := range plugs.Names() {
+		p, _ := plugs.Get(name)
+		h.Metrics.Gauge("prorl_plugin_restarts", "Plugin process restarts.", map[string]string{"plugin": name}, func() float64 { return float64(p.Status().Restarts) })
+		h.Metrics.Gauge("prorl_plugin_healthy", "Plugin serving (1) or not (0).", map[string]string{"plugin": name}, func() float64 {
+			if p.Healthy() {
+				return 1
+			}
+			return 0
+		})
+	}
 }

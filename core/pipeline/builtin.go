@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/prorl/prorl/core/agent"
-	pb "github.com/prorl/prorl/sdk/proto"
+	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/sdk/wire"
 )
 
@@ -15,10 +15,13 @@ import (
 // episode, and its call was a third of a single-turn rollout's plugin calls.
 
 // finishToolOf is the name of the domain's builtin finish tool ("" none).
-func finishToolOf(info *pb.DomainInfo) string {
-	for _, t := range info.GetTools() {
-		if t.GetBuiltin() == wire.BuiltinFinish {
-			return t.GetName()
+func finishToolOf(info *pluginhost.Info) string {
+	if info == nil {
+		return ""
+	}
+	for _, t := range info.Tools {
+		if t.Builtin == wire.BuiltinFinish {
+			return t.Name
 		}
 	}
 	return ""

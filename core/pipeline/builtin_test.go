@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/sdk"
 	pb "github.com/prorl/prorl/sdk/proto"
 	"github.com/prorl/prorl/sdk/sdktest"
@@ -42,7 +43,11 @@ func TestBuiltinFinishAgainstSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := finishToolOf(info); got != "finish" {
+	var tools []pluginhost.ToolSpec
+	for _, t := range info.Tools {
+		tools = append(tools, pluginhost.ToolSpec{Name: t.Name, Builtin: t.Builtin})
+	}
+	if got := finishToolOf(&pluginhost.Info{Tools: tools}); got != "finish" {
 		t.Fatalf("the SDK's finish tool is not marked builtin: %q", got)
 	}
 	check := func(t *testing.T, args string) {

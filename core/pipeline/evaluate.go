@@ -7,11 +7,10 @@ import (
 	"fmt"
 
 	"github.com/prorl/prorl/core/pluginhost"
-	pb "github.com/prorl/prorl/sdk/proto"
 )
 
 // Evaluate scores a response without generation (POST /v1/evaluate).
-func (p *Pipeline) Evaluate(ctx context.Context, domain string, task json.RawMessage, response string) (*pb.EvaluateResponse, error) {
+func (p *Pipeline) Evaluate(ctx context.Context, domain string, task json.RawMessage, response string) (*pluginhost.Evaluation, error) {
 	plug, ok := p.d.Plugins.Get(domain)
 	if !ok {
 		return nil, fmt.Errorf("unknown domain %q", domain)
@@ -25,21 +24,21 @@ func (p *Pipeline) Evaluate(ctx context.Context, domain string, task json.RawMes
 		return nil, fmt.Errorf("%w (%d, [pipeline] eval_workers)", ErrEvalBusy, cap(p.evalSlots))
 	}
 	id := NewID("eval-")
-	req := &pb.EvaluateRequest{RolloutId: id, TaskJson: task, FinalResponse: response, EndReason: "evaluate"}
+	req := &pluginhost.EvaluateInput{RolloutID: id, Task: task, FinalResponse: response, EndReason: "evaluate"}
 	// As a rollout does: Prepare (which checks the task, opens the domain's
 	// session and says whether scoring needs a fresh sandbox), Evaluate,
 	// Release; pinned to one plugin process like a rollout's calls.
 	ro := &Rollout{ID: id, Req: Request{Domain: domain}}
-	var prep *pb.PrepareResponse
+	var prep *pluginhost.Prepared
 	err := p.callPlugin(ctx, plug, ro, "Prepare", func(c pluginhost.Conn) (err error) {
-		prep, err = c.Prepare(ctx, &pb.PrepareRequest{RolloutId: id, TaskJson: task})
+		prep, err = c.Prepare(ctx, id, task)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	if len(prep.Diagnostics) > 0 {
-		return &pb.EvaluateResponse{Diagnostics: prep.Diagnostics}, nil
+		return &pluginhost.Evaluation{Diagnostics: prep.Diagnostics}, nil
 	}
 	if plug := p.holder(ro); plug != nil {
 		defer p.release(plug, ro)
@@ -51,9 +50,9 @@ func (p *Pipeline) Evaluate(ctx context.Context, domain string, task json.RawMes
 		release := p.evalSandbox(id, prep.EvalSandbox, req)
 		defer release()
 	}
-	var r *pb.EvaluateResponse
+	var r *pluginhost.Evaluation
 	err = p.callPlugin(ctx, plug, ro, "Evaluate", func(c pluginhost.Conn) (err error) {
-		r, err = c.Evaluate(ctx, req)
+		r, err = c.Evaluate(ctx, *req)
 		return err
 	})
 	if err != nil {

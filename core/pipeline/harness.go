@@ -11,15 +11,15 @@ import (
 
 	"github.com/prorl/prorl/core/agent"
 	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/sandbox"
 	"github.com/prorl/prorl/core/trajectory"
-	pb "github.com/prorl/prorl/sdk/proto"
 )
 
 // rolloutSandbox is the sandbox a rollout runs in: the domain's, and for
 // a harness rollout (in the default image if the domain has none) with
 // the harness shown read-only and the gateway as its only network.
-func (p *Pipeline) rolloutSandbox(r *Rollout, sb *pb.SandboxSpec) (*sandbox.Spec, error) {
+func (p *Pipeline) rolloutSandbox(r *Rollout, sb *pluginhost.SandboxSpec) (*sandbox.Spec, error) {
 	var spec *sandbox.Spec
 	if sb != nil {
 		s := sandboxSpec(sb)

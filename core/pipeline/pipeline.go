@@ -32,7 +32,6 @@ import (
 	"github.com/prorl/prorl/core/tokenizer/harmony"
 	"github.com/prorl/prorl/core/toolcall"
 	"github.com/prorl/prorl/core/trajectory"
-	pb "github.com/prorl/prorl/sdk/proto"
 	"github.com/prorl/prorl/sdk/wire"
 )
 
@@ -81,7 +80,7 @@ type Pipeline struct {
 	runner *agent.Runner
 	// prepares are the plugins' answers for tasks that depend on nothing
 	// else (see prepare).
-	prepares *flightcache.Cache[*pb.PrepareResponse]
+	prepares *flightcache.Cache[*pluginhost.Prepared]
 	tools    toolLists
 	// gate is the policy: its version and the pause for weight sync.
 	gate *policy.Gate
@@ -147,7 +146,7 @@ func New(d Deps) (*Pipeline, error) {
 		gw:        gateway.New(d.Log.Named("gateway"), d.Cfg.Server.MaxBodyBytes),
 		// A group's rollouts start together: a few hundred tasks cover the
 		// groups starting at once, and bound what large tasks (SWE) hold.
-		prepares: flightcache.New[*pb.PrepareResponse](256),
+		prepares: flightcache.New[*pluginhost.Prepared](256),
 		lengths:  lengthhist.New(d.Cfg.Pipeline.ExpectedTokensMemory),
 	}
 	p.gate = policy.New(policy.Deps{Pool: d.Pool, Store: d.Store, Log: d.Log})
@@ -904,7 +903,7 @@ func (p *Pipeline) release(plug *pluginhost.Plugin, r *Rollout) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if c, err := plug.Acquire(ctx); err == nil {
-		_, _ = c.Release(ctx, &pb.ReleaseRequest{RolloutId: r.ID})
+		_ = c.Release(ctx, r.ID)
 	}
 }
 

@@ -71,7 +71,7 @@ func newStopped(t *testing.T, cfgf func(*config.Config), sim *simllm.Server, dep
 	plugs, err := pluginhost.Start(context.Background(), log, map[string]*config.Plugin{"math": {
 		// No python tool: these tests run without a sandbox manager.
 		Enabled: true, Path: mathPlugin, Config: map[string]any{"python": false}, StartTimeout: config.Duration{Duration: 20 * time.Second}, MaxRestarts: 5, RestartWindow: config.Duration{Duration: time.Minute},
-	}}, pluginhost.NoSandboxes{}, pluginhost.Options{Instance: "test", SocketDir: sockDir})
+	}}, nil, pluginhost.Options{Instance: "test", SocketDir: sockDir})
 	if err != nil {
 		t.Fatal(err)
 	}

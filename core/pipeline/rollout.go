@@ -13,9 +13,9 @@ import (
 	"github.com/prorl/prorl/core/agent"
 	"github.com/prorl/prorl/core/gateway"
 	"github.com/prorl/prorl/core/lengthhist"
+	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/sandbox"
 	"github.com/prorl/prorl/core/trajectory"
-	pb "github.com/prorl/prorl/sdk/proto"
 )
 
 // Request creates one rollout. It is persisted as JSON before the
@@ -151,7 +151,7 @@ type Rollout struct {
 	sandboxID  string
 	reserved   *sandbox.Reserved
 	// evalSandbox is the fresh sandbox Evaluate wants, if any.
-	evalSandbox *pb.SandboxSpec
+	evalSandbox *pluginhost.SandboxSpec
 	outcome     *agent.Outcome
 	score       *score
 	// remote is the result a node reported (coordinator mode).

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -12,7 +13,6 @@ import (
 	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/sandbox"
 	"github.com/prorl/prorl/core/trajectory"
-	pb "github.com/prorl/prorl/sdk/proto"
 	"github.com/prorl/prorl/sdk/wire"
 )
 
@@ -121,16 +121,16 @@ func (p *Pipeline) initStage(ctx context.Context, r *Rollout) error {
 		r.reserved, r.sandboxID = res, res.ID
 		r.mu.Unlock()
 		if plug.Has(wire.CapSetup) && resp.Sandbox != nil {
-			var sr *pb.SetupResponse
+			var diags []pluginhost.Diagnostic
 			err := p.call(ctx, r, "Setup", func(c pluginhost.Conn) (err error) {
-				sr, err = c.Setup(ctx, &pb.SetupRequest{RolloutId: r.ID, TaskJson: r.Req.Task, SandboxId: res.ID})
+				diags, err = c.Setup(ctx, r.ID, r.Req.Task, res.ID)
 				return err
 			})
 			if err != nil {
 				return err
 			}
-			if len(sr.Diagnostics) > 0 {
-				return diagErr(sr.Diagnostics[0])
+			if len(diags) > 0 {
+				return diagErr(diags[0])
 			}
 		}
 	}
@@ -139,7 +139,7 @@ func (p *Pipeline) initStage(ctx context.Context, r *Rollout) error {
 		return err
 	}
 	r.mu.Lock()
-	r.taskID, r.episode, r.finishTool = resp.TaskId, ep, finishToolOf(plug.Info())
+	r.taskID, r.episode, r.finishTool = resp.TaskID, ep, finishToolOf(plug.Info())
 	r.mu.Unlock()
 	return nil
 }
@@ -149,10 +149,10 @@ func (p *Pipeline) initStage(ctx context.Context, r *Rollout) error {
 // once for a task's rollouts that start together, a GRPO group: the answer
 // is shared, read and never changed. The key holds the plugin's process
 // generation (its configuration is set per process) and the task's bytes.
-func (p *Pipeline) prepare(ctx context.Context, plug *pluginhost.Plugin, r *Rollout) (*pb.PrepareResponse, error) {
-	call := func() (resp *pb.PrepareResponse, err error) {
+func (p *Pipeline) prepare(ctx context.Context, plug *pluginhost.Plugin, r *Rollout) (*pluginhost.Prepared, error) {
+	call := func() (resp *pluginhost.Prepared, err error) {
 		err = p.callPlugin(ctx, plug, r, "Prepare", func(c pluginhost.Conn) (err error) {
-			resp, err = c.Prepare(ctx, &pb.PrepareRequest{RolloutId: r.ID, TaskJson: r.Req.Task})
+			resp, err = c.Prepare(ctx, r.ID, r.Req.Task)
 			return err
 		})
 		return resp, err
@@ -164,10 +164,10 @@ func (p *Pipeline) prepare(ctx context.Context, plug *pluginhost.Plugin, r *Roll
 	return p.prepares.Get(ctx, key, call)
 }
 
-func (p *Pipeline) episode(r *Rollout, info *pb.DomainInfo, resp *pb.PrepareResponse) (*agent.Episode, error) {
+func (p *Pipeline) episode(r *Rollout, info *pluginhost.Info, resp *pluginhost.Prepared) (*agent.Episode, error) {
 	c := p.d.Cfg.Agent
 	s := r.Req.Sampling
-	lim := resp.GetLimits()
+	lim := resp.Limits
 	pick := func(req int, plugin uint32, def int) int {
 		switch {
 		case req > 0:
@@ -178,9 +178,9 @@ func (p *Pipeline) episode(r *Rollout, info *pb.DomainInfo, resp *pb.PrepareResp
 		return def
 	}
 	ep := &agent.Episode{
-		MaxTurns:         pick(r.Req.MaxTurns, lim.GetMaxTurns(), c.MaxTurns),
-		MaxTokensPerTurn: pick(s.MaxTokensPerTurn, lim.GetMaxTokensPerTurn(), c.MaxTokensPerTurn),
-		MaxTotalTokens:   pick(s.MaxTotalTokens, lim.GetMaxTotalTokens(), c.MaxTotalTokens),
+		MaxTurns:         pick(r.Req.MaxTurns, lim.MaxTurns, c.MaxTurns),
+		MaxTokensPerTurn: pick(s.MaxTokensPerTurn, lim.MaxTokensPerTurn, c.MaxTokensPerTurn),
+		MaxTotalTokens:   pick(s.MaxTotalTokens, lim.MaxTotalTokens, c.MaxTotalTokens),
 		Temperature:      1, TopP: 1, Seed: s.Seed, Stop: s.Stop,
 		MessageSpans: r.Req.MessageSpans, StrictLoopDetector: r.Req.Sampling.StrictLoopDetector,
 	}
@@ -193,16 +193,11 @@ func (p *Pipeline) episode(r *Rollout, info *pb.DomainInfo, resp *pb.PrepareResp
 	if s.TopK != nil {
 		ep.TopK = *s.TopK
 	}
-	for _, m := range resp.Messages {
-		tm := trajectory.Message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallId, Name: m.Name}
-		for _, tc := range m.ToolCalls {
-			tm.ToolCalls = append(tm.ToolCalls, trajectory.ToolCall{ID: tc.Id, Type: "function", Function: trajectory.FunctionCall{Name: tc.Name, Arguments: string(tc.ArgumentsJson)}})
-		}
-		ep.Messages = append(ep.Messages, tm)
-	}
+	// A copy: the answer may be shared by a group (prepare's cache).
+	ep.Messages = slices.Clone(resp.Messages)
 	ep.Tools = p.tools.of(info, resp.Tools)
-	if len(resp.ChatTemplateKwargsJson) > 0 {
-		if err := json.Unmarshal(resp.ChatTemplateKwargsJson, &ep.TemplateKwargs); err != nil {
+	if len(resp.ChatTemplateKwargs) > 0 {
+		if err := json.Unmarshal(resp.ChatTemplateKwargs, &ep.TemplateKwargs); err != nil {
 			return nil, &agent.Error{Reason: trajectory.ReasonInternal, Err: fmt.Errorf("plugin chat template kwargs: %w", err)}
 		}
 	}
@@ -226,10 +221,9 @@ func (t *pluginTools) Call(ctx context.Context, id, name string, args json.RawMe
 		ctx, cancel = context.WithTimeout(ctx, t.timeout)
 		defer cancel()
 	}
-	var resp *pb.CallToolResponse
+	var resp *pluginhost.ToolResult
 	err := t.p.call(ctx, t.r, "CallTool", func(c pluginhost.Conn) (err error) {
-		resp, err = c.CallTool(ctx, &pb.CallToolRequest{RolloutId: t.r.ID, TaskJson: t.r.Req.Task, SandboxId: t.r.sandboxID,
-			Call: &pb.ToolCall{Id: id, Name: name, ArgumentsJson: args}})
+		resp, err = c.CallTool(ctx, t.r.ID, t.r.Req.Task, t.r.sandboxID, id, name, args)
 		return err
 	})
 	if err != nil {
@@ -301,16 +295,8 @@ func (p *Pipeline) evalStage(ctx context.Context, r *Rollout) error {
 		return ctx.Err()
 	}
 	defer func() { <-p.evalSlots }()
-	msgs := make([]*pb.Message, 0, len(out.Messages))
-	for _, m := range out.Messages {
-		pm := &pb.Message{Role: m.Role, Content: m.Content, ToolCallId: m.ToolCallID, Name: m.Name}
-		for _, tc := range m.ToolCalls {
-			pm.ToolCalls = append(pm.ToolCalls, &pb.ToolCall{Id: tc.ID, Name: tc.Function.Name, ArgumentsJson: []byte(tc.Function.Arguments)})
-		}
-		msgs = append(msgs, pm)
-	}
-	req := &pb.EvaluateRequest{RolloutId: r.ID, TaskJson: r.Req.Task, SandboxId: r.sandboxID,
-		FinalResponse: out.FinalResponse, Messages: msgs, EndReason: out.EndReason}
+	req := &pluginhost.EvaluateInput{RolloutID: r.ID, Task: r.Req.Task, SandboxID: r.sandboxID,
+		FinalResponse: out.FinalResponse, Messages: out.Messages, EndReason: out.EndReason}
 	r.mu.Lock()
 	spec := r.evalSandbox
 	r.mu.Unlock()
@@ -318,9 +304,9 @@ func (p *Pipeline) evalStage(ctx context.Context, r *Rollout) error {
 		release := p.evalSandbox(r.ID, spec, req)
 		defer release()
 	}
-	var resp *pb.EvaluateResponse
+	var resp *pluginhost.Evaluation
 	err := p.call(ctx, r, "Evaluate", func(c pluginhost.Conn) (err error) {
-		resp, err = c.Evaluate(ctx, req)
+		resp, err = c.Evaluate(ctx, *req)
 		return err
 	})
 	if err != nil {
@@ -330,23 +316,23 @@ func (p *Pipeline) evalStage(ctx context.Context, r *Rollout) error {
 		return diagErr(resp.Diagnostics[0])
 	}
 	r.mu.Lock()
-	r.score = &score{reward: resp.Reward, resolved: resp.Resolved, metrics: resp.Metrics, info: resp.InfoJson}
+	r.score = &score{reward: resp.Reward, resolved: resp.Resolved, metrics: resp.Metrics, info: resp.Info}
 	r.mu.Unlock()
 	return nil
 }
 
 // sandboxSpec is a plugin's sandbox request in the manager's terms.
-func sandboxSpec(sb *pb.SandboxSpec) sandbox.Spec {
+func sandboxSpec(sb *pluginhost.SandboxSpec) sandbox.Spec {
 	return sandbox.Spec{Image: sb.Image, Network: sb.Network, Env: sb.Env, SeccompAllow: sb.SeccompAllow, Writable: sb.Writable, Limits: sandbox.Limits{
-		CPUSeconds: uint64(sb.CpuSeconds), MemoryBytes: sb.MemoryBytes, MaxProcesses: uint64(sb.MaxProcesses), MaxFileBytes: sb.MaxFileBytes,
+		CPUSeconds: uint64(sb.CPUSeconds), MemoryBytes: sb.MemoryBytes, MaxProcesses: uint64(sb.MaxProcesses), MaxFileBytes: sb.MaxFileBytes,
 		DiskBytes: sb.DiskBytes}}
 }
 
 // evalSandbox reserves the fresh sandbox Evaluate asked for (started only
 // if the plugin uses it) and returns its release.
-func (p *Pipeline) evalSandbox(owner string, spec *pb.SandboxSpec, req *pb.EvaluateRequest) func() {
+func (p *Pipeline) evalSandbox(owner string, spec *pluginhost.SandboxSpec, req *pluginhost.EvaluateInput) func() {
 	res := p.d.Sandboxes.Reserve(owner, sandboxSpec(spec))
-	req.EvalSandboxId = res.ID
+	req.EvalSandboxID = res.ID
 	return func() {
 		if err := res.Release(); err != nil {
 			p.d.Log.Warn("eval sandbox stop", "owner", owner, "error", err)
@@ -355,7 +341,7 @@ func (p *Pipeline) evalSandbox(owner string, spec *pb.SandboxSpec, req *pb.Evalu
 }
 
 // diagErr turns a plugin diagnostic into an agent error with its reason.
-func diagErr(d *pb.Diagnostic) error {
+func diagErr(d pluginhost.Diagnostic) error {
 	reason := trajectory.ReasonInternal
 	switch d.Code {
 	case wire.CodeInvalidTask, wire.CodeToolError, wire.CodeSandboxFailed, wire.CodeEvalFailed:

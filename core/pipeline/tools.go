@@ -6,8 +6,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/trajectory"
-	pb "github.com/prorl/prorl/sdk/proto"
 )
 
 // toolLists are the episodes' tool lists, built once per plugin process
@@ -19,7 +19,7 @@ type toolLists struct {
 }
 
 type toolsKey struct {
-	info    *pb.DomainInfo
+	info    *pluginhost.Info
 	allowed string
 }
 
@@ -30,7 +30,7 @@ const maxToolLists = 256
 // of is the tools of info that allowed names (all when none). The list
 // is shared and must not change; its capacity is its length, so an append
 // copies it.
-func (c *toolLists) of(info *pb.DomainInfo, allowed []string) []trajectory.Tool {
+func (c *toolLists) of(info *pluginhost.Info, allowed []string) []trajectory.Tool {
 	k := toolsKey{info: info, allowed: strings.Join(allowed, "\x00")}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -45,13 +45,16 @@ func (c *toolLists) of(info *pb.DomainInfo, allowed []string) []trajectory.Tool 
 	return ts
 }
 
-func buildTools(info *pb.DomainInfo, allowed []string) []trajectory.Tool {
+func buildTools(info *pluginhost.Info, allowed []string) []trajectory.Tool {
+	if info == nil {
+		return nil
+	}
 	var ts []trajectory.Tool
-	for _, t := range info.GetTools() {
+	for _, t := range info.Tools {
 		if len(allowed) > 0 && !slices.Contains(allowed, t.Name) {
 			continue
 		}
-		params := json.RawMessage(t.ParametersJson)
+		params := json.RawMessage(t.Parameters)
 		if len(params) == 0 {
 			params = json.RawMessage(`{"type":"object","properties":{}}`)
 		}

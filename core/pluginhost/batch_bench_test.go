@@ -13,14 +13,14 @@ import (
 // BenchmarkLoneCall: one call at a time (an eval stage with little
 // concurrency), unary against a batch of one.
 func BenchmarkLoneCall(b *testing.B) {
-	m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"countdown": pcfg(countdown, "")}, NoSandboxes{}, Options{Instance: "t", SocketDir: shortDir(b)})
+	m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"countdown": pcfg(countdown, "")}, nil, Options{Instance: "t", SocketDir: shortDir(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer m.Stop()
 	p, _ := m.Get("countdown")
 	c, _ := p.Acquire(context.Background())
-	bc := c.TaskDomainClient.(*batchingClient)
+	bc := c.rpc.(*batchingClient)
 	req := &pb.EvaluateRequest{RolloutId: "r", TaskJson: []byte(`{"nums":[1,2],"target":3}`), FinalResponse: "<answer>1 + 2</answer>"}
 	ctx := context.Background()
 	b.Run("unary", func(b *testing.B) {

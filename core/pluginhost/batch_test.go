@@ -29,7 +29,7 @@ import (
 func TestBatchedCallsMatchUnary(t *testing.T) {
 	for lang, pc := range countdowns(t) {
 		t.Run(lang, func(t *testing.T) {
-			m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"countdown": pc()}, NoSandboxes{}, Options{Instance: "t", SocketDir: shortDir(t)})
+			m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"countdown": pc()}, nil, Options{Instance: "t", SocketDir: shortDir(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -39,7 +39,7 @@ func TestBatchedCallsMatchUnary(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			bc := c.TaskDomainClient.(*batchingClient)
+			bc := c.rpc.(*batchingClient)
 			const n = 300
 			ctx := context.Background()
 			preps := make([]*pb.PrepareRequest, n)
@@ -60,8 +60,8 @@ func TestBatchedCallsMatchUnary(t *testing.T) {
 			// start together.
 			gotP := make([]*pb.PrepareResponse, n)
 			gotE := make([]*pb.EvaluateResponse, n)
-			together(n, func(i int) (err error) { gotP[i], err = c.Prepare(ctx, preps[i]); return err }, t)
-			together(n, func(i int) (err error) { gotE[i], err = c.Evaluate(ctx, evals[i]); return err }, t)
+			together(n, func(i int) (err error) { gotP[i], err = c.rpc.Prepare(ctx, preps[i]); return err }, t)
+			together(n, func(i int) (err error) { gotE[i], err = c.rpc.Evaluate(ctx, evals[i]); return err }, t)
 			for i := 0; i < n && !t.Failed(); i++ {
 				want, err := bc.TaskDomainClient.Prepare(ctx, preps[i])
 				if err != nil || !proto.Equal(gotP[i], want) {
@@ -109,7 +109,7 @@ func together(n int, call func(int) error, t *testing.T) {
 // call unanswered, each caller gets an error the host reads as the crash
 // (so the pipeline retries it on the restarted process), none an answer.
 func TestCrashMidBatch(t *testing.T) {
-	m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"envtest": pcfg(envPlugin, "")}, NoSandboxes{}, Options{Instance: "t", SocketDir: shortDir(t)})
+	m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"envtest": pcfg(envPlugin, "")}, nil, Options{Instance: "t", SocketDir: shortDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,11 +119,11 @@ func TestCrashMidBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bc := c.TaskDomainClient.(*batchingClient)
+	bc := c.rpc.(*batchingClient)
 	errs := make(chan error, 20)
 	for i := 0; i < 20; i++ {
 		go func() {
-			_, err := c.Prepare(context.Background(), &pb.PrepareRequest{RolloutId: fmt.Sprintf("r%d", i), TaskJson: []byte(`{"hang":true}`)})
+			_, err := c.rpc.Prepare(context.Background(), &pb.PrepareRequest{RolloutId: fmt.Sprintf("r%d", i), TaskJson: []byte(`{"hang":true}`)})
 			errs <- err
 		}()
 	}

@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -28,7 +29,6 @@ import (
 	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/rundir"
 	pb "github.com/prorl/prorl/sdk/proto"
-	"github.com/prorl/prorl/sdk/schema"
 	"github.com/prorl/prorl/sdk/wire"
 )
 
@@ -61,7 +61,7 @@ type Plugin struct {
 	client   *plugin.Client
 	cmd      *exec.Cmd // the running process, for its process group
 	rpc      pb.TaskDomainClient
-	info     *pb.DomainInfo
+	info     *Info
 	epoch    uint64
 	state    State
 	lastErr  string
@@ -242,7 +242,7 @@ func (p *Plugin) start(ctx context.Context) error {
 	// generates it from the config type), so a wrong key or value is named
 	// at start, under the admin's own key path.
 	if len(info.ConfigSchemaJson) > 0 {
-		if err := schema.Validate(info.ConfigSchemaJson, cfgJSON); err != nil {
+		if err := wire.ValidateSchema(info.ConfigSchemaJson, cfgJSON); err != nil {
 			return fail(fmt.Errorf("[plugins.%s.config] %w", p.Name, err))
 		}
 	}
@@ -255,7 +255,7 @@ func (p *Plugin) start(ctx context.Context) error {
 		return fail(fmt.Errorf("configuration refused: %s", d.Message))
 	}
 	p.mu.Lock()
-	p.client, p.cmd, p.rpc, p.info = client, cmd, newBatchingClient(rd.Client), info
+	p.client, p.cmd, p.rpc, p.info = client, cmd, newBatchingClient(rd.Client), infoOf(info)
 	p.epoch++
 	// Published together with the client: a crash-looping plugin is never
 	// seen running between its restart and being marked unhealthy.
@@ -339,12 +339,6 @@ func (p *Plugin) supervise(ctx context.Context) {
 	}
 }
 
-// Conn is a call handle valid for one plugin process lifetime.
-type Conn struct {
-	pb.TaskDomainClient
-	Epoch uint64
-}
-
 // Acquire returns the running process's client, waiting for a restart up to
 // the start timeout.
 func (p *Plugin) Acquire(ctx context.Context) (Conn, error) {
@@ -352,7 +346,7 @@ func (p *Plugin) Acquire(ctx context.Context) (Conn, error) {
 	rpc, epoch, ready, st := p.rpc, p.epoch, p.ready, p.state
 	p.mu.Unlock()
 	if rpc != nil {
-		return Conn{rpc, epoch}, nil
+		return Conn{rpc: rpc, Epoch: epoch}, nil
 	}
 	if st == StateStopped {
 		return Conn{}, fmt.Errorf("plugin %s stopped", p.Name)
@@ -422,7 +416,7 @@ func (p *Plugin) LastError() string {
 }
 
 // Info is the plugin's GetInfo answer.
-func (p *Plugin) Info() *pb.DomainInfo {
+func (p *Plugin) Info() *Info {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.info
@@ -430,12 +424,8 @@ func (p *Plugin) Info() *pb.DomainInfo {
 
 // Has reports whether the plugin declared a capability.
 func (p *Plugin) Has(capability string) bool {
-	for _, c := range p.Info().GetCapabilities() {
-		if c == capability {
-			return true
-		}
-	}
-	return false
+	info := p.Info()
+	return info != nil && slices.Contains(info.Capabilities, capability)
 }
 
 // Status is a plugin as GET /v1/domains shows it.
@@ -611,7 +601,8 @@ type Options struct {
 }
 
 // Start verifies and launches every enabled plugin; any failure stops all.
-func Start(ctx context.Context, log hclog.Logger, plugins map[string]*config.Plugin, hs pb.HostServicesServer, opts Options) (*Manager, error) {
+func Start(ctx context.Context, log hclog.Logger, plugins map[string]*config.Plugin, sandboxes Sandboxes, opts Options) (*Manager, error) {
+	hs := HostServices(sandboxes)
 	if opts.SocketDir != "" && !rundir.Fits(opts.SocketDir) {
 		log.Info("the socket directory's path is too long for plugins' sockets in it (a Unix socket's is at most 107 bytes); they go to the system's temporary directory, and a killed host leaves them there", "dir", opts.SocketDir)
 	}
@@ -628,7 +619,7 @@ func Start(ctx context.Context, log hclog.Logger, plugins map[string]*config.Plu
 			m.Stop()
 			return nil, err
 		}
-		if got := p.Info().GetName(); got != n {
+		if got := p.Info().Name; got != n {
 			p.log.Warn("plugin reports a different name than its config table", "reported", got)
 		}
 		m.plugins[n] = p

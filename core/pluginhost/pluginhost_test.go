@@ -47,7 +47,7 @@ func TestSHA256Mismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	wrong := strings.Repeat("ab", 32)
-	_, err = Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"envtest": pcfg(envPlugin, wrong)}, NoSandboxes{}, Options{Instance: "t", SocketDir: shortDir(t)})
+	_, err = Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"envtest": pcfg(envPlugin, wrong)}, nil, Options{Instance: "t", SocketDir: shortDir(t)})
 	if err == nil {
 		t.Fatal("a wrong sha256 was accepted")
 	}
@@ -56,7 +56,7 @@ func TestSHA256Mismatch(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
-	m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"envtest": pcfg(envPlugin, strings.ToUpper(good))}, NoSandboxes{}, Options{Instance: "t", SocketDir: shortDir(t)})
+	m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"envtest": pcfg(envPlugin, strings.ToUpper(good))}, nil, Options{Instance: "t", SocketDir: shortDir(t)})
 	if err != nil {
 		t.Fatalf("the right sha256 was refused: %v", err)
 	}
@@ -68,7 +68,7 @@ func TestEnvCrashRestart(t *testing.T) {
 	ctx := context.Background()
 	var logBuf syncbuf.Buffer
 	hostLog := hclog.New(&hclog.LoggerOptions{Output: &logBuf, Level: hclog.Info})
-	m, err := Start(ctx, hostLog, map[string]*config.Plugin{"envtest": pcfg(envPlugin, "")}, NoSandboxes{}, Options{Instance: "t", SocketDir: shortDir(t)})
+	m, err := Start(ctx, hostLog, map[string]*config.Plugin{"envtest": pcfg(envPlugin, "")}, nil, Options{Instance: "t", SocketDir: shortDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestEnvCrashRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := c.CallTool(ctx, &pb.CallToolRequest{RolloutId: "r-logged", Call: &pb.ToolCall{Name: "env", ArgumentsJson: []byte("{}")}})
+	r, err := c.rpc.CallTool(ctx, &pb.CallToolRequest{RolloutId: "r-logged", Call: &pb.ToolCall{Name: "env", ArgumentsJson: []byte("{}")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestEnvCrashRestart(t *testing.T) {
 	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_, callErr := c.CallTool(ctx, &pb.CallToolRequest{Call: &pb.ToolCall{Name: "env"}})
+	_, callErr := c.rpc.CallTool(ctx, &pb.CallToolRequest{Call: &pb.ToolCall{Name: "env"}})
 	if callErr == nil {
 		// The call may race the kill; the epoch check below still catches it.
 		callErr = errors.New("late")
@@ -127,7 +127,7 @@ func TestEnvCrashRestart(t *testing.T) {
 	if c2.Epoch == c.Epoch {
 		t.Fatal("epoch did not change")
 	}
-	if _, err := c2.GetInfo(ctx, &pb.GetInfoRequest{}); err != nil {
+	if _, err := c2.rpc.GetInfo(ctx, &pb.GetInfoRequest{}); err != nil {
 		t.Fatalf("restarted plugin: %v", err)
 	}
 	if s := p.Status(); s.Restarts != 1 || !s.Healthy {
@@ -177,7 +177,7 @@ func TestSwapLoopNeverRunsUnpinned(t *testing.T) {
 	}()
 	started, refused := 0, 0
 	for i := 0; i < 150; i++ {
-		p := &Plugin{Name: "swap", cfg: pcfg(path, good), hs: NoSandboxes{}, log: hclog.NewNullLogger(), ready: make(chan struct{}), opts: Options{Instance: "t", SocketDir: shortDir(t)}}
+		p := &Plugin{Name: "swap", cfg: pcfg(path, good), hs: HostServices(nil), log: hclog.NewNullLogger(), ready: make(chan struct{}), opts: Options{Instance: "t", SocketDir: shortDir(t)}}
 		if err := p.start(context.Background()); err != nil {
 			refused++
 			continue
@@ -192,7 +192,7 @@ func TestSwapLoopNeverRunsUnpinned(t *testing.T) {
 	}
 	// With the swapping over, the pinned binary starts (the refusals were
 	// the swaps', not the mechanism's).
-	p := &Plugin{Name: "swap", cfg: pcfg(path, good), hs: NoSandboxes{}, log: hclog.NewNullLogger(), ready: make(chan struct{}), opts: Options{Instance: "t", SocketDir: shortDir(t)}}
+	p := &Plugin{Name: "swap", cfg: pcfg(path, good), hs: HostServices(nil), log: hclog.NewNullLogger(), ready: make(chan struct{}), opts: Options{Instance: "t", SocketDir: shortDir(t)}}
 	if err := p.start(context.Background()); err != nil {
 		t.Fatalf("the pinned binary in place did not start: %v", err)
 	}
@@ -213,7 +213,7 @@ func TestHangingPluginCannotWedgeStart(t *testing.T) {
 	c := pcfg(script, "")
 	c.StartTimeout = config.Duration{Duration: time.Second}
 	t0 := time.Now()
-	_, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"hang": c}, NoSandboxes{}, Options{Instance: "t", SocketDir: shortDir(t)})
+	_, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"hang": c}, nil, Options{Instance: "t", SocketDir: shortDir(t)})
 	took := time.Since(t0)
 	if err == nil {
 		t.Fatal("a plugin that never handshakes started")
@@ -278,7 +278,7 @@ func TestConfigSchema(t *testing.T) {
 		} {
 			pc := pc()
 			pc.Config = c.config
-			m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"countdown": pc}, NoSandboxes{}, Options{Instance: "t", SocketDir: shortDir(t)})
+			m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"countdown": pc}, nil, Options{Instance: "t", SocketDir: shortDir(t)})
 			switch {
 			case c.want == "" && err != nil:
 				t.Errorf("%s: %v refused: %v", lang, c.config, err)
@@ -315,7 +315,7 @@ func TestSocketsInSocketDir(t *testing.T) {
 				}
 				want, other = tmp, sockDir
 			}
-			m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"countdown": pcs[c.lang]()}, NoSandboxes{}, Options{Instance: "t", SocketDir: sockDir})
+			m, err := Start(context.Background(), hclog.NewNullLogger(), map[string]*config.Plugin{"countdown": pcs[c.lang]()}, nil, Options{Instance: "t", SocketDir: sockDir})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,95 +4,80 @@ import (
 	"context"
 	"time"
 
-	pb "github.com/prorl/prorl/sdk/proto"
-	"github.com/prorl/prorl/sdk/wire"
+	"github.com/prorl/prorl/core/pluginhost"
 )
 
-// PluginServices serves the plugin protocol's HostServices (the sandbox
-// calls of plugins) from a Manager.
+// PluginServices is the sandbox manager as plugins reach it through the
+// host services (pluginhost.Sandboxes).
 type PluginServices struct {
-	pb.UnimplementedHostServicesServer
 	M *Manager
 	// DefaultTimeout bounds a command that names none.
 	DefaultTimeout time.Duration
 }
 
-func (h *PluginServices) timeout(ms uint32) time.Duration {
-	if ms == 0 {
-		return h.DefaultTimeout
-	}
-	return time.Duration(ms) * time.Millisecond
-}
+var _ pluginhost.Sandboxes = (*PluginServices)(nil)
 
-// Exec streams a command's output, then its exit.
-func (h *PluginServices) Exec(req *pb.ExecRequest, stream pb.HostServices_ExecServer) error {
-	if err := wire.CheckExec(req); err != nil {
-		return stream.Send(&pb.ExecChunk{Error: err.Error()})
-	}
-	ctx := stream.Context()
-	s, err := h.M.Lookup(ctx, req.SandboxId)
+// Exec runs a command, streaming its output (a session's command answers
+// its output at once).
+func (h *PluginServices) Exec(ctx context.Context, req pluginhost.ExecRequest, out func(stdout, stderr []byte)) (pluginhost.ExecResult, error) {
+	s, err := h.M.Lookup(ctx, req.SandboxID)
 	if err != nil {
-		return stream.Send(&pb.ExecChunk{Error: err.Error()})
+		return pluginhost.ExecResult{}, err
+	}
+	timeout := req.Timeout
+	if timeout == 0 {
+		timeout = h.DefaultTimeout
 	}
 	var res *ExecResult
 	if req.Session {
-		res, err = s.Session(ctx, req.Command, h.timeout(req.TimeoutMs))
+		res, err = s.Session(ctx, req.Command, timeout)
 		if err == nil {
-			err = stream.Send(&pb.ExecChunk{Stdout: res.Stdout, Stderr: res.Stderr})
+			out(res.Stdout, res.Stderr)
 		}
 	} else {
 		argv := req.Argv
 		if len(argv) == 0 {
 			argv = []string{"bash", "-c", req.Command}
 		}
-		res, err = s.Exec(ctx, argv, req.Stdin, h.timeout(req.TimeoutMs), req.Workdir, req.Env, func(o, e []byte) {
-			_ = stream.Send(&pb.ExecChunk{Stdout: o, Stderr: e})
-		})
+		res, err = s.Exec(ctx, argv, req.Stdin, timeout, req.Workdir, req.Env, out)
 	}
 	if err != nil {
-		return stream.Send(&pb.ExecChunk{Error: err.Error()})
+		return pluginhost.ExecResult{}, err
 	}
-	return stream.Send(&pb.ExecChunk{Exited: true, ExitCode: int32(res.ExitCode), TimedOut: res.TimedOut, Truncated: res.Truncated})
+	return pluginhost.ExecResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Truncated: res.Truncated}, nil
 }
 
 // ReadFile reads a file in the sandbox.
-func (h *PluginServices) ReadFile(ctx context.Context, req *pb.ReadFileRequest) (*pb.ReadFileResponse, error) {
-	s, err := h.M.Lookup(ctx, req.SandboxId)
+func (h *PluginServices) ReadFile(ctx context.Context, id, path string, maxBytes uint64) ([]byte, bool, error) {
+	s, err := h.M.Lookup(ctx, id)
 	if err != nil {
-		return &pb.ReadFileResponse{Error: err.Error()}, nil
+		return nil, false, err
 	}
-	b, trunc, err := s.ReadFile(ctx, req.Path, req.MaxBytes)
-	if err != nil {
-		return &pb.ReadFileResponse{Error: err.Error()}, nil
-	}
-	return &pb.ReadFileResponse{Data: b, Truncated: trunc}, nil
+	return s.ReadFile(ctx, path, maxBytes)
 }
 
 // WriteFile writes a file in the sandbox.
-func (h *PluginServices) WriteFile(ctx context.Context, req *pb.WriteFileRequest) (*pb.WriteFileResponse, error) {
-	s, err := h.M.Lookup(ctx, req.SandboxId)
+func (h *PluginServices) WriteFile(ctx context.Context, id, path string, data []byte, mode uint32) error {
+	s, err := h.M.Lookup(ctx, id)
 	if err != nil {
-		return &pb.WriteFileResponse{Error: err.Error()}, nil
+		return err
 	}
-	if err := s.WriteFile(ctx, req.Path, req.Data, req.Mode); err != nil {
-		return &pb.WriteFileResponse{Error: err.Error()}, nil
-	}
-	return &pb.WriteFileResponse{}, nil
+	return s.WriteFile(ctx, path, data, mode)
 }
 
 // ListDir lists a directory in the sandbox.
-func (h *PluginServices) ListDir(ctx context.Context, req *pb.ListDirRequest) (*pb.ListDirResponse, error) {
-	s, err := h.M.Lookup(ctx, req.SandboxId)
+func (h *PluginServices) ListDir(ctx context.Context, id, path string) ([]pluginhost.DirEntry, error) {
+	s, err := h.M.Lookup(ctx, id)
 	if err != nil {
-		return &pb.ListDirResponse{Error: err.Error()}, nil
+		return nil, err
 	}
-	ents, err := s.ListDir(ctx, req.Path)
+	ents, err := s.ListDir(ctx, path)
 	if err != nil {
-		return &pb.ListDirResponse{Error: err.Error()}, nil
+		return nil, err
 	}
-	out := &pb.ListDirResponse{}
+	out := make([]pluginhost.DirEntry, 0, len(ents))
 	for _, e := range ents {
-		out.Entries = append(out.Entries, &pb.DirEntry{Name: e.Name, Dir: e.Dir, Size: e.Size, Mode: e.Mode})
+		out = append(out, pluginhost.DirEntry{Name: e.Name, Dir: e.Dir, Size: e.Size, Mode: e.Mode})
 	}
 	return out, nil
 }

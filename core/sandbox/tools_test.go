@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/prorl/prorl/core/pluginhost"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,7 +42,7 @@ func TestStandardToolsGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := sdktest.StartWithHost(t, toolDomain{all}, &PluginServices{M: m, DefaultTimeout: 10 * time.Second})
+	h := sdktest.StartWithHost(t, toolDomain{all}, pluginhost.HostServices(&PluginServices{M: m, DefaultTimeout: 10 * time.Second}))
 	ctx := context.Background()
 	if r, err := h.Configure(ctx, nil); err != nil || len(r.Diagnostics) > 0 {
 		t.Fatal(err, r)
@@ -116,7 +117,7 @@ func TestExecSessionFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &PluginServices{M: m, DefaultTimeout: 10 * time.Second}
+	h := pluginhost.HostServices(&PluginServices{M: m, DefaultTimeout: 10 * time.Second})
 	for _, c := range []struct {
 		req  *pb.ExecRequest
 		want string // in the error; "" for none
