@@ -20,7 +20,6 @@ import (
 
 	"github.com/prorl/prorl/core/baseurl"
 	"github.com/prorl/prorl/core/egress"
-	"github.com/prorl/prorl/core/toolcall"
 )
 
 // Duration is a time.Duration written as "30s" in TOML.
@@ -369,8 +368,9 @@ var Protocols = []string{"vllm", "generate", "sglang"}
 // only with [tokenizer] model_dir.
 func NeedsLocalTokenizer(protocol string) bool { return protocol == "sglang" }
 
-// ToolCallFormats are the tool-call formats the host parses.
-var ToolCallFormats = toolcall.Formats
+// ToolCallFormats are the tool-call formats the host parses (core/toolcall's
+// Formats, which a test there keeps equal: config sits below the engines).
+var ToolCallFormats = []string{"hermes", "llama3_json", "qwen3_coder", "kimi_k2", "deepseek_v31", "deepseek_v3", "mistral", "glm45", "minimax_m2", "harmony"}
 
 // AddHarnesses adds preset harnesses (a TOML document of [harnesses.*]
 // tables) that the configuration does not define itself.
@@ -600,207 +600,247 @@ func fe(key, format string, args ...any) error {
 
 // Validate checks every value.
 func (c *Config) Validate() error {
-	var errs []error
+	k := &checker{}
+	for _, check := range []func(*checker){c.checkServer, c.checkPipeline, c.checkCluster, c.checkTokenizer, c.checkBackends, c.checkPlugins, c.checkSandbox} {
+		check(k)
+	}
+	return errors.Join(k.errs...)
+}
+
+// checker gathers a config's problems, each naming its key.
+type checker struct{ errs []error }
+
+func (k *checker) add(key, format string, args ...any) {
+	k.errs = append(k.errs, fe(key, format, args...))
+}
+
+func (k *checker) pos(key string, v int) {
+	if v <= 0 {
+		k.add(key, "must be positive, got %d", v)
+	}
+}
+
+func (k *checker) nonNeg(key string, v float64) {
+	if v < 0 {
+		k.add(key, "must not be negative")
+	}
+}
+
+// checkServer checks the [server] table (and the limits beside it).
+func (c *Config) checkServer(k *checker) {
 	host, _, err := net.SplitHostPort(c.Server.Listen)
 	if err != nil {
-		errs = append(errs, fe("server.listen", "%v", err))
+		k.add("server.listen", "%v", err)
 	} else if !c.Server.AllowRemote && !isLoopback(host) {
-		errs = append(errs, fe("server.listen", "%q is not a loopback address; set server.allow_remote = true to expose the API", c.Server.Listen))
+		k.add("server.listen", "%q is not a loopback address; set server.allow_remote = true to expose the API", c.Server.Listen)
 	}
 	if c.Server.AllowRemote && c.Server.Token == "" && c.Server.AdminToken == "" && !c.Server.Insecure {
-		errs = append(errs, fe("server.allow_remote", "exposing the API without a token: set server.token_file (and admin_token_file), or server.insecure = true to accept an open API"))
+		k.add("server.allow_remote", "exposing the API without a token: set server.token_file (and admin_token_file), or server.insecure = true to accept an open API")
 	}
-	pos := func(key string, v int) {
-		if v <= 0 {
-			errs = append(errs, fe(key, "must be positive, got %d", v))
-		}
-	}
-	nonNeg := func(key string, v float64) {
-		if v < 0 {
-			errs = append(errs, fe(key, "must not be negative"))
-		}
-	}
-	pos("server.max_batch", c.Server.MaxBatch)
-	pos("server.max_samples", c.Server.MaxSamples)
-	pos("server.result_retention", c.Server.ResultRetention)
-	pos("server.gc_percent", c.Server.GCPercent)
-	nonNeg("pipeline.expected_tokens_memory", float64(c.Pipeline.ExpectedTokensMemory))
-	nonNeg("backends.migrate_max_tokens", float64(c.Backends.MigrateMaxTokens))
+	k.pos("server.max_batch", c.Server.MaxBatch)
+	k.pos("server.max_samples", c.Server.MaxSamples)
+	k.pos("server.result_retention", c.Server.ResultRetention)
+	k.pos("server.gc_percent", c.Server.GCPercent)
+	k.nonNeg("pipeline.expected_tokens_memory", float64(c.Pipeline.ExpectedTokensMemory))
+	k.nonNeg("backends.migrate_max_tokens", float64(c.Backends.MigrateMaxTokens))
 	if !(c.Backends.CacheOvercommit >= 1) { // NaN too
-		errs = append(errs, fe("backends.cache_overcommit", "must be at least 1, got %g", c.Backends.CacheOvercommit))
+		k.add("backends.cache_overcommit", "must be at least 1, got %g", c.Backends.CacheOvercommit)
 	}
-	nonNeg("server.memory_limit_mib", float64(c.Server.MemoryLimitMiB))
+	k.nonNeg("server.memory_limit_mib", float64(c.Server.MemoryLimitMiB))
 	if c.Server.MaxBodyBytes <= 0 {
-		errs = append(errs, fe("server.max_body_bytes", "must be positive"))
+		k.add("server.max_body_bytes", "must be positive")
 	}
 	if c.Server.MaxPageBytes <= 0 {
-		errs = append(errs, fe("server.max_page_bytes", "must be positive"))
+		k.add("server.max_page_bytes", "must be positive")
 	}
 	if c.Server.MaxSubmissionBytes <= 0 {
-		errs = append(errs, fe("server.max_submission_bytes", "must be positive"))
+		k.add("server.max_submission_bytes", "must be positive")
 	}
 	for i, h := range c.Server.AllowedHosts {
 		if h == "" || strings.ContainsAny(h, "/ ") {
-			errs = append(errs, fe(fmt.Sprintf("server.allowed_hosts[%d]", i), "must be a host name (optionally with :port) or \"*\", got %q", h))
+			k.add(fmt.Sprintf("server.allowed_hosts[%d]", i), "must be a host name (optionally with :port) or \"*\", got %q", h)
 		}
 	}
 	for i, o := range c.Server.AllowedOrigins {
 		if u, err := url.Parse(o); o != "*" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "") {
-			errs = append(errs, fe(fmt.Sprintf("server.allowed_origins[%d]", i), "must be an origin like https://example.org:8080, or \"*\", got %q", o))
+			k.add(fmt.Sprintf("server.allowed_origins[%d]", i), "must be an origin like https://example.org:8080, or \"*\", got %q", o)
 		}
 	}
 	for i, a := range c.Server.CallbackAllow {
 		if _, err := egress.NewPolicy([]string{a}); err != nil || a == "*" {
-			errs = append(errs, fe(fmt.Sprintf("server.callback_allow[%d]", i), "must be a host name, host:port, IP address or CIDR range, got %q", a))
+			k.add(fmt.Sprintf("server.callback_allow[%d]", i), "must be a host name, host:port, IP address or CIDR range, got %q", a)
 		}
 	}
-	pos("gateway.max_concurrent_per_session", c.Gateway.MaxConcurrentPerSession)
-	pos("gateway.max_connections", c.Gateway.MaxConnections)
-	nonNeg("gateway.max_requests_per_session", float64(c.Gateway.MaxRequestsPerSession))
+}
+
+// checkPipeline checks the gateway, pipeline and agent limits.
+func (c *Config) checkPipeline(k *checker) {
+	k.pos("gateway.max_concurrent_per_session", c.Gateway.MaxConcurrentPerSession)
+	k.pos("gateway.max_connections", c.Gateway.MaxConnections)
+	k.nonNeg("gateway.max_requests_per_session", float64(c.Gateway.MaxRequestsPerSession))
 	if c.Server.IdempotencyTTL.Duration < time.Second {
-		errs = append(errs, fe("server.idempotency_ttl", "must be at least 1s"))
+		k.add("server.idempotency_ttl", "must be at least 1s")
 	}
-	pos("pipeline.init_workers", c.Pipeline.InitWorkers)
-	pos("pipeline.run_workers", c.Pipeline.RunWorkers)
-	pos("pipeline.eval_workers", c.Pipeline.EvalWorkers)
-	pos("pipeline.init_queue", c.Pipeline.InitQueue)
-	pos("pipeline.run_queue", c.Pipeline.RunQueue)
-	pos("pipeline.eval_queue", c.Pipeline.EvalQueue)
-	pos("agent.max_turns", c.Agent.MaxTurns)
-	pos("agent.max_tokens_per_turn", c.Agent.MaxTokensPerTurn)
-	pos("agent.max_total_tokens", c.Agent.MaxTotalTokens)
+	k.pos("pipeline.init_workers", c.Pipeline.InitWorkers)
+	k.pos("pipeline.run_workers", c.Pipeline.RunWorkers)
+	k.pos("pipeline.eval_workers", c.Pipeline.EvalWorkers)
+	k.pos("pipeline.init_queue", c.Pipeline.InitQueue)
+	k.pos("pipeline.run_queue", c.Pipeline.RunQueue)
+	k.pos("pipeline.eval_queue", c.Pipeline.EvalQueue)
+	k.pos("agent.max_turns", c.Agent.MaxTurns)
+	k.pos("agent.max_tokens_per_turn", c.Agent.MaxTokensPerTurn)
+	k.pos("agent.max_total_tokens", c.Agent.MaxTotalTokens)
 	if c.Server.EvaluateTimeout.Duration <= 0 {
-		errs = append(errs, fe("server.evaluate_timeout", "must be positive"))
+		k.add("server.evaluate_timeout", "must be positive")
 	}
 	if c.Pipeline.RolloutTimeout.Duration <= 0 {
-		errs = append(errs, fe("pipeline.rollout_timeout", "must be positive"))
+		k.add("pipeline.rollout_timeout", "must be positive")
 	}
+}
+
+// checkCluster checks the [cluster] table.
+func (c *Config) checkCluster(k *checker) {
 	if cl := c.Cluster; cl.Coordinator != "" {
 		if u, err := url.Parse(cl.Coordinator); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fe("cluster.coordinator", "must be an http(s)://host:port URL, not %q", cl.Coordinator))
+			k.add("cluster.coordinator", "must be an http(s)://host:port URL, not %q", cl.Coordinator)
 		}
 	}
 	if c.Cluster.HeartbeatInterval.Duration <= 0 || c.Cluster.DeadAfter.Duration < 2*c.Cluster.HeartbeatInterval.Duration {
-		errs = append(errs, fe("cluster.dead_after", "must be at least twice cluster.heartbeat_interval (%s), got %s", c.Cluster.HeartbeatInterval.Duration, c.Cluster.DeadAfter.Duration))
+		k.add("cluster.dead_after", "must be at least twice cluster.heartbeat_interval (%s), got %s", c.Cluster.HeartbeatInterval.Duration, c.Cluster.DeadAfter.Duration)
 	}
 	if c.Cluster.Workers < 1 {
-		errs = append(errs, fe("cluster.workers", "must be positive"))
+		k.add("cluster.workers", "must be positive")
 	}
+}
+
+// checkTokenizer checks the tokenizer, harnesses, tool-call format and compatibility protocol.
+func (c *Config) checkTokenizer(k *checker) {
 	if !oneOf(c.Tokenizer.ChatFormat, []string{"", "template", "harmony"}) {
-		errs = append(errs, fe("tokenizer.chat_format", "must be template or harmony, not %q", c.Tokenizer.ChatFormat))
+		k.add("tokenizer.chat_format", "must be template or harmony, not %q", c.Tokenizer.ChatFormat)
 	}
 	if !oneOf(c.Tokenizer.ReasoningEffort, []string{"", "low", "medium", "high"}) {
-		errs = append(errs, fe("tokenizer.reasoning_effort", "must be low, medium or high, not %q", c.Tokenizer.ReasoningEffort))
+		k.add("tokenizer.reasoning_effort", "must be low, medium or high, not %q", c.Tokenizer.ReasoningEffort)
 	}
 	if d := c.Tokenizer.ConversationDate; d != "" {
 		if _, err := time.Parse("2006-01-02", d); err != nil {
-			errs = append(errs, fe("tokenizer.conversation_date", "must be YYYY-MM-DD, not %q", d))
+			k.add("tokenizer.conversation_date", "must be YYYY-MM-DD, not %q", d)
 		}
 	}
 	if c.Tokenizer.ChatFormat == "harmony" && c.Tokenizer.ChatTemplate != "" {
-		errs = append(errs, fe("tokenizer.chat_template", "is not used with chat_format = \"harmony\""))
+		k.add("tokenizer.chat_template", "is not used with chat_format = \"harmony\"")
 	}
 	if !oneOf(c.Tokenizer.Check, []string{"every_turn", "off"}) {
-		errs = append(errs, fe("tokenizer.check", "must be every_turn or off, not %q", c.Tokenizer.Check))
+		k.add("tokenizer.check", "must be every_turn or off, not %q", c.Tokenizer.Check)
 	}
 	if c.Tokenizer.ModelDir != "" {
 		if _, err := os.Stat(filepath.Join(c.Tokenizer.ModelDir, "tokenizer.json")); err != nil {
-			errs = append(errs, fe("tokenizer.model_dir", "no tokenizer.json in %s", c.Tokenizer.ModelDir))
+			k.add("tokenizer.model_dir", "no tokenizer.json in %s", c.Tokenizer.ModelDir)
 		}
 	} else if c.Tokenizer.ChatTemplate != "" {
-		errs = append(errs, fe("tokenizer.chat_template", "needs tokenizer.model_dir"))
+		k.add("tokenizer.chat_template", "needs tokenizer.model_dir")
 	}
 	for name, h := range c.Harnesses {
 		switch {
 		case h == nil:
 		case !filepath.IsAbs(h.Dir):
-			errs = append(errs, fe("harnesses."+name+".dir", "must be an absolute path, got %q", h.Dir))
+			k.add("harnesses."+name+".dir", "must be an absolute path, got %q", h.Dir)
 		case strings.TrimSpace(h.Run) == "":
-			errs = append(errs, fe("harnesses."+name+".run", "required: the command that starts the harness"))
+			k.add("harnesses."+name+".run", "required: the command that starts the harness")
 		}
 	}
 	if !oneOf(c.Agent.ToolCallFormat, ToolCallFormats) {
-		errs = append(errs, fe("agent.tool_call_format", "unknown format %q (known: %s)", c.Agent.ToolCallFormat, strings.Join(ToolCallFormats, ", ")))
+		k.add("agent.tool_call_format", "unknown format %q (known: %s)", c.Agent.ToolCallFormat, strings.Join(ToolCallFormats, ", "))
 	}
 	if !oneOf(c.Compat.Protocol, Protocols) {
-		errs = append(errs, fe("compat.protocol", "unknown protocol %q (known: %s)", c.Compat.Protocol, strings.Join(Protocols, ", ")))
+		k.add("compat.protocol", "unknown protocol %q (known: %s)", c.Compat.Protocol, strings.Join(Protocols, ", "))
 	} else if NeedsLocalTokenizer(c.Compat.Protocol) && c.Tokenizer.ModelDir == "" {
-		errs = append(errs, fe("compat.protocol", "%s has no chat tokenizer: set tokenizer.model_dir", c.Compat.Protocol))
+		k.add("compat.protocol", "%s has no chat tokenizer: set tokenizer.model_dir", c.Compat.Protocol)
 	}
+}
+
+// checkBackends checks the [backends] table.
+func (c *Config) checkBackends(k *checker) {
 	if c.Backends.Routing == "" {
 		c.Backends.Routing = Routings[0]
 	} else if !oneOf(c.Backends.Routing, Routings) {
-		errs = append(errs, fe("backends.routing", "unknown routing %q (known: %s)", c.Backends.Routing, strings.Join(Routings, ", ")))
+		k.add("backends.routing", "unknown routing %q (known: %s)", c.Backends.Routing, strings.Join(Routings, ", "))
 	}
 	if c.Backends.HealthInterval.Duration <= 0 {
-		errs = append(errs, fe("backends.health_interval", "must be positive"))
+		k.add("backends.health_interval", "must be positive")
 	}
 	for i, b := range c.Backends.Static {
 		key := fmt.Sprintf("backends.static[%d]", i)
 		if b.URL == "" {
-			errs = append(errs, fe(key+".url", "required"))
+			k.add(key+".url", "required")
 		} else if _, err := baseurl.Parse(b.URL); err != nil {
-			errs = append(errs, fe(key+".url", "%v", err))
+			k.add(key+".url", "%v", err)
 		}
-		nonNeg(key+".weight", b.Weight)
-		nonNeg(key+".slots", float64(b.Slots))
-		nonNeg(key+".cache_tokens", float64(b.CacheTokens))
+		k.nonNeg(key+".weight", b.Weight)
+		k.nonNeg(key+".slots", float64(b.Slots))
+		k.nonNeg(key+".cache_tokens", float64(b.CacheTokens))
 		if b.Protocol == "" {
 			c.Backends.Static[i].Protocol = "vllm"
 		} else if !oneOf(b.Protocol, Protocols) {
-			errs = append(errs, fe(key+".protocol", "unknown protocol %q", b.Protocol))
+			k.add(key+".protocol", "unknown protocol %q", b.Protocol)
 		} else if NeedsLocalTokenizer(b.Protocol) && c.Tokenizer.ModelDir == "" {
-			errs = append(errs, fe(key+".protocol", "%s has no chat tokenizer: set tokenizer.model_dir", b.Protocol))
+			k.add(key+".protocol", "%s has no chat tokenizer: set tokenizer.model_dir", b.Protocol)
 		}
 	}
+}
+
+// checkPlugins checks the enabled plugins.
+func (c *Config) checkPlugins(k *checker) {
 	for name, p := range c.Plugins {
 		key := "plugins." + name
 		if p == nil || !p.Enabled {
 			continue
 		}
 		if p.Path == "" {
-			errs = append(errs, fe(key+".path", "required for an enabled plugin"))
+			k.add(key+".path", "required for an enabled plugin")
 		}
 		if p.SHA256 != "" {
 			if b, err := hex.DecodeString(p.SHA256); err != nil || len(b) != 32 {
-				errs = append(errs, fe(key+".sha256", "must be 64 hex digits"))
+				k.add(key+".sha256", "must be 64 hex digits")
 			}
 		}
 		if p.StartTimeout.Duration <= 0 {
-			errs = append(errs, fe(key+".start_timeout", "must be positive"))
+			k.add(key+".start_timeout", "must be positive")
 		}
-		for k := range p.Env {
-			if k == "" || strings.Contains(k, "=") {
-				errs = append(errs, fe(key+".env", "bad variable name %q", k))
+		for v := range p.Env {
+			if v == "" || strings.Contains(v, "=") {
+				k.add(key+".env", "bad variable name %q", v)
 			}
 		}
 	}
+}
+
+// checkSandbox checks the sandbox, store and log tables.
+func (c *Config) checkSandbox(k *checker) {
 	if !oneOf(c.Sandbox.Driver, SandboxDrivers) {
-		errs = append(errs, fe("sandbox.driver", "unknown driver %q (known: %s)", c.Sandbox.Driver, strings.Join(SandboxDrivers, ", ")))
+		k.add("sandbox.driver", "unknown driver %q (known: %s)", c.Sandbox.Driver, strings.Join(SandboxDrivers, ", "))
 	}
 	if d := c.Store.Driver; d != "bbolt" && d != "memory" {
-		errs = append(errs, fe("store.driver", "must be bbolt or memory, got %q", d))
+		k.add("store.driver", "must be bbolt or memory, got %q", d)
 	}
 	if o := c.Store.OnRestart; o != "rerun" && o != "interrupted" {
-		errs = append(errs, fe("store.on_restart", "must be rerun or interrupted, got %q", o))
+		k.add("store.on_restart", "must be rerun or interrupted, got %q", o)
 	}
 	if m := c.Sandbox.Seccomp; m != "default" && m != "off" {
-		errs = append(errs, fe("sandbox.seccomp", "must be default or off, got %q", m))
+		k.add("sandbox.seccomp", "must be default or off, got %q", m)
 	}
 	if m := c.Sandbox.Cgroups; m != "auto" && m != "required" && m != "off" {
-		errs = append(errs, fe("sandbox.cgroups", "must be auto, required or off, got %q", m))
+		k.add("sandbox.cgroups", "must be auto, required or off, got %q", m)
 	}
 	if m := c.Sandbox.ApptainerRootMode; m != "user" && m != "userns" {
-		errs = append(errs, fe("sandbox.apptainer_root_mode", "must be userns or user, got %q", m))
+		k.add("sandbox.apptainer_root_mode", "must be userns or user, got %q", m)
 	}
-	pos("sandbox.max_starting", c.Sandbox.MaxStarting)
-	pos("sandbox.max_starting_per_image", c.Sandbox.MaxStartingPerImage)
+	k.pos("sandbox.max_starting", c.Sandbox.MaxStarting)
+	k.pos("sandbox.max_starting_per_image", c.Sandbox.MaxStartingPerImage)
 	switch c.Log.Level {
 	case "trace", "debug", "info", "warn", "error":
 	default:
-		errs = append(errs, fe("log.level", "unknown level %q", c.Log.Level))
+		k.add("log.level", "unknown level %q", c.Log.Level)
 	}
-	return errors.Join(errs...)
 }
 
 // EnabledPlugins returns the enabled plugins by name.

@@ -24,16 +24,14 @@ const mod = "github.com/prorl/prorl/"
 
 // Known exceptions, each a gap docs/architecture.md names.
 var (
-	// "importer -> imported" arrows that break a rule today.
-	knownArrows = []string{
-		"core/config -> core/toolcall",
-	}
+	// "importer -> imported" arrows that break a rule today (none: keep it so).
+	knownArrows = []string{}
 	// Packages of core/ over maxPackageLines of non-test Go.
 	knownLargePackages = []string{"core/api", "core/pipeline", "core/backend", "core/sandbox", "core/gateway"}
 	// Functions over maxFuncLines, as "dir.Func".
 	knownLongFuncs = []string{
 		"core/tokenizer/jinja.applyFilter", "core/tokenizer/jinja.statement", "core/tokenizer/jinja.stringMethod",
-		"core/agent.Run", "core/config.Validate", "core/gateway.Complete", "sdk/sdktest.Conformance",
+		"core/agent.Run", "core/gateway.Complete",
 	}
 )
 

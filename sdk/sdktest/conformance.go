@@ -69,38 +69,7 @@ func Conformance(t *testing.T, s Suite) {
 	}
 	var info *pb.DomainInfo
 
-	t.Run("info", func(t *testing.T) {
-		var err error
-		info, err = h.Client.GetInfo(ctx, &pb.GetInfoRequest{})
-		if err != nil {
-			t.Fatalf("GetInfo: %v", err)
-		}
-		if info.Name == "" || info.Version == "" {
-			t.Errorf("name %q and version %q must be set", info.Name, info.Version)
-		}
-		if !containsU32(info.ApiVersions, sdk.APIVersion) {
-			t.Errorf("api_versions %v lack %d", info.ApiVersions, sdk.APIVersion)
-		}
-		seen := map[string]bool{}
-		for _, tool := range info.Tools {
-			if tool.Name == "" || seen[tool.Name] {
-				t.Errorf("tool name %q empty or repeated", tool.Name)
-			}
-			seen[tool.Name] = true
-			var schema struct {
-				Type string `json:"type"`
-			}
-			if err := json.Unmarshal(tool.ParametersJson, &schema); err != nil || schema.Type != "object" {
-				t.Errorf("tool %s: parameters must be a JSON Schema object: %s", tool.Name, tool.ParametersJson)
-			}
-			if tool.Description == "" {
-				t.Errorf("tool %s has no description", tool.Name)
-			}
-		}
-		if len(s.Command) > 0 {
-			checkDescribe(t, s.Command, info)
-		}
-	})
+	t.Run("info", func(t *testing.T) { info = checkInfo(ctx, t, h, s) })
 	if info == nil {
 		t.FailNow()
 	}
@@ -117,140 +86,12 @@ func Conformance(t *testing.T, s Suite) {
 		if name == "" {
 			name = fmt.Sprintf("case%d", i)
 		}
-		t.Run(name, func(t *testing.T) {
-			rid := fmt.Sprintf("conf-%d", i)
-			p, err := h.Client.Prepare(ctx, &pb.PrepareRequest{RolloutId: rid, TaskJson: c.Task})
-			if err != nil || len(p.Diagnostics) > 0 {
-				t.Fatalf("Prepare: %v %v", err, p.GetDiagnostics())
-			}
-			if len(p.Messages) == 0 || p.Messages[len(p.Messages)-1].Role != "user" {
-				t.Errorf("episode must end with a user message: %v", p.Messages)
-			}
-			// Setup, then every tool with arguments its schema accepts: the
-			// domain may answer with an error observation (the values are
-			// arbitrary) but must not fail the rollout as internal.
-			sandbox := ""
-			if p.Sandbox != nil {
-				sandbox = rid
-			}
-			if su, err := h.Client.Setup(ctx, &pb.SetupRequest{RolloutId: rid, TaskJson: c.Task, SandboxId: sandbox}); err != nil || len(su.Diagnostics) > 0 {
-				t.Errorf("Setup: %v %v", err, su.GetDiagnostics())
-			}
-			for _, tool := range info.Tools {
-				if tool.Name == "finish" {
-					continue
-				}
-				args := schema.Example(tool.ParametersJson)
-				r, err := h.Client.CallTool(ctx, &pb.CallToolRequest{RolloutId: rid, TaskJson: c.Task, SandboxId: sandbox, Call: &pb.ToolCall{Name: tool.Name, ArgumentsJson: args}})
-				if err != nil || slices.ContainsFunc(r.GetDiagnostics(), func(d *pb.Diagnostic) bool { return d.Code == sdk.CodeInternal }) {
-					t.Errorf("tool %s(%s) with valid arguments: %v %v", tool.Name, args, err, r.GetDiagnostics())
-				}
-			}
-			r, err := h.Client.CallTool(ctx, &pb.CallToolRequest{RolloutId: rid, TaskJson: c.Task, Call: &pb.ToolCall{Name: "no_such_tool", ArgumentsJson: []byte("{}")}})
-			if err != nil || !r.IsError || len(r.Diagnostics) > 0 {
-				t.Errorf("unknown tool must be an error observation: %v %v", err, r)
-			}
-			for _, tool := range info.Tools {
-				r, err := h.Client.CallTool(ctx, &pb.CallToolRequest{RolloutId: rid, TaskJson: c.Task, Call: &pb.ToolCall{Name: tool.Name, ArgumentsJson: []byte(`{"definitely_not_an_argument": 1`)}})
-				if err != nil || !r.IsError {
-					t.Errorf("tool %s: malformed arguments must be an error observation: %v %v", tool.Name, err, r)
-				}
-			}
-			if hasTool(info, "finish") {
-				args, _ := json.Marshal(map[string]string{"message": c.Right})
-				r, err := h.Client.CallTool(ctx, &pb.CallToolRequest{RolloutId: rid, TaskJson: c.Task, Call: &pb.ToolCall{Name: "finish", ArgumentsJson: args}})
-				if err != nil || !r.Done || r.FinalResponse != c.Right {
-					t.Errorf("finish must end the episode with its message: %v %+v", err, r)
-				}
-			}
-			evals := 0
-			// A fresh evaluation sandbox per call, when the episode asks for one.
-			evalSandbox := func() string {
-				if p.EvalSandbox == nil {
-					return ""
-				}
-				evals++
-				return fmt.Sprintf("%s-eval-%d", rid, evals)
-			}
-			eval := func(resp string) *pb.EvaluateResponse {
-				e, err := h.Client.Evaluate(ctx, &pb.EvaluateRequest{RolloutId: rid, TaskJson: c.Task, FinalResponse: resp, EndReason: "finish", EvalSandboxId: evalSandbox()})
-				if err != nil || len(e.Diagnostics) > 0 {
-					t.Fatalf("Evaluate: %v %v", err, e.GetDiagnostics())
-				}
-				return e
-			}
-			if c.RightCalls != nil || c.WrongCalls != nil {
-				for _, k := range []struct {
-					calls []Call
-					final string
-					right bool
-				}{{c.RightCalls, c.Right, true}, {c.WrongCalls, c.Wrong, false}, {nil, "", false}} {
-					p, err := Play(ctx, h, fmt.Sprintf("%s-%v-%d", rid, k.right, len(k.calls)), c.Task, k.calls, k.final)
-					switch {
-					case err != nil:
-						t.Errorf("play: %v", err)
-					case k.right && p.Score.Reward != 1:
-						t.Errorf("right play %v scored %v", k.calls, p.Score.Reward)
-					case !k.right && p.Score.Reward >= 1:
-						t.Errorf("wrong play %v scored %v", k.calls, p.Score.Reward)
-					}
-				}
-				_, _ = h.Client.Release(ctx, &pb.ReleaseRequest{RolloutId: rid})
-				return
-			}
-			if e := eval(c.Right); e.Reward != 1 {
-				t.Errorf("right answer %q scored %v", c.Right, e.Reward)
-			}
-			if e := eval(c.Wrong); e.Reward >= 1 {
-				t.Errorf("wrong answer %q scored %v", c.Wrong, e.Reward)
-			}
-			if e := eval(""); e.Reward != 0 {
-				t.Errorf("empty answer scored %v", e.Reward)
-			}
-			// Scoring must be safe to call concurrently and deterministic.
-			var wg sync.WaitGroup
-			sandboxes := make([]string, 8)
-			for k := range sandboxes {
-				sandboxes[k] = evalSandbox()
-			}
-			for k := 0; k < 8; k++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					e, err := h.Client.Evaluate(ctx, &pb.EvaluateRequest{RolloutId: rid, TaskJson: c.Task, FinalResponse: c.Right, EvalSandboxId: sandboxes[k]})
-					if err != nil || e.Reward != 1 {
-						t.Errorf("concurrent Evaluate: %v %v", err, e)
-					}
-				}()
-			}
-			wg.Wait()
-			for k := 0; k < 2; k++ {
-				if _, err := h.Client.Release(ctx, &pb.ReleaseRequest{RolloutId: rid}); err != nil {
-					t.Errorf("Release must be idempotent: %v", err)
-				}
-			}
-		})
+		t.Run(name, func(t *testing.T) { checkCase(ctx, t, h, info, fmt.Sprintf("conf-%d", i), c) })
 	}
 
 	t.Run("batches", func(t *testing.T) { checkBatches(ctx, t, h, s) })
 
-	t.Run("bad tasks", func(t *testing.T) {
-		bad := append([]json.RawMessage{json.RawMessage(`{}`), json.RawMessage(`[1,2]`), json.RawMessage(`"x"`)}, s.BadTasks...)
-		for _, b := range bad {
-			p, err := h.Client.Prepare(ctx, &pb.PrepareRequest{RolloutId: "bad", TaskJson: b})
-			if err != nil {
-				t.Errorf("Prepare(%s): transport error %v; domain errors travel as diagnostics", b, err)
-				continue
-			}
-			if len(p.Diagnostics) == 0 || p.Diagnostics[0].Code != sdk.CodeInvalidTask {
-				t.Errorf("Prepare(%s) = %v; want an invalid_task diagnostic", b, p.Diagnostics)
-			}
-		}
-		p, err := h.Client.Prepare(ctx, &pb.PrepareRequest{RolloutId: "bad", TaskJson: []byte("{not json")})
-		if err != nil || len(p.Diagnostics) == 0 {
-			t.Errorf("invalid JSON must be an invalid_task diagnostic: %v %v", err, p)
-		}
-	})
+	t.Run("bad tasks", func(t *testing.T) { checkBadTasks(ctx, t, h, s) })
 }
 
 func containsU32(xs []uint32, v uint32) bool {
@@ -396,5 +237,174 @@ func recvAll(t *testing.T, op string, n int, recv func() (uint32, error)) {
 		if !ok {
 			t.Errorf("%s left out index %d", op, i)
 		}
+	}
+}
+
+// checkInfo checks what the domain says of itself.
+func checkInfo(ctx context.Context, t *testing.T, h *Harness, s Suite) *pb.DomainInfo {
+	info, err := h.Client.GetInfo(ctx, &pb.GetInfoRequest{})
+	if err != nil {
+		t.Fatalf("GetInfo: %v", err)
+	}
+	if info.Name == "" || info.Version == "" {
+		t.Errorf("name %q and version %q must be set", info.Name, info.Version)
+	}
+	if !containsU32(info.ApiVersions, sdk.APIVersion) {
+		t.Errorf("api_versions %v lack %d", info.ApiVersions, sdk.APIVersion)
+	}
+	seen := map[string]bool{}
+	for _, tool := range info.Tools {
+		if tool.Name == "" || seen[tool.Name] {
+			t.Errorf("tool name %q empty or repeated", tool.Name)
+		}
+		seen[tool.Name] = true
+		var schema struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(tool.ParametersJson, &schema); err != nil || schema.Type != "object" {
+			t.Errorf("tool %s: parameters must be a JSON Schema object: %s", tool.Name, tool.ParametersJson)
+		}
+		if tool.Description == "" {
+			t.Errorf("tool %s has no description", tool.Name)
+		}
+	}
+	if len(s.Command) > 0 {
+		checkDescribe(t, s.Command, info)
+	}
+	return info
+}
+
+// checkCase plays one case: its episode, every tool with valid and
+// malformed arguments, finish, and the scores of right, wrong and empty
+// answers (or the case's plays).
+func checkCase(ctx context.Context, t *testing.T, h *Harness, info *pb.DomainInfo, rid string, c Case) {
+	p, err := h.Client.Prepare(ctx, &pb.PrepareRequest{RolloutId: rid, TaskJson: c.Task})
+	if err != nil || len(p.Diagnostics) > 0 {
+		t.Fatalf("Prepare: %v %v", err, p.GetDiagnostics())
+	}
+	if len(p.Messages) == 0 || p.Messages[len(p.Messages)-1].Role != "user" {
+		t.Errorf("episode must end with a user message: %v", p.Messages)
+	}
+	// Setup, then every tool with arguments its schema accepts: the
+	// domain may answer with an error observation (the values are
+	// arbitrary) but must not fail the rollout as internal.
+	sandbox := ""
+	if p.Sandbox != nil {
+		sandbox = rid
+	}
+	if su, err := h.Client.Setup(ctx, &pb.SetupRequest{RolloutId: rid, TaskJson: c.Task, SandboxId: sandbox}); err != nil || len(su.Diagnostics) > 0 {
+		t.Errorf("Setup: %v %v", err, su.GetDiagnostics())
+	}
+	for _, tool := range info.Tools {
+		if tool.Name == "finish" {
+			continue
+		}
+		args := schema.Example(tool.ParametersJson)
+		r, err := h.Client.CallTool(ctx, &pb.CallToolRequest{RolloutId: rid, TaskJson: c.Task, SandboxId: sandbox, Call: &pb.ToolCall{Name: tool.Name, ArgumentsJson: args}})
+		if err != nil || slices.ContainsFunc(r.GetDiagnostics(), func(d *pb.Diagnostic) bool { return d.Code == sdk.CodeInternal }) {
+			t.Errorf("tool %s(%s) with valid arguments: %v %v", tool.Name, args, err, r.GetDiagnostics())
+		}
+	}
+	r, err := h.Client.CallTool(ctx, &pb.CallToolRequest{RolloutId: rid, TaskJson: c.Task, Call: &pb.ToolCall{Name: "no_such_tool", ArgumentsJson: []byte("{}")}})
+	if err != nil || !r.IsError || len(r.Diagnostics) > 0 {
+		t.Errorf("unknown tool must be an error observation: %v %v", err, r)
+	}
+	for _, tool := range info.Tools {
+		r, err := h.Client.CallTool(ctx, &pb.CallToolRequest{RolloutId: rid, TaskJson: c.Task, Call: &pb.ToolCall{Name: tool.Name, ArgumentsJson: []byte(`{"definitely_not_an_argument": 1`)}})
+		if err != nil || !r.IsError {
+			t.Errorf("tool %s: malformed arguments must be an error observation: %v %v", tool.Name, err, r)
+		}
+	}
+	if hasTool(info, "finish") {
+		args, _ := json.Marshal(map[string]string{"message": c.Right})
+		r, err := h.Client.CallTool(ctx, &pb.CallToolRequest{RolloutId: rid, TaskJson: c.Task, Call: &pb.ToolCall{Name: "finish", ArgumentsJson: args}})
+		if err != nil || !r.Done || r.FinalResponse != c.Right {
+			t.Errorf("finish must end the episode with its message: %v %+v", err, r)
+		}
+	}
+	evals := 0
+	// A fresh evaluation sandbox per call, when the episode asks for one.
+	evalSandbox := func() string {
+		if p.EvalSandbox == nil {
+			return ""
+		}
+		evals++
+		return fmt.Sprintf("%s-eval-%d", rid, evals)
+	}
+	eval := func(resp string) *pb.EvaluateResponse {
+		e, err := h.Client.Evaluate(ctx, &pb.EvaluateRequest{RolloutId: rid, TaskJson: c.Task, FinalResponse: resp, EndReason: "finish", EvalSandboxId: evalSandbox()})
+		if err != nil || len(e.Diagnostics) > 0 {
+			t.Fatalf("Evaluate: %v %v", err, e.GetDiagnostics())
+		}
+		return e
+	}
+	if c.RightCalls != nil || c.WrongCalls != nil {
+		for _, k := range []struct {
+			calls []Call
+			final string
+			right bool
+		}{{c.RightCalls, c.Right, true}, {c.WrongCalls, c.Wrong, false}, {nil, "", false}} {
+			p, err := Play(ctx, h, fmt.Sprintf("%s-%v-%d", rid, k.right, len(k.calls)), c.Task, k.calls, k.final)
+			switch {
+			case err != nil:
+				t.Errorf("play: %v", err)
+			case k.right && p.Score.Reward != 1:
+				t.Errorf("right play %v scored %v", k.calls, p.Score.Reward)
+			case !k.right && p.Score.Reward >= 1:
+				t.Errorf("wrong play %v scored %v", k.calls, p.Score.Reward)
+			}
+		}
+		_, _ = h.Client.Release(ctx, &pb.ReleaseRequest{RolloutId: rid})
+		return
+	}
+	if e := eval(c.Right); e.Reward != 1 {
+		t.Errorf("right answer %q scored %v", c.Right, e.Reward)
+	}
+	if e := eval(c.Wrong); e.Reward >= 1 {
+		t.Errorf("wrong answer %q scored %v", c.Wrong, e.Reward)
+	}
+	if e := eval(""); e.Reward != 0 {
+		t.Errorf("empty answer scored %v", e.Reward)
+	}
+	// Scoring must be safe to call concurrently and deterministic.
+	var wg sync.WaitGroup
+	sandboxes := make([]string, 8)
+	for k := range sandboxes {
+		sandboxes[k] = evalSandbox()
+	}
+	for k := 0; k < 8; k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e, err := h.Client.Evaluate(ctx, &pb.EvaluateRequest{RolloutId: rid, TaskJson: c.Task, FinalResponse: c.Right, EvalSandboxId: sandboxes[k]})
+			if err != nil || e.Reward != 1 {
+				t.Errorf("concurrent Evaluate: %v %v", err, e)
+			}
+		}()
+	}
+	wg.Wait()
+	for k := 0; k < 2; k++ {
+		if _, err := h.Client.Release(ctx, &pb.ReleaseRequest{RolloutId: rid}); err != nil {
+			t.Errorf("Release must be idempotent: %v", err)
+		}
+	}
+}
+
+// checkBadTasks: tasks that are not tasks are invalid_task diagnostics.
+func checkBadTasks(ctx context.Context, t *testing.T, h *Harness, s Suite) {
+	bad := append([]json.RawMessage{json.RawMessage(`{}`), json.RawMessage(`[1,2]`), json.RawMessage(`"x"`)}, s.BadTasks...)
+	for _, b := range bad {
+		p, err := h.Client.Prepare(ctx, &pb.PrepareRequest{RolloutId: "bad", TaskJson: b})
+		if err != nil {
+			t.Errorf("Prepare(%s): transport error %v; domain errors travel as diagnostics", b, err)
+			continue
+		}
+		if len(p.Diagnostics) == 0 || p.Diagnostics[0].Code != sdk.CodeInvalidTask {
+			t.Errorf("Prepare(%s) = %v; want an invalid_task diagnostic", b, p.Diagnostics)
+		}
+	}
+	p, err := h.Client.Prepare(ctx, &pb.PrepareRequest{RolloutId: "bad", TaskJson: []byte("{not json")})
+	if err != nil || len(p.Diagnostics) == 0 {
+		t.Errorf("invalid JSON must be an invalid_task diagnostic: %v %v", err, p)
 	}
 }
