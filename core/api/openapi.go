@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/prorl/prorl/core/backend"
@@ -42,12 +43,12 @@ type routeDoc struct {
 }
 
 var (
-	errorBody  = o(map[string]openapi.Schema{"error": openapi.Schema{"$ref": "#/components/schemas/Error"}}, "error")
+	errorBody  = o(map[string]openapi.Schema{"error": openapi.Ref(Error{})}, "error")
 	prorlError = o(map[string]openapi.Schema{"detail": str}, "detail")
 	polarError = openapi.OneOf(
 		o(map[string]openapi.Schema{"detail": str}, "detail"),
 		o(map[string]openapi.Schema{"detail": arr(o(map[string]openapi.Schema{"type": str, "loc": arr(openapi.Any), "msg": str}, "type", "loc", "msg"))}, "detail"))
-	nodeReplies = openapi.MapOf(openapi.Schema{"$ref": "#/components/schemas/NodeReply"})
+	nodeReplies = openapi.MapOf(openapi.Ref(coord.NodeReply{}))
 	cancelled   = o(map[string]openapi.Schema{"cancelled": itg}, "cancelled")
 	waitParam   = openapi.Describe(str, `how long to wait for the result: a duration ("30s") or seconds`)
 	seqParam    = openapi.Schema{"type": "integer", "minimum": 0}
@@ -63,36 +64,36 @@ func apiDocs() map[string]routeDoc {
 			example:     map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}, "n": 4, "sampling": map[string]any{"temperature": 1.0}},
 			description: "Answers 202 once the rollouts are stored; 200 with the same ids for a repeated idempotency_key."},
 		"submit_batch": {summary: "Submit many groups at once (optionally dynamic sampling)", ok: "202", body: BatchRequest{},
-			resp: o(map[string]openapi.Schema{"groups": arr(ref[SubmitResponse]()), "dynamic_id": openapi.Describe(str, "with informative_groups: the dynamic-sampling batch")}, "groups")},
+			resp: o(map[string]openapi.Schema{"groups": arr(openapi.Ref(SubmitResponse{})), "dynamic_id": openapi.Describe(str, "with informative_groups: the dynamic-sampling batch")}, "groups")},
 		"cancel_many": {summary: "Cancel a group, the rollouts of older policies, or all", body: CancelManyRequest{}, resp: cancelled},
-		"list_rollouts": {summary: "Rollouts queued or running", resp: o(map[string]openapi.Schema{"rollouts": arr(ref[pipeline.Summary]())}, "rollouts"),
+		"list_rollouts": {summary: "Rollouts queued or running", resp: o(map[string]openapi.Schema{"rollouts": arr(openapi.Ref(pipeline.Summary{}))}, "rollouts"),
 			query: map[string]openapi.Schema{"status": openapi.Enum("queued", "running"), "older_than": openapi.Describe(str, `a duration ("5m")`)}},
 		"get_rollout": {summary: "A rollout's result, or its state while it runs", resp: trajectory.Result{},
 			query: map[string]openapi.Schema{"wait": waitParam}},
 		"cancel_rollout": {summary: "Cancel one rollout", resp: cancelled},
 		"results": {summary: "Finished results not yet acknowledged, in order", query: map[string]openapi.Schema{"since": seqParam, "limit": limitParam, "wait": waitParam},
-			resp: o(map[string]openapi.Schema{"results": arr(ref[trajectory.Result]()), "next_since": itg}, "results", "next_since")},
+			resp: o(map[string]openapi.Schema{"results": arr(openapi.Ref(trajectory.Result{})), "next_since": itg}, "results", "next_since")},
 		"results_stream": {summary: "Finished results as they come: NDJSON, or server-sent events with Accept: text/event-stream",
-			contentType: "application/x-ndjson", resp: ref[trajectory.Result](), query: map[string]openapi.Schema{"since": seqParam, "limit": limitParam}},
+			contentType: "application/x-ndjson", resp: openapi.Ref(trajectory.Result{}), query: map[string]openapi.Schema{"since": seqParam, "limit": limitParam}},
 		"ack":           {summary: "Acknowledge results: they leave /v1/results", body: AckRequest{}, resp: o(map[string]openapi.Schema{"acked": itg}, "acked")},
-		"node_rollouts": {summary: "A coordinator places rollouts on this host (admin)", body: NodeRolloutsRequest{}, resp: o(map[string]openapi.Schema{"rollouts": arr(ref[pipeline.AssignedState]())}, "rollouts")},
+		"node_rollouts": {summary: "A coordinator places rollouts on this host (admin)", body: NodeRolloutsRequest{}, resp: o(map[string]openapi.Schema{"rollouts": arr(openapi.Ref(pipeline.AssignedState{}))}, "rollouts")},
 		"register_node": {summary: "A host joins the coordinator (admin)", body: coord.NodeInfo{}, resp: o(map[string]openapi.Schema{"id": str, "state": str}, "id", "state")},
-		"list_nodes":    {summary: "The coordinator's nodes", resp: o(map[string]openapi.Schema{"nodes": arr(ref[coord.NodeStatus]())}, "nodes")},
+		"list_nodes":    {summary: "The coordinator's nodes", resp: o(map[string]openapi.Schema{"nodes": arr(openapi.Ref(coord.NodeStatus{}))}, "nodes")},
 		"node_heartbeat": {summary: "A node's heartbeat with its load (admin)", body: coord.Load{},
 			resp: o(map[string]openapi.Schema{"ok": bln}, "ok")},
 		"drain_node":     {summary: "Stop placing rollouts on a node (admin)", body: openapi.Schema{"type": "object"}, resp: o(map[string]openapi.Schema{"id": str, "state": str}, "id", "state")},
 		"add_backend":    {summary: "Add an inference backend (admin)", ok: "201", body: BackendRequest{}, resp: backend.Status{}},
-		"list_backends":  {summary: "The inference backends and their load", resp: o(map[string]openapi.Schema{"backends": arr(ref[backend.Status]())}, "backends")},
+		"list_backends":  {summary: "The inference backends and their load", resp: o(map[string]openapi.Schema{"backends": arr(openapi.Ref(backend.Status{}))}, "backends")},
 		"remove_backend": {summary: "Remove a backend; its rollouts move to others (admin)", ok: "204"},
 		"set_policy": {summary: "Set the policy version stamped on new generations (admin)", body: PolicyRequest{},
 			resp: openapi.OneOf(o(map[string]openapi.Schema{"version": itg}, "version"), o(map[string]openapi.Schema{"version": itg, "nodes": nodeReplies}, "version", "nodes"))},
 		"get_policy": {summary: "The policy version and whether generation is paused", resp: pipeline.PolicyState{}},
 		"pause_policy": {summary: "Pause generation for a weight sync (admin)", body: PauseRequest{},
 			description: "Answers once no generation is in flight; past timeout_s, 504 and generation stays paused.",
-			resp:        openapi.OneOf(ref[pipeline.PauseReport](), o(map[string]openapi.Schema{"nodes": nodeReplies}, "nodes"))},
+			resp:        openapi.OneOf(openapi.Ref(pipeline.PauseReport{}), o(map[string]openapi.Schema{"nodes": nodeReplies}, "nodes"))},
 		"resume_policy": {summary: "Resume generation under a policy version (admin)", body: PolicyRequest{},
-			resp: openapi.OneOf(ref[pipeline.ResumeReport](), o(map[string]openapi.Schema{"version": itg, "nodes": nodeReplies}, "version", "nodes"))},
-		"domains": {summary: "The enabled domains and their health", resp: o(map[string]openapi.Schema{"domains": arr(ref[pluginhost.Status]())}, "domains")},
+			resp: openapi.OneOf(openapi.Ref(pipeline.ResumeReport{}), o(map[string]openapi.Schema{"version": itg, "nodes": nodeReplies}, "version", "nodes"))},
+		"domains": {summary: "The enabled domains and their health", resp: o(map[string]openapi.Schema{"domains": arr(openapi.Ref(pluginhost.Status{}))}, "domains")},
 		"evaluate": {summary: "Score a response as the domain scores a rollout", body: EvaluateRequest{},
 			example: map[string]any{"domain": "math", "task": map[string]any{"question": "What is 17 + 25?", "answer": "42"}, "response": `\boxed{42}`},
 			resp:    o(map[string]openapi.Schema{"domain": str, "reward": flt, "resolved": bln, "metrics": openapi.Schema{"type": []string{"object", "null"}, "additionalProperties": flt}, "info": openapi.Any}, "domain", "reward", "resolved", "metrics", "info")},
@@ -106,7 +107,7 @@ func apiDocs() map[string]routeDoc {
 		"ui_stream": {summary: "The overview as server-sent events", contentType: "text/event-stream", resp: str,
 			query: map[string]openapi.Schema{"interval_ms": openapi.Schema{"type": "integer", "minimum": 1}}},
 		"ui_rollouts": {summary: "Live rollouts, then the last finished", query: map[string]openapi.Schema{"stuck_after": str, "limit": limitParam, "offset": openapi.Schema{"type": "integer", "minimum": 0}},
-			resp: o(map[string]openapi.Schema{"rollouts": arr(ref[uiRollout]()), "total": itg, "stuck_after_seconds": flt}, "rollouts", "total", "stuck_after_seconds")},
+			resp: o(map[string]openapi.Schema{"rollouts": arr(openapi.Ref(uiRollout{})), "total": itg, "stuck_after_seconds": flt}, "rollouts", "total", "stuck_after_seconds")},
 		"ui_tokens": {summary: "A rollout's tokens as text", resp: o(map[string]openapi.Schema{"id": str, "texts": arr(str), "truncated": bln}, "id", "texts", "truncated")},
 		"ui_cancel": {summary: "Cancel a rollout or a group from the dashboard (admin)", body: UICancelRequest{}, resp: cancelled},
 		"openapi":   {summary: "This document (OpenAPI 3.1)", resp: openapi.Schema{"type": "object"}},
@@ -119,7 +120,7 @@ func apiDocs() map[string]routeDoc {
 		"prorl_stop":   {summary: "ProRL: stop accepting jobs; running ones are cancelled", resp: o(map[string]openapi.Schema{"status": str}, "status")},
 		"prorl_status": {summary: "ProRL: the server's queues", resp: prorlStatus()},
 		"prorl_process": {summary: "ProRL: run one instance and answer its trajectory", body: processRequest{},
-			resp: openapi.OneOf(ref[ProRLResult](), o(map[string]openapi.Schema{"error": str}, "error"))},
+			resp: openapi.OneOf(openapi.Ref(ProRLResult{}), o(map[string]openapi.Schema{"error": str}, "error"))},
 		"prorl_cancel":           {summary: "ProRL: cancel a job", body: prorlCancelRequest{}, resp: o(map[string]openapi.Schema{"status": str}, "status")},
 		"prorl_add_llm_server":   {summary: "ProRL: add an inference server", body: prorlServerRequest{}, resp: o(map[string]openapi.Schema{"status": str}, "status")},
 		"prorl_clear_llm_server": {summary: "ProRL: remove every inference server", resp: o(map[string]openapi.Schema{"status": str}, "status")},
@@ -142,7 +143,7 @@ func apiDocs() map[string]routeDoc {
 				"task_id", "status", "harness", "model", "num_samples", "completed_sessions", "errored_sessions", "mean_reward", "mean_traces", "mean_completions", "created_at", "updated_at", "source"))}, "tasks")},
 		"polar_sessions": {summary: "Polar: a task's sessions",
 			resp: o(map[string]openapi.Schema{"task_id": str, "sessions": arr(o(map[string]openapi.Schema{"session_id": str, "task_id": str, "status": str,
-				"node_id": openapi.Nullable(str), "reward": openapi.Nullable(flt), "timing": ref[PolarTiming](), "error": openapi.Nullable(str)}, "session_id", "task_id", "status"))}, "task_id", "sessions")},
+				"node_id": openapi.Nullable(str), "reward": openapi.Nullable(flt), "timing": openapi.Ref(PolarTiming{}), "error": openapi.Nullable(str)}, "session_id", "task_id", "status"))}, "task_id", "sessions")},
 		"polar_events": {summary: "Polar: task events as server-sent events", contentType: "text/event-stream", resp: str},
 		"polar_health": {summary: "Polar: liveness", resp: o(map[string]openapi.Schema{"status": str, "nodes": itg}, "status", "nodes")},
 	}
@@ -156,13 +157,6 @@ func prorlStatus() openapi.Schema {
 		req = append(req, k)
 	}
 	return o(props, req...)
-}
-
-// ref is the schema of T as a response, registered by the document
-// being built (see document).
-func ref[T any]() openapi.Schema {
-	var v T
-	return openapi.Schema{"x-go": v} // resolved in document
 }
 
 var (
@@ -204,9 +198,9 @@ func (s *Server) document() []byte {
 			if okCode == "" {
 				okCode = "200"
 			}
-			op.Responses[okCode] = resolve(d, rd.resp)
+			op.Responses[okCode] = rd.resp
 			for code, body := range rd.more {
-				op.Responses[code] = resolve(d, body)
+				op.Responses[code] = body
 			}
 			op.Responses["default"] = errs
 			switch rt.level {
@@ -235,8 +229,6 @@ func (s *Server) document() []byte {
 			ContentType: "text/plain", Responses: map[string]any{"200": str}})
 		d.Add("/ui", http.MethodGet, openapi.Operation{ID: "ui", Summary: "The dashboard (its assets are under /ui/)", Tags: []string{"dashboard"},
 			ContentType: "text/html", Responses: map[string]any{"200": str}})
-		d.Schemas.Of(Error{}, openapi.Response)
-		d.Schemas.Of(coord.NodeReply{}, openapi.Response)
 		var err error
 		if docJSON, err = json.Marshal(d.JSON()); err != nil {
 			panic(err) // maps of strings and schemas: cannot fail
@@ -245,51 +237,14 @@ func (s *Server) document() []byte {
 	return docJSON
 }
 
-// resolve turns ref placeholders inside a schema into components.
-func resolve(d *openapi.Document, v any) any {
-	sc, ok := v.(openapi.Schema)
-	if !ok {
-		return v
-	}
-	return resolveSchema(d, sc)
-}
-
-func resolveSchema(d *openapi.Document, sc openapi.Schema) openapi.Schema {
-	if x, ok := sc["x-go"]; ok {
-		return d.Schemas.Of(x, openapi.Response)
-	}
-	out := openapi.Schema{}
-	for k, v := range sc {
-		switch t := v.(type) {
-		case openapi.Schema:
-			out[k] = resolveSchema(d, t)
-		case []openapi.Schema:
-			l := make([]openapi.Schema, len(t))
-			for i, e := range t {
-				l[i] = resolveSchema(d, e)
-			}
-			out[k] = l
-		case map[string]openapi.Schema:
-			m := map[string]openapi.Schema{}
-			for n, e := range t {
-				m[n] = resolveSchema(d, e)
-			}
-			out[k] = m
-		default:
-			out[k] = v
-		}
-	}
-	return out
-}
-
 // dialect is a route's tag and its error body.
 func dialect(rt route) (string, openapi.Schema) {
 	switch {
-	case len(rt.name) > 6 && rt.name[:6] == "prorl_":
+	case strings.HasPrefix(rt.name, "prorl_"):
 		return "prorl", openapi.OneOf(prorlError, errorBody) // auth and the host's guard answer in v1's shape
-	case len(rt.name) > 6 && rt.name[:6] == "polar_":
+	case strings.HasPrefix(rt.name, "polar_"):
 		return "polar", openapi.OneOf(polarError, errorBody)
-	case len(rt.name) > 3 && rt.name[:3] == "ui_":
+	case strings.HasPrefix(rt.name, "ui_"):
 		return "dashboard", errorBody
 	}
 	return "v1", errorBody

@@ -45,8 +45,11 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 		t.Fatal(err)
 	}
 	var doc struct {
-		OpenAPI string                                           `json:"openapi"`
-		Paths   map[string]map[string]map[string]json.RawMessage `json:"paths"`
+		OpenAPI string `json:"openapi"`
+		Paths   map[string]map[string]struct {
+			Summary   string                     `json:"summary"`
+			Responses map[string]json.RawMessage `json:"responses"`
+		} `json:"paths"`
 	}
 	if err := json.Unmarshal(s.document(), &doc); err != nil {
 		t.Fatal(err)
@@ -58,16 +61,11 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	for p, ops := range doc.Paths {
 		for m, op := range ops {
 			documented = append(documented, p+" "+strings.ToUpper(m))
-			var o struct {
-				Summary   string                     `json:"summary"`
-				Responses map[string]json.RawMessage `json:"responses"`
-			}
-			_ = json.Unmarshal(mustJSON(t, op), &o)
-			if o.Summary == "" {
+			if op.Summary == "" {
 				t.Errorf("%s %s: no summary (document it in apiDocs)", strings.ToUpper(m), p)
 			}
 			ok := false
-			for code := range o.Responses {
+			for code := range op.Responses {
 				ok = ok || code[0] == '2'
 			}
 			if !ok {
@@ -90,12 +88,4 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	if len(served) < 60 {
 		t.Errorf("only %d routes walked", len(served))
 	}
-}
-
-func mustJSON(t *testing.T, m map[string]json.RawMessage) []byte {
-	b, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }

@@ -1,8 +1,9 @@
 package openapi
 
 import (
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -58,18 +59,6 @@ func (d *Document) Add(template, method string, op Operation) {
 	d.paths[p][strings.ToLower(method)] = op
 }
 
-// Operations lists the documented (path, method) pairs, sorted.
-func (d *Document) Operations() [][2]string {
-	var out [][2]string
-	for p, ms := range d.paths {
-		for m := range ms {
-			out = append(out, [2]string{p, strings.ToUpper(m)})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i][0]+" "+out[i][1] < out[j][0]+" "+out[j][1] })
-	return out
-}
-
 // JSON is the document as a value encoding/json writes.
 func (d *Document) JSON() map[string]any {
 	paths := map[string]any{}
@@ -108,7 +97,7 @@ func (d *Document) operation(path string, op Operation) map[string]any {
 	for _, name := range muxVar.FindAllStringSubmatch(path, -1) {
 		params = append(params, map[string]any{"name": name[1], "in": "path", "required": true, "schema": String})
 	}
-	for _, name := range sortedKeys(op.Query) {
+	for _, name := range slices.Sorted(maps.Keys(op.Query)) {
 		params = append(params, map[string]any{"name": name, "in": "query", "schema": op.Query[name]})
 	}
 	if len(params) > 0 {
@@ -162,13 +151,4 @@ func describeStatus(code string) string {
 		return "An error"
 	}
 	return "Status " + code
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

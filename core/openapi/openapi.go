@@ -8,6 +8,7 @@ package openapi
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"sort"
 	"strings"
@@ -53,13 +54,18 @@ func Nullable(s Schema) Schema { return Schema{"oneOf": []Schema{s, {"type": "nu
 
 // Describe returns s with a description.
 func Describe(s Schema, text string) Schema {
-	out := Schema{}
-	for k, v := range s {
-		out[k] = v
-	}
+	out := maps.Clone(s)
 	out["description"] = text
 	return out
 }
+
+// goValue marks, inside a written Schema, a Go value whose schema Of
+// reflects in its place: a hand-written body can hold a reflected type.
+const goValue = "x-go-value"
+
+// Ref is the schema of v's type, reflected when the enclosing Schema is
+// given to Of.
+func Ref(v any) Schema { return Schema{goValue: v} }
 
 // Mode says which way a body travels: a request's schema refuses unknown
 // fields (the server decodes strictly) and requires nothing reflection can
@@ -101,13 +107,42 @@ func (s *Schemas) Override(v any, sc Schema) {
 // Components are the named schemas reflected so far.
 func (s *Schemas) Components() map[string]Schema { return s.components }
 
-// Of is the schema of v's type in mode m: a Schema is returned as is, a
-// named struct becomes a reference to its component.
+// Of is the schema of v's type in mode m: a named struct becomes a
+// reference to its component; a Schema is returned with the Refs in it
+// reflected.
 func (s *Schemas) Of(v any, m Mode) Schema {
 	if sc, ok := v.(Schema); ok {
-		return sc
+		return s.resolve(sc, m)
 	}
 	return s.typ(reflect.TypeOf(v), m)
+}
+
+func (s *Schemas) resolve(sc Schema, m Mode) Schema {
+	if v, ok := sc[goValue]; ok {
+		return s.Of(v, m)
+	}
+	out := make(Schema, len(sc))
+	for k, v := range sc {
+		switch t := v.(type) {
+		case Schema:
+			out[k] = s.resolve(t, m)
+		case []Schema:
+			l := make([]Schema, len(t))
+			for i, e := range t {
+				l[i] = s.resolve(e, m)
+			}
+			out[k] = l
+		case map[string]Schema:
+			p := make(map[string]Schema, len(t))
+			for n, e := range t {
+				p[n] = s.resolve(e, m)
+			}
+			out[k] = p
+		default:
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func indirect(t reflect.Type) reflect.Type {

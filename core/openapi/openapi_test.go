@@ -85,3 +85,18 @@ func TestPath(t *testing.T) {
 		}
 	}
 }
+
+// TestRef: a Go value inside a written schema is reflected where it
+// stands, at any depth, and its component registered.
+func TestRef(t *testing.T) {
+	s := NewSchemas()
+	got := s.Of(Object(map[string]Schema{"one": Ref(inner{}), "many": ArrayOf(Ref(inner{})), "either": OneOf(Ref(inner{}), String)}, "one"), Response)
+	want := Object(map[string]Schema{"one": {"$ref": "#/components/schemas/Inner"}, "many": ArrayOf(Schema{"$ref": "#/components/schemas/Inner"}),
+		"either": OneOf(Schema{"$ref": "#/components/schemas/Inner"}, String)}, "one")
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if s.Components()["Inner"] == nil {
+		t.Error("Inner not registered")
+	}
+}
