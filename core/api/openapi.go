@@ -214,7 +214,7 @@ func (s *Server) document() []byte {
 		for _, prefix := range gateway.Prefixes {
 			for _, rt := range gateway.Routes {
 				op := openapi.Operation{ID: rt.Name, Summary: rt.Summary, Tags: []string{"gateway"}, Security: []string{"session"},
-					Description: "The " + rt.Provider + " API's own request and response shapes (its streaming too), bound to the session; errors in its error shape.",
+					Description: "The " + rt.API() + " API's own request and response shapes (its streaming too), bound to the session; errors in its error shape.",
 					Responses:   map[string]any{"200": openapi.Schema{"type": "object"}, "default": openapi.Schema{"type": "object"}}}
 				if prefix != gateway.Prefixes[len(gateway.Prefixes)-1] {
 					op.ID += "_in_path"

@@ -87,9 +87,21 @@ func (g *Gateway) Remove(id string) {
 // Route is one of the gateway's endpoints, under each of Prefixes.
 type Route struct {
 	Path, Method, Name, Summary string
-	// Provider is the API whose shapes it speaks: openai, anthropic, or
-	// either (the anthropic-version header decides).
-	Provider string
+	p                           provider
+	kind                        callKind
+	h                           func(*Gateway, http.ResponseWriter, *http.Request, *Session, provider) *apiError
+}
+
+// API is the provider whose shapes the route speaks: openai, anthropic,
+// or either (the anthropic-version header decides).
+func (rt Route) API() string {
+	switch rt.p {
+	case openAI:
+		return "openai"
+	case anthropic:
+		return "anthropic"
+	}
+	return "either"
 }
 
 // Prefixes are the roots of the gateway's routes: a session's own (its key
@@ -99,13 +111,13 @@ var Prefixes = []string{"/gateway/{session:r-[0-9a-f]+}/v1", "/gateway/v1"}
 
 // Routes lists the gateway's endpoints.
 var Routes = []Route{
-	{"/chat/completions", http.MethodPost, "gateway_chat_completions", "OpenAI Chat Completions", "openai"},
-	{"/responses", http.MethodPost, "gateway_responses", "OpenAI Responses", "openai"},
-	{"/responses/input_tokens", http.MethodPost, "gateway_responses_input_tokens", "OpenAI Responses: count input tokens", "openai"},
-	{"/messages", http.MethodPost, "gateway_messages", "Anthropic Messages", "anthropic"},
-	{"/messages/count_tokens", http.MethodPost, "gateway_count_tokens", "Anthropic Messages: count tokens", "anthropic"},
-	{"/models", http.MethodGet, "gateway_models", "The session's model (OpenAI or Anthropic list shape)", "either"},
-	{"/models/{model}", http.MethodGet, "gateway_model", "One model (OpenAI or Anthropic shape)", "either"},
+	{"/chat/completions", http.MethodPost, "gateway_chat_completions", "OpenAI Chat Completions", openAI, callGenerate, (*Gateway).chatCompletions},
+	{"/responses", http.MethodPost, "gateway_responses", "OpenAI Responses", openAI, callGenerate, (*Gateway).responses},
+	{"/responses/input_tokens", http.MethodPost, "gateway_responses_input_tokens", "OpenAI Responses: count input tokens", openAI, callCount, (*Gateway).responsesInputTokens},
+	{"/messages", http.MethodPost, "gateway_messages", "Anthropic Messages", anthropic, callGenerate, (*Gateway).messages},
+	{"/messages/count_tokens", http.MethodPost, "gateway_count_tokens", "Anthropic Messages: count tokens", anthropic, callCount, (*Gateway).countTokens},
+	{"/models", http.MethodGet, "gateway_models", "The session's model (OpenAI or Anthropic list shape)", byHeader, callMeta, (*Gateway).models},
+	{"/models/{model}", http.MethodGet, "gateway_model", "One model (OpenAI or Anthropic shape)", byHeader, callMeta, (*Gateway).model},
 }
 
 // Register adds the gateway's routes under /gateway; wrap (may be nil)
@@ -114,23 +126,12 @@ func (g *Gateway) Register(r *mux.Router, wrap func(name string, h http.HandlerF
 	if wrap == nil {
 		wrap = func(_ string, h http.HandlerFunc) http.Handler { return h }
 	}
-	handlers := map[string]struct {
-		kind callKind
-		h    handler
-	}{
-		"gateway_chat_completions":       {callGenerate, g.chatCompletions},
-		"gateway_responses":              {callGenerate, g.responses},
-		"gateway_responses_input_tokens": {callCount, g.responsesInputTokens},
-		"gateway_messages":               {callGenerate, g.messages},
-		"gateway_count_tokens":           {callCount, g.countTokens},
-		"gateway_models":                 {callMeta, g.models},
-		"gateway_model":                  {callMeta, g.model},
-	}
-	providers := map[string]provider{"openai": openAI, "anthropic": anthropic, "either": byHeader}
 	for _, prefix := range Prefixes {
 		for _, rt := range Routes {
-			h := handlers[rt.Name]
-			r.Handle(prefix+rt.Path, wrap(rt.Name, g.handle(providers[rt.Provider], h.kind, h.h))).Methods(rt.Method)
+			h := func(w http.ResponseWriter, r *http.Request, s *Session, p provider) *apiError {
+				return rt.h(g, w, r, s, p)
+			}
+			r.Handle(prefix+rt.Path, wrap(rt.Name, g.handle(rt.p, rt.kind, h))).Methods(rt.Method)
 		}
 	}
 	r.PathPrefix("/gateway/").Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
