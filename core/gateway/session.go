@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prorl/prorl/core/agent"
 	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/toolcall"
@@ -239,31 +240,12 @@ func (s *Session) Complete(ctx context.Context, c Call) (*Reply, error) {
 	ctx, cancel := mergeCancel(ctx, s.ctx)
 	defer cancel()
 
-	var prompt, delta []int
-	merged := false
-	if t != nil {
-		d, err := s.cfg.Splicer.Delta(ctx, s.cfg.Tok, t.ids[len(t.ids)-1], suffix, c.Tools, s.cfg.TemplateKwargs)
-		if err == nil {
-			prompt = append(slices.Clip(t.ids), d...)
-			delta, merged = d, true
-		} else {
-			// Not append-only here (or no stop token to continue after):
-			// this call starts a trace of its own.
-			s.cfg.Log.Debug("call starts a new trace: the splice failed", "session", s.cfg.ID, "error", err)
-			s.mu.Lock()
-			t.busy = false
-			s.mu.Unlock()
-			t = nil
-		}
+	prompt, delta, t, err := s.prompt(ctx, c, t, suffix)
+	if err != nil {
+		s.uncount()
+		return nil, err
 	}
-	if t == nil {
-		ids, err := s.cfg.Tok.Render(ctx, c.Messages, c.Tools, tokenizer.RenderOptions{AddGenerationPrompt: true, Kwargs: s.cfg.TemplateKwargs})
-		if err != nil {
-			s.uncount()
-			return nil, &RequestError{Field: "messages", Err: fmt.Errorf("render the chat template: %w", err)}
-		}
-		prompt, delta = ids, ids
-	}
+	merged := t != nil
 	release := func() {
 		if t != nil {
 			s.mu.Lock()
@@ -304,23 +286,13 @@ func (s *Session) Complete(ctx context.Context, c Call) (*Reply, error) {
 		}
 		return nil, &BackendError{Err: err}
 	}
-	text := g.Text
-	if !g.HasText {
-		if text, err = s.cfg.Tok.Decode(ctx, g.IDs); err != nil {
-			release()
-			s.uncount()
-			return nil, &BackendError{Err: fmt.Errorf("decode: %w", err)}
-		}
+	text, err := agent.Text(ctx, s.cfg.Tok, g)
+	if err != nil {
+		release()
+		s.uncount()
+		return nil, &BackendError{Err: fmt.Errorf("decode: %w", err)}
 	}
-	parser := s.cfg.Parser
-	if len(c.Tools) > 0 {
-		schemas := make([]toolcall.ToolSchema, len(c.Tools))
-		for i, tl := range c.Tools {
-			schemas[i] = toolcall.ToolSchema{Name: tl.Function.Name, Parameters: tl.Function.Parameters}
-		}
-		parser = toolcall.ForTools(parser, schemas)
-	}
-	parsed := parser.Parse(text)
+	parsed := agent.ParserFor(s.cfg.Parser, c.Tools).Parse(text)
 	reply := &Reply{ID: randomID(), PromptTokens: len(prompt), CompletionTokens: len(g.IDs), Merged: merged, FinishReason: "stop"}
 	am := trajectory.Message{Role: "assistant", Content: parsed.Content, ReasoningContent: parsed.Reasoning}
 	if len(parsed.Errors) > 0 && len(parsed.Calls) == 0 {
@@ -329,10 +301,7 @@ func (s *Session) Complete(ctx context.Context, c Call) (*Reply, error) {
 		am.Content = toolcall.TrimEnd(text)
 		am.ReasoningContent = ""
 	}
-	for j, pc := range parsed.Calls {
-		am.ToolCalls = append(am.ToolCalls, trajectory.ToolCall{ID: fmt.Sprintf("call_%s_%d", reply.ID, j), Type: "function",
-			Function: trajectory.FunctionCall{Name: pc.Name, Arguments: string(pc.Arguments)}})
-	}
+	am.ToolCalls = agent.ToolCalls(parsed, reply.ID)
 	switch {
 	case g.FinishReason == "length":
 		reply.FinishReason = "length"
@@ -342,6 +311,36 @@ func (s *Session) Complete(ctx context.Context, c Call) (*Reply, error) {
 	reply.Message = am
 	reply.Message.ToolCalls = slices.Clone(am.ToolCalls) // the caller's copy: the trace keeps its own
 
+	return s.record(c, t, tk, prompt, delta, g, am, reply, start, genDur)
+}
+
+// prompt is a call's prompt: the trace t's tokens and the spliced suffix
+// of messages when it continues t, else the messages rendered afresh (t
+// is then nil, released if the splice failed).
+func (s *Session) prompt(ctx context.Context, c Call, t *trace, suffix []trajectory.Message) (prompt, delta []int, _ *trace, _ error) {
+	if t != nil {
+		d, err := s.cfg.Splicer.Delta(ctx, s.cfg.Tok, t.ids[len(t.ids)-1], suffix, c.Tools, s.cfg.TemplateKwargs)
+		if err == nil {
+			return append(slices.Clip(t.ids), d...), d, t, nil
+		}
+		// Not append-only here (or no stop token to continue after):
+		// this call starts a trace of its own.
+		s.cfg.Log.Debug("call starts a new trace: the splice failed", "session", s.cfg.ID, "error", err)
+		s.mu.Lock()
+		t.busy = false
+		s.mu.Unlock()
+	}
+	ids, err := s.cfg.Tok.Render(ctx, c.Messages, c.Tools, tokenizer.RenderOptions{AddGenerationPrompt: true, Kwargs: s.cfg.TemplateKwargs})
+	if err != nil {
+		return nil, nil, nil, &RequestError{Field: "messages", Err: fmt.Errorf("render the chat template: %w", err)}
+	}
+	return ids, ids, nil, nil
+}
+
+// record keeps a generated call in its trace (t, or a new one) and the
+// session's turns.
+func (s *Session) record(c Call, t *trace, tk string, prompt, delta []int, g *backend.GenerateResult, am trajectory.Message, reply *Reply,
+	start time.Time, genDur time.Duration) (*Reply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -377,7 +376,7 @@ func (s *Session) Complete(ctx context.Context, c Call) (*Reply, error) {
 	t.calls++
 	t.finish = reply.FinishReason
 	backendID := s.cfg.BackendID
-	if tb, ok := s.cfg.Gen.(interface{ TakeTurnBackends() []string }); ok {
+	if tb, ok := s.cfg.Gen.(agent.TurnBackends); ok {
 		if bs := tb.TakeTurnBackends(); len(bs) > 0 {
 			backendID = bs[len(bs)-1]
 		}

@@ -31,7 +31,6 @@ var (
 	// Functions over maxFuncLines, as "dir.Func".
 	knownLongFuncs = []string{
 		"core/tokenizer/jinja.applyFilter", "core/tokenizer/jinja.statement", "core/tokenizer/jinja.stringMethod",
-		"core/agent.Run", "core/gateway.Complete",
 	}
 )
 
