@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prorl/prorl/core/groups"
 	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/trajectory"
 )
@@ -170,7 +171,7 @@ func (s *SubmitRequest) validate(prefix string, maxSamples int) *Error {
 		return invalid(f("idempotency_key"), "at most 256 characters")
 	}
 	// Polar's task ids (polarKey) and the host's tallies share the key table.
-	for _, reserved := range []string{PolarKeyPrefix, pipeline.DynamicKeyPrefix, pipeline.EarlyKeyPrefix} {
+	for _, reserved := range []string{PolarKeyPrefix, groups.DynamicKeyPrefix, groups.EarlyKeyPrefix} {
 		if strings.HasPrefix(s.IdempotencyKey, reserved) {
 			return invalid(f("idempotency_key"), "the prefix %q is reserved", reserved)
 		}

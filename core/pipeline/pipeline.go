@@ -22,6 +22,7 @@ import (
 	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/flightcache"
 	"github.com/prorl/prorl/core/gateway"
+	"github.com/prorl/prorl/core/groups"
 	"github.com/prorl/prorl/core/lengthhist"
 	"github.com/prorl/prorl/core/metrics"
 	"github.com/prorl/prorl/core/pluginhost"
@@ -93,12 +94,9 @@ type Pipeline struct {
 
 	mu     sync.Mutex
 	active map[string]*Rollout
-	// early counts, per group submitted with an early stop, its live
-	// rollouts and usable results.
-	early map[string]*earlyStop
-	// dynamic follows each dynamic-sampling batch with live rollouts.
-	dynamic  map[string]*dynBatch
-	dynStops []string // batches that just reached their K (p.mu)
+	// rules counts the groups submitted with early stop and the
+	// dynamic-sampling batches (p.mu).
+	rules *groups.Rules
 
 	// lengths remembers what each task's rollouts generated (nil: off).
 	lengths *lengthhist.Memo
@@ -141,8 +139,7 @@ func New(d Deps) (*Pipeline, error) {
 		finishing: make(chan struct{}, maxFinishing),
 		evalSlots: make(chan struct{}, max(1, d.Cfg.Pipeline.EvalWorkers)),
 		active:    map[string]*Rollout{},
-		early:     map[string]*earlyStop{},
-		dynamic:   map[string]*dynBatch{},
+		rules:     groups.New(d.Log),
 		gw:        gateway.New(d.Log.Named("gateway"), d.Cfg.Server.MaxBodyBytes),
 		// A group's rollouts start together: a few hundred tasks cover the
 		// groups starting at once, and bound what large tasks (SWE) hold.
@@ -382,41 +379,26 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // track registers a live rollout; p.mu is held.
 func (p *Pipeline) track(r *Rollout) {
 	p.active[r.ID] = r
-	p.trackDynamic(r)
-	p.trackEarly(r)
+	p.rules.Track(r.member())
 }
 
-// untracked is what a finished rollout changed in its group's tallies.
-type untracked struct {
-	// stop: the early-stop group just reached its usable count (the rest
-	// are then cancelled).
-	stop   bool
-	usable int
-}
-
-// untrack forgets a finished rollout and counts it in its tallies; p.mu
-// is held.
-func (p *Pipeline) untrack(r *Rollout, res *trajectory.Result) (u untracked) {
+// untrack forgets a finished rollout and counts it in its group's rules;
+// it returns what they cut. p.mu is held.
+func (p *Pipeline) untrack(r *Rollout, res *trajectory.Result) []groups.Cut {
 	delete(p.active, r.ID)
-	if p.untrackDynamic(r, res) {
-		p.dynStops = append(p.dynStops, r.Req.Dynamic)
-	}
-	u.stop, u.usable = p.untrackEarly(r, res)
-	return u
+	return p.rules.Finish(r.member(), res)
 }
 
-// Usable reports whether a result can be trained on: it was scored and
-// has at least one token under the loss mask (Polar's rule for early stop).
-func Usable(res *trajectory.Result) bool {
-	if res.Status != trajectory.StatusCompleted && res.Status != trajectory.StatusTruncated {
-		return false
-	}
-	for _, m := range res.Tokens.LossMask {
-		if m == 1 {
-			return true
+// cut cancels the unfinished rollouts of the batches and groups whose rule
+// was met.
+func (p *Pipeline) cut(cuts []groups.Cut) {
+	for _, c := range cuts {
+		match := func(o *Rollout) bool { return o.Req.GroupID == c.Group }
+		if c.Batch != "" {
+			match = func(o *Rollout) bool { return o.Req.Dynamic == c.Batch }
 		}
+		p.cancelWhere(match, trajectory.ReasonEarlyStopped, c.Why)
 	}
-	return false
 }
 
 // Submit creates rollouts and queues them for init; all or none are
@@ -553,9 +535,12 @@ func (p *Pipeline) Recover(onRestart string) (rerun, interrupted, cancelled int,
 		}
 	}
 	// Before any rollout is tracked or reported: each counts in its tally.
+	members := make([]groups.Member, len(reqs))
+	for i := range reqs {
+		members[i] = reqs[i].member(un[i].ID)
+	}
 	p.mu.Lock()
-	reached := p.restoreDynamic(reqs)
-	stopped := p.restoreEarly(reqs)
+	cuts := p.rules.Restore(p.d.Store, members)
 	p.mu.Unlock()
 	for i, pd := range un {
 		rq := reqs[i]
@@ -596,12 +581,7 @@ func (p *Pipeline) Recover(onRestart string) (rerun, interrupted, cancelled int,
 		go p.initQ.push(p.base, r)
 		rerun++
 	}
-	for _, b := range reached {
-		p.stopDynamic(b.id, b.k)
-	}
-	for _, e := range stopped {
-		p.stopEarly(e.group, e.usable, e.min)
-	}
+	p.cut(cuts)
 	return rerun, interrupted, cancelled, nil
 }
 
@@ -821,17 +801,10 @@ func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Fail
 	}
 	p.persist(r, res)
 	p.mu.Lock()
-	u := p.untrack(r, res)
-	dyn := p.dynStops
-	p.dynStops = nil
+	cuts := p.untrack(r, res)
 	p.mu.Unlock()
 	close(r.done)
-	for _, id := range dyn {
-		p.stopDynamic(id, r.Req.DynamicK)
-	}
-	if u.stop {
-		p.stopEarly(r.Req.GroupID, u.usable, r.Req.EarlyStopMin)
-	}
+	p.cut(cuts)
 	if m := p.d.Metrics; m != nil {
 		reason := ""
 		if f != nil {
@@ -869,12 +842,7 @@ func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Fail
 // tallies: a tally written after it could be lost to a crash between the
 // two writes, and the batch generate past its k.
 func (p *Pipeline) persist(r *Rollout, res *trajectory.Result) {
-	if m, ok := dynMarkOf(r, res); ok {
-		res.Marks = append(res.Marks, m)
-	}
-	if m, ok := earlyMarkOf(r, res); ok {
-		res.Marks = append(res.Marks, m)
-	}
+	res.Marks = append(res.Marks, groups.Marks(r.member(), res)...)
 	if err := p.d.Store.Finish(res); err != nil {
 		p.d.Log.Error("store result", "rollout", r.ID, "error", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prorl/prorl/core/agent"
 	"github.com/prorl/prorl/core/gateway"
+	"github.com/prorl/prorl/core/groups"
 	"github.com/prorl/prorl/core/lengthhist"
 	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/sandbox"
@@ -205,3 +206,11 @@ func (r *Rollout) summary() Summary {
 
 // Done is closed when the rollout's result is stored.
 func (r *Rollout) Done() <-chan struct{} { return r.done }
+
+// member is r as its group's rules know it.
+func (r *Rollout) member() groups.Member { return r.Req.member(r.ID) }
+
+// member is a rollout of the request, id, as its group's rules know it.
+func (rq *Request) member(id string) groups.Member {
+	return groups.Member{ID: id, Group: rq.GroupID, Size: rq.GroupSize, Batch: rq.Dynamic, K: rq.DynamicK, EarlyMin: rq.EarlyStopMin, EarlyKey: rq.EarlyKey}
+}

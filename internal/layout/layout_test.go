@@ -49,7 +49,7 @@ var layers = []struct {
 		"core/rundir", "core/lengthhist", "core/openapi", "core/metrics", "internal/sandboxproto", "internal/seccomp", "internal/syncbuf", "internal/profiling"}},
 	{"values", []string{"core/trajectory", "core/config"}},
 	{"engines", []string{"core/tokenizer", "core/toolcall", "core/backend", "core/sandbox", "core/images", "core/store", "core/pluginhost", "core/dataset"}},
-	{"turns", []string{"core/agent", "core/gateway", "core/policy"}},
+	{"turns", []string{"core/agent", "core/gateway", "core/policy", "core/groups"}},
 	{"line", []string{"core/pipeline"}},
 	{"services", []string{"core/coord"}},
 	{"front", []string{"core/api", "core/ui", "core/batch"}},

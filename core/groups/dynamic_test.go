@@ -1,4 +1,4 @@
-package pipeline
+package groups
 
 import (
 	"encoding/json"
@@ -13,28 +13,25 @@ import (
 	"github.com/prorl/prorl/core/trajectory"
 )
 
-// bareTallies is the part of a pipeline that keeps the groups' tallies.
-func bareTallies(st store.Store) *Pipeline {
-	return &Pipeline{d: Deps{Store: st, Log: hclog.NewNullLogger()}, dynamic: map[string]*dynBatch{}, early: map[string]*earlyStop{}, active: map[string]*Rollout{}}
-}
-
 // dynRollout is rollout i of group g (of 4) in batch "d".
-func dynRollout(g string, i, k int) *Rollout {
-	return &Rollout{ID: fmt.Sprintf("%s-%d", g, i), Req: Request{GroupID: g, Index: i, GroupSize: 4, Dynamic: "d", DynamicK: k}}
+func dynRollout(g string, i, k int) Member {
+	return Member{ID: fmt.Sprintf("%s-%d", g, i), Group: g, Size: 4, Batch: "d", K: k}
 }
 
 func scored(reward float64) *trajectory.Result {
 	return &trajectory.Result{Status: trajectory.StatusCompleted, Reward: reward, Tokens: trajectory.Tokens{LossMask: []int8{0, 1}}}
 }
 
-// finishFor stores r's result as finalize does (with its marks), then
-// counts it in the tallies.
-func finishFor(p *Pipeline, r *Rollout, res *trajectory.Result) untracked {
-	res.ID, res.GroupID = r.ID, r.Req.GroupID
-	p.persist(r, res)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.untrack(r, res)
+// finishFor stores m's result as the pipeline does (with its marks), then
+// counts it.
+func finishFor(t *testing.T, r *Rules, st store.Store, m Member, res *trajectory.Result) []Cut {
+	t.Helper()
+	res.ID, res.GroupID = m.ID, m.Group
+	res.Marks = append(res.Marks, Marks(m, res)...)
+	if err := st.Finish(res); err != nil {
+		t.Fatal(err)
+	}
+	return r.Finish(m, res)
 }
 
 // reopen closes a durable store and opens its file again, as a restarted
@@ -93,20 +90,18 @@ func TestDynamicTallyResumes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := bareTallies(st)
-			var unfinished []Request
-			p.mu.Lock()
+			p := New(hclog.NewNullLogger())
+			var unfinished []Member
 			for _, g := range []string{"A", "B", "C", "D", "E"} {
 				for i := range 4 {
-					p.trackDynamic(dynRollout(g, i, tc.k))
+					p.Track(dynRollout(g, i, tc.k))
 				}
 			}
-			p.mu.Unlock()
 			for _, g := range []string{"A", "B", "C", "D", "E"} {
 				for i := range 4 {
 					r := dynRollout(g, i, tc.k)
 					if i >= len(before[g]) {
-						unfinished = append(unfinished, r.Req)
+						unfinished = append(unfinished, r)
 						continue
 					}
 					res := scored(before[g][i])
@@ -118,7 +113,7 @@ func TestDynamicTallyResumes(t *testing.T) {
 						}
 						continue
 					}
-					finishFor(p, r, res)
+					finishFor(t, p, st, r, res)
 				}
 			}
 			if tc.legacy != nil {
@@ -128,11 +123,9 @@ func TestDynamicTallyResumes(t *testing.T) {
 				}
 			}
 			st = reopen(t, st, path)
-			q := bareTallies(st)
-			q.mu.Lock()
-			reached := q.restoreDynamic(unfinished)
+			q := New(hclog.NewNullLogger())
+			reached := q.restoreDynamic(st, unfinished)
 			b := q.dynamic["d"]
-			q.mu.Unlock()
 			if (len(reached) == 1) != tc.reachedAtStart {
 				t.Fatalf("reached at restart: %v, want %v", reached, tc.reachedAtStart)
 			}
@@ -146,15 +139,13 @@ func TestDynamicTallyResumes(t *testing.T) {
 			if tc.reachedAtStart {
 				return
 			}
-			q.mu.Lock()
 			for _, r := range unfinished {
-				q.trackDynamic(&Rollout{Req: r})
+				q.Track(r)
 			}
 			var done bool
 			for i, reward := range tc.rest {
-				done = q.untrackDynamic(dynRollout("C", 2+i, tc.k), scored(reward))
+				done = q.finishDynamic(dynRollout("C", 2+i, tc.k), scored(reward))
 			}
-			q.mu.Unlock()
 			if done != tc.reached {
 				t.Fatalf("after C's last two rollouts the batch has its k: %v, want %v", done, tc.reached)
 			}
@@ -166,23 +157,19 @@ func TestDynamicTallyResumes(t *testing.T) {
 // result as finished and unusable; the others still count.
 func TestDynamicTallyDamagedMark(t *testing.T) {
 	st := store.NewMemory(10)
-	p := bareTallies(st)
-	p.mu.Lock()
+	p := New(hclog.NewNullLogger())
 	for i := range 4 {
-		p.trackDynamic(dynRollout("C", i, 2))
+		p.Track(dynRollout("C", i, 2))
 	}
-	p.mu.Unlock()
-	finishFor(p, dynRollout("C", 0, 2), scored(0))
-	finishFor(p, dynRollout("C", 1, 2), scored(1))
+	finishFor(t, p, st, dynRollout("C", 0, 2), scored(0))
+	finishFor(t, p, st, dynRollout("C", 1, 2), scored(1))
 	// Memory keeps a key's note as given: this one is not JSON.
 	if err := st.Submit(nil, &store.Keyed{Key: dynKey("d") + "/C-1", Replace: true, Sub: store.Submission{Note: []byte(`{"group":`)}}); err != nil {
 		t.Fatal(err)
 	}
-	q := bareTallies(st)
-	q.mu.Lock()
-	q.restoreDynamic([]Request{dynRollout("C", 2, 2).Req, dynRollout("C", 3, 2).Req})
+	q := New(hclog.NewNullLogger())
+	q.restoreDynamic(st, []Member{dynRollout("C", 2, 2), dynRollout("C", 3, 2)})
 	got := *q.dynamic["d"].groups["C"]
-	q.mu.Unlock()
 	if want := (groupTally{Size: 4, Done: 2, Usable: 1, Lo: 0, Hi: 0}); got != want {
 		t.Fatalf("resumed %+v, want %+v", got, want)
 	}

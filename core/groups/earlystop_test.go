@@ -1,9 +1,11 @@
-package pipeline
+package groups
 
 import (
 	"fmt"
 	"path/filepath"
 	"testing"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/prorl/prorl/core/store"
 	"github.com/prorl/prorl/core/trajectory"
@@ -36,47 +38,41 @@ func TestEarlyStopTallyResumes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := bareTallies(st)
-			rollout := func(i int, key string) *Rollout {
-				return &Rollout{ID: fmt.Sprint("r-", i), Req: Request{GroupID: "g", Index: i, EarlyStopMin: tc.min, EarlyKey: key}}
+			p := New(hclog.NewNullLogger())
+			rollout := func(i int, key string) Member {
+				return Member{ID: fmt.Sprint("r-", i), Group: "g", EarlyMin: tc.min, EarlyKey: key}
 			}
-			p.mu.Lock()
 			for i := range 4 {
-				p.track(rollout(i, "r-0"))
+				p.Track(rollout(i, "r-0"))
 			}
-			p.mu.Unlock()
 			if tc.legacy {
 				if err := st.Submit(nil, &store.Keyed{Key: earlyKey("r-0"), Sub: store.Submission{Note: []byte(`{"usable":1}`)}}); err != nil {
 					t.Fatal(err)
 				}
 			} else {
-				finishFor(p, rollout(0, "r-0"), scored(1))
-				finishFor(p, rollout(1, "r-0"), &trajectory.Result{Status: trajectory.StatusFailed})
+				finishFor(t, p, st, rollout(0, "r-0"), scored(1))
+				finishFor(t, p, st, rollout(1, "r-0"), &trajectory.Result{Status: trajectory.StatusFailed})
 			}
-			var unfinished []Request
+			var unfinished []Member
 			for i := 2; i < 4; i++ {
-				unfinished = append(unfinished, rollout(i, tc.key).Req)
+				unfinished = append(unfinished, rollout(i, tc.key))
 			}
 			st = reopen(t, st, path)
-			q := bareTallies(st)
-			q.mu.Lock()
-			reached := q.restoreEarly(unfinished)
+			q := New(hclog.NewNullLogger())
+			reached := q.restoreEarly(st, unfinished)
 			e := q.early["g"]
-			q.mu.Unlock()
 			if e.usable != tc.usable || (len(reached) == 1) != tc.reachedAtStart {
 				t.Fatalf("resumed %d usable, reached %d; want %d, %v", e.usable, len(reached), tc.usable, tc.reachedAtStart)
 			}
 			if tc.reachedAtStart {
 				return
 			}
-			q.mu.Lock()
-			for _, rq := range unfinished {
-				q.track(&Rollout{ID: fmt.Sprint("x", rq.Index), Req: rq})
+			for _, m := range unfinished {
+				q.Track(m)
 			}
-			u := q.untrack(&Rollout{ID: fmt.Sprint("x", unfinished[0].Index), Req: unfinished[0]}, scored(0))
-			q.mu.Unlock()
-			if u.stop != (tc.usable+1 >= tc.min) {
-				t.Fatalf("after one more usable result stop = %v (usable %d of %d)", u.stop, u.usable, tc.min)
+			stop, usable := q.finishEarly(unfinished[0], scored(0))
+			if stop != (tc.usable+1 >= tc.min) {
+				t.Fatalf("after one more usable result stop = %v (usable %d of %d)", stop, usable, tc.min)
 			}
 		})
 	}

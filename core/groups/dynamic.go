@@ -1,8 +1,7 @@
-package pipeline
+package groups
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/prorl/prorl/core/trajectory"
 )
@@ -72,34 +71,34 @@ func newDynBatch(id string, k int) *dynBatch {
 	return &dynBatch{id: id, k: k, groups: map[string]*groupTally{}}
 }
 
-// trackDynamic counts a live rollout of a dynamic batch; p.mu is held.
-func (p *Pipeline) trackDynamic(r *Rollout) {
-	if r.Req.Dynamic == "" {
+// trackDynamic counts a live rollout of a dynamic batch.
+func (r *Rules) trackDynamic(m Member) {
+	if m.Batch == "" {
 		return
 	}
-	b := p.dynamic[r.Req.Dynamic]
+	b := r.dynamic[m.Batch]
 	if b == nil {
-		b = newDynBatch(r.Req.Dynamic, r.Req.DynamicK)
-		p.dynamic[r.Req.Dynamic] = b
+		b = newDynBatch(m.Batch, m.K)
+		r.dynamic[m.Batch] = b
 	}
 	b.live++
-	if b.groups[r.Req.GroupID] == nil {
-		b.groups[r.Req.GroupID] = &groupTally{Size: max(r.Req.GroupSize, 1)}
+	if b.groups[m.Group] == nil {
+		b.groups[m.Group] = &groupTally{Size: max(m.Size, 1)}
 	}
 }
 
-// untrackDynamic counts a finished rollout; it reports whether its batch
-// just reached k informative groups. p.mu is held.
-func (p *Pipeline) untrackDynamic(r *Rollout, res *trajectory.Result) bool {
-	b := p.dynamic[r.Req.Dynamic]
-	if r.Req.Dynamic == "" || b == nil {
+// finishDynamic counts a finished rollout; it reports whether its batch
+// just reached k informative groups.
+func (r *Rules) finishDynamic(m Member, res *trajectory.Result) bool {
+	b := r.dynamic[m.Batch]
+	if m.Batch == "" || b == nil {
 		return false
 	}
 	b.live--
 	if b.live <= 0 {
-		delete(p.dynamic, r.Req.Dynamic)
+		delete(r.dynamic, m.Batch)
 	}
-	g := b.groups[r.Req.GroupID]
+	g := b.groups[m.Group]
 	if g == nil {
 		return false
 	}
@@ -110,7 +109,7 @@ func (p *Pipeline) untrackDynamic(r *Rollout, res *trajectory.Result) bool {
 	if g.Done < g.Size {
 		return false
 	}
-	delete(b.groups, r.Req.GroupID)
+	delete(b.groups, m.Group)
 	if g.informative() {
 		b.informative++
 	}
@@ -129,44 +128,44 @@ func (b *dynBatch) reached() bool {
 func dynKey(id string) string { return DynamicKeyPrefix + id }
 
 // dynMarkOf is the mark res is stored with, when r is in a dynamic batch.
-func dynMarkOf(r *Rollout, res *trajectory.Result) (trajectory.Mark, bool) {
-	if r.Req.Dynamic == "" {
+func dynMarkOf(m Member, res *trajectory.Result) (trajectory.Mark, bool) {
+	if m.Batch == "" {
 		return trajectory.Mark{}, false
 	}
-	m := dynMark{Group: r.Req.GroupID}
+	mk := dynMark{Group: m.Group}
 	if Usable(res) {
-		m.Usable, m.Reward = true, res.Reward
+		mk.Usable, mk.Reward = true, res.Reward
 	}
-	v, err := json.Marshal(m)
+	v, err := json.Marshal(mk)
 	if err != nil { // a NaN reward: the result then counts as unusable
-		v, _ = json.Marshal(dynMark{Group: r.Req.GroupID})
+		v, _ = json.Marshal(dynMark{Group: m.Group})
 	}
-	return trajectory.Mark{Key: dynKey(r.Req.Dynamic) + "/" + r.ID, Value: v}, true
+	return trajectory.Mark{Key: dynKey(m.Batch) + "/" + m.ID, Value: v}, true
 }
 
 // restoreDynamic resumes, before the rollouts are tracked again, the
 // tallies of the dynamic batches among a crashed host's unfinished
 // rollouts. A group's finished rollouts are its size less its unfinished
 // ones; their rewards are their marks'. It returns the batches that
-// already have their k. p.mu is held.
-func (p *Pipeline) restoreDynamic(reqs []Request) (reached []*dynBatch) {
+// already have their k.
+func (r *Rules) restoreDynamic(st Store, ms []Member) (reached []*dynBatch) {
 	var restored []*dynBatch
 	left := map[*groupTally]int{} // unfinished rollouts of each group
-	for i := range reqs {
-		rq := &reqs[i]
-		if rq.Dynamic == "" {
+	for i := range ms {
+		m := &ms[i]
+		if m.Batch == "" {
 			continue
 		}
-		b := p.dynamic[rq.Dynamic]
+		b := r.dynamic[m.Batch]
 		if b == nil {
-			b = newDynBatch(rq.Dynamic, rq.DynamicK)
-			p.dynamic[rq.Dynamic] = b
+			b = newDynBatch(m.Batch, m.K)
+			r.dynamic[m.Batch] = b
 			restored = append(restored, b)
 		}
-		g := b.groups[rq.GroupID]
+		g := b.groups[m.Group]
 		if g == nil {
-			g = &groupTally{Size: max(rq.GroupSize, 1)}
-			b.groups[rq.GroupID] = g
+			g = &groupTally{Size: max(m.Size, 1)}
+			b.groups[m.Group] = g
 		}
 		left[g]++
 	}
@@ -174,10 +173,10 @@ func (p *Pipeline) restoreDynamic(reqs []Request) (reached []*dynBatch) {
 		g.Done = max(g.Size-n, 0)
 	}
 	for _, b := range restored {
-		if marks := p.d.Store.Marks(dynKey(b.id) + "/"); len(marks) > 0 {
-			p.resumeDynamic(b, marks)
+		if marks := st.Marks(dynKey(b.id) + "/"); len(marks) > 0 {
+			r.resumeDynamic(b, marks)
 		} else {
-			p.resumeDynamicRecord(b)
+			r.resumeDynamicRecord(st, b)
 		}
 		for _, g := range b.groups {
 			g.Usable = min(g.Usable, g.Done)
@@ -191,14 +190,14 @@ func (p *Pipeline) restoreDynamic(reqs []Request) (reached []*dynBatch) {
 
 // resumeDynamic counts b's stored results by their marks: into the groups
 // under way, and the groups they finished.
-func (p *Pipeline) resumeDynamic(b *dynBatch, marks map[string]json.RawMessage) {
+func (r *Rules) resumeDynamic(b *dynBatch, marks map[string]json.RawMessage) {
 	finished := map[string]*groupTally{}
 	for key, v := range marks {
 		var m dynMark
 		if err := json.Unmarshal(v, &m); err != nil {
 			// Its group is unknown: if that group finished, the batch
 			// may generate a little past its k, never stop short of it.
-			p.d.Log.Warn("recover: unreadable dynamic-sampling mark; its result counts as unusable", "key", key, "error", err)
+			r.log.Warn("recover: unreadable dynamic-sampling mark; its result counts as unusable", "key", key, "error", err)
 			continue
 		}
 		g := b.groups[m.Group]
@@ -222,14 +221,14 @@ func (p *Pipeline) resumeDynamic(b *dynBatch, marks map[string]json.RawMessage) 
 // resumeDynamicRecord resumes b from the tally record of a host before
 // marks, which may miss the last results stored before the crash (then
 // taken as unusable).
-func (p *Pipeline) resumeDynamicRecord(b *dynBatch) {
-	sub, ok := p.d.Store.Idempotent(dynKey(b.id))
+func (r *Rules) resumeDynamicRecord(st Store, b *dynBatch) {
+	sub, ok := st.Idempotent(dynKey(b.id))
 	if !ok || len(sub.Note) == 0 {
 		return
 	}
 	var rec dynRecord
 	if err := json.Unmarshal(sub.Note, &rec); err != nil {
-		p.d.Log.Warn("recover: unreadable dynamic-sampling tally; counting from zero", "batch", b.id, "error", err)
+		r.log.Warn("recover: unreadable dynamic-sampling tally; counting from zero", "batch", b.id, "error", err)
 		return
 	}
 	b.informative = rec.Informative
@@ -238,10 +237,4 @@ func (p *Pipeline) resumeDynamicRecord(b *dynBatch) {
 			g.Usable, g.Lo, g.Hi = s.Usable, s.Lo, s.Hi
 		}
 	}
-}
-
-// stopDynamic cancels a batch's unfinished rollouts once it has its k.
-func (p *Pipeline) stopDynamic(id string, k int) {
-	why := fmt.Sprintf("dynamic sampling: %d informative groups of batch %s are done", k, id)
-	p.cancelWhere(func(o *Rollout) bool { return o.Req.Dynamic == id }, trajectory.ReasonEarlyStopped, why)
 }
