@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -118,5 +119,55 @@ pq.write_table(pa.Table.from_pylist([json.loads(l) for l in sys.stdin]), sys.arg
 				t.Fatalf("rewards %v; want 4 right (two scripted tasks) and 2 not (the unscripted one)", rewards)
 			}
 		})
+	}
+}
+
+// TestPythonPluginCommand: a Python plugin's own command (Env.command)
+// runs through `prorl-host plugins exec` as the host runs the plugin: its
+// interpreter and script from the config, its config table passed and
+// checked, stdin and exit status through.
+func TestPythonPluginCommand(t *testing.T) {
+	py := sdktest.ReferencePython(t, "../scripts/pysdk/install.sh")
+	script, err := filepath.Abs("../sdk/python/examples/countdown.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "host.toml")
+	table := func(turns int) string {
+		return fmt.Sprintf("[plugins.countdown]\nenabled = true\npath = %q\nargs = [%q]\n[plugins.countdown.config]\nmax_turns = %d\n", py, script, turns)
+	}
+	run := func(stdin string, args ...string) (string, int) {
+		cmd := exec.Command(filepath.Join(binDir, "prorl-host"), append([]string{"plugins", "exec", "--config", cfg, "countdown"}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		return string(out), cmd.ProcessState.ExitCode()
+	}
+	if err := os.WriteFile(cfg, []byte(table(3)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rows := `{"nums": [1, 2], "target": 3}` + "\n" + `{"nums": [], "target": 3}` + "\n"
+	if out, code := run(rows, "check-tasks"); code != 1 || !strings.Contains(out, "line 2: nums: no numbers") ||
+		!strings.Contains(out, "1 of 2 tasks ok (episodes of at most 3 turns)") {
+		t.Fatalf("check-tasks: exit %d\n%s", code, out)
+	}
+	if out, code := run(`{"nums": [1, 2], "target": 3}`+"\n", "check-tasks"); code != 0 || !strings.Contains(out, "1 of 1 tasks ok") {
+		t.Fatalf("check-tasks, all good: exit %d\n%s", code, out)
+	}
+	if out, code := run("", "check-tasks", "extra"); code != 2 || !strings.Contains(out, "takes no arguments") {
+		t.Fatalf("usage error: exit %d\n%s", code, out)
+	}
+	if out, code := run("", "nope"); code != 2 || !strings.Contains(out, "check-tasks < tasks.jsonl") {
+		t.Fatalf("unknown command: exit %d\n%s", code, out)
+	}
+	// A config table the domain refuses is named, as at start.
+	if err := os.WriteFile(cfg, []byte(table(0)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := run("", "check-tasks"); code != 1 || !strings.Contains(out, "max_turns") {
+		t.Fatalf("bad config: exit %d\n%s", code, out)
 	}
 }

@@ -5,6 +5,7 @@ with the given numbers, each used once, and + - * / ( ); a calc tool."""
 import ast
 import operator
 import re
+import sys
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -77,6 +78,28 @@ def score(r: sdk.Rollout[Config, Task, None], req: sdk.EvaluateRequest) -> sdk.S
     used = sorted(int(n) for n in re.findall(r"\d+", eq))
     right = value is not None and used == sorted(r.task.nums) and abs(value - r.task.target) < 1e-5
     return sdk.Score(sdk.flag(right), resolved=right, info={"equation": eq}, metrics={"format_ok": sdk.flag(bool(answers))})
+
+
+@env.command("check-tasks", usage="< tasks.jsonl")
+def check_tasks(args: list[str], config: Config | None) -> None:
+    """Checks a task file before training: each row read as the domain reads
+    it; the bad ones named, with their field."""
+    if args:
+        raise sdk.UsageError("takes no arguments: the tasks come on stdin, one JSON row a line")
+    bad = total = 0
+    for n, line in enumerate(sys.stdin, 1):
+        if not line.strip():
+            continue
+        total += 1
+        try:
+            env.parse_task(line.encode())
+        except sdk.DomainError as e:
+            bad += 1
+            print(f"line {n}: {e.field or 'task'}: {e.message}")
+    turns = config.max_turns if config else Config().max_turns
+    print(f"{total - bad} of {total} tasks ok (episodes of at most {turns} turns)")
+    if bad:
+        raise RuntimeError(f"{bad} bad tasks")
 
 
 if __name__ == "__main__":

@@ -150,3 +150,35 @@ def test_episode_by_task(by_task: bool, state: type[State] | None, declared: boo
     env.prepare("r7", b'{"n": 1}')
     assert env.task_prepare == declared
     assert seen == [seen_id]
+
+
+def test_commands(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A plugin script's own commands run with the config table the host
+    passes (decoded and checked as at start); usage lists them; a usage
+    error exits 2, a bad config or a failure 1."""
+    env = make()
+    seen: list[Config | None] = []
+
+    @env.command("check", usage="N...")
+    def check(args: list[str], config: Config | None) -> None:
+        seen.append(config)
+        if not args:
+            raise sdk.UsageError("give at least one N")
+        if args == ["boom"]:
+            raise RuntimeError("it broke")
+        print(",".join(args))
+
+    monkeypatch.setenv("PRORL_PLUGIN_CONFIG", '{"limit": 7}')
+    assert sdk.plugin.run_command(env, ["check", "1", "2"]) == 0
+    assert capsys.readouterr().out == "1,2\n" and seen == [Config(limit=7)]
+    assert sdk.plugin.run_command(env, ["check"]) == 2
+    assert "give at least one N" in capsys.readouterr().err
+    assert sdk.plugin.run_command(env, ["check", "boom"]) == 1
+    assert "t check: it broke" in capsys.readouterr().err
+    monkeypatch.setenv("PRORL_PLUGIN_CONFIG", '{"limit": 0}')
+    assert sdk.plugin.run_command(env, ["check", "1"]) == 1
+    assert "limit" in capsys.readouterr().err
+    assert sdk.plugin.run_command(env, ["nope"]) == 2
+    assert "check N..." in capsys.readouterr().err
+    with pytest.raises(ValueError):
+        env.command("check")(check)

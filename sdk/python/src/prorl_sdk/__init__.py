@@ -6,7 +6,7 @@ the prorl host starts it like a Go plugin (hashicorp/go-plugin over gRPC,
 mutual TLS) and the same conformance suite (Go's sdktest) checks it.
 """
 
-from .env import Env, Rollout, Tool, ToolResult, finish, tool
+from .env import Command, Env, Rollout, Tool, ToolResult, UsageError, finish, tool
 from .log import Logger
 from .plugin import describe, serve
 from .sandboxes import DirEntry, ExecResult, Sandboxes
@@ -38,6 +38,7 @@ __all__ = [
     "INVALID_TASK",
     "SANDBOX_FAILED",
     "TOOL_ERROR",
+    "Command",
     "DirEntry",
     "DomainError",
     "Env",
@@ -57,6 +58,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolResult",
+    "UsageError",
     "chat",
     "describe",
     "finish",

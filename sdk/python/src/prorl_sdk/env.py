@@ -127,6 +127,22 @@ finish = Tool(
 )
 
 
+class UsageError(Exception):
+    """A command's complaint about its arguments: the plugin exits 2."""
+
+
+CommandFn = Callable[[list[str], C | None], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Command(Generic[C]):
+    """An admin's subcommand of a plugin script (``Env.command``)."""
+
+    name: str
+    run: CommandFn[C]
+    usage: str = ""
+
+
 class Env(Generic[C, T, S]):
     """A task domain. ``config`` is a dataclass instance holding the
     defaults; ``task`` a dataclass (rows may carry other fields; a
@@ -172,6 +188,7 @@ class Env(Generic[C, T, S]):
         self._cfg: C | None = config
         self._mu = threading.Lock()
         self._sessions: dict[str, Rollout[C, T, S]] = {}
+        self.commands: dict[str, Command[C]] = {}
         self.log = Logger(name)
 
     # Decorators.
@@ -183,6 +200,28 @@ class Env(Generic[C, T, S]):
             return f
 
         return add(fn) if fn is not None else add
+
+    def command(self, name: str, usage: str = "") -> Callable[[CommandFn[C]], CommandFn[C]]:
+        """``@env.command("check", usage="--all")``: an admin's subcommand of
+        the plugin (``prorl-host plugins exec NAME check --all`` runs the
+        script as the host runs the plugin). It gets its arguments and the
+        plugin's config table, decoded and checked as at start (None when
+        the Env has no config); it reads ``sys.stdin`` and writes
+        ``sys.stdout``. ``UsageError`` exits 2, any other exception 1."""
+
+        def add(f: CommandFn[C]) -> CommandFn[C]:
+            if name == "describe" or name in self.commands:
+                raise ValueError(f"{self.name}: command {name!r} is taken")
+            self.commands[name] = Command(name, f, usage)
+            return f
+
+        return add
+
+    @property
+    def config(self) -> C | None:
+        """The configuration in force (the defaults until the host configures)."""
+        with self._mu:
+            return self._cfg
 
     def episode(self, fn: Callable[[Rollout[C, T, S]], Episode]) -> Callable[[Rollout[C, T, S]], Episode]:
         """``@env.episode``: turns a rollout's task into its episode (required)."""

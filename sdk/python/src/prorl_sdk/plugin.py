@@ -34,13 +34,15 @@ from ._proto import goplugin_pb2 as gp
 from ._proto import goplugin_pb2_grpc as gpg
 from ._proto import prorl_pb2 as pb
 from ._proto import prorl_pb2_grpc as pbg
-from .env import Env, Rollout
+from .env import Env, Rollout, UsageError
 from .sandboxes import Sandboxes
 from .types import INTERNAL, DomainError, EvaluateRequest, Message, SandboxSpec, ToolCall
 
 API_VERSION = 1
 CORE_PROTOCOL_VERSION = 1
 COOKIE_KEY, COOKIE_VALUE = "PRORL_PLUGIN", "9c1f0e6a-task-domain"
+# The plugin's config table, as JSON, for a command (Go: sdk/wire.ConfigEnv).
+CONFIG_ENV = "PRORL_PLUGIN_CONFIG"
 MAX_MESSAGE_BYTES = 64 << 20
 _GRPC_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -361,17 +363,38 @@ def describe(env: Env[Any, Any, Any]) -> dict[str, Any]:
     return out
 
 
+def run_command(env: Env[Any, Any, Any], argv: list[str]) -> int:
+    """Runs ``describe`` or one of the Env's commands (the config table
+    from CONFIG_ENV, as ``prorl-host plugins exec`` passes it); returns
+    the exit status."""
+    if argv[0] == "describe":
+        json.dump(describe(env), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    cmd = env.commands.get(argv[0])
+    if cmd is None:
+        sys.stderr.write(f"{env.name} is a prorl plugin: the prorl host starts it.\nusage: {sys.argv[0]} describe\n")
+        for c in env.commands.values():
+            sys.stderr.write(f"       {sys.argv[0]} {c.name} {c.usage}\n")
+        return 2
+    try:
+        env.configure(os.environ.get(CONFIG_ENV, "").encode() or b"{}")
+        cmd.run(argv[1:], env.config)
+    except UsageError as e:
+        sys.stderr.write(f"{env.name} {cmd.name}: {e}\n")
+        return 2
+    except Exception as e:  # noqa: BLE001 -- an admin's command: say what went wrong, exit 1
+        sys.stderr.write(f"{env.name} {cmd.name}: {e}\n")
+        return 1
+    return 0
+
+
 def serve(env: Env[Any, Any, Any], argv: list[str] | None = None) -> None:
     """Runs the plugin; ``describe`` as the first argument prints the
     domain's description as JSON instead."""
     argv = sys.argv[1:] if argv is None else argv
     if argv:
-        if argv[0] == "describe":
-            json.dump(describe(env), sys.stdout, indent=2)
-            sys.stdout.write("\n")
-            sys.exit(0)
-        sys.stderr.write(f"{env.name} is a prorl plugin: the prorl host starts it.\nusage: {sys.argv[0]} describe\n")
-        sys.exit(2)
+        sys.exit(run_command(env, argv))
     if os.environ.get(COOKIE_KEY) != COOKIE_VALUE:
         sys.stderr.write(f"{env.name} is a prorl plugin: the prorl host starts it (usage: {sys.argv[0]} describe)\n")
         sys.exit(1)
