@@ -29,9 +29,7 @@ var (
 	// Packages of core/ over maxPackageLines of non-test Go.
 	knownLargePackages = []string{"core/api", "core/pipeline", "core/backend", "core/sandbox", "core/gateway"}
 	// Functions over maxFuncLines, as "dir.Func".
-	knownLongFuncs = []string{
-		"core/tokenizer/jinja.applyFilter", "core/tokenizer/jinja.statement", "core/tokenizer/jinja.stringMethod",
-	}
+	knownLongFuncs = []string{}
 )
 
 const (

@@ -140,322 +140,426 @@ func kwOr(kw map[string]Value, args []Value, i int, name string) (Value, bool) {
 	return v, ok
 }
 
+// applyFilter pipes v into the filter called name.
 func applyFilter(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
-	switch name {
-	case "tojson":
-		indent := 0
-		if x, ok := kwOr(kw, args, 0, "indent"); ok && x != nil {
-			n, ok := x.(int)
-			if !ok {
-				return nil, fmt.Errorf("tojson: indent must be an integer")
-			}
-			indent = n
-		}
-		sortKeys := false
-		if x, ok := kw["sort_keys"]; ok {
-			sortKeys = truthy(x)
-		}
-		var seps *[2]string
-		if x, ok := kw["separators"]; ok {
-			if l, ok := x.([]Value); ok && len(l) == 2 {
-				seps = &[2]string{str(l[0]), str(l[1])}
-			}
-		}
-		out, err := toJSON(v, indent, sortKeys, seps)
-		if err != nil {
-			return nil, err
-		}
-		if x, ok := kw["ensure_ascii"]; ok && truthy(x) {
-			return asciiJSON(out), nil
-		}
-		return out, nil
-	case "trim":
-		s := str(v)
-		if x, ok := kwOr(kw, args, 0, "chars"); ok && x != nil {
-			return strings.Trim(s, str(x)), nil
-		}
-		return strings.TrimSpace(s), nil
-	case "length", "count":
-		switch x := v.(type) {
-		case string:
-			return len([]rune(x)), nil
-		case []Value:
-			return len(x), nil
-		case *Map:
-			return x.Len(), nil
-		case *Namespace:
-			return x.Len(), nil
-		case Undefined:
-			return 0, nil
-		}
-		return nil, fmt.Errorf("object of type %s has no len()", typeName(v))
-	case "string":
-		return str(v), nil
-	case "safe", "e", "escape", "forceescape":
-		if name == "safe" {
-			return v, nil
-		}
-		return htmlEscape(str(v)), nil
-	case "lower":
-		return strings.ToLower(str(v)), nil
-	case "upper":
-		return strings.ToUpper(str(v)), nil
-	case "title":
-		return pyTitle(str(v)), nil
-	case "capitalize":
-		return pyCapitalize(str(v)), nil
-	case "items":
-		m, ok := v.(*Map)
+	if f, ok := filters[name]; ok {
+		return f(name, v, args, kw)
+	}
+	return nil, fmt.Errorf("unknown filter %q", name)
+}
+
+// filters are the Jinja filters chat templates use, by name.
+var filters map[string]filter
+
+func init() {
+	// Set here, not in the declaration: some refer back to the table.
+	filters = map[string]filter{
+		"tojson":      filterToJSON,
+		"trim":        filterTrim,
+		"length":      filterLength,
+		"count":       filterLength,
+		"string":      filterString,
+		"safe":        filterEscape,
+		"e":           filterEscape,
+		"escape":      filterEscape,
+		"forceescape": filterEscape,
+		"lower":       filterLower,
+		"upper":       filterUpper,
+		"title":       filterTitle,
+		"capitalize":  filterCapitalize,
+		"items":       filterItems,
+		"first":       filterFirstLast,
+		"last":        filterFirstLast,
+		"join":        filterJoin,
+		"default":     filterDefault,
+		"d":           filterDefault,
+		"list":        filterList,
+		"int":         filterInt,
+		"float":       filterFloat,
+		"abs":         filterAbs,
+		"round":       filterRound,
+		"replace":     filterReplace,
+		"reverse":     filterReverse,
+		"sort":        filterSort,
+		"dictsort":    filterDictsort,
+		"unique":      filterUnique,
+		"map":         filterMap,
+		"select":      filterSelectReject,
+		"reject":      filterSelectReject,
+		"selectattr":  filterSelectReject,
+		"rejectattr":  filterSelectReject,
+		"indent":      filterIndent,
+		"wordcount":   filterWordcount,
+		"center":      filterCenter,
+	}
+}
+
+func filterToJSON(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	indent := 0
+	if x, ok := kwOr(kw, args, 0, "indent"); ok && x != nil {
+		n, ok := x.(int)
 		if !ok {
-			if _, u := v.(Undefined); u || v == nil {
-				return []Value{}, nil
-			}
-			return nil, fmt.Errorf("items: %s is not a mapping", typeName(v))
+			return nil, fmt.Errorf("tojson: indent must be an integer")
 		}
-		return mapItems(m), nil
-	case "first", "last":
-		items, err := iterate(v)
-		if err != nil {
-			return nil, err
+		indent = n
+	}
+	sortKeys := false
+	if x, ok := kw["sort_keys"]; ok {
+		sortKeys = truthy(x)
+	}
+	var seps *[2]string
+	if x, ok := kw["separators"]; ok {
+		if l, ok := x.([]Value); ok && len(l) == 2 {
+			seps = &[2]string{str(l[0]), str(l[1])}
 		}
-		if len(items) == 0 {
-			return Undefined{}, nil
-		}
-		if name == "first" {
-			return items[0], nil
-		}
-		return items[len(items)-1], nil
-	case "join":
-		items, err := iterate(v)
-		if err != nil {
-			return nil, err
-		}
-		sep := ""
-		if x, ok := kwOr(kw, args, 0, "d"); ok {
-			sep = str(x)
-		}
-		attr, hasAttr := kwOr(kw, args, 1, "attribute")
-		parts := make([]string, len(items))
-		for i, it := range items {
-			if hasAttr {
-				it = getAttr(it, str(attr))
-			}
-			parts[i] = str(it)
-		}
-		return strings.Join(parts, sep), nil
-	case "default", "d":
-		def, _ := kwOr(kw, args, 0, "default_value")
-		boolean := false
-		if x, ok := kwOr(kw, args, 1, "boolean"); ok {
-			boolean = truthy(x)
-		}
-		if _, u := v.(Undefined); u || (boolean && !truthy(v)) {
-			if def == nil && len(args) == 0 {
-				return "", nil
-			}
-			return def, nil
-		}
-		return v, nil
-	case "list":
-		items, err := iterate(v)
-		if err != nil {
-			return nil, err
-		}
-		return append([]Value{}, items...), nil
-	case "int":
-		switch x := v.(type) {
-		case int:
-			return x, nil
-		case float64:
-			return int(x), nil
-		case bool:
-			return boolInt(x), nil
-		case string:
-			if n, err := strconv.Atoi(strings.TrimSpace(x)); err == nil {
-				return n, nil
-			}
-			if f, err := strconv.ParseFloat(strings.TrimSpace(x), 64); err == nil {
-				return int(f), nil
-			}
-		}
+	}
+	out, err := toJSON(v, indent, sortKeys, seps)
+	if err != nil {
+		return nil, err
+	}
+	if x, ok := kw["ensure_ascii"]; ok && truthy(x) {
+		return asciiJSON(out), nil
+	}
+	return out, nil
+}
+
+func filterTrim(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	s := str(v)
+	if x, ok := kwOr(kw, args, 0, "chars"); ok && x != nil {
+		return strings.Trim(s, str(x)), nil
+	}
+	return strings.TrimSpace(s), nil
+}
+
+func filterLength(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	switch x := v.(type) {
+	case string:
+		return len([]rune(x)), nil
+	case []Value:
+		return len(x), nil
+	case *Map:
+		return x.Len(), nil
+	case *Namespace:
+		return x.Len(), nil
+	case Undefined:
 		return 0, nil
-	case "float":
-		if f, ok := number(v); ok {
+	}
+	return nil, fmt.Errorf("object of type %s has no len()", typeName(v))
+}
+
+func filterString(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	return str(v), nil
+}
+
+func filterEscape(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	if name == "safe" {
+		return v, nil
+	}
+	return htmlEscape(str(v)), nil
+}
+
+func filterLower(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	return strings.ToLower(str(v)), nil
+}
+
+func filterUpper(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	return strings.ToUpper(str(v)), nil
+}
+
+func filterTitle(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	return pyTitle(str(v)), nil
+}
+
+func filterCapitalize(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	return pyCapitalize(str(v)), nil
+}
+
+func filterItems(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	m, ok := v.(*Map)
+	if !ok {
+		if _, u := v.(Undefined); u || v == nil {
+			return []Value{}, nil
+		}
+		return nil, fmt.Errorf("items: %s is not a mapping", typeName(v))
+	}
+	return mapItems(m), nil
+}
+
+func filterFirstLast(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	if len(items) == 0 {
+		return Undefined{}, nil
+	}
+	if name == "first" {
+		return items[0], nil
+	}
+	return items[len(items)-1], nil
+}
+
+func filterJoin(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	sep := ""
+	if x, ok := kwOr(kw, args, 0, "d"); ok {
+		sep = str(x)
+	}
+	attr, hasAttr := kwOr(kw, args, 1, "attribute")
+	parts := make([]string, len(items))
+	for i, it := range items {
+		if hasAttr {
+			it = getAttr(it, str(attr))
+		}
+		parts[i] = str(it)
+	}
+	return strings.Join(parts, sep), nil
+}
+
+func filterDefault(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	def, _ := kwOr(kw, args, 0, "default_value")
+	boolean := false
+	if x, ok := kwOr(kw, args, 1, "boolean"); ok {
+		boolean = truthy(x)
+	}
+	if _, u := v.(Undefined); u || (boolean && !truthy(v)) {
+		if def == nil && len(args) == 0 {
+			return "", nil
+		}
+		return def, nil
+	}
+	return v, nil
+}
+
+func filterList(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	return append([]Value{}, items...), nil
+}
+
+func filterInt(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	switch x := v.(type) {
+	case int:
+		return x, nil
+	case float64:
+		return int(x), nil
+	case bool:
+		return boolInt(x), nil
+	case string:
+		if n, err := strconv.Atoi(strings.TrimSpace(x)); err == nil {
+			return n, nil
+		}
+		if f, err := strconv.ParseFloat(strings.TrimSpace(x), 64); err == nil {
+			return int(f), nil
+		}
+	}
+	return 0, nil
+}
+
+func filterFloat(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	if f, ok := number(v); ok {
+		return f, nil
+	}
+	if s, ok := v.(string); ok {
+		if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
 			return f, nil
 		}
-		if s, ok := v.(string); ok {
-			if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
-				return f, nil
+	}
+	return 0.0, nil
+}
+
+func filterAbs(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	switch x := v.(type) {
+	case int:
+		if x < 0 {
+			return -x, nil
+		}
+		return x, nil
+	case float64:
+		return math.Abs(x), nil
+	}
+	return nil, fmt.Errorf("abs: %s is not a number", typeName(v))
+}
+
+func filterRound(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	f, ok := number(v)
+	if !ok {
+		return nil, fmt.Errorf("round: %s is not a number", typeName(v))
+	}
+	prec := 0
+	if x, ok := kwOr(kw, args, 0, "precision"); ok {
+		prec, _ = x.(int)
+	}
+	p := math.Pow(10, float64(prec))
+	return math.RoundToEven(f*p) / p, nil
+}
+
+func filterReplace(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	if len(args) < 2 {
+		return nil, fmt.Errorf("replace takes two arguments")
+	}
+	n := -1
+	if len(args) > 2 {
+		n, _ = args[2].(int)
+	}
+	return strings.Replace(str(v), str(args[0]), str(args[1]), n), nil
+}
+
+func filterReverse(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	switch x := v.(type) {
+	case string:
+		r := []rune(x)
+		for i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {
+			r[i], r[j] = r[j], r[i]
+		}
+		return string(r), nil
+	}
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Value, len(items))
+	for i, it := range items {
+		out[len(items)-1-i] = it
+	}
+	return out, nil
+}
+
+func filterSort(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	out := append([]Value{}, items...)
+	reverse := false
+	if x, ok := kwOr(kw, args, 0, "reverse"); ok {
+		reverse = truthy(x)
+	}
+	attr, hasAttr := kw["attribute"]
+	key := func(x Value) Value {
+		if hasAttr {
+			return getAttr(x, str(attr))
+		}
+		return x
+	}
+	return out, sortValues(out, key, reverse)
+}
+
+func filterDictsort(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	m, ok := v.(*Map)
+	if !ok {
+		return nil, fmt.Errorf("dictsort: %s is not a mapping", typeName(v))
+	}
+	out := mapItems(m)
+	return out, sortValues(out, func(x Value) Value { return x.([]Value)[0] }, false)
+}
+
+func filterUnique(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	var out []Value
+	for _, it := range items {
+		dup := false
+		for _, o := range out {
+			if equal(o, it) {
+				dup = true
+				break
 			}
 		}
-		return 0.0, nil
-	case "abs":
-		switch x := v.(type) {
-		case int:
-			if x < 0 {
-				return -x, nil
-			}
-			return x, nil
-		case float64:
-			return math.Abs(x), nil
+		if !dup {
+			out = append(out, it)
 		}
-		return nil, fmt.Errorf("abs: %s is not a number", typeName(v))
-	case "round":
-		f, ok := number(v)
-		if !ok {
-			return nil, fmt.Errorf("round: %s is not a number", typeName(v))
-		}
-		prec := 0
-		if x, ok := kwOr(kw, args, 0, "precision"); ok {
-			prec, _ = x.(int)
-		}
-		p := math.Pow(10, float64(prec))
-		return math.RoundToEven(f*p) / p, nil
-	case "replace":
-		if len(args) < 2 {
-			return nil, fmt.Errorf("replace takes two arguments")
-		}
-		n := -1
-		if len(args) > 2 {
-			n, _ = args[2].(int)
-		}
-		return strings.Replace(str(v), str(args[0]), str(args[1]), n), nil
-	case "reverse":
-		switch x := v.(type) {
-		case string:
-			r := []rune(x)
-			for i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {
-				r[i], r[j] = r[j], r[i]
-			}
-			return string(r), nil
-		}
-		items, err := iterate(v)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]Value, len(items))
+	}
+	return out, nil
+}
+
+func filterMap(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Value, len(items))
+	if attr, ok := kw["attribute"]; ok {
 		for i, it := range items {
-			out[len(items)-1-i] = it
+			out[i] = getAttr(it, str(attr))
 		}
 		return out, nil
-	case "sort":
-		items, err := iterate(v)
-		if err != nil {
+	}
+	if len(args) == 0 {
+		return nil, fmt.Errorf("map needs a filter name or attribute=")
+	}
+	for i, it := range items {
+		if out[i], err = applyFilter(str(args[0]), it, args[1:], nil); err != nil {
 			return nil, err
 		}
-		out := append([]Value{}, items...)
-		reverse := false
-		if x, ok := kwOr(kw, args, 0, "reverse"); ok {
-			reverse = truthy(x)
-		}
-		attr, hasAttr := kw["attribute"]
-		key := func(x Value) Value {
-			if hasAttr {
-				return getAttr(x, str(attr))
+	}
+	return out, nil
+}
+
+func filterSelectReject(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	want := name == "select" || name == "selectattr"
+	byAttr := strings.HasSuffix(name, "attr")
+	var out []Value
+	for _, it := range items {
+		x := it
+		rest := args
+		if byAttr {
+			if len(args) == 0 {
+				return nil, fmt.Errorf("%s needs an attribute", name)
 			}
-			return x
+			x, rest = getAttr(it, str(args[0])), args[1:]
 		}
-		return out, sortValues(out, key, reverse)
-	case "dictsort":
-		m, ok := v.(*Map)
-		if !ok {
-			return nil, fmt.Errorf("dictsort: %s is not a mapping", typeName(v))
-		}
-		out := mapItems(m)
-		return out, sortValues(out, func(x Value) Value { return x.([]Value)[0] }, false)
-	case "unique":
-		items, err := iterate(v)
-		if err != nil {
-			return nil, err
-		}
-		var out []Value
-		for _, it := range items {
-			dup := false
-			for _, o := range out {
-				if equal(o, it) {
-					dup = true
-					break
-				}
-			}
-			if !dup {
-				out = append(out, it)
-			}
-		}
-		return out, nil
-	case "map":
-		items, err := iterate(v)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]Value, len(items))
-		if attr, ok := kw["attribute"]; ok {
-			for i, it := range items {
-				out[i] = getAttr(it, str(attr))
-			}
-			return out, nil
-		}
-		if len(args) == 0 {
-			return nil, fmt.Errorf("map needs a filter name or attribute=")
-		}
-		for i, it := range items {
-			if out[i], err = applyFilter(str(args[0]), it, args[1:], nil); err != nil {
+		ok := truthy(x)
+		if len(rest) > 0 {
+			if ok, err = runTest(str(rest[0]), x, rest[1:]); err != nil {
 				return nil, err
 			}
 		}
-		return out, nil
-	case "select", "reject", "selectattr", "rejectattr":
-		items, err := iterate(v)
-		if err != nil {
-			return nil, err
+		if ok == want {
+			out = append(out, it)
 		}
-		want := name == "select" || name == "selectattr"
-		byAttr := strings.HasSuffix(name, "attr")
-		var out []Value
-		for _, it := range items {
-			x := it
-			rest := args
-			if byAttr {
-				if len(args) == 0 {
-					return nil, fmt.Errorf("%s needs an attribute", name)
-				}
-				x, rest = getAttr(it, str(args[0])), args[1:]
-			}
-			ok := truthy(x)
-			if len(rest) > 0 {
-				if ok, err = runTest(str(rest[0]), x, rest[1:]); err != nil {
-					return nil, err
-				}
-			}
-			if ok == want {
-				out = append(out, it)
-			}
-		}
-		return out, nil
-	case "indent":
-		width := 4
-		if x, ok := kwOr(kw, args, 0, "width"); ok {
-			if n, ok := x.(int); ok {
-				width = n
-			}
-		}
-		first := false
-		if x, ok := kwOr(kw, args, 1, "first"); ok {
-			first = truthy(x)
-		}
-		pad := strings.Repeat(" ", width)
-		lines := strings.Split(str(v), "\n")
-		for i := range lines {
-			if (i > 0 || first) && lines[i] != "" {
-				lines[i] = pad + lines[i]
-			}
-		}
-		return strings.Join(lines, "\n"), nil
-	case "wordcount":
-		return len(strings.Fields(str(v))), nil
-	case "center":
-		return str(v), nil
 	}
-	return nil, fmt.Errorf("unknown filter %q", name)
+	return out, nil
+}
+
+func filterIndent(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	width := 4
+	if x, ok := kwOr(kw, args, 0, "width"); ok {
+		if n, ok := x.(int); ok {
+			width = n
+		}
+	}
+	first := false
+	if x, ok := kwOr(kw, args, 1, "first"); ok {
+		first = truthy(x)
+	}
+	pad := strings.Repeat(" ", width)
+	lines := strings.Split(str(v), "\n")
+	for i := range lines {
+		if (i > 0 || first) && lines[i] != "" {
+			lines[i] = pad + lines[i]
+		}
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+func filterWordcount(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	return len(strings.Fields(str(v))), nil
+}
+
+func filterCenter(name string, v Value, args []Value, kw map[string]Value) (Value, error) {
+	return str(v), nil
 }
 
 func mapItems(m *Map) []Value {
@@ -633,40 +737,7 @@ func stringMethod(s, name string) Value {
 			return strings.TrimRightFunc(s, unicode.IsSpace), nil
 		})
 	case "split", "rsplit":
-		return Func(func(args []Value, kw map[string]Value) (Value, error) {
-			sep, hasSep := argString(args, 0)
-			if x, ok := kw["sep"]; ok && x != nil {
-				sep, hasSep = str(x), true
-			}
-			n := -1
-			if x, ok := kwOr(kw, args, 1, "maxsplit"); ok {
-				if m, ok := x.(int); ok && m >= 0 {
-					n = m + 1
-				}
-			}
-			var parts []string
-			switch {
-			case !hasSep:
-				parts = splitSpace(s, n)
-			case sep == "":
-				return nil, fmt.Errorf("split: empty separator")
-			case name == "rsplit" && n > 0:
-				all := strings.Split(s, sep)
-				if len(all) > n {
-					head := strings.Join(all[:len(all)-n+1], sep)
-					parts = append([]string{head}, all[len(all)-n+1:]...)
-				} else {
-					parts = all
-				}
-			default:
-				parts = strings.SplitN(s, sep, n)
-			}
-			out := make([]Value, len(parts))
-			for i, p := range parts {
-				out[i] = p
-			}
-			return out, nil
-		})
+		return splitMethod(s, name)
 	case "startswith", "endswith":
 		return Func(func(args []Value, _ map[string]Value) (Value, error) {
 			if len(args) == 0 {
@@ -704,24 +775,7 @@ func stringMethod(s, name string) Value {
 			return strings.Replace(s, str(args[0]), str(args[1]), n), nil
 		})
 	case "find", "rfind", "count":
-		return Func(func(args []Value, _ map[string]Value) (Value, error) {
-			sub, _ := argString(args, 0)
-			switch name {
-			case "count":
-				return strings.Count(s, sub), nil
-			case "rfind":
-				i := strings.LastIndex(s, sub)
-				if i < 0 {
-					return -1, nil
-				}
-				return len([]rune(s[:i])), nil
-			}
-			i := strings.Index(s, sub)
-			if i < 0 {
-				return -1, nil
-			}
-			return len([]rune(s[:i])), nil
-		})
+		return findMethod(s, name)
 	case "splitlines":
 		return Func(func([]Value, map[string]Value) (Value, error) {
 			lines := strings.Split(strings.ReplaceAll(s, "\r\n", "\n"), "\n")
@@ -750,30 +804,95 @@ func stringMethod(s, name string) Value {
 			return strings.Join(parts, s), nil
 		})
 	case "isdigit", "isalpha", "isspace", "isalnum":
-		return Func(func([]Value, map[string]Value) (Value, error) {
-			if s == "" {
-				return false, nil
-			}
-			for _, r := range s {
-				ok := false
-				switch name {
-				case "isdigit":
-					ok = unicode.IsDigit(r)
-				case "isalpha":
-					ok = unicode.IsLetter(r)
-				case "isspace":
-					ok = unicode.IsSpace(r)
-				default:
-					ok = unicode.IsLetter(r) || unicode.IsDigit(r)
-				}
-				if !ok {
-					return false, nil
-				}
-			}
-			return true, nil
-		})
+		return isMethod(s, name)
 	}
 	return nil
+}
+
+// splitMethod is the string methods split and rsplit of s.
+func splitMethod(s, name string) Value {
+	return Func(func(args []Value, kw map[string]Value) (Value, error) {
+		sep, hasSep := argString(args, 0)
+		if x, ok := kw["sep"]; ok && x != nil {
+			sep, hasSep = str(x), true
+		}
+		n := -1
+		if x, ok := kwOr(kw, args, 1, "maxsplit"); ok {
+			if m, ok := x.(int); ok && m >= 0 {
+				n = m + 1
+			}
+		}
+		var parts []string
+		switch {
+		case !hasSep:
+			parts = splitSpace(s, n)
+		case sep == "":
+			return nil, fmt.Errorf("split: empty separator")
+		case name == "rsplit" && n > 0:
+			all := strings.Split(s, sep)
+			if len(all) > n {
+				head := strings.Join(all[:len(all)-n+1], sep)
+				parts = append([]string{head}, all[len(all)-n+1:]...)
+			} else {
+				parts = all
+			}
+		default:
+			parts = strings.SplitN(s, sep, n)
+		}
+		out := make([]Value, len(parts))
+		for i, p := range parts {
+			out[i] = p
+		}
+		return out, nil
+	})
+}
+
+// findMethod is the string methods find, rfind and count of s.
+func findMethod(s, name string) Value {
+	return Func(func(args []Value, _ map[string]Value) (Value, error) {
+		sub, _ := argString(args, 0)
+		switch name {
+		case "count":
+			return strings.Count(s, sub), nil
+		case "rfind":
+			i := strings.LastIndex(s, sub)
+			if i < 0 {
+				return -1, nil
+			}
+			return len([]rune(s[:i])), nil
+		}
+		i := strings.Index(s, sub)
+		if i < 0 {
+			return -1, nil
+		}
+		return len([]rune(s[:i])), nil
+	})
+}
+
+// isMethod is the string methods isdigit, isalpha, isspace and isalnum of s.
+func isMethod(s, name string) Value {
+	return Func(func([]Value, map[string]Value) (Value, error) {
+		if s == "" {
+			return false, nil
+		}
+		for _, r := range s {
+			ok := false
+			switch name {
+			case "isdigit":
+				ok = unicode.IsDigit(r)
+			case "isalpha":
+				ok = unicode.IsLetter(r)
+			case "isspace":
+				ok = unicode.IsSpace(r)
+			default:
+				ok = unicode.IsLetter(r) || unicode.IsDigit(r)
+			}
+			if !ok {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
 
 func dictMethod(m *Map, name string) Value {
@@ -859,3 +978,7 @@ func splitSpace(s string, n int) []string {
 		s = s[end:]
 	}
 }
+
+// filter applies one Jinja filter (name is the name it was called by: some
+// answer to several).
+type filter func(name string, v Value, args []Value, kw map[string]Value) (Value, error)

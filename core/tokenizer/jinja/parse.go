@@ -163,165 +163,13 @@ func (p *parser) statement(word, body string, line int) (stmt, error) {
 	rest := strings.TrimSpace(strings.TrimPrefix(body, word))
 	switch word {
 	case "if":
-		s := &ifStmt{}
-		cond := rest
-		for {
-			e, err := parseExprString(cond)
-			if err != nil {
-				return nil, err
-			}
-			blk, end, err := p.block()
-			if err != nil {
-				return nil, err
-			}
-			s.conds = append(s.conds, e)
-			s.bodies = append(s.bodies, blk)
-			if err := p.expectEnd(end, "elif", "else", "endif"); err != nil {
-				return nil, err
-			}
-			p.pos++
-			if strings.HasPrefix(end, "elif") {
-				cond = strings.TrimSpace(strings.TrimPrefix(end, "elif"))
-				continue
-			}
-			if end == "else" {
-				blk, end, err := p.block()
-				if err != nil {
-					return nil, err
-				}
-				if err := p.expectEnd(end, "endif"); err != nil {
-					return nil, err
-				}
-				p.pos++
-				s.bodies = append(s.bodies, blk)
-			}
-			return s, nil
-		}
+		return p.ifStatement(rest)
 	case "for":
-		toks, err := lexExpr(rest)
-		if err != nil {
-			return nil, err
-		}
-		ep := &exprParser{toks: toks}
-		s := &forStmt{}
-		for {
-			t := ep.next()
-			if t.kind != "name" {
-				return nil, fmt.Errorf("bad loop target")
-			}
-			s.targets = append(s.targets, t.s)
-			if !ep.acceptOp(",") {
-				break
-			}
-		}
-		if !ep.acceptName("in") {
-			return nil, fmt.Errorf("missing 'in'")
-		}
-		if s.iter, err = ep.orExpr(); err != nil {
-			return nil, err
-		}
-		if ep.acceptName("if") {
-			if s.filter, err = ep.orExpr(); err != nil {
-				return nil, err
-			}
-		}
-		if ep.peek().kind != "eof" {
-			return nil, fmt.Errorf("unexpected %q", ep.peek().s)
-		}
-		blk, end, err := p.block()
-		if err != nil {
-			return nil, err
-		}
-		s.body = blk
-		if err := p.expectEnd(end, "else", "endfor"); err != nil {
-			return nil, err
-		}
-		p.pos++
-		if end == "else" {
-			blk, end, err := p.block()
-			if err != nil {
-				return nil, err
-			}
-			if err := p.expectEnd(end, "endfor"); err != nil {
-				return nil, err
-			}
-			p.pos++
-			s.orelse = blk
-		}
-		return s, nil
+		return p.forStatement(rest)
 	case "set":
-		lhs, rhs, hasEq := strings.Cut(rest, "=")
-		s := &setStmt{}
-		lhs = strings.TrimSpace(lhs)
-		if !hasEq {
-			lhs = rest
-		}
-		if name, attr, ok := strings.Cut(lhs, "."); ok {
-			s.targets, s.attr = []string{strings.TrimSpace(name)}, strings.TrimSpace(attr)
-		} else {
-			for _, t := range strings.Split(lhs, ",") {
-				s.targets = append(s.targets, strings.TrimSpace(t))
-			}
-		}
-		for _, t := range s.targets {
-			if !isIdent(t) {
-				return nil, fmt.Errorf("bad assignment target %q", t)
-			}
-		}
-		if !hasEq {
-			blk, end, err := p.block()
-			if err != nil {
-				return nil, err
-			}
-			if err := p.expectEnd(end, "endset"); err != nil {
-				return nil, err
-			}
-			p.pos++
-			s.body = blk
-			return s, nil
-		}
-		e, err := parseExprString(rhs)
-		if err != nil {
-			return nil, err
-		}
-		s.value = e
-		return s, nil
+		return p.setStatement(rest)
 	case "macro":
-		toks, err := lexExpr(rest)
-		if err != nil {
-			return nil, err
-		}
-		ep := &exprParser{toks: toks}
-		name := ep.next()
-		if name.kind != "name" || !ep.acceptOp("(") {
-			return nil, fmt.Errorf("bad macro signature")
-		}
-		m := &macroStmt{name: name.s}
-		for !ep.acceptOp(")") {
-			pn := ep.next()
-			if pn.kind != "name" {
-				return nil, fmt.Errorf("bad macro parameter")
-			}
-			m.params = append(m.params, pn.s)
-			var def expr
-			if ep.acceptOp("=") {
-				if def, err = ep.expression(); err != nil {
-					return nil, err
-				}
-			}
-			m.defaults = append(m.defaults, def)
-			ep.acceptOp(",")
-		}
-		blk, end, err := p.block()
-		if err != nil {
-			return nil, err
-		}
-		if err := p.expectEnd(end, "endmacro"); err != nil {
-			return nil, err
-		}
-		p.pos++
-		m.body = blk
-		return m, nil
+		return p.macroStatement(rest)
 	case "break", "continue":
 		return &loopCtl{brk: word == "break"}, nil
 	case "do":
@@ -332,6 +180,178 @@ func (p *parser) statement(word, body string, line int) (stmt, error) {
 		return &setStmt{value: e}, nil
 	}
 	return nil, fmt.Errorf("unsupported statement %q", word)
+}
+
+// ifStatement parses a {% if %} statement, rest its text after the keyword.
+func (p *parser) ifStatement(rest string) (stmt, error) {
+	s := &ifStmt{}
+	cond := rest
+	for {
+		e, err := parseExprString(cond)
+		if err != nil {
+			return nil, err
+		}
+		blk, end, err := p.block()
+		if err != nil {
+			return nil, err
+		}
+		s.conds = append(s.conds, e)
+		s.bodies = append(s.bodies, blk)
+		if err := p.expectEnd(end, "elif", "else", "endif"); err != nil {
+			return nil, err
+		}
+		p.pos++
+		if strings.HasPrefix(end, "elif") {
+			cond = strings.TrimSpace(strings.TrimPrefix(end, "elif"))
+			continue
+		}
+		if end == "else" {
+			blk, end, err := p.block()
+			if err != nil {
+				return nil, err
+			}
+			if err := p.expectEnd(end, "endif"); err != nil {
+				return nil, err
+			}
+			p.pos++
+			s.bodies = append(s.bodies, blk)
+		}
+		return s, nil
+	}
+}
+
+// forStatement parses a {% for %} statement, rest its text after the keyword.
+func (p *parser) forStatement(rest string) (stmt, error) {
+	toks, err := lexExpr(rest)
+	if err != nil {
+		return nil, err
+	}
+	ep := &exprParser{toks: toks}
+	s := &forStmt{}
+	for {
+		t := ep.next()
+		if t.kind != "name" {
+			return nil, fmt.Errorf("bad loop target")
+		}
+		s.targets = append(s.targets, t.s)
+		if !ep.acceptOp(",") {
+			break
+		}
+	}
+	if !ep.acceptName("in") {
+		return nil, fmt.Errorf("missing 'in'")
+	}
+	if s.iter, err = ep.orExpr(); err != nil {
+		return nil, err
+	}
+	if ep.acceptName("if") {
+		if s.filter, err = ep.orExpr(); err != nil {
+			return nil, err
+		}
+	}
+	if ep.peek().kind != "eof" {
+		return nil, fmt.Errorf("unexpected %q", ep.peek().s)
+	}
+	blk, end, err := p.block()
+	if err != nil {
+		return nil, err
+	}
+	s.body = blk
+	if err := p.expectEnd(end, "else", "endfor"); err != nil {
+		return nil, err
+	}
+	p.pos++
+	if end == "else" {
+		blk, end, err := p.block()
+		if err != nil {
+			return nil, err
+		}
+		if err := p.expectEnd(end, "endfor"); err != nil {
+			return nil, err
+		}
+		p.pos++
+		s.orelse = blk
+	}
+	return s, nil
+}
+
+// setStatement parses a {% set %} statement, rest its text after the keyword.
+func (p *parser) setStatement(rest string) (stmt, error) {
+	lhs, rhs, hasEq := strings.Cut(rest, "=")
+	s := &setStmt{}
+	lhs = strings.TrimSpace(lhs)
+	if !hasEq {
+		lhs = rest
+	}
+	if name, attr, ok := strings.Cut(lhs, "."); ok {
+		s.targets, s.attr = []string{strings.TrimSpace(name)}, strings.TrimSpace(attr)
+	} else {
+		for _, t := range strings.Split(lhs, ",") {
+			s.targets = append(s.targets, strings.TrimSpace(t))
+		}
+	}
+	for _, t := range s.targets {
+		if !isIdent(t) {
+			return nil, fmt.Errorf("bad assignment target %q", t)
+		}
+	}
+	if !hasEq {
+		blk, end, err := p.block()
+		if err != nil {
+			return nil, err
+		}
+		if err := p.expectEnd(end, "endset"); err != nil {
+			return nil, err
+		}
+		p.pos++
+		s.body = blk
+		return s, nil
+	}
+	e, err := parseExprString(rhs)
+	if err != nil {
+		return nil, err
+	}
+	s.value = e
+	return s, nil
+}
+
+// macroStatement parses a {% macro %} statement, rest its text after the keyword.
+func (p *parser) macroStatement(rest string) (stmt, error) {
+	toks, err := lexExpr(rest)
+	if err != nil {
+		return nil, err
+	}
+	ep := &exprParser{toks: toks}
+	name := ep.next()
+	if name.kind != "name" || !ep.acceptOp("(") {
+		return nil, fmt.Errorf("bad macro signature")
+	}
+	m := &macroStmt{name: name.s}
+	for !ep.acceptOp(")") {
+		pn := ep.next()
+		if pn.kind != "name" {
+			return nil, fmt.Errorf("bad macro parameter")
+		}
+		m.params = append(m.params, pn.s)
+		var def expr
+		if ep.acceptOp("=") {
+			if def, err = ep.expression(); err != nil {
+				return nil, err
+			}
+		}
+		m.defaults = append(m.defaults, def)
+		ep.acceptOp(",")
+	}
+	blk, end, err := p.block()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.expectEnd(end, "endmacro"); err != nil {
+		return nil, err
+	}
+	p.pos++
+	m.body = blk
+	return m, nil
 }
 
 func isIdent(s string) bool {
