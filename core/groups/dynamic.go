@@ -76,15 +76,21 @@ func (r *Rules) trackDynamic(m Member) {
 	if m.Batch == "" {
 		return
 	}
-	b := r.dynamic[m.Batch]
-	if b == nil {
-		b = newDynBatch(m.Batch, m.K)
+	b, _, _ := r.tally(m)
+	b.live++
+}
+
+// tally is m's batch and group, made if new (fresh: the batch was).
+func (r *Rules) tally(m Member) (b *dynBatch, g *groupTally, fresh bool) {
+	if b = r.dynamic[m.Batch]; b == nil {
+		b, fresh = newDynBatch(m.Batch, m.K), true
 		r.dynamic[m.Batch] = b
 	}
-	b.live++
-	if b.groups[m.Group] == nil {
-		b.groups[m.Group] = &groupTally{Size: max(m.Size, 1)}
+	if g = b.groups[m.Group]; g == nil {
+		g = &groupTally{Size: max(m.Size, 1)}
+		b.groups[m.Group] = g
 	}
+	return b, g, fresh
 }
 
 // finishDynamic counts a finished rollout; it reports whether its batch
@@ -156,16 +162,9 @@ func (r *Rules) restoreDynamic(st Store, ms []Member) (reached []*dynBatch) {
 		if m.Batch == "" {
 			continue
 		}
-		b := r.dynamic[m.Batch]
-		if b == nil {
-			b = newDynBatch(m.Batch, m.K)
-			r.dynamic[m.Batch] = b
+		b, g, fresh := r.tally(*m)
+		if fresh {
 			restored = append(restored, b)
-		}
-		g := b.groups[m.Group]
-		if g == nil {
-			g = &groupTally{Size: max(m.Size, 1)}
-			b.groups[m.Group] = g
 		}
 		left[g]++
 	}

@@ -34,6 +34,17 @@ func finishFor(t *testing.T, r *Rules, st store.Store, m Member, res *trajectory
 	return r.Finish(m, res)
 }
 
+// openBolt opens a durable store in a fresh file.
+func openBolt(t *testing.T) (store.Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "store.db")
+	b, err := store.OpenBolt(path, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, path
+}
+
 // reopen closes a durable store and opens its file again, as a restarted
 // host does.
 func reopen(t *testing.T, st store.Store, path string) store.Store {
@@ -84,12 +95,7 @@ func TestDynamicTallyResumes(t *testing.T) {
 			rest:   []float64{1, 1}, reached: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "store.db")
-			var st store.Store
-			st, err := store.OpenBolt(path, 100)
-			if err != nil {
-				t.Fatal(err)
-			}
+			st, path := openBolt(t)
 			p := New(hclog.NewNullLogger())
 			var unfinished []Member
 			for _, g := range []string{"A", "B", "C", "D", "E"} {

@@ -2,7 +2,6 @@ package groups
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -32,12 +31,7 @@ func TestEarlyStopTallyResumes(t *testing.T) {
 		{name: "only an older host's record", min: 2, key: "r-0", legacy: true, usable: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "store.db")
-			var st store.Store
-			st, err := store.OpenBolt(path, 100)
-			if err != nil {
-				t.Fatal(err)
-			}
+			st, path := openBolt(t)
 			p := New(hclog.NewNullLogger())
 			rollout := func(i int, key string) Member {
 				return Member{ID: fmt.Sprint("r-", i), Group: "g", EarlyMin: tc.min, EarlyKey: key}
