@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prorl/prorl/core/api"
+	"github.com/prorl/prorl/core/api/prorl"
 	"github.com/prorl/prorl/core/trajectory"
 )
 
@@ -358,7 +359,7 @@ func testProRLCompat(t *testing.T, e *env) {
 	if string(raw["git_patch"]) != "null" {
 		t.Errorf("git_patch of a math job: %s, want null as ProRL gives", raw["git_patch"])
 	}
-	var pr api.ProRLResult
+	var pr prorl.Result
 	r.json(t, &pr)
 	if pr.InstanceID != "i-7" || pr.TrajectoryID != 3.0 || !pr.Finish || !pr.EndProperly || pr.CriticalError != nil || pr.Filter {
 		t.Fatalf("/process result: %+v", pr)
@@ -467,7 +468,7 @@ func TestProRLTimeout(t *testing.T) {
 	if r.code != 200 {
 		t.Fatalf("/process at the timeout: %d %s", r.code, r.body)
 	}
-	var pr api.ProRLResult
+	var pr prorl.Result
 	r.json(t, &pr)
 	if pr.CriticalError == nil || *pr.CriticalError != "timeout" || !pr.Timing.TimeoutTriggered || pr.Success || pr.EndProperly {
 		t.Fatalf("timed-out job: critical_error %v timing %+v success %v", pr.CriticalError, pr.Timing, pr.Success)

@@ -13,21 +13,21 @@ func TestAuth(t *testing.T) {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	tests := []struct {
 		name, user, admin, header string
-		need                      level
+		need                      Level
 		want                      int
 	}{
-		{"open deployment", "", "", "", adminLevel, 200},
-		{"missing token", "u", "a", "", userLevel, 401},
-		{"wrong token", "u", "a", "Bearer nope", userLevel, 401},
-		{"not bearer", "u", "a", "u", userLevel, 401},
-		{"user on user", "u", "a", "Bearer u", userLevel, 200},
-		{"user on admin", "u", "a", "Bearer u", adminLevel, 403},
-		{"admin on admin", "u", "a", "Bearer a", adminLevel, 200},
-		{"admin on user", "u", "a", "Bearer a", userLevel, 200},
-		{"one token for both", "u", "", "Bearer u", adminLevel, 200},
-		{"admin token only", "", "a", "Bearer a", userLevel, 200},
-		{"admin token only, none given", "", "a", "", userLevel, 401},
-		{"prefix of the token", "secret", "", "Bearer secre", userLevel, 401},
+		{"open deployment", "", "", "", AdminLevel, 200},
+		{"missing token", "u", "a", "", UserLevel, 401},
+		{"wrong token", "u", "a", "Bearer nope", UserLevel, 401},
+		{"not bearer", "u", "a", "u", UserLevel, 401},
+		{"user on user", "u", "a", "Bearer u", UserLevel, 200},
+		{"user on admin", "u", "a", "Bearer u", AdminLevel, 403},
+		{"admin on admin", "u", "a", "Bearer a", AdminLevel, 200},
+		{"admin on user", "u", "a", "Bearer a", UserLevel, 200},
+		{"one token for both", "u", "", "Bearer u", AdminLevel, 200},
+		{"admin token only", "", "a", "Bearer a", UserLevel, 200},
+		{"admin token only, none given", "", "a", "", UserLevel, 401},
+		{"prefix of the token", "secret", "", "Bearer secre", UserLevel, 401},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,10 +60,10 @@ func TestEveryRouteAuth(t *testing.T) {
 	for _, rt := range s.routes() {
 		for _, who := range []struct{ name, header string }{{"no token", ""}, {"user", "Bearer u"}, {"admin", "Bearer a"}} {
 			f := http.Handler(reached)
-			if rt.level != publicLevel {
-				f = s.auth(rt.level, reached)
+			if rt.Level != PublicLevel {
+				f = s.auth(rt.Level, reached)
 			}
-			req := httptest.NewRequest(rt.method, rt.path, nil)
+			req := httptest.NewRequest(rt.Method, rt.Path, nil)
 			if who.header != "" {
 				req.Header.Set("Authorization", who.header)
 			}
@@ -71,14 +71,14 @@ func TestEveryRouteAuth(t *testing.T) {
 			f.ServeHTTP(rec, req)
 			want := http.StatusTeapot
 			switch {
-			case rt.level == publicLevel:
+			case rt.Level == PublicLevel:
 			case who.header == "":
 				want = http.StatusUnauthorized
-			case rt.level == adminLevel && who.name == "user":
+			case rt.Level == AdminLevel && who.name == "user":
 				want = http.StatusForbidden
 			}
 			if rec.Code != want {
-				t.Errorf("%s %s as %s: %d, want %d", rt.method, rt.path, who.name, rec.Code, want)
+				t.Errorf("%s %s as %s: %d, want %d", rt.Method, rt.Path, who.name, rec.Code, want)
 			}
 		}
 	}

@@ -18,8 +18,8 @@ func TestBodyTimeout(t *testing.T) {
 	defer func() { bodyTimeout = old }()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var v map[string]any
-		if e := decode(w, r, 1<<20, &v); e != nil {
-			writeError(w, e)
+		if e := Decode(w, r, 1<<20, &v); e != nil {
+			WriteError(w, e)
 			return
 		}
 		w.WriteHeader(200)
@@ -100,28 +100,6 @@ func TestDecodeErrors(t *testing.T) {
 			t.Errorf("%s: validate: %+v", tt.in, ve)
 		case tt.validateErr != "" && (ve == nil || ve.Field != tt.validateErr || ve.Status != http.StatusUnprocessableEntity):
 			t.Errorf("%s: validate = %+v, want field %s", tt.in, ve, tt.validateErr)
-		}
-	}
-}
-
-func TestSamplingFromProRL(t *testing.T) {
-	s, turns, e := samplingFromProRL(map[string]any{"temperature": 0.7, "top_p": 0.9, "max_iterations": 5.0, "max_output_tokens": 256.0,
-		"max_input_tokens": 1000.0, "ensure_thinking_end_properly": true, "model": "x", "token_level_generation": true})
-	if e != nil || *s.Temperature != 0.7 || *s.TopP != 0.9 || turns != 5 || s.MaxTokensPerTurn != 256 || s.MaxTotalTokens != 1256 {
-		t.Fatalf("%+v %d %v", s, turns, e)
-	}
-	for _, bad := range []struct {
-		sp    map[string]any
-		field string
-	}{
-		{map[string]any{"temperature": "hot"}, "sampling_params.temperature"},
-		{map[string]any{"max_iterations": -5.0}, "sampling_params.max_iterations"},
-		{map[string]any{"max_iterations": 0.5}, "sampling_params.max_iterations"},
-		{map[string]any{"max_iterations": 0.0}, "sampling_params.max_iterations"},
-		{map[string]any{"max_output_tokens": 1.5}, "sampling_params.max_output_tokens"},
-	} {
-		if _, _, e := samplingFromProRL(bad.sp); e == nil || e.Field != bad.field {
-			t.Errorf("%v: %+v", bad.sp, e)
 		}
 	}
 }

@@ -24,15 +24,15 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
-func errf(status int, code, field, format string, args ...any) *Error {
+func Errf(status int, code, field, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
-func invalid(field, format string, args ...any) *Error {
-	return errf(http.StatusUnprocessableEntity, "invalid_field", field, format, args...)
+func Invalid(field, format string, args ...any) *Error {
+	return Errf(http.StatusUnprocessableEntity, "invalid_field", field, format, args...)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
@@ -44,8 +44,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write([]byte("\n"))
 }
 
-func writeError(w http.ResponseWriter, e *Error) {
-	writeJSON(w, e.Status, map[string]*Error{"error": e})
+// Detail writes FastAPI's error body, {"detail": msg}, as the ProRL and
+// Polar servers answer.
+func Detail(w http.ResponseWriter, code int, msg string) {
+	WriteJSON(w, code, map[string]string{"detail": msg})
+}
+
+func WriteError(w http.ResponseWriter, e *Error) {
+	WriteJSON(w, e.Status, map[string]*Error{"error": e})
 }
 
 // decode reads one JSON value strictly: size-limited, unknown fields
@@ -54,24 +60,24 @@ func writeError(w http.ResponseWriter, e *Error) {
 // body a byte at a time cannot hold a connection (and a goroutine) longer.
 var bodyTimeout = 30 * time.Second
 
-func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) *Error {
+func Decode(w http.ResponseWriter, r *http.Request, limit int64, v any) *Error {
 	data, err := reqbody.Read(w, r, limit, bodyTimeout)
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
-			return errf(http.StatusRequestEntityTooLarge, "body_too_large", "", "request body exceeds %d bytes", mb.Limit)
+			return Errf(http.StatusRequestEntityTooLarge, "body_too_large", "", "request body exceeds %d bytes", mb.Limit)
 		}
 		if errors.Is(err, reqbody.ErrTimeout) {
-			return errf(http.StatusRequestTimeout, "body_timeout", "", "the request body took longer than %v to arrive", bodyTimeout)
+			return Errf(http.StatusRequestTimeout, "body_timeout", "", "the request body took longer than %v to arrive", bodyTimeout)
 		}
-		return errf(http.StatusBadRequest, "bad_body", "", "read body: %v", err)
+		return Errf(http.StatusBadRequest, "bad_body", "", "read body: %v", err)
 	}
 	return decodeBytes(data, v)
 }
 
 func decodeBytes(data []byte, v any) *Error {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return errf(http.StatusBadRequest, "empty_body", "", "request body is empty; expected a JSON object")
+		return Errf(http.StatusBadRequest, "empty_body", "", "request body is empty; expected a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -79,7 +85,7 @@ func decodeBytes(data []byte, v any) *Error {
 		return jsonError(err)
 	}
 	if dec.More() {
-		return errf(http.StatusBadRequest, "malformed_json", "", "unexpected data after the JSON value")
+		return Errf(http.StatusBadRequest, "malformed_json", "", "unexpected data after the JSON value")
 	}
 	return nil
 }
@@ -89,25 +95,25 @@ func jsonError(err error) *Error {
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &se):
-		return errf(http.StatusBadRequest, "malformed_json", "", "malformed JSON at byte %d: %v", se.Offset, err)
+		return Errf(http.StatusBadRequest, "malformed_json", "", "malformed JSON at byte %d: %v", se.Offset, err)
 	case errors.As(err, &te):
 		if te.Field == "" {
-			return errf(http.StatusBadRequest, "invalid_type", "", "the request body must be %s, not %s", jsonKind(te.Type), jsonValue(te.Value))
+			return Errf(http.StatusBadRequest, "invalid_type", "", "the request body must be %s, not %s", jsonKind(te.Type), jsonValue(te.Value))
 		}
-		return errf(http.StatusBadRequest, "invalid_type", te.Field, "field %q must be %s, not %s", te.Field, jsonKind(te.Type), jsonValue(te.Value))
+		return Errf(http.StatusBadRequest, "invalid_type", te.Field, "field %q must be %s, not %s", te.Field, jsonKind(te.Type), jsonValue(te.Value))
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return errf(http.StatusBadRequest, "malformed_json", "", "truncated JSON")
+		return Errf(http.StatusBadRequest, "malformed_json", "", "truncated JSON")
 	}
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
 		name = strings.Trim(name, `"`)
-		return errf(http.StatusBadRequest, "unknown_field", name, "unknown field %q", name)
+		return Errf(http.StatusBadRequest, "unknown_field", name, "unknown field %q", name)
 	}
 	var ve *Error
 	if errors.As(err, &ve) {
 		return ve
 	}
-	return errf(http.StatusBadRequest, "malformed_json", "", "%v", err)
+	return Errf(http.StatusBadRequest, "malformed_json", "", "%v", err)
 }
 
 // jsonKind names a Go type in JSON's terms, never Go's.

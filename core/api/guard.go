@@ -100,19 +100,19 @@ func (g *guard) originAllowed(origin, host string) bool {
 // check refuses a request a web page could have made; nil lets it pass.
 func (g *guard) check(r *http.Request) *Error {
 	if !g.hostAllowed(r.Host) {
-		return errf(http.StatusForbidden, "host_not_allowed", "Host", "the Host %q is not this server's; add it to [server] allowed_hosts if it is", r.Host)
+		return Errf(http.StatusForbidden, "host_not_allowed", "Host", "the Host %q is not this server's; add it to [server] allowed_hosts if it is", r.Host)
 	}
 	origin := r.Header.Get("Origin")
 	switch {
 	case origin != "":
 		if !g.originAllowed(origin, r.Host) {
-			return errf(http.StatusForbidden, "origin_not_allowed", "Origin", "requests from the page at %q are not allowed; add its origin to [server] allowed_origins if they should be", origin)
+			return Errf(http.StatusForbidden, "origin_not_allowed", "Origin", "requests from the page at %q are not allowed; add its origin to [server] allowed_origins if they should be", origin)
 		}
 	default:
 		// A GET a page makes without CORS (an image, a script) carries no
 		// Origin; the browser still says where it came from.
 		if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" && s != "none" {
-			return errf(http.StatusForbidden, "origin_not_allowed", "Sec-Fetch-Site", "requests from another site (%s) are not allowed", s)
+			return Errf(http.StatusForbidden, "origin_not_allowed", "Sec-Fetch-Site", "requests from another site (%s) are not allowed", s)
 		}
 	}
 	return nil
@@ -126,7 +126,7 @@ func jsonBody(r *http.Request) *Error {
 	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return errf(http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type", "a request body must be sent as Content-Type: application/json, not %q (curl: --json)", ct)
+		return Errf(http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type", "a request body must be sent as Content-Type: application/json, not %q (curl: --json)", ct)
 	}
 	return nil
 }
@@ -152,7 +152,7 @@ func (g *guard) corsOrigin(r *http.Request) string {
 func (g *guard) guarded(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if e := g.check(r); e != nil {
-			writeError(w, e)
+			WriteError(w, e)
 			return
 		}
 		if o := g.corsOrigin(r); o != "" {

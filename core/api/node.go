@@ -18,44 +18,44 @@ import (
 // host already has is reported "running" or "finished", never run twice.
 func (s *Server) nodeRollouts(w http.ResponseWriter, r *http.Request) {
 	var req NodeRolloutsRequest
-	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &req); e != nil {
-		writeError(w, e)
+	if e := Decode(w, r, s.Cfg.Server.MaxBodyBytes, &req); e != nil {
+		WriteError(w, e)
 		return
 	}
 	if len(req.Rollouts) == 0 || len(req.Rollouts) > s.Cfg.Server.MaxBatch*s.Cfg.Server.MaxSamples {
-		writeError(w, invalid("rollouts", "give between 1 and %d rollouts", s.Cfg.Server.MaxBatch*s.Cfg.Server.MaxSamples))
+		WriteError(w, Invalid("rollouts", "give between 1 and %d rollouts", s.Cfg.Server.MaxBatch*s.Cfg.Server.MaxSamples))
 		return
 	}
 	for i, a := range req.Rollouts {
 		if a.ID == "" || !validID(a.ID) {
-			writeError(w, invalid(fmt.Sprintf("rollouts[%d].id", i), "required: at most %d characters of [A-Za-z0-9-_.:]", maxIDLen))
+			WriteError(w, Invalid(fmt.Sprintf("rollouts[%d].id", i), "required: at most %d characters of [A-Za-z0-9-_.:]", maxIDLen))
 			return
 		}
 		if a.Attempt < 1 {
-			writeError(w, invalid(fmt.Sprintf("rollouts[%d].attempt", i), "must be at least 1"))
+			WriteError(w, Invalid(fmt.Sprintf("rollouts[%d].attempt", i), "must be at least 1"))
 			return
 		}
 	}
 	if s.closing.Load() {
-		writeError(w, errf(http.StatusServiceUnavailable, "shutting_down", "", "the host is shutting down"))
+		WriteError(w, Errf(http.StatusServiceUnavailable, "shutting_down", "", "the host is shutting down"))
 		return
 	}
 	states, err := s.Pipeline.SubmitAssigned(req.Rollouts)
 	switch {
 	case errors.Is(err, pipeline.ErrQueueFull):
-		writeError(w, errf(http.StatusTooManyRequests, "queue_full", "", "%v; retry later", err))
+		WriteError(w, Errf(http.StatusTooManyRequests, "queue_full", "", "%v; retry later", err))
 	case errors.Is(err, pipeline.ErrShuttingDown), errors.Is(err, pipeline.ErrStore):
-		writeError(w, errf(http.StatusServiceUnavailable, "unavailable", "", "%v", err))
+		WriteError(w, Errf(http.StatusServiceUnavailable, "unavailable", "", "%v", err))
 	case err != nil:
-		writeError(w, invalid("rollouts", "%v", err))
+		WriteError(w, Invalid("rollouts", "%v", err))
 	default:
-		writeJSON(w, http.StatusOK, map[string]any{"rollouts": states})
+		WriteJSON(w, http.StatusOK, map[string]any{"rollouts": states})
 	}
 }
 
 func (s *Server) cluster(w http.ResponseWriter) bool {
 	if s.Cluster == nil {
-		writeError(w, errf(http.StatusNotFound, "not_a_coordinator", "", "this host is not a coordinator (prorl-host coordinate)"))
+		WriteError(w, Errf(http.StatusNotFound, "not_a_coordinator", "", "this host is not a coordinator (prorl-host coordinate)"))
 		return false
 	}
 	return true
@@ -66,20 +66,20 @@ func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var in coord.NodeInfo
-	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &in); e != nil {
-		writeError(w, e)
+	if e := Decode(w, r, s.Cfg.Server.MaxBodyBytes, &in); e != nil {
+		WriteError(w, e)
 		return
 	}
 	if err := s.Cluster.Register(in); err != nil {
 		var re *coord.RegisterError
 		if errors.As(err, &re) {
-			writeError(w, errf(re.Status, "node_refused", re.Field, "%s", re.Msg))
+			WriteError(w, Errf(re.Status, "node_refused", re.Field, "%s", re.Msg))
 			return
 		}
-		writeError(w, errf(http.StatusInternalServerError, "internal", "", "%v", err))
+		WriteError(w, Errf(http.StatusInternalServerError, "internal", "", "%v", err))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": in.ID, "state": coord.StateLive})
+	WriteJSON(w, http.StatusOK, map[string]any{"id": in.ID, "state": coord.StateLive})
 }
 
 func (s *Server) nodeHeartbeat(w http.ResponseWriter, r *http.Request) {
@@ -87,15 +87,15 @@ func (s *Server) nodeHeartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var l coord.Load
-	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &l); e != nil {
-		writeError(w, e)
+	if e := Decode(w, r, s.Cfg.Server.MaxBodyBytes, &l); e != nil {
+		WriteError(w, e)
 		return
 	}
 	if err := s.Cluster.Heartbeat(mux.Vars(r)["id"], l); err != nil {
-		writeError(w, errf(http.StatusNotFound, "unknown_node", "id", "%v", err))
+		WriteError(w, Errf(http.StatusNotFound, "unknown_node", "id", "%v", err))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+	WriteJSON(w, http.StatusOK, map[string]any{"ok": true})
 }
 
 func (s *Server) drainNode(w http.ResponseWriter, r *http.Request) {
@@ -103,17 +103,17 @@ func (s *Server) drainNode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.Cluster.Drain(mux.Vars(r)["id"]); err != nil {
-		writeError(w, errf(http.StatusNotFound, "unknown_node", "id", "%v", err))
+		WriteError(w, Errf(http.StatusNotFound, "unknown_node", "id", "%v", err))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": mux.Vars(r)["id"], "state": coord.StateDraining})
+	WriteJSON(w, http.StatusOK, map[string]any{"id": mux.Vars(r)["id"], "state": coord.StateDraining})
 }
 
 func (s *Server) listNodes(w http.ResponseWriter, _ *http.Request) {
 	if !s.cluster(w) {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"nodes": s.Cluster.Nodes()})
+	WriteJSON(w, http.StatusOK, map[string]any{"nodes": s.Cluster.Nodes()})
 }
 
 // addNodeBackend gives an inference server to the coordinator's live node
@@ -123,7 +123,7 @@ func (s *Server) listNodes(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) addNodeBackend(ctx context.Context, req BackendRequest, field string) (backend.Status, int, *Error) {
 	node, rep, err := s.Cluster.AddBackend(ctx, req)
 	if err != nil {
-		return backend.Status{}, 0, errf(http.StatusServiceUnavailable, "no_capacity", "", "%v", err)
+		return backend.Status{}, 0, Errf(http.StatusServiceUnavailable, "no_capacity", "", "%v", err)
 	}
 	if rep.Status/100 != 2 {
 		var body struct {
@@ -137,11 +137,11 @@ func (s *Server) addNodeBackend(ctx context.Context, req BackendRequest, field s
 			body.Error.Status = rep.Status
 			return backend.Status{}, 0, body.Error
 		}
-		return backend.Status{}, 0, errf(http.StatusBadGateway, "node_failed", "", "node %s answered %d %s%s", node, rep.Status, rep.Body, rep.Error)
+		return backend.Status{}, 0, Errf(http.StatusBadGateway, "node_failed", "", "node %s answered %d %s%s", node, rep.Status, rep.Body, rep.Error)
 	}
 	var st backend.Status
 	if err := json.Unmarshal(rep.Body, &st); err != nil {
-		return backend.Status{}, 0, errf(http.StatusBadGateway, "node_failed", "", "node %s: %v", node, err)
+		return backend.Status{}, 0, Errf(http.StatusBadGateway, "node_failed", "", "node %s: %v", node, err)
 	}
 	s.Log.Info("backend given to a node", "node", node, "url", st.URL)
 	return st, rep.Status, nil

@@ -29,17 +29,17 @@ var (
 	bln = openapi.Boolean
 )
 
-// routeDoc documents one route of routes(), by its name.
-type routeDoc struct {
-	summary, description string
-	body                 any // request body: a Go value or a Schema
-	example              any
-	ok                   string         // success status (default 200)
-	resp                 any            // success body; nil: none
-	more                 map[string]any // other answers by status, as resp
-	contentType          string
-	// query parameter schemas (default: string), for the names the route takes.
-	query map[string]openapi.Schema
+// Doc describes a route in the OpenAPI document.
+type Doc struct {
+	Summary, Description string
+	Body                 any // request body: a Go value or a Schema
+	Example              any
+	OK                   string         // success status (default 200)
+	Resp                 any            // success body; nil: none
+	More                 map[string]any // other answers by status, as Resp
+	ContentType          string
+	// Query parameter schemas (default: string), for the names the route takes.
+	Query map[string]openapi.Schema
 }
 
 var (
@@ -55,108 +55,88 @@ var (
 	limitParam  = openapi.Schema{"type": "integer", "minimum": 1}
 )
 
-func apiDocs() map[string]routeDoc {
+func apiDocs() map[string]Doc {
 	pipelineStats := o(map[string]openapi.Schema{"pending_sessions": itg, "init_queue_depth": itg, "init_inflight": itg,
 		"ready_depth": itg, "run_inflight": itg, "postrun_queue_depth": itg, "postrun_inflight": itg},
 		"pending_sessions", "init_queue_depth", "init_inflight", "ready_depth", "run_inflight", "postrun_queue_depth", "postrun_inflight")
-	return map[string]routeDoc{
-		"submit": {summary: "Submit a task as a group of n rollouts", ok: "202", body: SubmitRequest{}, resp: SubmitResponse{},
-			example:     map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}, "n": 4, "sampling": map[string]any{"temperature": 1.0}},
-			description: "Answers 202 once the rollouts are stored; 200 with the same ids for a repeated idempotency_key."},
-		"submit_batch": {summary: "Submit many groups at once (optionally dynamic sampling)", ok: "202", body: BatchRequest{},
-			resp: o(map[string]openapi.Schema{"groups": arr(openapi.Ref(SubmitResponse{})), "dynamic_id": openapi.Describe(str, "with informative_groups: the dynamic-sampling batch")}, "groups")},
-		"cancel_many": {summary: "Cancel a group, the rollouts of older policies, or all", body: CancelManyRequest{}, resp: cancelled},
-		"list_rollouts": {summary: "Rollouts queued or running", resp: o(map[string]openapi.Schema{"rollouts": arr(openapi.Ref(pipeline.Summary{}))}, "rollouts"),
-			query: map[string]openapi.Schema{"status": openapi.Enum("queued", "running"), "older_than": openapi.Describe(str, `a duration ("5m")`)}},
-		"get_rollout": {summary: "A rollout's result, or its state while it runs", resp: trajectory.Result{},
-			query: map[string]openapi.Schema{"wait": waitParam}},
-		"cancel_rollout": {summary: "Cancel one rollout", resp: cancelled},
-		"results": {summary: "Finished results not yet acknowledged, in order", query: map[string]openapi.Schema{"since": seqParam, "limit": limitParam, "wait": waitParam},
-			resp: o(map[string]openapi.Schema{"results": arr(openapi.Ref(trajectory.Result{})), "next_since": itg}, "results", "next_since")},
-		"results_stream": {summary: "Finished results as they come: NDJSON, or server-sent events with Accept: text/event-stream",
-			contentType: "application/x-ndjson", resp: openapi.Ref(trajectory.Result{}), query: map[string]openapi.Schema{"since": seqParam, "limit": limitParam}},
-		"ack":           {summary: "Acknowledge results: they leave /v1/results", body: AckRequest{}, resp: o(map[string]openapi.Schema{"acked": itg}, "acked")},
-		"node_rollouts": {summary: "A coordinator places rollouts on this host (admin)", body: NodeRolloutsRequest{}, resp: o(map[string]openapi.Schema{"rollouts": arr(openapi.Ref(pipeline.AssignedState{}))}, "rollouts")},
-		"register_node": {summary: "A host joins the coordinator (admin)", body: coord.NodeInfo{}, resp: o(map[string]openapi.Schema{"id": str, "state": str}, "id", "state")},
-		"list_nodes":    {summary: "The coordinator's nodes", resp: o(map[string]openapi.Schema{"nodes": arr(openapi.Ref(coord.NodeStatus{}))}, "nodes")},
-		"node_heartbeat": {summary: "A node's heartbeat with its load (admin)", body: coord.Load{},
-			resp: o(map[string]openapi.Schema{"ok": bln}, "ok")},
-		"drain_node":     {summary: "Stop placing rollouts on a node (admin)", body: openapi.Schema{"type": "object"}, resp: o(map[string]openapi.Schema{"id": str, "state": str}, "id", "state")},
-		"add_backend":    {summary: "Add an inference backend (admin)", ok: "201", body: BackendRequest{}, resp: backend.Status{}},
-		"list_backends":  {summary: "The inference backends and their load", resp: o(map[string]openapi.Schema{"backends": arr(openapi.Ref(backend.Status{}))}, "backends")},
-		"remove_backend": {summary: "Remove a backend; its rollouts move to others (admin)", ok: "204"},
-		"set_policy": {summary: "Set the policy version stamped on new generations (admin)", body: PolicyRequest{},
-			resp: openapi.OneOf(o(map[string]openapi.Schema{"version": itg}, "version"), o(map[string]openapi.Schema{"version": itg, "nodes": nodeReplies}, "version", "nodes"))},
-		"get_policy": {summary: "The policy version and whether generation is paused", resp: pipeline.PolicyState{}},
-		"pause_policy": {summary: "Pause generation for a weight sync (admin)", body: PauseRequest{},
-			description: "Answers once no generation is in flight; past timeout_s, 504 and generation stays paused.",
-			resp:        openapi.OneOf(openapi.Ref(pipeline.PauseReport{}), o(map[string]openapi.Schema{"nodes": nodeReplies}, "nodes"))},
-		"resume_policy": {summary: "Resume generation under a policy version (admin)", body: PolicyRequest{},
-			resp: openapi.OneOf(openapi.Ref(pipeline.ResumeReport{}), o(map[string]openapi.Schema{"version": itg, "nodes": nodeReplies}, "version", "nodes"))},
-		"domains": {summary: "The enabled domains and their health", resp: o(map[string]openapi.Schema{"domains": arr(openapi.Ref(pluginhost.Status{}))}, "domains")},
-		"evaluate": {summary: "Score a response as the domain scores a rollout", body: EvaluateRequest{},
-			example: map[string]any{"domain": "math", "task": map[string]any{"question": "What is 17 + 25?", "answer": "42"}, "response": `\boxed{42}`},
-			resp:    o(map[string]openapi.Schema{"domain": str, "reward": flt, "resolved": bln, "metrics": openapi.Schema{"type": []string{"object", "null"}, "additionalProperties": flt}, "info": openapi.Any}, "domain", "reward", "resolved", "metrics", "info")},
-		"open_session": {summary: "Open a gateway session for an agent that runs elsewhere", ok: "201", body: SessionRequest{}, resp: SessionResponse{}},
-		"close_session": {summary: "Close a session with its reward, or have the domain score it", ok: "202", body: CloseRequest{},
-			description: "202 at once; with wait, 200 and the session's result once it is scored.",
-			query:       map[string]openapi.Schema{"wait": waitParam},
-			resp:        o(map[string]openapi.Schema{"session_id": str, "status": str}, "session_id", "status"),
-			more:        map[string]any{"200": trajectory.Result{}}},
-		"ui_overview": {summary: "The dashboard's overview of the host", resp: uiOverview{}},
-		"ui_stream": {summary: "The overview as server-sent events", contentType: "text/event-stream", resp: str,
-			query: map[string]openapi.Schema{"interval_ms": openapi.Schema{"type": "integer", "minimum": 1}}},
-		"ui_rollouts": {summary: "Live rollouts, then the last finished", query: map[string]openapi.Schema{"stuck_after": str, "limit": limitParam, "offset": openapi.Schema{"type": "integer", "minimum": 0}},
-			resp: o(map[string]openapi.Schema{"rollouts": arr(openapi.Ref(uiRollout{})), "total": itg, "stuck_after_seconds": flt}, "rollouts", "total", "stuck_after_seconds")},
-		"ui_tokens": {summary: "A rollout's tokens as text", resp: o(map[string]openapi.Schema{"id": str, "texts": arr(str), "truncated": bln}, "id", "texts", "truncated")},
-		"ui_cancel": {summary: "Cancel a rollout or a group from the dashboard (admin)", body: UICancelRequest{}, resp: cancelled},
-		"openapi":   {summary: "This document (OpenAPI 3.1)", resp: openapi.Schema{"type": "object"}},
-		"healthz":   {summary: "Liveness", resp: o(map[string]openapi.Schema{"status": str}, "status")},
-		"readyz": {summary: "Readiness: the store, the domains, the backends", description: "503 with the same body when not ready.",
-			resp: o(map[string]openapi.Schema{"ready": bln, "problems": arr(str), "backends_healthy": itg}, "ready", "problems", "backends_healthy")},
-
-		// ProRL Agent server.
-		"prorl_start":  {summary: "ProRL: accept jobs", resp: o(map[string]openapi.Schema{"status": str}, "status")},
-		"prorl_stop":   {summary: "ProRL: stop accepting jobs; running ones are cancelled", resp: o(map[string]openapi.Schema{"status": str}, "status")},
-		"prorl_status": {summary: "ProRL: the server's queues", resp: prorlStatus()},
-		"prorl_process": {summary: "ProRL: run one instance and answer its trajectory", body: processRequest{},
-			resp: openapi.OneOf(openapi.Ref(ProRLResult{}), o(map[string]openapi.Schema{"error": str}, "error"))},
-		"prorl_cancel":           {summary: "ProRL: cancel a job", body: prorlCancelRequest{}, resp: o(map[string]openapi.Schema{"status": str}, "status")},
-		"prorl_add_llm_server":   {summary: "ProRL: add an inference server", body: prorlServerRequest{}, resp: o(map[string]openapi.Schema{"status": str}, "status")},
-		"prorl_clear_llm_server": {summary: "ProRL: remove every inference server", resp: o(map[string]openapi.Schema{"status": str}, "status")},
+	return map[string]Doc{
+		"submit": {Summary: "Submit a task as a group of n rollouts", OK: "202", Body: SubmitRequest{}, Resp: SubmitResponse{},
+			Example:     map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}, "n": 4, "sampling": map[string]any{"temperature": 1.0}},
+			Description: "Answers 202 once the rollouts are stored; 200 with the same ids for a repeated idempotency_key."},
+		"submit_batch": {Summary: "Submit many groups at once (optionally dynamic sampling)", OK: "202", Body: BatchRequest{},
+			Resp: o(map[string]openapi.Schema{"groups": arr(openapi.Ref(SubmitResponse{})), "dynamic_id": openapi.Describe(str, "with informative_groups: the dynamic-sampling batch")}, "groups")},
+		"cancel_many": {Summary: "Cancel a group, the rollouts of older policies, or all", Body: CancelManyRequest{}, Resp: cancelled},
+		"list_rollouts": {Summary: "Rollouts queued or running", Resp: o(map[string]openapi.Schema{"rollouts": arr(openapi.Ref(pipeline.Summary{}))}, "rollouts"),
+			Query: map[string]openapi.Schema{"status": openapi.Enum("queued", "running"), "older_than": openapi.Describe(str, `a duration ("5m")`)}},
+		"get_rollout": {Summary: "A rollout's result, or its state while it runs", Resp: trajectory.Result{},
+			Query: map[string]openapi.Schema{"wait": waitParam}},
+		"cancel_rollout": {Summary: "Cancel one rollout", Resp: cancelled},
+		"results": {Summary: "Finished results not yet acknowledged, in order", Query: map[string]openapi.Schema{"since": seqParam, "limit": limitParam, "wait": waitParam},
+			Resp: o(map[string]openapi.Schema{"results": arr(openapi.Ref(trajectory.Result{})), "next_since": itg}, "results", "next_since")},
+		"results_stream": {Summary: "Finished results as they come: NDJSON, or server-sent events with Accept: text/event-stream",
+			ContentType: "application/x-ndjson", Resp: openapi.Ref(trajectory.Result{}), Query: map[string]openapi.Schema{"since": seqParam, "limit": limitParam}},
+		"ack":           {Summary: "Acknowledge results: they leave /v1/results", Body: AckRequest{}, Resp: o(map[string]openapi.Schema{"acked": itg}, "acked")},
+		"node_rollouts": {Summary: "A coordinator places rollouts on this host (admin)", Body: NodeRolloutsRequest{}, Resp: o(map[string]openapi.Schema{"rollouts": arr(openapi.Ref(pipeline.AssignedState{}))}, "rollouts")},
+		"register_node": {Summary: "A host joins the coordinator (admin)", Body: coord.NodeInfo{}, Resp: o(map[string]openapi.Schema{"id": str, "state": str}, "id", "state")},
+		"list_nodes":    {Summary: "The coordinator's nodes", Resp: o(map[string]openapi.Schema{"nodes": arr(openapi.Ref(coord.NodeStatus{}))}, "nodes")},
+		"node_heartbeat": {Summary: "A node's heartbeat with its load (admin)", Body: coord.Load{},
+			Resp: o(map[string]openapi.Schema{"ok": bln}, "ok")},
+		"drain_node":     {Summary: "Stop placing rollouts on a node (admin)", Body: openapi.Schema{"type": "object"}, Resp: o(map[string]openapi.Schema{"id": str, "state": str}, "id", "state")},
+		"add_backend":    {Summary: "Add an inference backend (admin)", OK: "201", Body: BackendRequest{}, Resp: backend.Status{}},
+		"list_backends":  {Summary: "The inference backends and their load", Resp: o(map[string]openapi.Schema{"backends": arr(openapi.Ref(backend.Status{}))}, "backends")},
+		"remove_backend": {Summary: "Remove a backend; its rollouts move to others (admin)", OK: "204"},
+		"set_policy": {Summary: "Set the policy version stamped on new generations (admin)", Body: PolicyRequest{},
+			Resp: openapi.OneOf(o(map[string]openapi.Schema{"version": itg}, "version"), o(map[string]openapi.Schema{"version": itg, "nodes": nodeReplies}, "version", "nodes"))},
+		"get_policy": {Summary: "The policy version and whether generation is paused", Resp: pipeline.PolicyState{}},
+		"pause_policy": {Summary: "Pause generation for a weight sync (admin)", Body: PauseRequest{},
+			Description: "Answers once no generation is in flight; past timeout_s, 504 and generation stays paused.",
+			Resp:        openapi.OneOf(openapi.Ref(pipeline.PauseReport{}), o(map[string]openapi.Schema{"nodes": nodeReplies}, "nodes"))},
+		"resume_policy": {Summary: "Resume generation under a policy version (admin)", Body: PolicyRequest{},
+			Resp: openapi.OneOf(openapi.Ref(pipeline.ResumeReport{}), o(map[string]openapi.Schema{"version": itg, "nodes": nodeReplies}, "version", "nodes"))},
+		"domains": {Summary: "The enabled domains and their health", Resp: o(map[string]openapi.Schema{"domains": arr(openapi.Ref(pluginhost.Status{}))}, "domains")},
+		"evaluate": {Summary: "Score a response as the domain scores a rollout", Body: EvaluateRequest{},
+			Example: map[string]any{"domain": "math", "task": map[string]any{"question": "What is 17 + 25?", "answer": "42"}, "response": `\boxed{42}`},
+			Resp:    o(map[string]openapi.Schema{"domain": str, "reward": flt, "resolved": bln, "metrics": openapi.Schema{"type": []string{"object", "null"}, "additionalProperties": flt}, "info": openapi.Any}, "domain", "reward", "resolved", "metrics", "info")},
+		"open_session": {Summary: "Open a gateway session for an agent that runs elsewhere", OK: "201", Body: SessionRequest{}, Resp: SessionResponse{}},
+		"close_session": {Summary: "Close a session with its reward, or have the domain score it", OK: "202", Body: CloseRequest{},
+			Description: "202 at once; with wait, 200 and the session's result once it is scored.",
+			Query:       map[string]openapi.Schema{"wait": waitParam},
+			Resp:        o(map[string]openapi.Schema{"session_id": str, "status": str}, "session_id", "status"),
+			More:        map[string]any{"200": trajectory.Result{}}},
+		"ui_overview": {Summary: "The dashboard's overview of the host", Resp: uiOverview{}},
+		"ui_stream": {Summary: "The overview as server-sent events", ContentType: "text/event-stream", Resp: str,
+			Query: map[string]openapi.Schema{"interval_ms": openapi.Schema{"type": "integer", "minimum": 1}}},
+		"ui_rollouts": {Summary: "Live rollouts, then the last finished", Query: map[string]openapi.Schema{"stuck_after": str, "limit": limitParam, "offset": openapi.Schema{"type": "integer", "minimum": 0}},
+			Resp: o(map[string]openapi.Schema{"rollouts": arr(openapi.Ref(uiRollout{})), "total": itg, "stuck_after_seconds": flt}, "rollouts", "total", "stuck_after_seconds")},
+		"ui_tokens": {Summary: "A rollout's tokens as text", Resp: o(map[string]openapi.Schema{"id": str, "texts": arr(str), "truncated": bln}, "id", "texts", "truncated")},
+		"ui_cancel": {Summary: "Cancel a rollout or a group from the dashboard (admin)", Body: UICancelRequest{}, Resp: cancelled},
+		"openapi":   {Summary: "This document (OpenAPI 3.1)", Resp: openapi.Schema{"type": "object"}},
+		"healthz":   {Summary: "Liveness", Resp: o(map[string]openapi.Schema{"status": str}, "status")},
+		"readyz": {Summary: "Readiness: the store, the domains, the backends", Description: "503 with the same body when not ready.",
+			Resp: o(map[string]openapi.Schema{"ready": bln, "problems": arr(str), "backends_healthy": itg}, "ready", "problems", "backends_healthy")},
 
 		// Polar.
-		"polar_submit": {summary: "Polar: submit a task of num_samples sessions", body: polarTaskRequest{},
-			example: map[string]any{"task_id": "t-1", "instruction": "What is 17 + 25?", "num_samples": 2,
+		"polar_submit": {Summary: "Polar: submit a task of num_samples sessions", Body: polarTaskRequest{},
+			Example: map[string]any{"task_id": "t-1", "instruction": "What is 17 + 25?", "num_samples": 2,
 				"agent":     map[string]any{"harness": "prorl", "model_name": "policy"},
 				"evaluator": map[string]any{"strategy": "math", "config": map[string]any{"answer": "42"}}},
-			resp: o(map[string]openapi.Schema{"task_id": str, "status": str}, "task_id", "status")},
-		"polar_get_task":    {summary: "Polar: a task's status and finished sessions", resp: PolarTaskStatus{}},
-		"polar_cancel_task": {summary: "Polar: cancel a task", resp: PolarTaskStatus{}},
-		"polar_status": {summary: "Polar: tasks and queues",
-			resp: o(map[string]openapi.Schema{"tasks": openapi.MapOf(str), "pipeline": pipelineStats,
+			Resp: o(map[string]openapi.Schema{"task_id": str, "status": str}, "task_id", "status")},
+		"polar_get_task":    {Summary: "Polar: a task's status and finished sessions", Resp: PolarTaskStatus{}},
+		"polar_cancel_task": {Summary: "Polar: cancel a task", Resp: PolarTaskStatus{}},
+		"polar_status": {Summary: "Polar: tasks and queues",
+			Resp: o(map[string]openapi.Schema{"tasks": openapi.MapOf(str), "pipeline": pipelineStats,
 				"nodes": o(map[string]openapi.Schema{"total": itg, "healthy": itg, "node_ids": arr(str)}, "total", "healthy", "node_ids")}, "tasks", "pipeline", "nodes")},
-		"polar_tasks": {summary: "Polar: recent tasks, newest first", query: map[string]openapi.Schema{"limit": limitParam, "status": str, "harness": str, "since": openapi.Describe(flt, "Unix seconds: tasks updated since")},
-			resp: o(map[string]openapi.Schema{"tasks": arr(o(map[string]openapi.Schema{"task_id": str, "status": str, "harness": str, "model": str,
+		"polar_tasks": {Summary: "Polar: recent tasks, newest first", Query: map[string]openapi.Schema{"limit": limitParam, "status": str, "harness": str, "since": openapi.Describe(flt, "Unix seconds: tasks updated since")},
+			Resp: o(map[string]openapi.Schema{"tasks": arr(o(map[string]openapi.Schema{"task_id": str, "status": str, "harness": str, "model": str,
 				"num_samples": itg, "completed_sessions": itg, "errored_sessions": itg, "mean_reward": openapi.Nullable(flt), "mean_traces": openapi.Nullable(flt),
 				"mean_completions": openapi.Nullable(flt), "created_at": flt, "updated_at": flt, "source": str},
 				"task_id", "status", "harness", "model", "num_samples", "completed_sessions", "errored_sessions", "mean_reward", "mean_traces", "mean_completions", "created_at", "updated_at", "source"))}, "tasks")},
-		"polar_sessions": {summary: "Polar: a task's sessions",
-			resp: o(map[string]openapi.Schema{"task_id": str, "sessions": arr(o(map[string]openapi.Schema{"session_id": str, "task_id": str, "status": str,
+		"polar_sessions": {Summary: "Polar: a task's sessions",
+			Resp: o(map[string]openapi.Schema{"task_id": str, "sessions": arr(o(map[string]openapi.Schema{"session_id": str, "task_id": str, "status": str,
 				"node_id": openapi.Nullable(str), "reward": openapi.Nullable(flt), "timing": openapi.Ref(PolarTiming{}), "error": openapi.Nullable(str)}, "session_id", "task_id", "status"))}, "task_id", "sessions")},
-		"polar_events": {summary: "Polar: task events as server-sent events", contentType: "text/event-stream", resp: str},
-		"polar_health": {summary: "Polar: liveness", resp: o(map[string]openapi.Schema{"status": str, "nodes": itg}, "status", "nodes")},
+		"polar_events": {Summary: "Polar: task events as server-sent events", ContentType: "text/event-stream", Resp: str},
+		"polar_health": {Summary: "Polar: liveness", Resp: o(map[string]openapi.Schema{"status": str, "nodes": itg}, "status", "nodes")},
 	}
-}
-
-func prorlStatus() openapi.Schema {
-	props := map[string]openapi.Schema{"status": str, "running": bln}
-	req := []string{"status", "running"}
-	for _, k := range []string{"pending_jobs", "jobs", "init", "run", "eval", "init_queue", "run_queue", "eval_queue", "active_init", "active_run", "active_eval", "total"} {
-		props[k] = itg
-		req = append(req, k)
-	}
-	return o(props, req...)
 }
 
 var (
@@ -176,40 +156,39 @@ func (s *Server) document() []byte {
 		d.Tags = []openapi.Tag{{Name: "v1", Description: "prorl's own API"}, {Name: "prorl", Description: "the ProRL Agent server's endpoints, same paths and fields"},
 			{Name: "polar", Description: "Polar's task API, same paths, fields and status codes"}, {Name: "gateway", Description: "OpenAI and Anthropic APIs bound to sessions"},
 			{Name: "dashboard", Description: "the dashboard's data"}}
-		docs := apiDocs()
 		for _, rt := range s.routes() {
-			rd := docs[rt.name]
-			op := openapi.Operation{ID: rt.name, Summary: rd.summary, Description: rd.description, Body: rd.body, BodyExample: rd.example,
-				ContentType: rd.contentType, Responses: map[string]any{}, Query: map[string]openapi.Schema{}}
+			rd := rt.Doc
+			op := openapi.Operation{ID: rt.Name, Summary: rd.Summary, Description: rd.Description, Body: rd.Body, BodyExample: rd.Example,
+				ContentType: rd.ContentType, Responses: map[string]any{}, Query: map[string]openapi.Schema{}}
 			tag, errs := dialect(rt)
 			op.Tags = []string{tag}
-			for _, q := range rt.query {
+			for _, q := range rt.Query {
 				op.Query[q] = str
-				if sc, ok := rd.query[q]; ok {
+				if sc, ok := rd.Query[q]; ok {
 					op.Query[q] = sc
 				}
 			}
-			if rt.query == nil { // ProRL's and Polar's routes ignore unknown parameters
-				for q, sc := range rd.query {
+			if rt.Query == nil { // ProRL's and Polar's routes ignore unknown parameters
+				for q, sc := range rd.Query {
 					op.Query[q] = sc
 				}
 			}
-			okCode := rd.ok
+			okCode := rd.OK
 			if okCode == "" {
 				okCode = "200"
 			}
-			op.Responses[okCode] = rd.resp
-			for code, body := range rd.more {
+			op.Responses[okCode] = rd.Resp
+			for code, body := range rd.More {
 				op.Responses[code] = body
 			}
 			op.Responses["default"] = errs
-			switch rt.level {
-			case userLevel:
+			switch rt.Level {
+			case UserLevel:
 				op.Security = []string{"token", "admin"}
-			case adminLevel:
+			case AdminLevel:
 				op.Security = []string{"admin"}
 			}
-			d.Add(rt.path, rt.method, op)
+			d.Add(rt.Path, rt.Method, op)
 		}
 		for _, prefix := range gateway.Prefixes {
 			for _, rt := range gateway.Routes {
@@ -238,13 +217,13 @@ func (s *Server) document() []byte {
 }
 
 // dialect is a route's tag and its error body.
-func dialect(rt route) (string, openapi.Schema) {
+func dialect(rt Route) (string, openapi.Schema) {
 	switch {
-	case strings.HasPrefix(rt.name, "prorl_"):
+	case strings.HasPrefix(rt.Name, "prorl_"):
 		return "prorl", openapi.OneOf(prorlError, errorBody) // auth and the host's guard answer in v1's shape
-	case strings.HasPrefix(rt.name, "polar_"):
+	case strings.HasPrefix(rt.Name, "polar_"):
 		return "polar", openapi.OneOf(polarError, errorBody)
-	case strings.HasPrefix(rt.name, "ui_"):
+	case strings.HasPrefix(rt.Name, "ui_"):
 		return "dashboard", errorBody
 	}
 	return "v1", errorBody

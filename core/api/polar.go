@@ -235,7 +235,7 @@ func newPolarTasks() *polarTasks {
 // fastAPIInvalid is FastAPI's 422 body: a list naming each bad field by
 // its location, e.g. ["query", "limit"].
 func fastAPIInvalid(w http.ResponseWriter, typ string, loc []any, msg string) {
-	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": []map[string]any{{"type": typ, "loc": loc, "msg": msg}}})
+	WriteJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": []map[string]any{{"type": typ, "loc": loc, "msg": msg}}})
 }
 
 // polarInvalid is FastAPI's 422 for a field of the request body.
@@ -256,9 +256,9 @@ func polarInvalid(w http.ResponseWriter, field, msg string) {
 
 func (s *Server) polarSubmit(w http.ResponseWriter, r *http.Request) {
 	var tr polarTaskRequest
-	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &tr); e != nil {
+	if e := Decode(w, r, s.Cfg.Server.MaxBodyBytes, &tr); e != nil {
 		if e.Status == http.StatusRequestEntityTooLarge || e.Status == http.StatusRequestTimeout {
-			writeError(w, e)
+			WriteError(w, e)
 			return
 		}
 		polarInvalid(w, e.Field, e.Message)
@@ -269,7 +269,7 @@ func (s *Server) polarSubmit(w http.ResponseWriter, r *http.Request) {
 		if e.Status == http.StatusUnprocessableEntity {
 			polarInvalid(w, e.Field, e.Message)
 		} else {
-			detail(w, e.Status, e.Message) // Polar's 503: the domain is down
+			Detail(w, e.Status, e.Message) // Polar's 503: the domain is down
 		}
 		return
 	}
@@ -281,12 +281,12 @@ func (s *Server) polarSubmit(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	if until, dead := pt.tombstones[tr.TaskID]; dead && now.Before(until) || s.polarTombstoned(tr.TaskID, now) {
 		pt.mu.Unlock()
-		detail(w, http.StatusConflict, fmt.Sprintf("task %s was cancelled before submission", tr.TaskID))
+		Detail(w, http.StatusConflict, fmt.Sprintf("task %s was cancelled before submission", tr.TaskID))
 		return
 	}
 	if old := pt.tasks[tr.TaskID]; old != nil && (old.status == "running" || old.status == "cancelling") {
 		pt.mu.Unlock()
-		detail(w, http.StatusConflict, fmt.Sprintf("task %s is already running", tr.TaskID))
+		Detail(w, http.StatusConflict, fmt.Sprintf("task %s is already running", tr.TaskID))
 		return
 	}
 	// Held across the submit so a concurrent duplicate id waits and then
@@ -294,9 +294,9 @@ func (s *Server) polarSubmit(w http.ResponseWriter, r *http.Request) {
 	defer pt.mu.Unlock()
 	// Durable with the rollouts: the task's group and rollouts, so a
 	// restarted host finds them. A resubmitted id's record is replaced.
-	rs, e := s.enqueue(reqs, &store.Keyed{Key: polarKey(task.id), Sub: store.Submission{GroupID: task.group}, Replace: true}, "num_samples")
+	rs, e := s.Enqueue(reqs, &store.Keyed{Key: polarKey(task.id), Sub: store.Submission{GroupID: task.group}, Replace: true}, "num_samples")
 	if e != nil {
-		detail(w, e.Status, e.Message)
+		Detail(w, e.Status, e.Message)
 		return
 	}
 	task.rollouts = ids(rs)
@@ -305,7 +305,7 @@ func (s *Server) polarSubmit(w http.ResponseWriter, r *http.Request) {
 	pt.prune(s.Store)
 	pt.events.publish("task.created", map[string]any{"task_id": task.id, "status": "running", "harness": task.harness, "model": task.model, "num_samples": len(rs)})
 	go s.polarWatch(task, rs)
-	writeJSON(w, http.StatusOK, map[string]string{"task_id": task.id, "status": "running"})
+	WriteJSON(w, http.StatusOK, map[string]string{"task_id": task.id, "status": "running"})
 }
 
 // polarRecord reads a task id's record: the task's latest submission.
@@ -390,7 +390,7 @@ func (s *Server) polarRequests(tr *polarTaskRequest) ([]pipeline.Request, *polar
 	}
 	if !has {
 		if *tr.Instruction == "" {
-			return nil, nil, invalid("instruction", "empty, and evaluator.config has no prompt of its own")
+			return nil, nil, Invalid("instruction", "empty, and evaluator.config has no prompt of its own")
 		}
 		key := "prompt"
 		if plug.Name == "swe" {
@@ -417,13 +417,13 @@ func (s *Server) polarRequests(tr *polarTaskRequest) ([]pipeline.Request, *polar
 func (s *Server) polarSubmission(tr *polarTaskRequest) (SubmitRequest, string, map[string]json.RawMessage, *Error) {
 	var sr SubmitRequest
 	if tr.TaskID == "" || len(tr.TaskID) > 512 {
-		return sr, "", nil, invalid("task_id", "required: a non-empty string of at most 512 characters")
+		return sr, "", nil, Invalid("task_id", "required: a non-empty string of at most 512 characters")
 	}
 	if tr.Instruction == nil {
-		return sr, "", nil, invalid("instruction", "Field required")
+		return sr, "", nil, Invalid("instruction", "Field required")
 	}
 	if tr.Agent == nil {
-		return sr, "", nil, invalid("agent", "Field required")
+		return sr, "", nil, Invalid("agent", "Field required")
 	}
 	sr.N, sr.Priority, sr.EarlyStopMinUsable, sr.MaxTurns = tr.NumSamples, tr.DispatchPriority, tr.EarlyStop, tr.MaxSteps
 	secs := 600.0
@@ -436,19 +436,19 @@ func (s *Server) polarSubmission(tr *polarTaskRequest) (SubmitRequest, string, m
 	if rt := tr.Runtime; rt != nil {
 		switch {
 		case rt.Backend != "" && rt.Backend != "docker" && rt.Backend != "apptainer":
-			return sr, "", nil, invalid("runtime.backend", "must be docker or apptainer, got %q", rt.Backend)
+			return sr, "", nil, Invalid("runtime.backend", "must be docker or apptainer, got %q", rt.Backend)
 		case strings.TrimSpace(rt.Image) == "":
-			return sr, "", nil, invalid("runtime.image", "runtime image must be non-empty")
+			return sr, "", nil, Invalid("runtime.image", "runtime image must be non-empty")
 		case len(rt.Prepare) > 0, len(rt.EvalPrepare) > 0:
-			return sr, "", nil, invalid("runtime.prepare", "not supported: the domain prepares its own sandbox; put setup steps in the domain's image or task row")
+			return sr, "", nil, Invalid("runtime.prepare", "not supported: the domain prepares its own sandbox; put setup steps in the domain's image or task row")
 		case len(rt.Env) > 0:
-			return sr, "", nil, invalid("runtime.env", "not supported: the domain sets the sandbox environment")
+			return sr, "", nil, Invalid("runtime.env", "not supported: the domain sets the sandbox environment")
 		case rt.GPUs > 0:
-			return sr, "", nil, invalid("runtime.gpus", "not supported: sandboxes here have no GPUs")
+			return sr, "", nil, Invalid("runtime.gpus", "not supported: sandboxes here have no GPUs")
 		case rt.ImportPath != nil, rt.DirectExecInitCommand != nil:
-			return sr, "", nil, invalid("runtime.import_path", "not supported: custom runtimes are not loaded")
+			return sr, "", nil, Invalid("runtime.import_path", "not supported: custom runtimes are not loaded")
 		case len(rt.InternetVolumes) > 0:
-			return sr, "", nil, invalid("runtime.internet_volumes", "not supported: sandboxes here have no network")
+			return sr, "", nil, Invalid("runtime.internet_volumes", "not supported: sandboxes here have no network")
 		}
 	}
 	ag := tr.Agent
@@ -457,7 +457,7 @@ func (s *Server) polarSubmission(tr *polarTaskRequest) (SubmitRequest, string, m
 		// with hyphens; the gateway runs them.
 		name := strings.ReplaceAll(ag.Harness, "_", "-")
 		if _, ok := s.Cfg.Harnesses[name]; !ok {
-			return sr, "", nil, invalid("agent.harness", "harness %q is not configured here (configured: %s; \"prorl\" is the host's own agent loop)", ag.Harness, strings.Join(harnessNames(s.Cfg.Harnesses), ", "))
+			return sr, "", nil, Invalid("agent.harness", "harness %q is not configured here (configured: %s; \"prorl\" is the host's own agent loop)", ag.Harness, strings.Join(harnessNames(s.Cfg.Harnesses), ", "))
 		}
 		sr.Harness = &HarnessRequest{Name: name}
 		if tr.Instruction != nil {
@@ -469,9 +469,9 @@ func (s *Server) polarSubmission(tr *polarTaskRequest) (SubmitRequest, string, m
 	}
 	switch {
 	case ag.ImportPath != nil:
-		return sr, "", nil, invalid("agent.import_path", "not supported: this host runs its own agent loop (harness \"prorl\")")
+		return sr, "", nil, Invalid("agent.import_path", "not supported: this host runs its own agent loop (harness \"prorl\")")
 	case len(ag.Env) > 0:
-		return sr, "", nil, invalid("agent.env", "not supported: the agent loop runs in the host, not in an environment of its own")
+		return sr, "", nil, Invalid("agent.env", "not supported: the agent loop runs in the host, not in an environment of its own")
 	}
 	sp, turns, e := polarSampling(ag.Settings)
 	if e != nil {
@@ -482,37 +482,37 @@ func (s *Server) polarSubmission(tr *polarTaskRequest) (SubmitRequest, string, m
 		sr.MaxTurns = &turns
 	}
 	if b := tr.Builder; b != nil && b.Strategy != "per_request" && b.Strategy != "prefix_merging" {
-		return sr, "", nil, invalid("builder.strategy", "must be per_request or prefix_merging (both give one exact trace per session here), got %q", b.Strategy)
+		return sr, "", nil, Invalid("builder.strategy", "must be per_request or prefix_merging (both give one exact trace per session here), got %q", b.Strategy)
 	}
 	ev := tr.Evaluator
 	if ev == nil || ev.Strategy == "" {
-		return sr, "", nil, invalid("evaluator.strategy", "required: the domain that scores the task, or one of its data_source names")
+		return sr, "", nil, Invalid("evaluator.strategy", "required: the domain that scores the task, or one of its data_source names")
 	}
 	if len(ev.Env) > 0 {
-		return sr, "", nil, invalid("evaluator.env", "not supported: the domain's evaluator has its own configuration")
+		return sr, "", nil, Invalid("evaluator.env", "not supported: the domain's evaluator has its own configuration")
 	}
 	row := map[string]json.RawMessage{}
 	if c := bytes.TrimSpace(ev.Config); len(c) > 0 && string(c) != "null" {
 		if c[0] != '{' || json.Unmarshal(c, &row) != nil {
-			return sr, "", nil, invalid("evaluator.config", "must be a JSON object: the domain's task row")
+			return sr, "", nil, Invalid("evaluator.config", "must be a JSON object: the domain's task row")
 		}
 	}
 	var meta map[string]any
 	if m := bytes.TrimSpace(tr.Metadata); len(m) > 0 && string(m) != "null" {
 		if err := json.Unmarshal(m, &meta); err != nil || meta == nil {
-			return sr, "", nil, invalid("metadata", "must be a JSON object")
+			return sr, "", nil, Invalid("metadata", "must be a JSON object")
 		}
 	}
 	if v, ok := meta["agent_timeout"]; ok && v != nil {
 		if f, isNum := v.(float64); !isNum || !(f > 0) {
-			return sr, "", nil, invalid("metadata", "metadata.agent_timeout must be a positive finite number")
+			return sr, "", nil, Invalid("metadata", "metadata.agent_timeout must be a positive finite number")
 		}
 	}
 	// Polar's per-sample eval seeds: seed base + sample index (as v1 seeds a group).
 	if v, ok := meta["eval_sampling_seed_base"]; ok && v != nil {
 		f, isNum := v.(float64)
 		if !isNum || f != math.Trunc(f) || f < 0 {
-			return sr, "", nil, invalid("metadata.eval_sampling_seed_base", "eval_sampling_seed_base must be an integer")
+			return sr, "", nil, Invalid("metadata.eval_sampling_seed_base", "eval_sampling_seed_base must be an integer")
 		}
 		seed := int64(f)
 		sr.Sampling.Seed = &seed
@@ -521,7 +521,7 @@ func (s *Server) polarSubmission(tr *polarTaskRequest) (SubmitRequest, string, m
 	if tr.CallbackURL != nil && *tr.CallbackURL != "" {
 		// The host POSTs results there: only where the operator allows.
 		if err := s.callbacks.policy.CheckURL(*tr.CallbackURL); err != nil {
-			return sr, "", nil, invalid("callback_url", "%v", err)
+			return sr, "", nil, Invalid("callback_url", "%v", err)
 		}
 	}
 	return sr, ev.Strategy, row, nil
@@ -542,7 +542,7 @@ func polarSampling(set map[string]any) (sp trajectory.Sampling, turns int, e *Er
 		switch k {
 		case "temperature", "top_p":
 			if !isNum {
-				return sp, 0, invalid(field, "must be a number")
+				return sp, 0, Invalid(field, "must be a number")
 			}
 			if k == "temperature" {
 				sp.Temperature = &f
@@ -551,7 +551,7 @@ func polarSampling(set map[string]any) (sp trajectory.Sampling, turns int, e *Er
 			}
 		case "top_k", "seed", "sampling_seed", "max_tokens", "max_tokens_per_turn", "max_total_tokens", "max_turns", "max_steps":
 			if !isNum || f != math.Trunc(f) || math.Abs(f) > math.MaxInt32 {
-				return sp, 0, invalid(field, "must be an integer")
+				return sp, 0, Invalid(field, "must be an integer")
 			}
 			n := int(f)
 			switch k {
@@ -566,24 +566,24 @@ func polarSampling(set map[string]any) (sp trajectory.Sampling, turns int, e *Er
 				sp.MaxTotalTokens = n
 			default:
 				if n < 1 {
-					return sp, 0, invalid(field, "must be at least 1")
+					return sp, 0, Invalid(field, "must be at least 1")
 				}
 				turns = n
 			}
 		case "stop":
 			arr, ok := v.([]any)
 			if !ok {
-				return sp, 0, invalid(field, "must be a list of strings")
+				return sp, 0, Invalid(field, "must be a list of strings")
 			}
 			for _, a := range arr {
 				str, ok := a.(string)
 				if !ok {
-					return sp, 0, invalid(field, "must be a list of strings")
+					return sp, 0, Invalid(field, "must be a list of strings")
 				}
 				sp.Stop = append(sp.Stop, str)
 			}
 		default:
-			return sp, 0, invalid(field, "unknown setting; this host reads temperature, top_p, top_k, seed, sampling_seed, max_tokens, max_total_tokens, max_turns, stop")
+			return sp, 0, Invalid(field, "unknown setting; this host reads temperature, top_p, top_k, seed, sampling_seed, max_tokens, max_total_tokens, max_turns, stop")
 		}
 	}
 	return sp, turns, nil
@@ -841,13 +841,13 @@ func (s *Server) polarLookup(id string) *polarTask {
 func (s *Server) polarGet(w http.ResponseWriter, r *http.Request) {
 	t := s.polarLookup(mux.Vars(r)["task_id"])
 	if t == nil {
-		detail(w, http.StatusNotFound, "Task not found")
+		Detail(w, http.StatusNotFound, "Task not found")
 		return
 	}
 	s.polar.mu.Lock()
 	st := s.polar.statusLocked(t)
 	s.polar.mu.Unlock()
-	writeJSON(w, http.StatusOK, st)
+	WriteJSON(w, http.StatusOK, st)
 }
 
 func (s *Server) polarCancel(w http.ResponseWriter, r *http.Request) {
@@ -865,12 +865,12 @@ func (s *Server) polarCancel(w http.ResponseWriter, r *http.Request) {
 	t := s.polarLookup(id)
 	if t == nil {
 		if !reg {
-			detail(w, http.StatusNotFound, "Task not found")
+			Detail(w, http.StatusNotFound, "Task not found")
 			return
 		}
 		if wait, ok := pt.tombstone(id, time.Now()); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
-			detail(w, http.StatusTooManyRequests, fmt.Sprintf("%d cancel markers are held; retry later", maxTombstones))
+			Detail(w, http.StatusTooManyRequests, fmt.Sprintf("%d cancel markers are held; retry later", maxTombstones))
 			return
 		}
 		// In the store too, so a host restarted within the TTL keeps the
@@ -878,14 +878,14 @@ func (s *Server) polarCancel(w http.ResponseWriter, r *http.Request) {
 		if err := s.Store.Submit(nil, &store.Keyed{Key: polarTombKey(id), Replace: true}); err != nil {
 			s.Log.Warn("Polar cancel marker not stored; it holds until a restart", "task_id", logID(id), "error", err)
 		}
-		writeJSON(w, http.StatusOK, PolarTaskStatus{TaskID: id, Status: "cancelled", Results: []PolarSession{}, ResultPaths: []string{}})
+		WriteJSON(w, http.StatusOK, PolarTaskStatus{TaskID: id, Status: "cancelled", Results: []PolarSession{}, ResultPaths: []string{}})
 		return
 	}
 	pt.mu.Lock()
 	if t.status != "running" {
 		st := pt.statusLocked(t)
 		pt.mu.Unlock()
-		writeJSON(w, http.StatusOK, st)
+		WriteJSON(w, http.StatusOK, st)
 		return
 	}
 	t.status = "cancelling"
@@ -905,7 +905,7 @@ func (s *Server) polarCancel(w http.ResponseWriter, r *http.Request) {
 	st := pt.statusLocked(t)
 	pt.mu.Unlock()
 	pt.events.publish("task.completed", map[string]any{"task_id": id, "status": "cancelled"})
-	writeJSON(w, http.StatusOK, st)
+	WriteJSON(w, http.StatusOK, st)
 }
 
 func (s *Server) polarStatus(w http.ResponseWriter, _ *http.Request) {
@@ -921,7 +921,7 @@ func (s *Server) polarStatus(w http.ResponseWriter, _ *http.Request) {
 	}
 	pt.mu.Unlock()
 	st := s.Pipeline.Stats()
-	writeJSON(w, http.StatusOK, map[string]any{
+	WriteJSON(w, http.StatusOK, map[string]any{
 		"tasks":    tasks,
 		"pipeline": map[string]any{"pending_sessions": pending, "init_queue_depth": st.InitQueue, "init_inflight": st.ActiveInit, "ready_depth": st.RunQueue, "run_inflight": st.ActiveRun, "postrun_queue_depth": st.EvalQueue, "postrun_inflight": st.ActiveEval},
 		"nodes":    map[string]any{"total": 1, "healthy": 1, "node_ids": []any{pt.node}},
@@ -929,7 +929,7 @@ func (s *Server) polarStatus(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) polarHealth(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "nodes": 1})
+	WriteJSON(w, http.StatusOK, map[string]any{"status": "ok", "nodes": 1})
 }
 
 func (s *Server) polarTaskList(w http.ResponseWriter, r *http.Request) {
@@ -967,7 +967,7 @@ func (s *Server) polarTaskList(w http.ResponseWriter, r *http.Request) {
 	}
 	pt.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i]["updated_at"].(float64) > out[j]["updated_at"].(float64) })
-	writeJSON(w, http.StatusOK, map[string]any{"tasks": out[:min(limit, len(out))]})
+	WriteJSON(w, http.StatusOK, map[string]any{"tasks": out[:min(limit, len(out))]})
 }
 
 func errored(rs []PolarSession) int {
@@ -1026,7 +1026,7 @@ func (s *Server) polarSessions(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["task_id"]
 	t := s.polarLookup(id)
 	if t == nil {
-		detail(w, http.StatusNotFound, "Task not found")
+		Detail(w, http.StatusNotFound, "Task not found")
 		return
 	}
 	pt := s.polar
@@ -1054,7 +1054,7 @@ func (s *Server) polarSessions(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, map[string]any{"session_id": rid, "task_id": id, "status": status})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"task_id": id, "sessions": out})
+	WriteJSON(w, http.StatusOK, map[string]any{"task_id": id, "sessions": out})
 }
 
 // polarLiveStatus names a live rollout's place in Polar's session states.

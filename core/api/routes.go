@@ -1,5 +1,7 @@
-// Package api is the host's HTTP API: the v1 API, the ProRL-compatible
-// endpoints and Polar's task API. Every route is in this file.
+// Package api is the host's HTTP API: the v1 API, the dashboard's data
+// and Polar's task API, with their routing, tokens and errors. The host's
+// own routes are in this file; other servers' APIs come as Dialects over
+// the Service (core/api/prorl).
 package api
 
 import (
@@ -46,22 +48,22 @@ type Deps struct {
 	Cluster *coord.Coordinator
 	// SandboxStats counts sandboxes running and starting (nil: none).
 	SandboxStats func() (running, starting int)
+	// Dialects add other servers' APIs (ProRL's, Polar's).
+	Dialects []Dialect
 }
 
 // Server holds the API's state.
 type Server struct {
 	Deps
-	idemMu sync.Mutex
-	// ProRL compatibility: /start and /stop toggle whether /process accepts jobs.
-	compatRunning atomic.Bool
-	jobsMu        sync.Mutex
-	jobs          map[string]string // ProRL job_id -> rollout id
-	closing       atomic.Bool
+	idemMu  sync.Mutex
+	closing atomic.Bool
 	// Polar's task API.
 	polar     *polarTasks
 	callbacks callbacks
 	// streamSnap is the overview the live streams share (ui.go).
 	streamSnap sharedSnapshot
+	// dialects are the routes Deps.Dialects added.
+	dialects []Route
 	// waits ends with EndWaits: long polls and streams (waitCtx).
 	waits    context.Context
 	endWaits context.CancelFunc
@@ -69,7 +71,7 @@ type Server struct {
 
 // New returns the API handler with every route.
 func New(d Deps) (*Server, http.Handler) {
-	s := &Server{Deps: d, jobs: map[string]string{}, polar: newPolarTasks()}
+	s := &Server{Deps: d, polar: newPolarTasks()}
 	var err error
 	if s.callbacks, err = newCallbacks(d.Cfg.Server.CallbackAllow); err != nil {
 		// Validate refused it already; a config built in code gets none.
@@ -77,7 +79,9 @@ func New(d Deps) (*Server, http.Handler) {
 		s.callbacks, _ = newCallbacks(nil)
 	}
 	s.waits, s.endWaits = context.WithCancel(context.Background())
-	s.compatRunning.Store(d.Cfg.Compat.StartOnBoot)
+	for _, dialect := range d.Dialects {
+		s.dialects = append(s.dialects, dialect(s)...)
+	}
 	return s, newGuard(d.Cfg).guarded(s.router(d.Pipeline.Gateway()))
 }
 
@@ -87,27 +91,27 @@ func (s *Server) router(gw *gateway.Gateway) *mux.Router {
 	d := s.Deps
 	r := mux.NewRouter()
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, errf(http.StatusNotFound, "not_found", "", "no route %s %s", r.Method, r.URL.Path))
+		WriteError(w, Errf(http.StatusNotFound, "not_found", "", "no route %s %s", r.Method, r.URL.Path))
 	})
 	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, errf(http.StatusMethodNotAllowed, "method_not_allowed", "", "%s is not allowed on %s", r.Method, r.URL.Path))
+		WriteError(w, Errf(http.StatusMethodNotAllowed, "method_not_allowed", "", "%s is not allowed on %s", r.Method, r.URL.Path))
 	})
 	// The dashboard's page and assets: public (they hold no data; the page
 	// reads the API with the user's token).
 	r.PathPrefix("/ui").Handler(ui.Handler()).Methods(http.MethodGet, http.MethodHead)
 	for _, rt := range s.routes() {
-		f := rt.f
-		if strings.HasPrefix(rt.path, "/v1/") { // ProRL's and Polar's endpoints ignore unknown parameters, as theirs do
-			f = strictQuery(rt.query, f)
+		f := rt.Handler
+		if strings.HasPrefix(rt.Path, "/v1/") { // ProRL's and Polar's endpoints ignore unknown parameters, as theirs do
+			f = strictQuery(rt.Query, f)
 		}
-		if rt.level != publicLevel {
-			f = s.auth(rt.level, f)
+		if rt.Level != PublicLevel {
+			f = s.auth(rt.Level, f)
 		}
-		if rt.method != http.MethodGet {
+		if rt.Method != http.MethodGet {
 			f = requireJSON(f)
 		}
-		f = boundedVars(rt.path, f)
-		r.Handle(rt.path, s.instrument(rt.name, f)).Methods(rt.method)
+		f = boundedVars(rt.Path, f)
+		r.Handle(rt.Path, s.instrument(rt.Name, f)).Methods(rt.Method)
 	}
 	if d.Metrics != nil {
 		r.Handle("/metrics", d.Metrics.Handler()).Methods(http.MethodGet)
@@ -136,7 +140,7 @@ func boundedVars(path string, f http.HandlerFunc) http.HandlerFunc {
 				fastAPIInvalid(w, "string_too_long", []any{"path", name}, fmt.Sprintf("String should have at most %d characters", maxPathVar))
 				return
 			}
-			writeError(w, invalid(name, "at most %d characters, got %d", maxPathVar, len(v)))
+			WriteError(w, Invalid(name, "at most %d characters, got %d", maxPathVar, len(v)))
 			return
 		}
 		f(w, r)
@@ -147,23 +151,29 @@ func boundedVars(path string, f http.HandlerFunc) http.HandlerFunc {
 func requireJSON(f http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if e := jsonBody(r); e != nil {
-			writeError(w, e)
+			WriteError(w, e)
 			return
 		}
 		f(w, r)
 	}
 }
 
-type level int
+// Level is the token a route needs.
+type Level int
 
-// route is one endpoint, the token it needs, and (v1) the query
-// parameters it takes.
-type route struct {
-	path, method, name string
-	level              level
-	f                  http.HandlerFunc
-	query              []string
+// Route is one endpoint, the token it needs, (v1) the query parameters it
+// takes, and its OpenAPI description.
+type Route struct {
+	Path, Method, Name string
+	Level              Level
+	Handler            http.HandlerFunc
+	Query              []string
+	Doc                Doc
 }
+
+// Dialect adds the routes of another server's API (ProRL's, Polar's) as
+// adapters over the host's Service.
+type Dialect func(Service) []Route
 
 // strictQuery refuses, naming it, a query parameter the endpoint does not
 // take or one given twice: a misspelt group_id would otherwise page
@@ -173,7 +183,7 @@ func strictQuery(allowed []string, f http.HandlerFunc) http.HandlerFunc {
 		if r.URL.RawQuery != "" {
 			q, err := url.ParseQuery(r.URL.RawQuery)
 			if err != nil {
-				writeError(w, errf(http.StatusBadRequest, "malformed_query", "", "query string: %v", err))
+				WriteError(w, Errf(http.StatusBadRequest, "malformed_query", "", "query string: %v", err))
 				return
 			}
 			for _, k := range slices.Sorted(maps.Keys(q)) {
@@ -182,11 +192,11 @@ func strictQuery(allowed []string, f http.HandlerFunc) http.HandlerFunc {
 					if len(allowed) > 0 {
 						takes = strings.Join(allowed, ", ")
 					}
-					writeError(w, errf(http.StatusBadRequest, "unknown_field", k, "unknown query parameter %q (%s %s takes: %s)", k, r.Method, r.URL.Path, takes))
+					WriteError(w, Errf(http.StatusBadRequest, "unknown_field", k, "unknown query parameter %q (%s %s takes: %s)", k, r.Method, r.URL.Path, takes))
 					return
 				}
 				if n := len(q[k]); n > 1 {
-					writeError(w, errf(http.StatusBadRequest, "invalid_field", k, "query parameter given %d times", n))
+					WriteError(w, Errf(http.StatusBadRequest, "invalid_field", k, "query parameter given %d times", n))
 					return
 				}
 			}
@@ -195,73 +205,84 @@ func strictQuery(allowed []string, f http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// routes lists every endpoint, in one place, with the token each needs
-// and the query parameters a v1 endpoint takes (nil: none).
-func (s *Server) routes() []route {
-	return []route{
+// routes lists every endpoint: the host's own (v1, the dashboard's,
+// health), each with its description (openapi.go), then the dialects'.
+func (s *Server) routes() []Route {
+	docs := apiDocs()
+	var out []Route
+	for _, r := range s.ownRoutes() {
+		out = append(out, Route{Path: r.path, Method: r.method, Name: r.name, Level: r.level, Handler: r.f, Query: r.query, Doc: docs[r.name]})
+	}
+	return append(out, s.dialects...)
+}
+
+// row is one of the host's own routes: the token it needs and the query
+// parameters it takes (nil: none).
+type row struct {
+	path, method, name string
+	level              Level
+	f                  http.HandlerFunc
+	query              []string
+}
+
+// ownRoutes lists the host's own endpoints, in one place.
+func (s *Server) ownRoutes() []row {
+	return []row{
 		// v1
-		{"/v1/rollouts", http.MethodPost, "submit", userLevel, s.submit, nil},
-		{"/v1/rollouts:batch", http.MethodPost, "submit_batch", userLevel, s.submitBatch, nil},
+		{"/v1/rollouts", http.MethodPost, "submit", UserLevel, s.submit, nil},
+		{"/v1/rollouts:batch", http.MethodPost, "submit_batch", UserLevel, s.submitBatch, nil},
 		// group_id needs the user token; before_policy_version and all reach
 		// everyone's rollouts and need the admin token (checked inside).
-		{"/v1/rollouts:cancel", http.MethodPost, "cancel_many", userLevel, s.cancelMany, nil},
-		{"/v1/rollouts", http.MethodGet, "list_rollouts", userLevel, s.listRollouts, []string{"status", "stage", "older_than"}},
-		{"/v1/rollouts/{id}", http.MethodGet, "get_rollout", userLevel, s.getRollout, []string{"wait"}},
-		{"/v1/rollouts/{id}", http.MethodDelete, "cancel_rollout", userLevel, s.cancelRollout, nil},
-		{"/v1/results", http.MethodGet, "results", userLevel, s.results, []string{"since", "group_id", "limit", "wait"}},
-		{"/v1/results/stream", http.MethodGet, "results_stream", userLevel, s.resultsStream, []string{"since", "group_id", "limit"}},
-		{"/v1/results/ack", http.MethodPost, "ack", userLevel, s.ack, nil},
-		{"/v1/node/rollouts", http.MethodPost, "node_rollouts", adminLevel, s.nodeRollouts, nil},
+		{"/v1/rollouts:cancel", http.MethodPost, "cancel_many", UserLevel, s.cancelMany, nil},
+		{"/v1/rollouts", http.MethodGet, "list_rollouts", UserLevel, s.listRollouts, []string{"status", "stage", "older_than"}},
+		{"/v1/rollouts/{id}", http.MethodGet, "get_rollout", UserLevel, s.getRollout, []string{"wait"}},
+		{"/v1/rollouts/{id}", http.MethodDelete, "cancel_rollout", UserLevel, s.cancelRollout, nil},
+		{"/v1/results", http.MethodGet, "results", UserLevel, s.results, []string{"since", "group_id", "limit", "wait"}},
+		{"/v1/results/stream", http.MethodGet, "results_stream", UserLevel, s.resultsStream, []string{"since", "group_id", "limit"}},
+		{"/v1/results/ack", http.MethodPost, "ack", UserLevel, s.ack, nil},
+		{"/v1/node/rollouts", http.MethodPost, "node_rollouts", AdminLevel, s.nodeRollouts, nil},
 		// A coordinator's node registry (404 on a plain host).
-		{"/v1/nodes", http.MethodPost, "register_node", adminLevel, s.registerNode, nil},
-		{"/v1/nodes", http.MethodGet, "list_nodes", userLevel, s.listNodes, nil},
-		{"/v1/nodes/{id:[^/:]+}:heartbeat", http.MethodPost, "node_heartbeat", adminLevel, s.nodeHeartbeat, nil},
-		{"/v1/nodes/{id:[^/:]+}:drain", http.MethodPost, "drain_node", adminLevel, s.drainNode, nil},
-		{"/v1/backends", http.MethodPost, "add_backend", adminLevel, s.addBackend, nil},
-		{"/v1/backends", http.MethodGet, "list_backends", userLevel, s.listBackends, nil},
-		{"/v1/backends/{id}", http.MethodDelete, "remove_backend", adminLevel, s.removeBackend, nil},
-		{"/v1/policy", http.MethodPut, "set_policy", adminLevel, s.setPolicy, nil},
-		{"/v1/policy", http.MethodGet, "get_policy", userLevel, s.getPolicy, nil},
-		{"/v1/policy:pause", http.MethodPost, "pause_policy", adminLevel, s.pausePolicy, nil},
-		{"/v1/policy:resume", http.MethodPost, "resume_policy", adminLevel, s.resumePolicy, nil},
-		{"/v1/domains", http.MethodGet, "domains", userLevel, s.domains, nil},
-		{"/v1/evaluate", http.MethodPost, "evaluate", userLevel, s.evaluate, nil},
+		{"/v1/nodes", http.MethodPost, "register_node", AdminLevel, s.registerNode, nil},
+		{"/v1/nodes", http.MethodGet, "list_nodes", UserLevel, s.listNodes, nil},
+		{"/v1/nodes/{id:[^/:]+}:heartbeat", http.MethodPost, "node_heartbeat", AdminLevel, s.nodeHeartbeat, nil},
+		{"/v1/nodes/{id:[^/:]+}:drain", http.MethodPost, "drain_node", AdminLevel, s.drainNode, nil},
+		{"/v1/backends", http.MethodPost, "add_backend", AdminLevel, s.addBackend, nil},
+		{"/v1/backends", http.MethodGet, "list_backends", UserLevel, s.listBackends, nil},
+		{"/v1/backends/{id}", http.MethodDelete, "remove_backend", AdminLevel, s.removeBackend, nil},
+		{"/v1/policy", http.MethodPut, "set_policy", AdminLevel, s.setPolicy, nil},
+		{"/v1/policy", http.MethodGet, "get_policy", UserLevel, s.getPolicy, nil},
+		{"/v1/policy:pause", http.MethodPost, "pause_policy", AdminLevel, s.pausePolicy, nil},
+		{"/v1/policy:resume", http.MethodPost, "resume_policy", AdminLevel, s.resumePolicy, nil},
+		{"/v1/domains", http.MethodGet, "domains", UserLevel, s.domains, nil},
+		{"/v1/evaluate", http.MethodPost, "evaluate", UserLevel, s.evaluate, nil},
 		// Sessions: rollouts whose agent runs elsewhere and calls the gateway.
-		{"/v1/sessions", http.MethodPost, "open_session", userLevel, s.openSession, nil},
-		{"/v1/sessions/{id:[^/:]+}:close", http.MethodPost, "close_session", userLevel, s.closeSession, []string{"wait"}},
+		{"/v1/sessions", http.MethodPost, "open_session", UserLevel, s.openSession, nil},
+		{"/v1/sessions/{id:[^/:]+}:close", http.MethodPost, "close_session", UserLevel, s.closeSession, []string{"wait"}},
 		// The dashboard's data (the pages themselves are /ui).
-		{"/v1/ui/overview", http.MethodGet, "ui_overview", userLevel, s.uiOverview, nil},
-		{"/v1/ui/stream", http.MethodGet, "ui_stream", userLevel, s.uiStream, []string{"interval_ms"}},
-		{"/v1/ui/rollouts", http.MethodGet, "ui_rollouts", userLevel, s.uiRollouts, []string{"stuck_after", "limit", "offset"}},
-		{"/v1/ui/rollouts/{id}/tokens", http.MethodGet, "ui_tokens", userLevel, s.uiTokens, nil},
-		{"/v1/ui/cancel", http.MethodPost, "ui_cancel", adminLevel, s.uiCancel, nil},
-		{"/healthz", http.MethodGet, "healthz", publicLevel, s.healthz, nil},
-		{"/readyz", http.MethodGet, "readyz", publicLevel, s.readyz, nil},
-		{"/openapi.json", http.MethodGet, "openapi", publicLevel, s.openAPI, nil},
-		// ProRL Agent server compatibility (same paths and fields).
-		{"/start", http.MethodPost, "prorl_start", adminLevel, s.prorlStart, nil},
-		{"/stop", http.MethodPost, "prorl_stop", adminLevel, s.prorlStop, nil},
-		{"/status", http.MethodGet, "prorl_status", userLevel, s.prorlStatus, nil},
-		{"/process", http.MethodPost, "prorl_process", userLevel, s.prorlProcess, nil},
-		{"/cancel", http.MethodPost, "prorl_cancel", userLevel, s.prorlCancel, nil},
-		{"/add_llm_server", http.MethodPost, "prorl_add_llm_server", adminLevel, s.prorlAddServer, nil},
-		{"/clear_llm_server", http.MethodPost, "prorl_clear_llm_server", adminLevel, s.prorlClearServers, nil},
+		{"/v1/ui/overview", http.MethodGet, "ui_overview", UserLevel, s.uiOverview, nil},
+		{"/v1/ui/stream", http.MethodGet, "ui_stream", UserLevel, s.uiStream, []string{"interval_ms"}},
+		{"/v1/ui/rollouts", http.MethodGet, "ui_rollouts", UserLevel, s.uiRollouts, []string{"stuck_after", "limit", "offset"}},
+		{"/v1/ui/rollouts/{id}/tokens", http.MethodGet, "ui_tokens", UserLevel, s.uiTokens, nil},
+		{"/v1/ui/cancel", http.MethodPost, "ui_cancel", AdminLevel, s.uiCancel, nil},
+		{"/healthz", http.MethodGet, "healthz", PublicLevel, s.healthz, nil},
+		{"/readyz", http.MethodGet, "readyz", PublicLevel, s.readyz, nil},
+		{"/openapi.json", http.MethodGet, "openapi", PublicLevel, s.openAPI, nil},
 		// Polar's task API (same paths, fields and status codes).
-		{"/rollout/task/submit", http.MethodPost, "polar_submit", userLevel, s.polarSubmit, nil},
-		{"/rollout/task/{task_id:.+}", http.MethodGet, "polar_get_task", userLevel, s.polarGet, nil},
-		{"/rollout/task/{task_id:.+}", http.MethodDelete, "polar_cancel_task", userLevel, s.polarCancel, nil},
-		{"/rollout/status", http.MethodGet, "polar_status", userLevel, s.polarStatus, nil},
-		{"/tasks", http.MethodGet, "polar_tasks", userLevel, s.polarTaskList, nil},
-		{"/tasks/{task_id:.+}/sessions", http.MethodGet, "polar_sessions", userLevel, s.polarSessions, nil},
-		{"/events", http.MethodGet, "polar_events", userLevel, s.polarEvents, nil},
-		{"/health", http.MethodGet, "polar_health", publicLevel, s.polarHealth, nil},
+		{"/rollout/task/submit", http.MethodPost, "polar_submit", UserLevel, s.polarSubmit, nil},
+		{"/rollout/task/{task_id:.+}", http.MethodGet, "polar_get_task", UserLevel, s.polarGet, nil},
+		{"/rollout/task/{task_id:.+}", http.MethodDelete, "polar_cancel_task", UserLevel, s.polarCancel, nil},
+		{"/rollout/status", http.MethodGet, "polar_status", UserLevel, s.polarStatus, nil},
+		{"/tasks", http.MethodGet, "polar_tasks", UserLevel, s.polarTaskList, nil},
+		{"/tasks/{task_id:.+}/sessions", http.MethodGet, "polar_sessions", UserLevel, s.polarSessions, nil},
+		{"/events", http.MethodGet, "polar_events", UserLevel, s.polarEvents, nil},
+		{"/health", http.MethodGet, "polar_health", PublicLevel, s.polarHealth, nil},
 	}
 }
 
 const (
-	userLevel level = iota
-	adminLevel
-	publicLevel // no token: health checks only
+	UserLevel Level = iota
+	AdminLevel
+	PublicLevel // no token: health checks only
 )
 
 // authOpen reports a deployment without tokens.
@@ -279,7 +300,7 @@ func (s *Server) caller(r *http.Request) (isUser, isAdmin bool) {
 
 // auth checks the bearer token when the deployment set one: 401 without a
 // valid token, 403 for a user token on an admin endpoint.
-func (s *Server) auth(need level, f http.HandlerFunc) http.HandlerFunc {
+func (s *Server) auth(need Level, f http.HandlerFunc) http.HandlerFunc {
 	if s.authOpen() {
 		return f
 	}
@@ -288,9 +309,9 @@ func (s *Server) auth(need level, f http.HandlerFunc) http.HandlerFunc {
 		switch {
 		case !isUser:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="prorl"`)
-			writeError(w, errf(http.StatusUnauthorized, "unauthorized", "", "a valid bearer token is required"))
-		case need == adminLevel && !isAdmin:
-			writeError(w, errf(http.StatusForbidden, "forbidden", "", "this endpoint needs the admin token"))
+			WriteError(w, Errf(http.StatusUnauthorized, "unauthorized", "", "a valid bearer token is required"))
+		case need == AdminLevel && !isAdmin:
+			WriteError(w, Errf(http.StatusForbidden, "forbidden", "", "this endpoint needs the admin token"))
 		default:
 			f(w, r)
 		}
@@ -334,7 +355,7 @@ func (s *Server) instrument(name string, f http.HandlerFunc) http.Handler {
 		defer func() {
 			if p := recover(); p != nil {
 				s.Log.Error("handler panic", "route", name, "panic", p)
-				writeError(sw, errf(http.StatusInternalServerError, "internal", "", "internal error"))
+				WriteError(sw, Errf(http.StatusInternalServerError, "internal", "", "internal error"))
 			}
 			if s.Metrics != nil {
 				s.Metrics.HTTP.WithLabelValues(name, strconv.Itoa(sw.code)).Inc()

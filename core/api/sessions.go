@@ -71,8 +71,8 @@ const sessionStartWait = 60 * time.Second
 
 func (s *Server) openSession(w http.ResponseWriter, r *http.Request) {
 	var sr SessionRequest
-	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &sr); e != nil {
-		writeError(w, e)
+	if e := Decode(w, r, s.Cfg.Server.MaxBodyBytes, &sr); e != nil {
+		WriteError(w, e)
 		return
 	}
 	sub := SubmitRequest{Task: sr.Task, Sampling: sr.Sampling, MaxTurns: sr.MaxTurns, Timeout: sr.Timeout, GroupID: sr.GroupID, Metadata: sr.Metadata}
@@ -80,7 +80,7 @@ func (s *Server) openSession(w http.ResponseWriter, r *http.Request) {
 	gid := sr.GroupID
 	if t := bytes.TrimSpace(sr.Task); len(t) == 0 || string(t) == "null" {
 		if e := sub.validate("", s.Cfg.Server.MaxSamples); e != nil {
-			writeError(w, e)
+			WriteError(w, e)
 			return
 		}
 		if gid == "" {
@@ -97,15 +97,15 @@ func (s *Server) openSession(w http.ResponseWriter, r *http.Request) {
 	} else {
 		var e *Error
 		if reqs, gid, e = s.requests(&sub, ""); e != nil {
-			writeError(w, e)
+			WriteError(w, e)
 			return
 		}
 	}
 	key := newKey()
 	reqs[0].Agent, reqs[0].SessionKey = pipeline.AgentGateway, key
-	rs, e := s.enqueue(reqs, nil, "n")
+	rs, e := s.Enqueue(reqs, nil, "n")
 	if e != nil {
-		writeError(w, e)
+		WriteError(w, e)
 		return
 	}
 	ro := rs[0]
@@ -124,15 +124,15 @@ func (s *Server) openSession(w http.ResponseWriter, r *http.Request) {
 		// The task could not be prepared: its failed result is in the
 		// stream like any rollout's; the caller learns why here.
 		if res, ok := s.Store.Get(ro.ID); ok && res.Failure != nil {
-			writeError(w, errf(http.StatusUnprocessableEntity, res.Failure.Reason, "task", "the session ended before it started: %s", res.Failure.Message))
+			WriteError(w, Errf(http.StatusUnprocessableEntity, res.Failure.Reason, "task", "the session ended before it started: %s", res.Failure.Message))
 			return
 		}
-		writeError(w, errf(http.StatusUnprocessableEntity, "session_ended", "task", "the session ended before it started"))
+		WriteError(w, Errf(http.StatusUnprocessableEntity, "session_ended", "task", "the session ended before it started"))
 		return
 	case <-t.C:
 	case <-r.Context().Done():
 	}
-	writeJSON(w, http.StatusCreated, resp)
+	WriteJSON(w, http.StatusCreated, resp)
 }
 
 // checkHarness validates a request's harness against the configuration.
@@ -141,19 +141,19 @@ func (s *Server) checkHarness(hr *HarnessRequest, field string) *Error {
 		return nil
 	}
 	if _, ok := s.Cfg.Harnesses[hr.Name]; !ok {
-		return invalid(field+".name", "unknown harness %q (configured: %s)", hr.Name, strings.Join(harnessNames(s.Cfg.Harnesses), ", "))
+		return Invalid(field+".name", "unknown harness %q (configured: %s)", hr.Name, strings.Join(harnessNames(s.Cfg.Harnesses), ", "))
 	}
 	if hr.Image != "" && !imageName.MatchString(hr.Image) {
-		return invalid(field+".image", "must be an image's name in the deployment's image directory ([A-Za-z0-9][A-Za-z0-9._-]*), not a path")
+		return Invalid(field+".image", "must be an image's name in the deployment's image directory ([A-Za-z0-9][A-Za-z0-9._-]*), not a path")
 	}
 	if hr.Workdir != "" && !path.IsAbs(hr.Workdir) {
-		return invalid(field+".workdir", "must be an absolute path inside the sandbox")
+		return Invalid(field+".workdir", "must be an absolute path inside the sandbox")
 	}
 	if len(hr.Instruction) > maxMetadata*4 {
-		return invalid(field+".instruction", "at most %d bytes", maxMetadata*4)
+		return Invalid(field+".instruction", "at most %d bytes", maxMetadata*4)
 	}
 	if d := s.Cfg.Sandbox.Driver; d == "disabled" || d == "none" {
-		return invalid(field, "a harness runs in a sandbox with the gateway as its only network; this host's [sandbox] driver is %q", d)
+		return Invalid(field, "a harness runs in a sandbox with the gateway as its only network; this host's [sandbox] driver is %q", d)
 	}
 	return nil
 }
@@ -180,13 +180,13 @@ func orEmpty[T any](s []T) []T {
 func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
 	var cr CloseRequest
-	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &cr); e != nil {
-		writeError(w, e)
+	if e := Decode(w, r, s.Cfg.Server.MaxBodyBytes, &cr); e != nil {
+		WriteError(w, e)
 		return
 	}
 	wait, e := parseWait(r.URL.Query(), s.Cfg.Server.MaxWait.Duration)
 	if e != nil {
-		writeError(w, e)
+		WriteError(w, e)
 		return
 	}
 	if r.URL.Query().Get("wait") == "" {
@@ -194,37 +194,37 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case cr.Reward != nil && cr.Evaluate:
-		writeError(w, invalid("evaluate", "give either reward or evaluate, not both"))
+		WriteError(w, Invalid("evaluate", "give either reward or evaluate, not both"))
 		return
 	case cr.Reward == nil && !cr.Evaluate:
-		writeError(w, invalid("reward", "required: the session's reward, or \"evaluate\": true to let its task's domain score it"))
+		WriteError(w, Invalid("reward", "required: the session's reward, or \"evaluate\": true to let its task's domain score it"))
 		return
 	}
 	ro, ok := s.Pipeline.Lookup(id)
 	if !ok {
 		if _, done := s.Store.Get(id); done {
-			writeError(w, errf(http.StatusConflict, "session_closed", "id", "session %s has already ended", id))
+			WriteError(w, Errf(http.StatusConflict, "session_closed", "id", "session %s has already ended", id))
 			return
 		}
-		writeError(w, errf(http.StatusNotFound, "not_found", "id", "no open session %q", id))
+		WriteError(w, Errf(http.StatusNotFound, "not_found", "id", "no open session %q", id))
 		return
 	}
 	if cr.Evaluate && ro.Req.Domain == "" {
-		writeError(w, invalid("evaluate", "the session has no task, so no domain can score it: close it with a reward"))
+		WriteError(w, Invalid("evaluate", "the session has no task, so no domain can score it: close it with a reward"))
 		return
 	}
 	err := s.Pipeline.CloseSession(id, pipeline.SessionClose{Reward: cr.Reward, Resolved: cr.Resolved, FinalResponse: cr.FinalResponse, Metrics: cr.Metrics})
 	switch {
 	case errors.Is(err, pipeline.ErrSessionClosed):
-		writeError(w, errf(http.StatusConflict, "session_closed", "id", "session %s is already closed", id))
+		WriteError(w, Errf(http.StatusConflict, "session_closed", "id", "session %s is already closed", id))
 		return
 	case err != nil:
-		writeError(w, errf(http.StatusNotFound, "not_found", "id", "no open session %q", id))
+		WriteError(w, Errf(http.StatusNotFound, "not_found", "id", "no open session %q", id))
 		return
 	}
 	if res := s.awaitResult(r.Context(), ro, wait); res != nil {
 		writeResult(w, res)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, map[string]string{"session_id": id, "status": "closing"})
+	WriteJSON(w, http.StatusAccepted, map[string]string{"session_id": id, "status": "closing"})
 }

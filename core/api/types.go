@@ -101,13 +101,13 @@ func readTask(raw json.RawMessage, field string) (taskHeader, *Error) {
 	var h taskHeader
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 || string(t) == "null" {
-		return h, invalid(field, "required: a JSON object with a domain")
+		return h, Invalid(field, "required: a JSON object with a domain")
 	}
 	if t[0] != '{' {
-		return h, invalid(field, "must be a JSON object")
+		return h, Invalid(field, "must be a JSON object")
 	}
 	if err := json.Unmarshal(t, &h); err != nil {
-		return h, invalid(field, "domain and data_source must be strings: %v", err)
+		return h, Invalid(field, "domain and data_source must be strings: %v", err)
 	}
 	return h, nil
 }
@@ -137,53 +137,53 @@ func validID(s string) bool {
 func (s *SubmitRequest) validate(prefix string, maxSamples int) *Error {
 	f := func(n string) string { return prefix + n }
 	if s.N != nil && (*s.N < 1 || *s.N > maxSamples) {
-		return invalid(f("n"), "must be between 1 and %d, got %d", maxSamples, *s.N)
+		return Invalid(f("n"), "must be between 1 and %d, got %d", maxSamples, *s.N)
 	}
 	sp := s.Sampling
 	if sp.Temperature != nil && (*sp.Temperature < 0 || *sp.Temperature > 100) {
-		return invalid(f("sampling.temperature"), "must be between 0 and 100, got %v", *sp.Temperature)
+		return Invalid(f("sampling.temperature"), "must be between 0 and 100, got %v", *sp.Temperature)
 	}
 	if sp.TopP != nil && (*sp.TopP <= 0 || *sp.TopP > 1) {
-		return invalid(f("sampling.top_p"), "must be in (0, 1], got %v", *sp.TopP)
+		return Invalid(f("sampling.top_p"), "must be in (0, 1], got %v", *sp.TopP)
 	}
 	if sp.TopK != nil && *sp.TopK < -1 {
-		return invalid(f("sampling.top_k"), "must be -1 (off) or positive, got %d", *sp.TopK)
+		return Invalid(f("sampling.top_k"), "must be -1 (off) or positive, got %d", *sp.TopK)
 	}
 	if sp.MaxTokensPerTurn < 0 || sp.MaxTokensPerTurn > maxTokensLimit {
-		return invalid(f("sampling.max_tokens_per_turn"), "must be between 1 and %d", maxTokensLimit)
+		return Invalid(f("sampling.max_tokens_per_turn"), "must be between 1 and %d", maxTokensLimit)
 	}
 	if sp.MaxTotalTokens < 0 || sp.MaxTotalTokens > maxTokensLimit {
-		return invalid(f("sampling.max_total_tokens"), "must be between 1 and %d", maxTokensLimit)
+		return Invalid(f("sampling.max_total_tokens"), "must be between 1 and %d", maxTokensLimit)
 	}
 	if len(sp.Stop) > 16 {
-		return invalid(f("sampling.stop"), "at most 16 stop strings")
+		return Invalid(f("sampling.stop"), "at most 16 stop strings")
 	}
 	if s.MaxTurns != nil && (*s.MaxTurns < 1 || *s.MaxTurns > maxTurnsLimit) {
-		return invalid(f("max_turns"), "must be between 1 and %d", maxTurnsLimit)
+		return Invalid(f("max_turns"), "must be between 1 and %d", maxTurnsLimit)
 	}
 	if s.Timeout != nil && (*s.Timeout <= 0 || time.Duration(*s.Timeout) > maxTimeout) {
-		return invalid(f("timeout"), "must be positive and at most %s", maxTimeout)
+		return Invalid(f("timeout"), "must be positive and at most %s", maxTimeout)
 	}
 	if !validID(s.GroupID) {
-		return invalid(f("group_id"), "at most %d characters of [A-Za-z0-9-_.:]", maxIDLen)
+		return Invalid(f("group_id"), "at most %d characters of [A-Za-z0-9-_.:]", maxIDLen)
 	}
 	if len(s.IdempotencyKey) > 256 {
-		return invalid(f("idempotency_key"), "at most 256 characters")
+		return Invalid(f("idempotency_key"), "at most 256 characters")
 	}
 	// Polar's task ids (polarKey) and the host's tallies share the key table.
 	for _, reserved := range []string{PolarKeyPrefix, groups.DynamicKeyPrefix, groups.EarlyKeyPrefix} {
 		if strings.HasPrefix(s.IdempotencyKey, reserved) {
-			return invalid(f("idempotency_key"), "the prefix %q is reserved", reserved)
+			return Invalid(f("idempotency_key"), "the prefix %q is reserved", reserved)
 		}
 	}
 	if len(s.Metadata) > maxMetadata {
-		return invalid(f("metadata"), "at most %d bytes", maxMetadata)
+		return Invalid(f("metadata"), "at most %d bytes", maxMetadata)
 	}
 	if s.ExpectedTokens != nil && *s.ExpectedTokens < 0 {
-		return invalid(f("expected_tokens"), "must not be negative, got %d", *s.ExpectedTokens)
+		return Invalid(f("expected_tokens"), "must not be negative, got %d", *s.ExpectedTokens)
 	}
 	if s.Priority != nil && (*s.Priority < 0 || *s.Priority > maxPriority) {
-		return invalid(f("priority"), "must be between 0 and %d, got %d", maxPriority, *s.Priority)
+		return Invalid(f("priority"), "must be between 0 and %d, got %d", maxPriority, *s.Priority)
 	}
 	if e := s.EarlyStopMinUsable; e != nil {
 		n := 1
@@ -191,7 +191,7 @@ func (s *SubmitRequest) validate(prefix string, maxSamples int) *Error {
 			n = *s.N
 		}
 		if *e < 1 || *e > n {
-			return invalid(f("early_stop_min_usable"), "must be between 1 and the number of samples (%d), got %d", n, *e)
+			return Invalid(f("early_stop_min_usable"), "must be between 1 and the number of samples (%d), got %d", n, *e)
 		}
 	}
 	return nil

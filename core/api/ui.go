@@ -55,7 +55,7 @@ func (s *Server) overview() uiOverview {
 }
 
 func (s *Server) uiOverview(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.overview())
+	WriteJSON(w, http.StatusOK, s.overview())
 }
 
 // streamMinInterval is the shortest interval_ms of the live stream, and
@@ -89,7 +89,7 @@ func (s *Server) uiStream(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("interval_ms"); v != "" {
 		ms, err := strconv.Atoi(v)
 		if err != nil || ms < int(streamMinInterval.Milliseconds()) || ms > 60000 {
-			writeError(w, invalid("interval_ms", "between %d and 60000", streamMinInterval.Milliseconds()))
+			WriteError(w, Invalid("interval_ms", "between %d and 60000", streamMinInterval.Milliseconds()))
 			return
 		}
 		every = time.Duration(ms) * time.Millisecond
@@ -152,7 +152,7 @@ func (s *Server) uiRollouts(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("stuck_after"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
-			writeError(w, invalid("stuck_after", "a positive duration like 10m, got %q", v))
+			WriteError(w, Invalid("stuck_after", "a positive duration like 10m, got %q", v))
 			return
 		}
 		stuck = d
@@ -161,7 +161,7 @@ func (s *Server) uiRollouts(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			writeError(w, invalid("limit", "between 1 and 1000"))
+			WriteError(w, Invalid("limit", "between 1 and 1000"))
 			return
 		}
 		limit = n
@@ -169,7 +169,7 @@ func (s *Server) uiRollouts(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("offset"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			writeError(w, invalid("offset", "a non-negative integer"))
+			WriteError(w, Invalid("offset", "a non-negative integer"))
 			return
 		}
 		offset = n
@@ -195,7 +195,7 @@ func (s *Server) uiRollouts(w http.ResponseWriter, r *http.Request) {
 	if rows == nil {
 		rows = []uiRollout{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"rollouts": rows, "total": total, "stuck_after_seconds": stuck.Seconds()})
+	WriteJSON(w, http.StatusOK, map[string]any{"rollouts": rows, "total": total, "stuck_after_seconds": stuck.Seconds()})
 }
 
 // uiTokens is each token's text of a rollout's sequence, for the viewer
@@ -207,7 +207,7 @@ func (s *Server) uiTokens(w http.ResponseWriter, r *http.Request) {
 		if rl, live := s.Pipeline.Lookup(id); live {
 			res = s.Pipeline.Snapshot(rl)
 		} else {
-			writeError(w, errf(http.StatusNotFound, "not_found", "id", "no rollout %q", id))
+			WriteError(w, Errf(http.StatusNotFound, "not_found", "id", "no rollout %q", id))
 			return
 		}
 	}
@@ -215,32 +215,32 @@ func (s *Server) uiTokens(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	texts, err := s.Pipeline.TokenTexts(ctx, res.Tokens.IDs, 20000)
 	if err != nil {
-		writeError(w, errf(http.StatusServiceUnavailable, "no_tokenizer", "", "%v", err))
+		WriteError(w, Errf(http.StatusServiceUnavailable, "no_tokenizer", "", "%v", err))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "texts": texts, "truncated": len(texts) < len(res.Tokens.IDs)})
+	WriteJSON(w, http.StatusOK, map[string]any{"id": id, "texts": texts, "truncated": len(texts) < len(res.Tokens.IDs)})
 }
 
 // uiCancel cancels a rollout or a whole group from the dashboard: admin
 // only, unlike the API's own cancels (a dashboard is shared).
 func (s *Server) uiCancel(w http.ResponseWriter, r *http.Request) {
 	var req UICancelRequest
-	if e := decode(w, r, 1<<16, &req); e != nil {
-		writeError(w, e)
+	if e := Decode(w, r, 1<<16, &req); e != nil {
+		WriteError(w, e)
 		return
 	}
 	switch {
 	case (req.ID == "") == (req.GroupID == ""):
-		writeError(w, invalid("id", "give id or group_id"))
+		WriteError(w, Invalid("id", "give id or group_id"))
 	case req.ID != "":
 		if !s.Pipeline.Cancel(req.ID, "cancelled from the dashboard") {
-			writeError(w, errf(http.StatusNotFound, "not_found", "id", "no live rollout %q", req.ID))
+			WriteError(w, Errf(http.StatusNotFound, "not_found", "id", "no live rollout %q", req.ID))
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"cancelled": 1})
+		WriteJSON(w, http.StatusOK, map[string]any{"cancelled": 1})
 	default:
 		n := s.Pipeline.CancelWhere(func(o *pipeline.Rollout) bool { return o.Req.GroupID == req.GroupID }, "cancelled from the dashboard")
-		writeJSON(w, http.StatusOK, map[string]any{"cancelled": n})
+		WriteJSON(w, http.StatusOK, map[string]any{"cancelled": n})
 	}
 }
 

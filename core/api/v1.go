@@ -34,18 +34,18 @@ func (s *Server) resolveDomain(h taskHeader, field string) (*pluginhost.Plugin, 
 	case h.Domain != "":
 		p, ok = s.Plugins.Get(h.Domain)
 		if !ok {
-			return nil, invalid(field+".domain", "unknown domain %q; enabled domains: %s", h.Domain, strings.Join(s.Plugins.Names(), ", "))
+			return nil, Invalid(field+".domain", "unknown domain %q; enabled domains: %s", h.Domain, strings.Join(s.Plugins.Names(), ", "))
 		}
 	case h.DataSource != "":
 		p, ok = s.Plugins.ByDataSource(h.DataSource)
 		if !ok {
-			return nil, invalid(field+".data_source", "no enabled domain accepts data_source %q", h.DataSource)
+			return nil, Invalid(field+".data_source", "no enabled domain accepts data_source %q", h.DataSource)
 		}
 	default:
-		return nil, invalid(field+".domain", "required (or give data_source)")
+		return nil, Invalid(field+".domain", "required (or give data_source)")
 	}
 	if !p.Healthy() {
-		return nil, errf(http.StatusServiceUnavailable, "domain_unavailable", field+".domain", "domain %q is %s: %s", p.Name, p.Status().State, p.LastError())
+		return nil, Errf(http.StatusServiceUnavailable, "domain_unavailable", field+".domain", "domain %q is %s: %s", p.Name, p.Status().State, p.LastError())
 	}
 	return p, nil
 }
@@ -130,32 +130,32 @@ func footprint(reqs []pipeline.Request) int64 {
 
 // enqueue submits reqs, and key with them if it is not nil. field names
 // what to shrink when the submission is over server.max_submission_bytes.
-func (s *Server) enqueue(reqs []pipeline.Request, key *store.Keyed, field string) ([]*pipeline.Rollout, *Error) {
+func (s *Server) Enqueue(reqs []pipeline.Request, key *store.Keyed, field string) ([]*pipeline.Rollout, *Error) {
 	if fp, limit := footprint(reqs), s.Cfg.Server.MaxSubmissionBytes; fp > limit {
-		return nil, errf(http.StatusRequestEntityTooLarge, "submission_too_large", field,
+		return nil, Errf(http.StatusRequestEntityTooLarge, "submission_too_large", field,
 			"%d rollouts of these tasks would make the host hold and write %d bytes (each rollout's task, metadata and instruction, plus %d); server.max_submission_bytes is %d: submit fewer samples or smaller tasks",
 			len(reqs), fp, perRolloutBytes, limit)
 	}
 	if s.closing.Load() {
-		return nil, errf(http.StatusServiceUnavailable, "shutting_down", "", "the host is shutting down")
+		return nil, Errf(http.StatusServiceUnavailable, "shutting_down", "", "the host is shutting down")
 	}
 	if s.Admission != nil {
 		if err := s.Admission(); err != nil {
-			return nil, errf(http.StatusServiceUnavailable, "no_capacity", "", "%v", err)
+			return nil, Errf(http.StatusServiceUnavailable, "no_capacity", "", "%v", err)
 		}
 	}
 	rs, err := s.Pipeline.Submit(reqs, key)
 	switch {
 	case errors.Is(err, store.ErrKeyExists):
-		return nil, errf(http.StatusConflict, "idempotency_conflict", "idempotency_key", "%v; nothing was submitted", err)
+		return nil, Errf(http.StatusConflict, "idempotency_conflict", "idempotency_key", "%v; nothing was submitted", err)
 	case errors.Is(err, pipeline.ErrQueueFull):
-		return nil, errf(http.StatusTooManyRequests, "queue_full", "", "%v; retry later", err)
+		return nil, Errf(http.StatusTooManyRequests, "queue_full", "", "%v; retry later", err)
 	case errors.Is(err, pipeline.ErrShuttingDown):
-		return nil, errf(http.StatusServiceUnavailable, "shutting_down", "", "%v", err)
+		return nil, Errf(http.StatusServiceUnavailable, "shutting_down", "", "%v", err)
 	case errors.Is(err, pipeline.ErrStore):
-		return nil, errf(http.StatusServiceUnavailable, "store_unavailable", "", "%v; nothing was submitted", err)
+		return nil, Errf(http.StatusServiceUnavailable, "store_unavailable", "", "%v; nothing was submitted", err)
 	case err != nil:
-		return nil, errf(http.StatusInternalServerError, "internal", "", "%v", err)
+		return nil, Errf(http.StatusInternalServerError, "internal", "", "%v", err)
 	}
 	return rs, nil
 }
@@ -170,8 +170,8 @@ func ids(rs []*pipeline.Rollout) []string {
 
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	var sr SubmitRequest
-	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &sr); e != nil {
-		writeError(w, e)
+	if e := Decode(w, r, s.Cfg.Server.MaxBodyBytes, &sr); e != nil {
+		WriteError(w, e)
 		return
 	}
 	var bodySum string
@@ -185,16 +185,16 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		defer s.idemMu.Unlock()
 		if prev, ok := s.Store.Idempotent(sr.IdempotencyKey); ok {
 			if prev.BodySHA256 != "" && prev.BodySHA256 != bodySum {
-				writeError(w, errf(http.StatusConflict, "idempotency_conflict", "idempotency_key", "this idempotency_key was used with a different request (group %s); use a new key for a new request", prev.GroupID))
+				WriteError(w, Errf(http.StatusConflict, "idempotency_conflict", "idempotency_key", "this idempotency_key was used with a different request (group %s); use a new key for a new request", prev.GroupID))
 				return
 			}
-			writeJSON(w, http.StatusOK, SubmitResponse{GroupID: prev.GroupID, RolloutIDs: prev.RolloutIDs})
+			WriteJSON(w, http.StatusOK, SubmitResponse{GroupID: prev.GroupID, RolloutIDs: prev.RolloutIDs})
 			return
 		}
 	}
 	reqs, gid, e := s.requests(&sr, "")
 	if e != nil {
-		writeError(w, e)
+		WriteError(w, e)
 		return
 	}
 	var key *store.Keyed
@@ -203,29 +203,29 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		// leave them without their key, and a retry then find none.
 		key = &store.Keyed{Key: sr.IdempotencyKey, Sub: store.Submission{GroupID: gid, BodySHA256: bodySum}}
 	}
-	rs, e := s.enqueue(reqs, key, "n")
+	rs, e := s.Enqueue(reqs, key, "n")
 	if e != nil {
-		writeError(w, e)
+		WriteError(w, e)
 		return
 	}
 	resp := SubmitResponse{GroupID: gid, RolloutIDs: ids(rs)}
-	writeJSON(w, http.StatusAccepted, resp)
+	WriteJSON(w, http.StatusAccepted, resp)
 }
 
 func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 	var br BatchRequest
-	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &br); e != nil {
-		writeError(w, e)
+	if e := Decode(w, r, s.Cfg.Server.MaxBodyBytes, &br); e != nil {
+		WriteError(w, e)
 		return
 	}
 	if len(br.Requests) == 0 || len(br.Requests) > s.Cfg.Server.MaxBatch {
-		writeError(w, invalid("requests", "must hold between 1 and %d requests, got %d", s.Cfg.Server.MaxBatch, len(br.Requests)))
+		WriteError(w, Invalid("requests", "must hold between 1 and %d requests, got %d", s.Cfg.Server.MaxBatch, len(br.Requests)))
 		return
 	}
 	dynamic := ""
 	if k := br.InformativeGroups; k != nil {
 		if *k < 1 || *k > len(br.Requests) {
-			writeError(w, invalid("informative_groups", "between 1 and the number of requests (%d), got %d", len(br.Requests), *k))
+			WriteError(w, Invalid("informative_groups", "between 1 and the number of requests (%d), got %d", len(br.Requests), *k))
 			return
 		}
 		dynamic = pipeline.NewID("d-")
@@ -237,17 +237,17 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 	var groups []SubmitResponse
 	for i := range br.Requests {
 		if br.Requests[i].IdempotencyKey != "" {
-			writeError(w, invalid(fmt.Sprintf("requests[%d].idempotency_key", i), "not supported inside a batch; submit singly"))
+			WriteError(w, Invalid(fmt.Sprintf("requests[%d].idempotency_key", i), "not supported inside a batch; submit singly"))
 			return
 		}
 		reqs, gid, e := s.requests(&br.Requests[i], fmt.Sprintf("requests[%d].", i))
 		if e != nil {
-			writeError(w, e)
+			WriteError(w, e)
 			return
 		}
 		if dynamic != "" {
 			if len(reqs) < 2 {
-				writeError(w, invalid(fmt.Sprintf("requests[%d].n", i), "dynamic sampling (informative_groups) needs groups of at least 2: one sample has no reward variance"))
+				WriteError(w, Invalid(fmt.Sprintf("requests[%d].n", i), "dynamic sampling (informative_groups) needs groups of at least 2: one sample has no reward variance"))
 				return
 			}
 			for j := range reqs {
@@ -262,9 +262,9 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 	for _, reqs := range parts {
 		all = append(all, reqs...)
 	}
-	rs, e := s.enqueue(all, nil, "requests")
+	rs, e := s.Enqueue(all, nil, "requests")
 	if e != nil {
-		writeError(w, e)
+		WriteError(w, e)
 		return
 	}
 	k := 0
@@ -278,7 +278,7 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 	if dynamic != "" {
 		out["dynamic_id"] = dynamic
 	}
-	writeJSON(w, http.StatusAccepted, out)
+	WriteJSON(w, http.StatusAccepted, out)
 }
 
 func parseWait(q url.Values, max time.Duration) (time.Duration, *Error) {
@@ -290,12 +290,12 @@ func parseWait(q url.Values, max time.Duration) (time.Duration, *Error) {
 	if err != nil {
 		secs, err2 := strconv.ParseFloat(v, 64)
 		if err2 != nil {
-			return 0, errf(http.StatusBadRequest, "invalid_field", "wait", "bad duration %q", v)
+			return 0, Errf(http.StatusBadRequest, "invalid_field", "wait", "bad duration %q", v)
 		}
 		d = time.Duration(secs * float64(time.Second))
 	}
 	if d < 0 {
-		return 0, errf(http.StatusBadRequest, "invalid_field", "wait", "must not be negative")
+		return 0, Errf(http.StatusBadRequest, "invalid_field", "wait", "must not be negative")
 	}
 	return min(d, max), nil
 }
@@ -304,7 +304,7 @@ func (s *Server) getRollout(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
 	wait, e := parseWait(r.URL.Query(), s.Cfg.Server.MaxWait.Duration)
 	if e != nil {
-		writeError(w, e)
+		WriteError(w, e)
 		return
 	}
 	if res, ok := s.Store.Get(id); ok {
@@ -318,7 +318,7 @@ func (s *Server) getRollout(w http.ResponseWriter, r *http.Request) {
 			writeResult(w, res)
 			return
 		}
-		writeError(w, errf(http.StatusNotFound, "not_found", "id", "no rollout %q (unknown, or acknowledged)", id))
+		WriteError(w, Errf(http.StatusNotFound, "not_found", "id", "no rollout %q (unknown, or acknowledged)", id))
 		return
 	}
 	if wait > 0 {
@@ -333,7 +333,7 @@ func (s *Server) getRollout(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, s.Pipeline.Snapshot(ro))
+	WriteJSON(w, http.StatusOK, s.Pipeline.Snapshot(ro))
 }
 
 // awaitResult waits up to wait (or until ctx ends) for a live rollout's
@@ -356,14 +356,14 @@ func (s *Server) listRollouts(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	status, stage := q.Get("status"), q.Get("stage")
 	if status != "" && status != "queued" && status != "running" {
-		writeError(w, errf(http.StatusBadRequest, "invalid_field", "status", "must be queued or running"))
+		WriteError(w, Errf(http.StatusBadRequest, "invalid_field", "status", "must be queued or running"))
 		return
 	}
 	var older time.Duration
 	if v := q.Get("older_than"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			writeError(w, errf(http.StatusBadRequest, "invalid_field", "older_than", "bad duration %q", v))
+			WriteError(w, Errf(http.StatusBadRequest, "invalid_field", "older_than", "bad duration %q", v))
 			return
 		}
 		older = d
@@ -375,7 +375,7 @@ func (s *Server) listRollouts(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, sm)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"rollouts": out})
+	WriteJSON(w, http.StatusOK, map[string]any{"rollouts": out})
 }
 
 func (s *Server) filter(w http.ResponseWriter, q url.Values) (store.Filter, bool) {
@@ -383,7 +383,7 @@ func (s *Server) filter(w http.ResponseWriter, q url.Values) (store.Filter, bool
 	if v := q.Get("since"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			writeError(w, errf(http.StatusBadRequest, "invalid_field", "since", "must be a sequence number"))
+			WriteError(w, Errf(http.StatusBadRequest, "invalid_field", "since", "must be a sequence number"))
 			return f, false
 		}
 		f.Since = n
@@ -391,7 +391,7 @@ func (s *Server) filter(w http.ResponseWriter, q url.Values) (store.Filter, bool
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 10000 {
-			writeError(w, errf(http.StatusBadRequest, "invalid_field", "limit", "must be between 1 and 10000"))
+			WriteError(w, Errf(http.StatusBadRequest, "invalid_field", "limit", "must be between 1 and 10000"))
 			return f, false
 		}
 		f.Limit = n
@@ -406,7 +406,7 @@ func (s *Server) results(w http.ResponseWriter, r *http.Request) {
 	}
 	wait, e := parseWait(r.URL.Query(), s.Cfg.Server.MaxWait.Duration)
 	if e != nil {
-		writeError(w, e)
+		WriteError(w, e)
 		return
 	}
 	var rs []*trajectory.Result
@@ -482,7 +482,7 @@ func (s *Server) resultsStream(w http.ResponseWriter, r *http.Request) {
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
 		if err != nil {
-			writeError(w, errf(http.StatusBadRequest, "invalid_field", "Last-Event-ID", "must be a result's sequence number (an event's id), got %q", v))
+			WriteError(w, Errf(http.StatusBadRequest, "invalid_field", "Last-Event-ID", "must be a result's sequence number (an event's id), got %q", v))
 			return
 		}
 		f.Since = max(f.Since, n)
@@ -540,39 +540,39 @@ func (s *Server) resultsStream(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
 	var req AckRequest
-	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &req); e != nil {
-		writeError(w, e)
+	if e := Decode(w, r, s.Cfg.Server.MaxBodyBytes, &req); e != nil {
+		WriteError(w, e)
 		return
 	}
 	if len(req.IDs) == 0 || len(req.IDs) > 100000 {
-		writeError(w, invalid("ids", "give between 1 and 100000 rollout ids"))
+		WriteError(w, Invalid("ids", "give between 1 and 100000 rollout ids"))
 		return
 	}
 	n, err := s.Store.Ack(req.IDs)
 	if err != nil {
-		writeError(w, errf(http.StatusServiceUnavailable, "store_unavailable", "", "%v; nothing was acknowledged, retry later", err))
+		WriteError(w, Errf(http.StatusServiceUnavailable, "store_unavailable", "", "%v; nothing was acknowledged, retry later", err))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"acked": n})
+	WriteJSON(w, http.StatusOK, map[string]int{"acked": n})
 }
 
 func (s *Server) cancelRollout(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
 	if s.Pipeline.Cancel(id, "cancelled by request") {
-		writeJSON(w, http.StatusOK, map[string]any{"cancelled": 1})
+		WriteJSON(w, http.StatusOK, map[string]any{"cancelled": 1})
 		return
 	}
 	if res, ok := s.Store.Get(id); ok {
-		writeError(w, errf(http.StatusConflict, "already_finished", "id", "rollout %s already ended with status %s", id, res.Status))
+		WriteError(w, Errf(http.StatusConflict, "already_finished", "id", "rollout %s already ended with status %s", id, res.Status))
 		return
 	}
-	writeError(w, errf(http.StatusNotFound, "not_found", "id", "no rollout %q", id))
+	WriteError(w, Errf(http.StatusNotFound, "not_found", "id", "no rollout %q", id))
 }
 
 func (s *Server) cancelMany(w http.ResponseWriter, r *http.Request) {
 	var req CancelManyRequest
-	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &req); e != nil {
-		writeError(w, e)
+	if e := Decode(w, r, s.Cfg.Server.MaxBodyBytes, &req); e != nil {
+		WriteError(w, e)
 		return
 	}
 	set := 0
@@ -586,7 +586,7 @@ func (s *Server) cancelMany(w http.ResponseWriter, r *http.Request) {
 		set++
 	}
 	if set != 1 {
-		writeError(w, invalid("", "give exactly one of group_id, before_policy_version, all"))
+		WriteError(w, Invalid("", "give exactly one of group_id, before_policy_version, all"))
 		return
 	}
 	// Only a group is the caller's own; a policy version or "all" reaches
@@ -597,7 +597,7 @@ func (s *Server) cancelMany(w http.ResponseWriter, r *http.Request) {
 			if req.BeforePolicyVersion != nil {
 				field = "before_policy_version"
 			}
-			writeError(w, errf(http.StatusForbidden, "forbidden", field, "cancelling by %s reaches every caller's rollouts and needs the admin token", field))
+			WriteError(w, Errf(http.StatusForbidden, "forbidden", field, "cancelling by %s reaches every caller's rollouts and needs the admin token", field))
 			return
 		}
 	}
@@ -611,7 +611,7 @@ func (s *Server) cancelMany(w http.ResponseWriter, r *http.Request) {
 	default:
 		n = s.Pipeline.CancelWhere(func(*pipeline.Rollout) bool { return true }, "all cancelled")
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"cancelled": n})
+	WriteJSON(w, http.StatusOK, map[string]int{"cancelled": n})
 }
 
 // BackendRequest is POST /v1/backends.
@@ -633,7 +633,7 @@ type BackendRequest struct {
 func (s *Server) addBackendReq(ctx context.Context, req BackendRequest, field string) (backend.Status, int, *Error) {
 	srv, err := baseurl.Parse(req.URL)
 	if err != nil {
-		return backend.Status{}, 0, invalid(field+"url", "%v", err)
+		return backend.Status{}, 0, Invalid(field+"url", "%v", err)
 	}
 	base := srv.Base
 	if req.Protocol == "" {
@@ -644,22 +644,22 @@ func (s *Server) addBackendReq(ctx context.Context, req BackendRequest, field st
 		known = known || p == req.Protocol
 	}
 	if !known {
-		return backend.Status{}, 0, invalid(field+"protocol", "unknown protocol %q (known: %s)", req.Protocol, strings.Join(config.Protocols, ", "))
+		return backend.Status{}, 0, Invalid(field+"protocol", "unknown protocol %q (known: %s)", req.Protocol, strings.Join(config.Protocols, ", "))
 	}
 	if config.NeedsLocalTokenizer(req.Protocol) && s.Cfg.Tokenizer.ModelDir == "" {
-		return backend.Status{}, 0, invalid(field+"protocol", "%s has no chat tokenizer: the host needs tokenizer.model_dir", req.Protocol)
+		return backend.Status{}, 0, Invalid(field+"protocol", "%s has no chat tokenizer: the host needs tokenizer.model_dir", req.Protocol)
 	}
 	if req.MaxConcurrency < 0 {
-		return backend.Status{}, 0, invalid(field+"max_concurrency", "must not be negative")
+		return backend.Status{}, 0, Invalid(field+"max_concurrency", "must not be negative")
 	}
 	if req.Weight < 0 {
-		return backend.Status{}, 0, invalid(field+"weight", "must not be negative")
+		return backend.Status{}, 0, Invalid(field+"weight", "must not be negative")
 	}
 	if req.Slots < 0 {
-		return backend.Status{}, 0, invalid(field+"slots", "must not be negative")
+		return backend.Status{}, 0, Invalid(field+"slots", "must not be negative")
 	}
 	if req.CacheTokens < 0 {
-		return backend.Status{}, 0, invalid(field+"cache_tokens", "must not be negative")
+		return backend.Status{}, 0, Invalid(field+"cache_tokens", "must not be negative")
 	}
 	if s.Cluster != nil {
 		return s.addNodeBackend(ctx, req, field)
@@ -669,7 +669,7 @@ func (s *Server) addBackendReq(ctx context.Context, req BackendRequest, field st
 	}
 	c, err := backend.NewClient(req.Protocol, base, req.Model)
 	if err != nil {
-		return backend.Status{}, 0, invalid(field+"protocol", "%v", err)
+		return backend.Status{}, 0, Invalid(field+"protocol", "%v", err)
 	}
 	b, err := s.Pool.Add(&backend.Backend{URL: srv.Display, Protocol: req.Protocol, Model: req.Model, MaxConcurrency: req.MaxConcurrency, Slots: req.Slots, CacheTokens: req.CacheTokens, Weight: req.Weight, Client: c})
 	for _, st := range s.Pool.List() {
@@ -681,31 +681,31 @@ func (s *Server) addBackendReq(ctx context.Context, req BackendRequest, field st
 			return st, http.StatusCreated, nil
 		}
 	}
-	return backend.Status{}, 0, errf(http.StatusInternalServerError, "internal", "", "backend vanished")
+	return backend.Status{}, 0, Errf(http.StatusInternalServerError, "internal", "", "backend vanished")
 }
 
 func (s *Server) addBackend(w http.ResponseWriter, r *http.Request) {
 	var req BackendRequest
-	if e := decode(w, r, 1<<20, &req); e != nil {
-		writeError(w, e)
+	if e := Decode(w, r, 1<<20, &req); e != nil {
+		WriteError(w, e)
 		return
 	}
 	st, code, e := s.addBackendReq(r.Context(), req, "")
 	if e != nil {
-		writeError(w, e)
+		WriteError(w, e)
 		return
 	}
-	writeJSON(w, code, st)
+	WriteJSON(w, code, st)
 }
 
 func (s *Server) listBackends(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"backends": s.Pool.List()})
+	WriteJSON(w, http.StatusOK, map[string]any{"backends": s.Pool.List()})
 }
 
 func (s *Server) removeBackend(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
 	if !s.Pool.Remove(id) {
-		writeError(w, errf(http.StatusNotFound, "not_found", "id", "no backend %q", id))
+		WriteError(w, Errf(http.StatusNotFound, "not_found", "id", "no backend %q", id))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -713,42 +713,42 @@ func (s *Server) removeBackend(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) setPolicy(w http.ResponseWriter, r *http.Request) {
 	var req PolicyRequest
-	if e := decode(w, r, 1<<16, &req); e != nil {
-		writeError(w, e)
+	if e := Decode(w, r, 1<<16, &req); e != nil {
+		WriteError(w, e)
 		return
 	}
 	if e := s.checkVersion(req.Version, true); e != nil {
-		writeError(w, e)
+		WriteError(w, e)
 		return
 	}
 	s.Pipeline.SetPolicy(*req.Version)
 	if s.Cluster != nil {
-		writeJSON(w, http.StatusOK, map[string]any{"version": *req.Version, "nodes": s.Cluster.Broadcast(r.Context(), http.MethodPut, "/v1/policy", req)})
+		WriteJSON(w, http.StatusOK, map[string]any{"version": *req.Version, "nodes": s.Cluster.Broadcast(r.Context(), http.MethodPut, "/v1/policy", req)})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int64{"version": *req.Version})
+	WriteJSON(w, http.StatusOK, map[string]int64{"version": *req.Version})
 }
 
 // checkVersion validates a new policy version against the current one.
 func (s *Server) checkVersion(v *int64, required bool) *Error {
 	if v == nil {
 		if required {
-			return invalid("version", "required, an integer from 0 to %d", int64(maxPolicyVersion))
+			return Invalid("version", "required, an integer from 0 to %d", int64(maxPolicyVersion))
 		}
 		return nil
 	}
 	if *v < 0 || *v > maxPolicyVersion {
-		return invalid("version", "an integer from 0 to %d", int64(maxPolicyVersion))
+		return Invalid("version", "an integer from 0 to %d", int64(maxPolicyVersion))
 	}
 	cur := s.Pipeline.Policy()
 	if *v < cur {
-		return errf(http.StatusConflict, "policy_regression", "version", "version %d is older than the current %d", *v, cur)
+		return Errf(http.StatusConflict, "policy_regression", "version", "version %d is older than the current %d", *v, cur)
 	}
 	// A training run steps its policy by one at a time (or a few): a jump
 	// this large is a mistake that would make every real version after it
 	// a regression.
 	if *v-cur > maxPolicyJump {
-		return invalid("version", "version %d jumps more than %d past the current %d", *v, int64(maxPolicyJump), cur)
+		return Invalid("version", "version %d jumps more than %d past the current %d", *v, int64(maxPolicyJump), cur)
 	}
 	return nil
 }
@@ -759,18 +759,18 @@ func (s *Server) checkVersion(v *int64, required bool) *Error {
 // timeout_s it answers 504 and generation stays paused.
 func (s *Server) pausePolicy(w http.ResponseWriter, r *http.Request) {
 	var req PauseRequest
-	if e := decode(w, r, 1<<16, &req); e != nil {
-		writeError(w, e)
+	if e := Decode(w, r, 1<<16, &req); e != nil {
+		WriteError(w, e)
 		return
 	}
 	if req.Mode != "drain" && req.Mode != "abort" {
-		writeError(w, invalid("mode", "required: drain (wait for generation in flight) or abort (end it, keeping its tokens)"))
+		WriteError(w, Invalid("mode", "required: drain (wait for generation in flight) or abort (end it, keeping its tokens)"))
 		return
 	}
 	timeout := 300 * time.Second
 	if req.TimeoutS != nil {
 		if *req.TimeoutS <= 0 || *req.TimeoutS > 3600 {
-			writeError(w, invalid("timeout_s", "seconds, more than 0 and at most 3600"))
+			WriteError(w, Invalid("timeout_s", "seconds, more than 0 and at most 3600"))
 			return
 		}
 		timeout = time.Duration(*req.TimeoutS * float64(time.Second))
@@ -781,7 +781,7 @@ func (s *Server) pausePolicy(w http.ResponseWriter, r *http.Request) {
 		// The nodes generate: each pauses its own backends.
 		nodes := s.Cluster.Broadcast(ctx, http.MethodPost, "/v1/policy:pause", req)
 		_, _ = s.Pipeline.Pause(ctx, false)
-		writeJSON(w, clusterStatus(nodes), map[string]any{"nodes": nodes})
+		WriteJSON(w, clusterStatus(nodes), map[string]any{"nodes": nodes})
 		return
 	}
 	rep, err := s.Pipeline.Pause(ctx, req.Mode == "abort")
@@ -789,24 +789,24 @@ func (s *Server) pausePolicy(w http.ResponseWriter, r *http.Request) {
 		if r.Context().Err() != nil {
 			return // the caller left; generation stays paused
 		}
-		writeJSON(w, http.StatusGatewayTimeout, map[string]any{"error": map[string]any{"code": "timeout", "field": "timeout_s",
+		WriteJSON(w, http.StatusGatewayTimeout, map[string]any{"error": map[string]any{"code": "timeout", "field": "timeout_s",
 			"message": fmt.Sprintf("%d generation requests still in flight after %v; generation stays paused: pause again (mode abort ends them) or resume", rep.Left, timeout)},
 			"pause": rep})
 		return
 	}
-	writeJSON(w, http.StatusOK, rep)
+	WriteJSON(w, http.StatusOK, rep)
 }
 
 // resumePolicy lets generation continue under a new policy version
 // (validated as PUT /v1/policy; absent: the current one).
 func (s *Server) resumePolicy(w http.ResponseWriter, r *http.Request) {
 	var req PolicyRequest
-	if e := decode(w, r, 1<<16, &req); e != nil {
-		writeError(w, e)
+	if e := Decode(w, r, 1<<16, &req); e != nil {
+		WriteError(w, e)
 		return
 	}
 	if e := s.checkVersion(req.Version, false); e != nil {
-		writeError(w, e)
+		WriteError(w, e)
 		return
 	}
 	v := s.Pipeline.Policy()
@@ -816,10 +816,10 @@ func (s *Server) resumePolicy(w http.ResponseWriter, r *http.Request) {
 	rep := s.Pipeline.Resume(r.Context(), v)
 	if s.Cluster != nil {
 		nodes := s.Cluster.Broadcast(r.Context(), http.MethodPost, "/v1/policy:resume", map[string]int64{"version": v})
-		writeJSON(w, clusterStatus(nodes), map[string]any{"version": v, "nodes": nodes})
+		WriteJSON(w, clusterStatus(nodes), map[string]any{"version": v, "nodes": nodes})
 		return
 	}
-	writeJSON(w, http.StatusOK, rep)
+	WriteJSON(w, http.StatusOK, rep)
 }
 
 // clusterStatus is 200 when every node took a broadcast request, else 502
@@ -841,40 +841,40 @@ const (
 )
 
 func (s *Server) getPolicy(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.Pipeline.PolicyState())
+	WriteJSON(w, http.StatusOK, s.Pipeline.PolicyState())
 }
 
 func (s *Server) domains(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"domains": s.Plugins.Statuses()})
+	WriteJSON(w, http.StatusOK, map[string]any{"domains": s.Plugins.Statuses()})
 }
 
 func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 	var req EvaluateRequest
-	if e := decode(w, r, s.Cfg.Server.MaxBodyBytes, &req); e != nil {
-		writeError(w, e)
+	if e := Decode(w, r, s.Cfg.Server.MaxBodyBytes, &req); e != nil {
+		WriteError(w, e)
 		return
 	}
 	h, e := readTask(req.Task, "task")
 	if e != nil {
-		writeError(w, e)
+		WriteError(w, e)
 		return
 	}
 	if req.Response == nil {
-		writeError(w, invalid("response", "required: the final response to score"))
+		WriteError(w, Invalid("response", "required: the final response to score"))
 		return
 	}
 	var plug *pluginhost.Plugin
 	if req.Domain != "" {
 		p, ok := s.Plugins.Get(req.Domain)
 		if !ok {
-			writeError(w, invalid("domain", "unknown domain %q; enabled domains: %s", req.Domain, strings.Join(s.Plugins.Names(), ", ")))
+			WriteError(w, Invalid("domain", "unknown domain %q; enabled domains: %s", req.Domain, strings.Join(s.Plugins.Names(), ", ")))
 			return
 		}
 		plug = p
 	} else {
 		p, e := s.resolveDomain(h, "task")
 		if e != nil {
-			writeError(w, e)
+			WriteError(w, e)
 			return
 		}
 		plug = p
@@ -885,16 +885,16 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 	// Past the deadline whatever came back is the deadline's doing (the
 	// domain may report its cut-off sandbox call as its own failure).
 	if ctx.Err() == context.DeadlineExceeded {
-		writeError(w, errf(http.StatusGatewayTimeout, "timeout", "", "the %s domain did not score within server.evaluate_timeout (%v)", plug.Name, s.Cfg.Server.EvaluateTimeout.Duration))
+		WriteError(w, Errf(http.StatusGatewayTimeout, "timeout", "", "the %s domain did not score within server.evaluate_timeout (%v)", plug.Name, s.Cfg.Server.EvaluateTimeout.Duration))
 		return
 	}
 	if errors.Is(err, pipeline.ErrEvalBusy) {
 		w.Header().Set("Retry-After", "1")
-		writeError(w, errf(http.StatusTooManyRequests, "busy", "", "%v; retry later", err))
+		WriteError(w, Errf(http.StatusTooManyRequests, "busy", "", "%v; retry later", err))
 		return
 	}
 	if err != nil {
-		writeError(w, errf(http.StatusBadGateway, "plugin_error", "", "%v", err))
+		WriteError(w, Errf(http.StatusBadGateway, "plugin_error", "", "%v", err))
 		return
 	}
 	if len(res.Diagnostics) > 0 {
@@ -913,18 +913,18 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 		if d.Field != "" {
 			fieldName = "task." + d.Field
 		}
-		writeError(w, errf(code, d.Code, fieldName, "%s", d.Message))
+		WriteError(w, Errf(code, d.Code, fieldName, "%s", d.Message))
 		return
 	}
 	info := json.RawMessage(res.Info)
 	if len(info) == 0 {
 		info = json.RawMessage("{}")
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"domain": plug.Name, "reward": res.Reward, "resolved": res.Resolved, "metrics": res.Metrics, "info": info})
+	WriteJSON(w, http.StatusOK, map[string]any{"domain": plug.Name, "reward": res.Reward, "resolved": res.Resolved, "metrics": res.Metrics, "info": info})
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
@@ -948,8 +948,8 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	}
 	body := map[string]any{"ready": len(problems) == 0, "problems": problems, "backends_healthy": healthy}
 	if len(problems) > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, body)
+		WriteJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
-	writeJSON(w, http.StatusOK, body)
+	WriteJSON(w, http.StatusOK, body)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prorl/prorl/core/api"
+	"github.com/prorl/prorl/core/api/prorl"
 	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/baseurl"
 	"github.com/prorl/prorl/core/config"
@@ -184,7 +185,8 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 	if rerun+interrupted+cancelled > 0 {
 		log.Warn("recovered rollouts a previous run left unfinished", "rerun", rerun, "reported_interrupted", interrupted, "reported_cancelled", cancelled)
 	}
-	ad := api.Deps{Cfg: cfg, Log: log.Named("api"), Pipeline: h.Pipeline, Pool: h.Pool, Plugins: plugs, Store: h.Store, Metrics: h.Metrics}
+	ad := api.Deps{Cfg: cfg, Log: log.Named("api"), Pipeline: h.Pipeline, Pool: h.Pool, Plugins: plugs, Store: h.Store, Metrics: h.Metrics,
+		Dialects: []api.Dialect{prorl.Routes}}
 	if h.Sandboxes != nil {
 		ad.SandboxStats = h.Sandboxes.Stats
 	}
