@@ -151,3 +151,9 @@ func jsonValue(v string) string {
 	}
 	return v
 }
+
+// FastAPIInvalid is FastAPI's 422 body, as Polar answers: a list naming
+// each bad field by its location, e.g. ["query", "limit"].
+func FastAPIInvalid(w http.ResponseWriter, typ string, loc []any, msg string) {
+	WriteJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": []map[string]any{{"type": typ, "loc": loc, "msg": msg}}})
+}

@@ -56,9 +56,6 @@ var (
 )
 
 func apiDocs() map[string]Doc {
-	pipelineStats := o(map[string]openapi.Schema{"pending_sessions": itg, "init_queue_depth": itg, "init_inflight": itg,
-		"ready_depth": itg, "run_inflight": itg, "postrun_queue_depth": itg, "postrun_inflight": itg},
-		"pending_sessions", "init_queue_depth", "init_inflight", "ready_depth", "run_inflight", "postrun_queue_depth", "postrun_inflight")
 	return map[string]Doc{
 		"submit": {Summary: "Submit a task as a group of n rollouts", OK: "202", Body: SubmitRequest{}, Resp: SubmitResponse{},
 			Example:     map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}, "n": 4, "sampling": map[string]any{"temperature": 1.0}},
@@ -115,27 +112,6 @@ func apiDocs() map[string]Doc {
 		"readyz": {Summary: "Readiness: the store, the domains, the backends", Description: "503 with the same body when not ready.",
 			Resp: o(map[string]openapi.Schema{"ready": bln, "problems": arr(str), "backends_healthy": itg}, "ready", "problems", "backends_healthy")},
 
-		// Polar.
-		"polar_submit": {Summary: "Polar: submit a task of num_samples sessions", Body: polarTaskRequest{},
-			Example: map[string]any{"task_id": "t-1", "instruction": "What is 17 + 25?", "num_samples": 2,
-				"agent":     map[string]any{"harness": "prorl", "model_name": "policy"},
-				"evaluator": map[string]any{"strategy": "math", "config": map[string]any{"answer": "42"}}},
-			Resp: o(map[string]openapi.Schema{"task_id": str, "status": str}, "task_id", "status")},
-		"polar_get_task":    {Summary: "Polar: a task's status and finished sessions", Resp: PolarTaskStatus{}},
-		"polar_cancel_task": {Summary: "Polar: cancel a task", Resp: PolarTaskStatus{}},
-		"polar_status": {Summary: "Polar: tasks and queues",
-			Resp: o(map[string]openapi.Schema{"tasks": openapi.MapOf(str), "pipeline": pipelineStats,
-				"nodes": o(map[string]openapi.Schema{"total": itg, "healthy": itg, "node_ids": arr(str)}, "total", "healthy", "node_ids")}, "tasks", "pipeline", "nodes")},
-		"polar_tasks": {Summary: "Polar: recent tasks, newest first", Query: map[string]openapi.Schema{"limit": limitParam, "status": str, "harness": str, "since": openapi.Describe(flt, "Unix seconds: tasks updated since")},
-			Resp: o(map[string]openapi.Schema{"tasks": arr(o(map[string]openapi.Schema{"task_id": str, "status": str, "harness": str, "model": str,
-				"num_samples": itg, "completed_sessions": itg, "errored_sessions": itg, "mean_reward": openapi.Nullable(flt), "mean_traces": openapi.Nullable(flt),
-				"mean_completions": openapi.Nullable(flt), "created_at": flt, "updated_at": flt, "source": str},
-				"task_id", "status", "harness", "model", "num_samples", "completed_sessions", "errored_sessions", "mean_reward", "mean_traces", "mean_completions", "created_at", "updated_at", "source"))}, "tasks")},
-		"polar_sessions": {Summary: "Polar: a task's sessions",
-			Resp: o(map[string]openapi.Schema{"task_id": str, "sessions": arr(o(map[string]openapi.Schema{"session_id": str, "task_id": str, "status": str,
-				"node_id": openapi.Nullable(str), "reward": openapi.Nullable(flt), "timing": openapi.Ref(PolarTiming{}), "error": openapi.Nullable(str)}, "session_id", "task_id", "status"))}, "task_id", "sessions")},
-		"polar_events": {Summary: "Polar: task events as server-sent events", ContentType: "text/event-stream", Resp: str},
-		"polar_health": {Summary: "Polar: liveness", Resp: o(map[string]openapi.Schema{"status": str, "nodes": itg}, "status", "nodes")},
 	}
 }
 

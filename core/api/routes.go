@@ -57,9 +57,6 @@ type Server struct {
 	Deps
 	idemMu  sync.Mutex
 	closing atomic.Bool
-	// Polar's task API.
-	polar     *polarTasks
-	callbacks callbacks
 	// streamSnap is the overview the live streams share (ui.go).
 	streamSnap sharedSnapshot
 	// dialects are the routes Deps.Dialects added.
@@ -71,13 +68,7 @@ type Server struct {
 
 // New returns the API handler with every route.
 func New(d Deps) (*Server, http.Handler) {
-	s := &Server{Deps: d, polar: newPolarTasks()}
-	var err error
-	if s.callbacks, err = newCallbacks(d.Cfg.Server.CallbackAllow); err != nil {
-		// Validate refused it already; a config built in code gets none.
-		d.Log.Error("Polar callbacks refused: bad allow-list", "error", err)
-		s.callbacks, _ = newCallbacks(nil)
-	}
+	s := &Server{Deps: d}
 	s.waits, s.endWaits = context.WithCancel(context.Background())
 	for _, dialect := range d.Dialects {
 		s.dialects = append(s.dialects, dialect(s)...)
@@ -137,7 +128,7 @@ func boundedVars(path string, f http.HandlerFunc) http.HandlerFunc {
 				continue
 			}
 			if polar { // FastAPI's answer for a str parameter with max_length
-				fastAPIInvalid(w, "string_too_long", []any{"path", name}, fmt.Sprintf("String should have at most %d characters", maxPathVar))
+				FastAPIInvalid(w, "string_too_long", []any{"path", name}, fmt.Sprintf("String should have at most %d characters", maxPathVar))
 				return
 			}
 			WriteError(w, Invalid(name, "at most %d characters, got %d", maxPathVar, len(v)))
@@ -267,15 +258,6 @@ func (s *Server) ownRoutes() []row {
 		{"/healthz", http.MethodGet, "healthz", PublicLevel, s.healthz, nil},
 		{"/readyz", http.MethodGet, "readyz", PublicLevel, s.readyz, nil},
 		{"/openapi.json", http.MethodGet, "openapi", PublicLevel, s.openAPI, nil},
-		// Polar's task API (same paths, fields and status codes).
-		{"/rollout/task/submit", http.MethodPost, "polar_submit", UserLevel, s.polarSubmit, nil},
-		{"/rollout/task/{task_id:.+}", http.MethodGet, "polar_get_task", UserLevel, s.polarGet, nil},
-		{"/rollout/task/{task_id:.+}", http.MethodDelete, "polar_cancel_task", UserLevel, s.polarCancel, nil},
-		{"/rollout/status", http.MethodGet, "polar_status", UserLevel, s.polarStatus, nil},
-		{"/tasks", http.MethodGet, "polar_tasks", UserLevel, s.polarTaskList, nil},
-		{"/tasks/{task_id:.+}/sessions", http.MethodGet, "polar_sessions", UserLevel, s.polarSessions, nil},
-		{"/events", http.MethodGet, "polar_events", UserLevel, s.polarEvents, nil},
-		{"/health", http.MethodGet, "polar_health", PublicLevel, s.polarHealth, nil},
 	}
 }
 

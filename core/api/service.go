@@ -2,6 +2,9 @@ package api
 
 import (
 	"context"
+	"net/http"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/config"
@@ -39,6 +42,28 @@ type Service interface {
 	// added); ClearBackends removes them all.
 	AddBackend(ctx context.Context, req BackendRequest, field string) (backend.Status, int, *Error)
 	ClearBackends()
+
+	// ResolveDomain is the enabled, healthy domain a name picks: a domain's
+	// name, else a data_source one accepts; field names the request's task.
+	ResolveDomain(name, field string) (string, *Error)
+	// Group builds a checked submission's group of rollouts in domain, and
+	// its group id.
+	Group(sr *SubmitRequest, domain string) ([]pipeline.Request, string)
+	// CheckHarness checks a request to run a configured harness.
+	CheckHarness(hr *HarnessRequest, field string) *Error
+	// Record is the submission stored under key in the store's key table
+	// (shared with v1's idempotency keys, expiring with them); Mark stores
+	// key with no rollouts, replacing one there.
+	Record(key string) (store.Submission, bool)
+	Mark(key string) error
+	// Live is a rollout still in the pipeline; Snapshot its state now.
+	Live(id string) (*pipeline.Rollout, bool)
+	Snapshot(r *pipeline.Rollout) *trajectory.Result
+	// Lifetime ends when the host stops waiting for results (shutdown);
+	// WaitCtx is a request's context, ended with it too.
+	Lifetime() context.Context
+	WaitCtx(r *http.Request) (context.Context, context.CancelFunc)
+	Logger() hclog.Logger
 }
 
 var _ Service = (*Server)(nil)
@@ -85,3 +110,49 @@ func (s *Server) AddBackend(ctx context.Context, req BackendRequest, field strin
 
 // ClearBackends implements Service.
 func (s *Server) ClearBackends() { s.Pool.Clear() }
+
+// ResolveDomain implements Service.
+func (s *Server) ResolveDomain(name, field string) (string, *Error) {
+	h := taskHeader{Domain: name} // unknown: refused with the list of domains
+	if _, ok := s.Plugins.Get(name); !ok {
+		if _, ok := s.Plugins.ByDataSource(name); ok {
+			h = taskHeader{DataSource: name}
+		}
+	}
+	p, e := s.resolveDomain(h, field)
+	if e != nil {
+		return "", e
+	}
+	return p.Name, nil
+}
+
+// Group implements Service.
+func (s *Server) Group(sr *SubmitRequest, domain string) ([]pipeline.Request, string) {
+	return groupRequests(sr, domain)
+}
+
+// CheckHarness implements Service.
+func (s *Server) CheckHarness(hr *HarnessRequest, field string) *Error { return s.checkHarness(hr, field) }
+
+// Record implements Service.
+func (s *Server) Record(key string) (store.Submission, bool) { return s.Store.Idempotent(key) }
+
+// Mark implements Service.
+func (s *Server) Mark(key string) error {
+	return s.Store.Submit(nil, &store.Keyed{Key: key, Replace: true})
+}
+
+// Live implements Service.
+func (s *Server) Live(id string) (*pipeline.Rollout, bool) { return s.Pipeline.Lookup(id) }
+
+// Snapshot implements Service.
+func (s *Server) Snapshot(r *pipeline.Rollout) *trajectory.Result { return s.Pipeline.Snapshot(r) }
+
+// Lifetime implements Service.
+func (s *Server) Lifetime() context.Context { return s.waits }
+
+// WaitCtx implements Service.
+func (s *Server) WaitCtx(r *http.Request) (context.Context, context.CancelFunc) { return s.waitCtx(r) }
+
+// Logger implements Service.
+func (s *Server) Logger() hclog.Logger { return s.Log }

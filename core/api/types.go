@@ -112,10 +112,17 @@ func readTask(raw json.RawMessage, field string) (taskHeader, *Error) {
 	return h, nil
 }
 
+// PolarKeyPrefix starts a Polar task's record in the store's key table,
+// where it expires after [server] idempotency_ttl like any key; v1 keys
+// may not start with it.
+const PolarKeyPrefix = "polar-task:"
+
+// MaxTimeout bounds a rollout's timeout.
+const MaxTimeout = 24 * time.Hour
+
 const (
 	maxIDLen       = 128
 	maxMetadata    = 64 << 10
-	maxTimeout     = 24 * time.Hour
 	maxTurnsLimit  = 1000
 	maxTokensLimit = 1 << 22
 	maxPriority    = 100
@@ -161,8 +168,8 @@ func (s *SubmitRequest) validate(prefix string, maxSamples int) *Error {
 	if s.MaxTurns != nil && (*s.MaxTurns < 1 || *s.MaxTurns > maxTurnsLimit) {
 		return Invalid(f("max_turns"), "must be between 1 and %d", maxTurnsLimit)
 	}
-	if s.Timeout != nil && (*s.Timeout <= 0 || time.Duration(*s.Timeout) > maxTimeout) {
-		return Invalid(f("timeout"), "must be positive and at most %s", maxTimeout)
+	if s.Timeout != nil && (*s.Timeout <= 0 || time.Duration(*s.Timeout) > MaxTimeout) {
+		return Invalid(f("timeout"), "must be positive and at most %s", MaxTimeout)
 	}
 	if !validID(s.GroupID) {
 		return Invalid(f("group_id"), "at most %d characters of [A-Za-z0-9-_.:]", maxIDLen)

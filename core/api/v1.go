@@ -66,12 +66,12 @@ func (s *Server) requests(sr *SubmitRequest, prefix string) ([]pipeline.Request,
 	if e := s.checkHarness(sr.Harness, prefix+"harness"); e != nil {
 		return nil, "", e
 	}
-	reqs, gid := groupRequests(sr, plug)
+	reqs, gid := groupRequests(sr, plug.Name)
 	return reqs, gid, nil
 }
 
 // groupRequests builds a checked submission's group of rollouts.
-func groupRequests(sr *SubmitRequest, plug *pluginhost.Plugin) ([]pipeline.Request, string) {
+func groupRequests(sr *SubmitRequest, domain string) ([]pipeline.Request, string) {
 	n := 1
 	if sr.N != nil {
 		n = *sr.N
@@ -82,7 +82,7 @@ func groupRequests(sr *SubmitRequest, plug *pluginhost.Plugin) ([]pipeline.Reque
 	}
 	reqs := make([]pipeline.Request, n)
 	for i := range reqs {
-		rq := pipeline.Request{GroupID: gid, GroupSize: n, Index: i, Domain: plug.Name, Task: sr.Task, Sampling: sr.Sampling, Metadata: sr.Metadata}
+		rq := pipeline.Request{GroupID: gid, GroupSize: n, Index: i, Domain: domain, Task: sr.Task, Sampling: sr.Sampling, Metadata: sr.Metadata}
 		if sr.MaxTurns != nil {
 			rq.MaxTurns = *sr.MaxTurns
 		}

@@ -21,7 +21,17 @@ import (
 // whether they began before EndWaits or after; before it, they waited out
 // the server's grace period and were then cut mid-body.
 func TestEndWaits(t *testing.T) {
-	s, h := newBareServer(t, store.NewMemory(10))
+	// A dialect's stream waits on WaitCtx (as Polar's /events does).
+	stream := func(svc Service) []Route {
+		return []Route{{Path: "/dialect/stream", Method: http.MethodGet, Name: "dialect_stream", Level: PublicLevel, Handler: func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := svc.WaitCtx(r)
+			defer cancel()
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			<-ctx.Done()
+		}}}
+	}
+	s, h := newBareServer(t, store.NewMemory(10), stream)
 	ts := httptest.NewServer(h)
 	defer ts.Close()
 	defer ts.CloseClientConnections() // first: a failed test's waits would hold Close
@@ -45,7 +55,7 @@ func TestEndWaits(t *testing.T) {
 		{"results long poll", "/v1/results?wait=10m", ""},
 		{"results stream, SSE", "/v1/results/stream", "text/event-stream"},
 		{"results stream, NDJSON", "/v1/results/stream", ""},
-		{"Polar events", "/events", ""},
+		{"a dialect's stream", "/dialect/stream", ""},
 	}
 	type outcome struct {
 		code int
@@ -93,7 +103,7 @@ func TestEndWaits(t *testing.T) {
 
 // newBareServer is a Server on st with the default config, a pipeline and
 // an empty backend pool, and no plugins.
-func newBareServer(t *testing.T, st store.Store) (*Server, http.Handler) {
+func newBareServer(t *testing.T, st store.Store, dialects ...Dialect) (*Server, http.Handler) {
 	t.Helper()
 	cfg, log := config.Default(), hclog.NewNullLogger()
 	pool := backend.NewPool(log)
@@ -101,5 +111,5 @@ func newBareServer(t *testing.T, st store.Store) (*Server, http.Handler) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(Deps{Cfg: cfg, Log: log, Pipeline: p, Pool: pool, Store: st})
+	return New(Deps{Cfg: cfg, Log: log, Pipeline: p, Pool: pool, Store: st, Dialects: dialects})
 }
