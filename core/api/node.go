@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/gorilla/mux"
 	"github.com/prorl/prorl/core/backend"
-	"github.com/prorl/prorl/core/coord"
 	"github.com/prorl/prorl/core/pipeline"
 )
 
@@ -51,69 +49,6 @@ func (s *Server) nodeRollouts(w http.ResponseWriter, r *http.Request) {
 	default:
 		WriteJSON(w, http.StatusOK, map[string]any{"rollouts": states})
 	}
-}
-
-func (s *Server) cluster(w http.ResponseWriter) bool {
-	if s.Cluster == nil {
-		WriteError(w, Errf(http.StatusNotFound, "not_a_coordinator", "", "this host is not a coordinator (prorl-host coordinate)"))
-		return false
-	}
-	return true
-}
-
-func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) {
-	if !s.cluster(w) {
-		return
-	}
-	var in coord.NodeInfo
-	if e := Decode(w, r, s.Cfg.Server.MaxBodyBytes, &in); e != nil {
-		WriteError(w, e)
-		return
-	}
-	if err := s.Cluster.Register(in); err != nil {
-		var re *coord.RegisterError
-		if errors.As(err, &re) {
-			WriteError(w, Errf(re.Status, "node_refused", re.Field, "%s", re.Msg))
-			return
-		}
-		WriteError(w, Errf(http.StatusInternalServerError, "internal", "", "%v", err))
-		return
-	}
-	WriteJSON(w, http.StatusOK, map[string]any{"id": in.ID, "state": coord.StateLive})
-}
-
-func (s *Server) nodeHeartbeat(w http.ResponseWriter, r *http.Request) {
-	if !s.cluster(w) {
-		return
-	}
-	var l coord.Load
-	if e := Decode(w, r, s.Cfg.Server.MaxBodyBytes, &l); e != nil {
-		WriteError(w, e)
-		return
-	}
-	if err := s.Cluster.Heartbeat(mux.Vars(r)["id"], l); err != nil {
-		WriteError(w, Errf(http.StatusNotFound, "unknown_node", "id", "%v", err))
-		return
-	}
-	WriteJSON(w, http.StatusOK, map[string]any{"ok": true})
-}
-
-func (s *Server) drainNode(w http.ResponseWriter, r *http.Request) {
-	if !s.cluster(w) {
-		return
-	}
-	if err := s.Cluster.Drain(mux.Vars(r)["id"]); err != nil {
-		WriteError(w, Errf(http.StatusNotFound, "unknown_node", "id", "%v", err))
-		return
-	}
-	WriteJSON(w, http.StatusOK, map[string]any{"id": mux.Vars(r)["id"], "state": coord.StateDraining})
-}
-
-func (s *Server) listNodes(w http.ResponseWriter, _ *http.Request) {
-	if !s.cluster(w) {
-		return
-	}
-	WriteJSON(w, http.StatusOK, map[string]any{"nodes": s.Cluster.Nodes()})
 }
 
 // addNodeBackend gives an inference server to the coordinator's live node

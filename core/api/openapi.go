@@ -72,13 +72,8 @@ func apiDocs() map[string]Doc {
 			Resp: o(map[string]openapi.Schema{"results": arr(openapi.Ref(trajectory.Result{})), "next_since": itg}, "results", "next_since")},
 		"results_stream": {Summary: "Finished results as they come: NDJSON, or server-sent events with Accept: text/event-stream",
 			ContentType: "application/x-ndjson", Resp: openapi.Ref(trajectory.Result{}), Query: map[string]openapi.Schema{"since": seqParam, "limit": limitParam}},
-		"ack":           {Summary: "Acknowledge results: they leave /v1/results", Body: AckRequest{}, Resp: o(map[string]openapi.Schema{"acked": itg}, "acked")},
-		"node_rollouts": {Summary: "A coordinator places rollouts on this host (admin)", Body: NodeRolloutsRequest{}, Resp: o(map[string]openapi.Schema{"rollouts": arr(openapi.Ref(pipeline.AssignedState{}))}, "rollouts")},
-		"register_node": {Summary: "A host joins the coordinator (admin)", Body: coord.NodeInfo{}, Resp: o(map[string]openapi.Schema{"id": str, "state": str}, "id", "state")},
-		"list_nodes":    {Summary: "The coordinator's nodes", Resp: o(map[string]openapi.Schema{"nodes": arr(openapi.Ref(coord.NodeStatus{}))}, "nodes")},
-		"node_heartbeat": {Summary: "A node's heartbeat with its load (admin)", Body: coord.Load{},
-			Resp: o(map[string]openapi.Schema{"ok": bln}, "ok")},
-		"drain_node":     {Summary: "Stop placing rollouts on a node (admin)", Body: openapi.Schema{"type": "object"}, Resp: o(map[string]openapi.Schema{"id": str, "state": str}, "id", "state")},
+		"ack":            {Summary: "Acknowledge results: they leave /v1/results", Body: AckRequest{}, Resp: o(map[string]openapi.Schema{"acked": itg}, "acked")},
+		"node_rollouts":  {Summary: "A coordinator places rollouts on this host (admin)", Body: NodeRolloutsRequest{}, Resp: o(map[string]openapi.Schema{"rollouts": arr(openapi.Ref(pipeline.AssignedState{}))}, "rollouts")},
 		"add_backend":    {Summary: "Add an inference backend (admin)", OK: "201", Body: BackendRequest{}, Resp: backend.Status{}},
 		"list_backends":  {Summary: "The inference backends and their load", Resp: o(map[string]openapi.Schema{"backends": arr(openapi.Ref(backend.Status{}))}, "backends")},
 		"remove_backend": {Summary: "Remove a backend; its rollouts move to others (admin)", OK: "204"},
@@ -111,7 +106,6 @@ func apiDocs() map[string]Doc {
 		"healthz":   {Summary: "Liveness", Resp: o(map[string]openapi.Schema{"status": str}, "status")},
 		"readyz": {Summary: "Readiness: the store, the domains, the backends", Description: "503 with the same body when not ready.",
 			Resp: o(map[string]openapi.Schema{"ready": bln, "problems": arr(str), "backends_healthy": itg}, "ready", "problems", "backends_healthy")},
-
 	}
 }
 

@@ -232,11 +232,6 @@ func (s *Server) ownRoutes() []row {
 		{"/v1/results/stream", http.MethodGet, "results_stream", UserLevel, s.resultsStream, []string{"since", "group_id", "limit"}},
 		{"/v1/results/ack", http.MethodPost, "ack", UserLevel, s.ack, nil},
 		{"/v1/node/rollouts", http.MethodPost, "node_rollouts", AdminLevel, s.nodeRollouts, nil},
-		// A coordinator's node registry (404 on a plain host).
-		{"/v1/nodes", http.MethodPost, "register_node", AdminLevel, s.registerNode, nil},
-		{"/v1/nodes", http.MethodGet, "list_nodes", UserLevel, s.listNodes, nil},
-		{"/v1/nodes/{id:[^/:]+}:heartbeat", http.MethodPost, "node_heartbeat", AdminLevel, s.nodeHeartbeat, nil},
-		{"/v1/nodes/{id:[^/:]+}:drain", http.MethodPost, "drain_node", AdminLevel, s.drainNode, nil},
 		{"/v1/backends", http.MethodPost, "add_backend", AdminLevel, s.addBackend, nil},
 		{"/v1/backends", http.MethodGet, "list_backends", UserLevel, s.listBackends, nil},
 		{"/v1/backends/{id}", http.MethodDelete, "remove_backend", AdminLevel, s.removeBackend, nil},

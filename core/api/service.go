@@ -132,7 +132,9 @@ func (s *Server) Group(sr *SubmitRequest, domain string) ([]pipeline.Request, st
 }
 
 // CheckHarness implements Service.
-func (s *Server) CheckHarness(hr *HarnessRequest, field string) *Error { return s.checkHarness(hr, field) }
+func (s *Server) CheckHarness(hr *HarnessRequest, field string) *Error {
+	return s.checkHarness(hr, field)
+}
 
 // Record implements Service.
 func (s *Server) Record(key string) (store.Submission, bool) { return s.Store.Idempotent(key) }

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prorl/prorl/core/api"
+	"github.com/prorl/prorl/core/api/nodes"
 	"github.com/prorl/prorl/core/api/polar"
 	"github.com/prorl/prorl/core/api/prorl"
 	"github.com/prorl/prorl/core/backend"
@@ -187,7 +188,7 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 		log.Warn("recovered rollouts a previous run left unfinished", "rerun", rerun, "reported_interrupted", interrupted, "reported_cancelled", cancelled)
 	}
 	ad := api.Deps{Cfg: cfg, Log: log.Named("api"), Pipeline: h.Pipeline, Pool: h.Pool, Plugins: plugs, Store: h.Store, Metrics: h.Metrics,
-		Dialects: []api.Dialect{prorl.Routes, polar.Routes}}
+		Dialects: []api.Dialect{prorl.Routes, polar.Routes, nodes.Routes(h.Coordinator)}}
 	if h.Sandboxes != nil {
 		ad.SandboxStats = h.Sandboxes.Stats
 	}
