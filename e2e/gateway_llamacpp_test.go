@@ -25,7 +25,7 @@ func TestLlamaCppGateway(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(modelDir, "model.gguf")); err != nil {
 		t.Fatalf("tiny model missing (make models): %v", err)
 	}
-	py := sdktest.ReferencePython(t, "../scripts/client/install.sh")
+	py := sdktest.Reference(t, "../scripts/ref.py", "client")
 	url, logPath := startLlamaCpp(t, modelDir)
 	e := newEnv(t, envOpts{extraTOML: "[tokenizer]\nmodel_dir = \"" + modelDir + "\"\n"})
 	e.startHost()

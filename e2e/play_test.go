@@ -44,7 +44,7 @@ func TestPlayAnyDomain(t *testing.T) {
 	if err := os.WriteFile(scripts, []byte(countdownScripts), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	py := sdktest.ReferencePython(t, "../scripts/pysdk/install.sh")
+	py := sdktest.Reference(t, "../scripts/ref.py", "pysdk")
 	script, err := filepath.Abs("../sdk/python/examples/countdown.py")
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func TestPlayAnyDomain(t *testing.T) {
 					t.Fatal(err)
 				}
 			} else {
-				py := sdktest.ReferencePython(t, "../scripts/swebench/install.sh")
+				py := sdktest.Reference(t, "../scripts/ref.py", "swebench")
 				w := exec.Command(py, "-c", `import json, sys, pyarrow as pa, pyarrow.parquet as pq
 pq.write_table(pa.Table.from_pylist([json.loads(l) for l in sys.stdin]), sys.argv[1])`, tasks)
 				w.Stdin = strings.NewReader(countdownTasks)
@@ -127,7 +127,7 @@ pq.write_table(pa.Table.from_pylist([json.loads(l) for l in sys.stdin]), sys.arg
 // interpreter and script from the config, its config table passed and
 // checked, stdin and exit status through.
 func TestPythonPluginCommand(t *testing.T) {
-	py := sdktest.ReferencePython(t, "../scripts/pysdk/install.sh")
+	py := sdktest.Reference(t, "../scripts/ref.py", "pysdk")
 	script, err := filepath.Abs("../sdk/python/examples/countdown.py")
 	if err != nil {
 		t.Fatal(err)

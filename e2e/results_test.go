@@ -25,7 +25,7 @@ func TestResultsStreamResumes(t *testing.T) {
 }
 
 func resultsStreamResumes(t *testing.T, driver string) {
-	nodeModules := sdktest.ReferencePython(t, "../scripts/ui/install.sh")
+	nodeModules := sdktest.Reference(t, "../scripts/ref.py", "playwright")
 	e := newEnv(t, envOpts{staticBackend: true, simArgs: []string{"--correct-rate", "1"}, extraTOML: fmt.Sprintf("[store]\ndriver = %q\n", driver)})
 	e.startHost()
 	before := e.submitMath(t, 4)

@@ -97,7 +97,7 @@ func TestWebPageRequests(t *testing.T) {
 // page of another origin: the requests a page can send without CORS
 // reach nothing, and the API loaded under a rebound name answers 403.
 func TestWebPageAttacksInBrowser(t *testing.T) {
-	nodeModules := sdktest.ReferencePython(t, "../scripts/ui/install.sh")
+	nodeModules := sdktest.Reference(t, "../scripts/ref.py", "playwright")
 	e := newEnv(t, envOpts{})
 	e.startHost()
 	attacker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -38,9 +38,9 @@ func TestSlurmDeployment(t *testing.T) {
 	}
 	if _, err := exec.LookPath("slurmctld"); err != nil {
 		if need {
-			t.Fatal("slurmctld not installed: bash scripts/slurm/install.sh")
+			t.Fatal("slurmctld not installed: python3 scripts/ref.py install slurm")
 		}
-		t.Skip("slurm not installed (scripts/slurm/install.sh)")
+		t.Skip("slurm not installed (python3 scripts/ref.py install slurm)")
 	}
 	dir := t.TempDir()
 	cl := filepath.Join(dir, "slurm")
@@ -283,7 +283,7 @@ func processesUnder(paths ...string) []string {
 	return out
 }
 
-// TestSlurmInstallPick: scripts/slurm/install.sh installs the pinned
+// TestSlurmInstallPick: scripts/ref.py installs Slurm's pinned
 // revision while Debian offers it, and the newest revision of the same
 // release once a security update has replaced it; never another release.
 func TestSlurmInstallPick(t *testing.T) {
@@ -299,11 +299,12 @@ func TestSlurmInstallPick(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := exec.Command("bash", filepath.Join("..", "scripts", "slurm", "install.sh"), "--pick")
-			cmd.Stdin = strings.NewReader(tt.offered)
+			args := []string{filepath.Join("..", "scripts", "ref.py"), "pick", "slurm"}
 			if tt.want != "" {
-				cmd.Env = append(os.Environ(), "SLURM_VERSION="+tt.want)
+				args = append(args, tt.want)
 			}
+			cmd := exec.Command("python3", args...)
+			cmd.Stdin = strings.NewReader(tt.offered)
 			out, err := cmd.Output()
 			if err != nil {
 				t.Fatal(err)

@@ -24,7 +24,7 @@ import (
 // page are kept in $PRORL_UI_SHOTS (default: the test's temp dir).
 func TestDashboard(t *testing.T) {
 	// The install script prints the node_modules directory.
-	nodeModules := sdktest.ReferencePython(t, "../scripts/ui/install.sh")
+	nodeModules := sdktest.Reference(t, "../scripts/ref.py", "playwright")
 	const user, admin = "ui-user-token", "ui-admin-token"
 	e := newEnv(t, envOpts{staticBackend: true, serverTOML: `token = "` + user + `"` + "\n" + `admin_token = "` + admin + `"` + "\n",
 		pipelineTOML: "stuck_after = \"1s\"\n"})
@@ -140,7 +140,7 @@ func TestDashboard(t *testing.T) {
 }
 
 // browserScript is the command running one of scripts/ui's browser tests
-// with argument arg, with nodeModules (scripts/ui/install.sh's) on its path.
+// with argument arg, with nodeModules (the playwright reference's) on its path.
 func browserScript(t *testing.T, nodeModules, script string, arg []byte) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command("node", script, string(arg))

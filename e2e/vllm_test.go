@@ -213,7 +213,7 @@ func TestPolicyPauseVLLM(t *testing.T) {
 // of a Qwen3 session started a trace of its own), and every trace is
 // exactly the prompts vLLM was sent and the ids and logprobs it returned.
 func TestVLLMGateway(t *testing.T) {
-	py := sdktest.ReferencePython(t, "../scripts/client/install.sh")
+	py := sdktest.Reference(t, "../scripts/ref.py", "client")
 	base := testvllm.Start(t, "--max-model-len", "4096", "--max-num-seqs", "8", "--logits-processors", "tool_script:ToolScript")
 	proxy, logPath := recordingProxy(t, base)
 	e := newEnv(t, envOpts{})

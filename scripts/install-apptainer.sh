@@ -5,7 +5,7 @@
 # other uids, which cannot enter /root. Later runs reuse it.
 # Prints the bin directory. Recipe: ../shared/ENVIRONMENT.md.
 set -euo pipefail
-VERSION=${APPTAINER_VERSION:-1.4.3}
+VERSION=${APPTAINER_VERSION:-${VERSION:?run through: python3 scripts/ref.py install apptainer}}
 if [ "$(id -u)" = 0 ]; then CACHE=/var/cache; else CACHE=$HOME/.cache; fi
 PREFIX=${APPTAINER_PREFIX:-$CACHE/prorl/apptainer-$VERSION}
 if [ -x "$PREFIX/bin/apptainer" ]; then echo "$PREFIX/bin"; exit 0; fi

@@ -26,7 +26,7 @@ import (
 // gave a uint64 as negative, a map's text as base64, and binary through
 // UTF-8 replacement.
 func TestAgainstPyarrow(t *testing.T) {
-	py := sdktest.ReferencePython(t, "../../scripts/swebench/install.sh")
+	py := sdktest.Reference(t, "../../scripts/ref.py", "swebench")
 	dir := t.TempDir()
 	cmd := exec.Command(py, "testdata/pyarrow_rows.py", dir)
 	var stderr bytes.Buffer

@@ -17,7 +17,7 @@ import (
 	"github.com/prorl/prorl/sdk/sdktest"
 )
 
-// uvicornPython is the venv scripts/httpc/install.sh made (make uvicorn).
+// uvicornPython is the venv of the uvicorn reference (make uvicorn).
 func uvicornPython(t *testing.T) string {
 	py := os.Getenv("PRORL_UVICORN_PYTHON")
 	if py == "" {

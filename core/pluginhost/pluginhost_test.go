@@ -247,7 +247,7 @@ func zombie(pid int) bool {
 // Python twin, the latter started as the admin configures it: the venv's
 // python as path, the script as args. Each call is a fresh one.
 func countdowns(t *testing.T) map[string]func() *config.Plugin {
-	py := sdktest.ReferencePython(t, "../../scripts/pysdk/install.sh")
+	py := sdktest.Reference(t, "../../scripts/ref.py", "pysdk")
 	script, err := filepath.Abs("../../sdk/python/examples/countdown.py")
 	if err != nil {
 		t.Fatal(err)

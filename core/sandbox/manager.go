@@ -30,7 +30,7 @@ type Config struct {
 	Driver    string // bwrap | apptainer | none
 	BwrapPath string
 	// ApptainerPath is the apptainer binary; empty searches PATH and the
-	// build cache of scripts/install-apptainer.sh.
+	// build cache of `python3 scripts/ref.py install apptainer`.
 	ApptainerPath string
 	// ApptainerRootMode is how a root host runs Apptainer: "userns" (as
 	// root with --userns; the default) or "user" (rootless, as ApptainerUser).
@@ -422,7 +422,7 @@ func FindApptainer(configured string) (string, error) {
 			return found[len(found)-1], nil
 		}
 	}
-	return "", fmt.Errorf("sandbox driver apptainer: apptainer not found (scripts/install-apptainer.sh builds it)")
+	return "", fmt.Errorf("sandbox driver apptainer: apptainer not found (python3 scripts/ref.py install apptainer builds it)")
 }
 
 // traversable reports whether every directory up to dir lets others through.

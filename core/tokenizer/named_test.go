@@ -34,7 +34,7 @@ type namedCase struct {
 // renders, with and without tools and with a name asked for, is what
 // transformers' apply_chat_template chooses (and fails where it fails).
 func TestNamedTemplatesAgainstTransformers(t *testing.T) {
-	py := sdktest.ReferencePython(t, "../../scripts/transformers/install.sh")
+	py := sdktest.Reference(t, "../../scripts/ref.py", "transformers")
 	src := filepath.Join(testmodels.Dir(t), "qwen3")
 	dirs := map[string]func(dir string, cfg map[string]any){
 		"list with default": func(_ string, cfg map[string]any) {

@@ -25,7 +25,7 @@ func TestChatAgainstTransformers(t *testing.T) {
 }
 
 func chatAgainstTransformers(t *testing.T, model string) {
-	py := sdktest.ReferencePython(t, "../../scripts/transformers/install.sh")
+	py := sdktest.Reference(t, "../../scripts/ref.py", "transformers")
 	dir := filepath.Join(testmodels.Dir(t), model)
 	convs := [][]trajectory.Message{
 		{{Role: "user", Content: "What is 2+2?"}},

@@ -109,7 +109,7 @@ func render(format, content string, calls []refCall, rng *rand.Rand) string {
 // TestFormatsAgainstMLX: on messages in each format's canonical form, our
 // parsers find the calls mlx-lm's parsers (vLLM's, ported) find.
 func TestFormatsAgainstMLX(t *testing.T) {
-	py := sdktest.ReferencePython(t, "../../scripts/transformers/install.sh")
+	py := sdktest.Reference(t, "../../scripts/ref.py", "transformers")
 	rng := rand.New(rand.NewPCG(20, 26))
 	var cases []refCase
 	for _, format := range []string{"kimi_k2", "mistral", "glm45", "minimax_m2"} {
@@ -191,7 +191,7 @@ func TestFormatsAgainstMLX(t *testing.T) {
 // into messages by openai-harmony (OpenAI's parser); ours gives the same
 // reasoning (analysis), content (final, preambles) and calls.
 func TestHarmonyAgainstOpenAI(t *testing.T) {
-	py := sdktest.ReferencePython(t, "../../scripts/transformers/install.sh")
+	py := sdktest.Reference(t, "../../scripts/ref.py", "transformers")
 	rng := rand.New(rand.NewPCG(21, 2))
 	type in struct {
 		Text      string `json:"text"`

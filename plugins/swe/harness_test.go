@@ -33,13 +33,13 @@ type evalRow struct {
 
 // TestEvalScriptsAgainstHarness: for every repository and version in the
 // harness's spec table, our eval script is byte for byte the one the
-// harness (swebench 4.1.0, installed by scripts/swebench/install.sh)
+// harness (swebench 4.1.0, installed by scripts/ref.py)
 // writes, on synthetic rows with each shape of test patch.
 func TestEvalScriptsAgainstHarness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the swebench harness")
 	}
-	py := sdktest.ReferencePython(t, "../../scripts/swebench/install.sh")
+	py := sdktest.Reference(t, "../../scripts/ref.py", "swebench")
 	var rows []evalRow
 	repos := make([]string, 0, len(specs.Repos))
 	for r := range specs.Repos {

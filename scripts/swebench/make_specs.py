@@ -3,7 +3,7 @@ needs to write an instance's eval script and read its log, per repository
 and version, taken from the harness's own tables (MAP_REPO_VERSION_TO_SPECS,
 MAP_REPO_TO_PARSER, NON_TEST_EXTS, the test output markers).
 
-Run with the venv scripts/swebench/install.sh makes (make swe-specs).
+Run with the venv `python3 scripts/ref.py install swebench` makes (make swe-specs).
 """
 
 from __future__ import annotations

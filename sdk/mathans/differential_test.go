@@ -16,7 +16,7 @@ import (
 )
 
 // The differential test: our verdicts against Math-Verify's (PyPI
-// math-verify, installed pinned by scripts/mathverify/install.sh, which
+// math-verify, installed pinned by scripts/ref.py, which
 // make test runs) on a generated corpus. The corpus covers what this
 // package compares like Math-Verify today: numbers (integers, decimals,
 // fractions, powers, scientific notation, roots and pi against decimals).
@@ -89,7 +89,7 @@ func (bigPow) of(b, e int) string {
 
 func mathVerify(t *testing.T, ps []pair) []bool {
 	t.Helper()
-	py := sdktest.ReferencePython(t, "../../scripts/mathverify/install.sh")
+	py := sdktest.Reference(t, "../../scripts/ref.py", "mathverify")
 	// Math-Verify takes about 4 ms a pair: one process per core.
 	lines, err := sdktest.RunJSONLines(py, filepath.Join("..", "..", "scripts", "mathverify", "verdicts.py"), ps, runtime.NumCPU())
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 // python is the SDK's venv (pip-installed from this checkout), as an author
 // would have it; make test requires it.
 func python(t *testing.T) string {
-	return sdktest.ReferencePython(t, "../../scripts/pysdk/install.sh")
+	return sdktest.Reference(t, "../../scripts/ref.py", "pysdk")
 }
 
 const countdownTask = `{"nums": [3, 5, 2], "target": 16, "data_source": "countdown"}`

@@ -30,6 +30,28 @@ func Missing(t testing.TB, what string, err error) {
 	t.Skipf("%s: %v", what, err)
 }
 
+// Reference installs a reference by name with installer, a program run as
+// `python3 installer install NAME` that prints where it is (this
+// repository's scripts/ref.py, over scripts/references.toml): a venv's
+// python, a wheel, a node_modules directory. Where it cannot: Missing.
+func Reference(t testing.TB, installer, name string) string {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd := exec.Command("python3", installer, "install", name)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		Missing(t, fmt.Sprintf("install the reference %s (python3 %s install %s)", name, installer, name), fmt.Errorf("%w: %s", err, lastLines(stderr.String(), 5)))
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// lastLines is the end of a command's output, for an error.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
 // ReferencePython runs the install script of a reference implementation a
 // domain is tested against (a registry package in a pinned venv); the
 // script prints the venv's python. Where it cannot install: Missing. An

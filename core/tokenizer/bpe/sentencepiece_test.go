@@ -41,7 +41,7 @@ var hardTexts = []string{
 // tokenizer and with Hugging Face's Rust tokenizers, for the byte-level and
 // the SentencePiece-style models: the same ids, and the same decoded text.
 func TestAgainstRust(t *testing.T) {
-	py := sdktest.ReferencePython(t, "../../../scripts/transformers/install.sh")
+	py := sdktest.Reference(t, "../../../scripts/ref.py", "transformers")
 	dir := testmodels.Dir(t)
 	corpus := testmodels.MixedCorpus(t)
 	type in struct {
@@ -198,7 +198,7 @@ func FuzzSpaceSplit(f *testing.F) {
 // (sentencepiece never matches control symbols in text; Hugging Face's
 // added tokens do).
 func TestAgainstSentencePiece(t *testing.T) {
-	py := sdktest.ReferencePython(t, "../../../scripts/transformers/install.sh")
+	py := sdktest.Reference(t, "../../../scripts/ref.py", "transformers")
 	const script = "../../../scripts/transformers/spm.py"
 	out, err := exec.Command(py, script, "mistral").Output()
 	if err != nil {

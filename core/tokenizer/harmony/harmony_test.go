@@ -69,7 +69,7 @@ func fixedCases() []refCase {
 // random tool schemas with our renderer and with openai-harmony (PyPI):
 // the same text, and the same ids through GPT-OSS's tokenizer.
 func TestAgainstOpenAIHarmony(t *testing.T) {
-	py := sdktest.ReferencePython(t, "../../../scripts/transformers/install.sh")
+	py := sdktest.Reference(t, "../../../scripts/ref.py", "transformers")
 	models := testmodels.Dir(t)
 	tok, err := bpe.Load(filepath.Join(models, "gptoss", "tokenizer.json"))
 	if err != nil {
@@ -314,7 +314,7 @@ func FuzzRenderSchema(f *testing.F) {
 // refused (a fresh-clone CI failure); written under another name and
 // renamed, a reader finds it whole or not at all.
 func TestO200kWrittenWhole(t *testing.T) {
-	py := sdktest.ReferencePython(t, "../../../scripts/transformers/install.sh")
+	py := sdktest.Reference(t, "../../../scripts/ref.py", "transformers")
 	models := testmodels.Dir(t)
 	const size = 3_613_922 // the published file's
 	dir := t.TempDir()

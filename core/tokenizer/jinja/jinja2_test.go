@@ -76,7 +76,7 @@ var jinja2Cases = []jinja2Case{
 // TestAgainstJinja2 renders every case with our engine and with
 // transformers' Jinja2 environment: the same text, or both fail.
 func TestAgainstJinja2(t *testing.T) {
-	py := sdktest.ReferencePython(t, "../../../scripts/transformers/install.sh")
+	py := sdktest.Reference(t, "../../../scripts/ref.py", "transformers")
 	out, err := sdktest.RunJSONLines(py, "../../../scripts/transformers/render.py", jinja2Cases, 1)
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 // The differential test: on real logs of real runners (testdata/logs,
 // made by scripts/swebench/make_logs.sh), every parser must give exactly
 // the status map SWE-bench's harness gives (swebench 4.1.0, installed
-// pinned by scripts/swebench/install.sh, which make test runs).
+// pinned by scripts/ref.py, which make test runs).
 
 type harnessCase struct {
 	Parser string `json:"parser"`
@@ -28,7 +28,7 @@ type harnessCase struct {
 // harness runs the harness's parsers on the cases.
 func harness(t *testing.T, cases []harnessCase) []map[string]Status {
 	t.Helper()
-	py := sdktest.ReferencePython(t, "../../../scripts/swebench/install.sh")
+	py := sdktest.Reference(t, "../../../scripts/ref.py", "swebench")
 	lines, err := sdktest.RunJSONLines(py, "../../../scripts/swebench/parse_logs.py", cases, runtime.NumCPU())
 	if err != nil {
 		t.Fatalf("harness parsers: %v", err)
