@@ -130,30 +130,25 @@ func (l *loop) end(status trajectory.Status, reason, final string) ([]int, error
 }
 
 // generate is turn k's generation (turn 0's may have come with the
-// prompt), recording the backends that served it.
-func (l *loop) generate(ctx context.Context, k, maxNew int, turn *trajectory.Turn) (g *backend.GenerateResult, dur time.Duration, err error) {
-	if k == 0 && l.first != nil {
-		// Generated with the prompt; more than the budget left is cut
-		// (what a request for maxNew would have given, token for token).
-		g, dur = l.first.res, l.firstDur
-		if len(g.IDs) > maxNew {
-			g.Truncate(maxNew)
-		}
-	} else {
-		g0 := time.Now()
-		g, err = l.gen.Generate(ctx, l.ep.request(l.out.Tokens.IDs, maxNew))
-		dur = time.Since(g0)
+// prompt) and the backends that served it.
+func (l *loop) generate(ctx context.Context, k, maxNew int) (*backend.GenerateResult, []string, time.Duration, error) {
+	if k > 0 || l.first == nil {
+		return Generate(ctx, l.gen, l.ep.request(l.out.Tokens.IDs, maxNew))
 	}
+	// Generated with the prompt; more than the budget left is cut (what a
+	// request for maxNew would have given, token for token).
+	g := l.first.res
+	if len(g.IDs) > maxNew {
+		g.Truncate(maxNew)
+	}
+	var backends []string
 	if tb, ok := l.gen.(TurnBackends); ok {
-		// The turn moved between backends: record every one that served it.
-		if bs := tb.TakeTurnBackends(); len(bs) > 0 {
-			turn.Backend = bs[len(bs)-1]
-			if len(bs) > 1 {
-				turn.Backends = bs
-			}
-		}
+		backends = tb.TakeTurnBackends()
 	}
-	return g, dur, err
+	if len(g.IDs) == 0 {
+		return g, backends, l.firstDur, ErrNoTokens
+	}
+	return g, backends, l.firstDur, nil
 }
 
 // turn runs turn k from its prompt delta: generate, parse, call the tools,
@@ -166,14 +161,16 @@ func (l *loop) turn(ctx context.Context, k int, delta []int) ([]int, error) {
 		turnStart = l.t0 // turn 0 includes rendering the prompt
 	}
 	maxNew := min(ep.MaxTokensPerTurn, ep.MaxTotalTokens-len(tk.IDs))
-	turn := trajectory.Turn{Index: k, PromptDeltaIDs: delta, Backend: l.backendID, PolicyVersion: l.rn.Policy()}
-	g, genDur, err := l.generate(ctx, k, maxNew, &turn)
+	turn := trajectory.Turn{Index: k, PromptDeltaIDs: delta, Backend: l.backendID}
+	policy := l.rn.Policy() // the version asked for; the backend may say which served it
+	g, backends, genDur, err := l.generate(ctx, k, maxNew)
+	if errors.Is(err, ErrNoTokens) {
+		return nil, fail(trajectory.ReasonInternal, "backend returned no tokens")
+	}
 	if err != nil {
 		return nil, backendErr(ctx, "generate", err)
 	}
-	if len(g.IDs) == 0 {
-		return nil, fail(trajectory.ReasonInternal, "backend returned no tokens")
-	}
+	Record(&turn, g, backends, policy)
 	t1 := time.Now()
 	text, err := Text(ctx, l.tok, g)
 	if err != nil {
@@ -182,17 +179,9 @@ func (l *loop) turn(ctx context.Context, k int, delta []int) ([]int, error) {
 	if !g.HasText {
 		l.tokDur += time.Since(t1)
 	}
-	start := len(tk.IDs)
-	tk.IDs = append(tk.IDs, g.IDs...)
-	for range g.IDs {
-		tk.LossMask = append(tk.LossMask, 1)
-	}
-	tk.Logprobs = append(tk.Logprobs, g.Logprobs...)
-	turn.ResponseIDs, turn.Logprobs, turn.FinishReason = g.IDs, g.Logprobs, g.FinishReason
-	turn.PolicyVersion, turn.PolicySpans = g.PolicySpans(turn.PolicyVersion)
-	parsed := l.parser.Parse(text)
-	am := trajectory.Message{Role: "assistant", Content: parsed.Content, ReasoningContent: parsed.Reasoning, Span: &[2]int{start, len(tk.IDs)},
-		ToolCalls: ToolCalls(parsed, strconv.Itoa(k))}
+	rep := Parse(l.parser, text, strconv.Itoa(k))
+	parsed, am := rep.Parsed, rep.Message
+	am.Span = AppendGenerated(tk, g)
 	out.Messages = append(out.Messages, am)
 	closeTurn := func(toolsDur time.Duration) {
 		turn.ToolCalls = len(parsed.Calls)
@@ -310,47 +299,10 @@ func (l *loop) splice(k int, obs []trajectory.Message, d []int) {
 		}
 	}
 	out.Messages = append(out.Messages, obs...)
-	tk.IDs = append(tk.IDs, d...)
+	AppendUnscored(tk, d)
 	if l.check != nil {
 		tc := time.Now()
 		l.rn.checkTemplate(l.check, tk.IDs, out, *l.ep, k)
 		l.tokDur += time.Since(tc)
 	}
-	tk.LossMask = append(tk.LossMask, make([]int8, len(d))...)
-	tk.Logprobs = append(tk.Logprobs, make([]float64, len(d))...)
-}
-
-// The pieces of a turn both engines share: the native loop above and the
-// gateway's Session.Complete.
-
-// ParserFor is p knowing the tools' schemas (formats whose argument values
-// are untyped text need them).
-func ParserFor(p toolcall.Parser, tools []trajectory.Tool) toolcall.Parser {
-	if len(tools) == 0 {
-		return p
-	}
-	schemas := make([]toolcall.ToolSchema, len(tools))
-	for i, t := range tools {
-		schemas[i] = toolcall.ToolSchema{Name: t.Function.Name, Parameters: t.Function.Parameters}
-	}
-	return toolcall.ForTools(p, schemas)
-}
-
-// Text is a generation's text: the backend's, or decoded from its ids.
-func Text(ctx context.Context, tok tokenizer.Tokenizer, g *backend.GenerateResult) (string, error) {
-	if g.HasText {
-		return g.Text, nil
-	}
-	return tok.Decode(ctx, g.IDs)
-}
-
-// ToolCalls are a parse's calls as chat messages carry them, with ids
-// call_<prefix>_<j>.
-func ToolCalls(parsed toolcall.Parsed, prefix string) []trajectory.ToolCall {
-	var out []trajectory.ToolCall
-	for j, c := range parsed.Calls {
-		out = append(out, trajectory.ToolCall{ID: "call_" + prefix + "_" + strconv.Itoa(j), Type: "function",
-			Function: trajectory.FunctionCall{Name: c.Name, Arguments: string(c.Arguments)}})
-	}
-	return out
 }

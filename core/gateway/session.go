@@ -89,14 +89,11 @@ type Reply struct {
 // generation (mask 1) and spliced observation (mask 0) of the calls merged
 // into it.
 type trace struct {
-	msgs      []trajectory.Message // the conversation so far, our last reply last
-	prompt    []trajectory.Message // the first call's messages
-	tools     []trajectory.Tool
-	toolsKey  string
-	ids       []int
-	mask      []int8
-	logprobs  []float64
-	promptLen int
+	msgs     []trajectory.Message // the conversation so far, our last reply last
+	prompt   []trajectory.Message // the first call's messages
+	tools    []trajectory.Tool
+	toolsKey string
+	tk       trajectory.Tokens
 	// open: the last generation ended on a token the template can continue
 	// after (not cut by max_tokens).
 	open   bool
@@ -271,13 +268,8 @@ func (s *Session) Complete(ctx context.Context, c Call) (*Reply, error) {
 		r.PromptTokens = len(prompt)
 		return r, nil
 	}
-	g0 := time.Now()
-	g, err := s.cfg.Gen.Generate(ctx, backend.GenerateRequest{PromptIDs: prompt, MaxTokens: maxNew, Temperature: s.cfg.Temperature,
+	g, backends, genDur, err := agent.Generate(ctx, s.cfg.Gen, backend.GenerateRequest{PromptIDs: prompt, MaxTokens: maxNew, Temperature: s.cfg.Temperature,
 		TopP: s.cfg.TopP, TopK: s.cfg.TopK, Seed: s.cfg.Seed, Stop: append(slices.Clip(s.cfg.Stop), c.Stop...)})
-	genDur := time.Since(g0)
-	if err == nil && len(g.IDs) == 0 {
-		err = errors.New("the backend returned no tokens")
-	}
 	if err != nil {
 		release()
 		s.uncount()
@@ -286,22 +278,20 @@ func (s *Session) Complete(ctx context.Context, c Call) (*Reply, error) {
 		}
 		return nil, &BackendError{Err: err}
 	}
-	text, err := agent.Text(ctx, s.cfg.Tok, g)
+	reply := &Reply{ID: randomID(), PromptTokens: len(prompt), CompletionTokens: len(g.IDs), Merged: merged, FinishReason: "stop"}
+	rep, err := agent.Decode(ctx, s.cfg.Tok, agent.ParserFor(s.cfg.Parser, c.Tools), g, reply.ID)
 	if err != nil {
 		release()
 		s.uncount()
 		return nil, &BackendError{Err: fmt.Errorf("decode: %w", err)}
 	}
-	parsed := agent.ParserFor(s.cfg.Parser, c.Tools).Parse(text)
-	reply := &Reply{ID: randomID(), PromptTokens: len(prompt), CompletionTokens: len(g.IDs), Merged: merged, FinishReason: "stop"}
-	am := trajectory.Message{Role: "assistant", Content: parsed.Content, ReasoningContent: parsed.Reasoning}
-	if len(parsed.Errors) > 0 && len(parsed.Calls) == 0 {
+	am := rep.Message
+	if len(rep.Parsed.Errors) > 0 && len(rep.Parsed.Calls) == 0 {
 		// A malformed call is the model's text: the harness sees it as such
 		// (and usually tells the model), as with any API that cannot parse it.
-		am.Content = toolcall.TrimEnd(text)
+		am.Content = toolcall.TrimEnd(rep.Text)
 		am.ReasoningContent = ""
 	}
-	am.ToolCalls = agent.ToolCalls(parsed, reply.ID)
 	switch {
 	case g.FinishReason == "length":
 		reply.FinishReason = "length"
@@ -311,7 +301,7 @@ func (s *Session) Complete(ctx context.Context, c Call) (*Reply, error) {
 	reply.Message = am
 	reply.Message.ToolCalls = slices.Clone(am.ToolCalls) // the caller's copy: the trace keeps its own
 
-	return s.record(c, t, tk, prompt, delta, g, am, reply, start, genDur)
+	return s.record(c, t, tk, prompt, delta, g, backends, am, reply, start, genDur)
 }
 
 // prompt is a call's prompt: the trace t's tokens and the spliced suffix
@@ -319,9 +309,9 @@ func (s *Session) Complete(ctx context.Context, c Call) (*Reply, error) {
 // is then nil, released if the splice failed).
 func (s *Session) prompt(ctx context.Context, c Call, t *trace, suffix []trajectory.Message) (prompt, delta []int, _ *trace, _ error) {
 	if t != nil {
-		d, err := s.cfg.Splicer.Delta(ctx, s.cfg.Tok, t.ids[len(t.ids)-1], suffix, c.Tools, s.cfg.TemplateKwargs)
+		d, err := s.cfg.Splicer.Delta(ctx, s.cfg.Tok, t.tk.IDs[len(t.tk.IDs)-1], suffix, c.Tools, s.cfg.TemplateKwargs)
 		if err == nil {
-			return append(slices.Clip(t.ids), d...), d, t, nil
+			return append(slices.Clip(t.tk.IDs), d...), d, t, nil
 		}
 		// Not append-only here (or no stop token to continue after):
 		// this call starts a trace of its own.
@@ -339,7 +329,7 @@ func (s *Session) prompt(ctx context.Context, c Call, t *trace, suffix []traject
 
 // record keeps a generated call in its trace (t, or a new one) and the
 // session's turns.
-func (s *Session) record(c Call, t *trace, tk string, prompt, delta []int, g *backend.GenerateResult, am trajectory.Message, reply *Reply,
+func (s *Session) record(c Call, t *trace, tk string, prompt, delta []int, g *backend.GenerateResult, backends []string, am trajectory.Message, reply *Reply,
 	start time.Time, genDur time.Duration) (*Reply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -349,42 +339,25 @@ func (s *Session) record(c Call, t *trace, tk string, prompt, delta []int, g *ba
 	}
 	idx := -1
 	if t == nil {
-		t = &trace{prompt: slices.Clone(c.Messages), tools: c.Tools, toolsKey: tk, promptLen: len(prompt),
-			ids: slices.Clone(prompt), mask: make([]int8, len(prompt)), logprobs: make([]float64, len(prompt))}
+		t = &trace{prompt: slices.Clone(c.Messages), tools: c.Tools, toolsKey: tk, tk: trajectory.Tokens{PromptLen: len(prompt)}}
+		agent.AppendUnscored(&t.tk, prompt)
 		s.traces = append(s.traces, t)
 		idx = len(s.traces) - 1
 	} else {
 		s.merged++
 		idx = slices.Index(s.traces, t)
-		t.ids = append(t.ids, delta...)
-		t.mask = append(t.mask, make([]int8, len(delta))...)
-		t.logprobs = append(t.logprobs, make([]float64, len(delta))...)
+		agent.AppendUnscored(&t.tk, delta)
 	}
-	am.Span = &[2]int{len(t.ids), len(t.ids) + len(g.IDs)}
-	t.ids = append(t.ids, g.IDs...)
-	for range g.IDs {
-		t.mask = append(t.mask, 1)
-	}
-	lp := g.Logprobs
-	if len(lp) != len(g.IDs) {
-		lp = make([]float64, len(g.IDs)) // a backend without logprobs: zeros, as the agent loop keeps them
-	}
-	t.logprobs = append(t.logprobs, lp...)
+	am.Span = agent.AppendGenerated(&t.tk, g)
 	t.msgs = append(slices.Clone(c.Messages), am)
 	t.open = g.FinishReason != "length"
 	t.busy = false
 	t.calls++
 	t.finish = reply.FinishReason
-	backendID := s.cfg.BackendID
-	if tb, ok := s.cfg.Gen.(agent.TurnBackends); ok {
-		if bs := tb.TakeTurnBackends(); len(bs) > 0 {
-			backendID = bs[len(bs)-1]
-		}
-	}
-	version, spans := g.PolicySpans(s.cfg.Policy())
-	s.turns = append(s.turns, trajectory.Turn{Index: len(s.turns), Trace: idx, PromptDeltaIDs: delta, ResponseIDs: g.IDs, Logprobs: lp,
-		FinishReason: g.FinishReason, Backend: backendID, PolicyVersion: version, PolicySpans: spans, ToolCalls: len(am.ToolCalls),
-		GenerateMS: ms(genDur), OverheadMS: ms(time.Since(start) - genDur)})
+	turn := trajectory.Turn{Index: len(s.turns), Trace: idx, PromptDeltaIDs: delta, Backend: s.cfg.BackendID, ToolCalls: len(am.ToolCalls),
+		GenerateMS: ms(genDur), OverheadMS: ms(time.Since(start) - genDur)}
+	agent.Record(&turn, g, backends, s.cfg.Policy())
+	s.turns = append(s.turns, turn)
 	s.lastText = am.Content
 	return reply, nil
 }
@@ -514,15 +487,15 @@ func (s *Session) Outcome() *Outcome {
 		Messages: []trajectory.Message{}, Tools: []trajectory.Tool{}}
 	for _, t := range s.traces {
 		o.Traces = append(o.Traces, trajectory.Trace{
-			PromptIDs: t.ids[:t.promptLen], ResponseIDs: t.ids[t.promptLen:], LossMask: t.mask[t.promptLen:],
-			ResponseLogprobs: t.logprobs[t.promptLen:], PromptMessages: t.prompt, ResponseMessages: t.msgs[len(t.prompt):],
+			PromptIDs: t.tk.IDs[:t.tk.PromptLen], ResponseIDs: t.tk.IDs[t.tk.PromptLen:], LossMask: t.tk.LossMask[t.tk.PromptLen:],
+			ResponseLogprobs: t.tk.Logprobs[t.tk.PromptLen:], PromptMessages: t.prompt, ResponseMessages: t.msgs[len(t.prompt):],
 			Tools: t.tools, FinishReason: t.finish, Calls: t.calls,
 		})
 	}
 	if n := len(s.traces); n > 0 {
 		t := s.traces[n-1]
 		o.Messages, o.Tools = t.msgs, t.tools
-		o.Tokens = trajectory.Tokens{IDs: t.ids, LossMask: t.mask, Logprobs: t.logprobs, PromptLen: t.promptLen}
+		o.Tokens = t.tk
 	}
 	calls := len(s.turns)
 	o.Metrics = map[string]float64{"gateway_calls": float64(calls), "gateway_traces": float64(len(s.traces)),
