@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/pipeline"
+	"github.com/prorl/prorl/core/sessions"
 	"github.com/prorl/prorl/core/trajectory"
 )
 
@@ -213,7 +214,7 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, Invalid("evaluate", "the session has no task, so no domain can score it: close it with a reward"))
 		return
 	}
-	err := s.Pipeline.CloseSession(id, pipeline.SessionClose{Reward: cr.Reward, Resolved: cr.Resolved, FinalResponse: cr.FinalResponse, Metrics: cr.Metrics})
+	err := s.Pipeline.CloseSession(id, sessions.Close{Reward: cr.Reward, Resolved: cr.Resolved, FinalResponse: cr.FinalResponse, Metrics: cr.Metrics})
 	switch {
 	case errors.Is(err, pipeline.ErrSessionClosed):
 		WriteError(w, Errf(http.StatusConflict, "session_closed", "id", "session %s is already closed", id))

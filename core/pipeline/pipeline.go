@@ -28,6 +28,7 @@ import (
 	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/policy"
 	"github.com/prorl/prorl/core/sandbox"
+	"github.com/prorl/prorl/core/sessions"
 	"github.com/prorl/prorl/core/store"
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/tokenizer/harmony"
@@ -106,6 +107,7 @@ type Pipeline struct {
 
 	splicers sync.Map // backend id -> *tokenizer.Splicer
 	gw       *gateway.Gateway
+	harness  *sessions.Harnesses
 
 	// finishing bounds the results being recorded off their workers
 	// (finish): past it, the workers wait for the store again.
@@ -161,6 +163,7 @@ func New(d Deps) (*Pipeline, error) {
 	if d.Cfg.Backends.Evacuate {
 		d.Pool.SetEvacuator(p.gate.Evacuate)
 	}
+	p.harness = &sessions.Harnesses{Presets: d.Cfg.Harnesses, GatewaySocket: d.GatewaySocket, Sandboxes: d.Sandboxes != nil, Log: d.Log}
 	p.runner = &agent.Runner{Parser: parser, Policy: p.gate.Version, Prompts: tokenizer.NewPromptCache(1024)}
 	if tc := d.Cfg.Tokenizer; tc.ModelDir != "" {
 		opts := tokenizer.LocalOptions{ArgumentsAsString: tc.ArgumentsAsString, NullContentWithToolCalls: tc.NullContentWithToolCalls, TemplateName: tc.ChatTemplateName,
@@ -503,7 +506,7 @@ func (p *Pipeline) newRollout(id string, rq Request, attempt int, submitted time
 	r := &Rollout{ID: id, Req: rq, Attempt: attempt, submitted: submitted, done: make(chan struct{}), remaining: rq.Timeout,
 		stage: trajectory.StageInit, policy: p.gate.Version()}
 	if rq.Agent == AgentGateway {
-		r.live = make(chan struct{})
+		r.session = sessions.NewSlot()
 	}
 	return r
 }

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/prorl/prorl/core/agent"
-	"github.com/prorl/prorl/core/gateway"
 	"github.com/prorl/prorl/core/groups"
 	"github.com/prorl/prorl/core/lengthhist"
 	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/sandbox"
+	"github.com/prorl/prorl/core/sessions"
 	"github.com/prorl/prorl/core/trajectory"
 )
 
@@ -157,10 +157,8 @@ type Rollout struct {
 	score       *score
 	// remote is the result a node reported (coordinator mode).
 	remote *trajectory.Result
-	// A gateway session, and how it was closed (nil while open).
-	session  *gateway.Session
-	closeReq *SessionClose
-	live     chan struct{}
+	// session is a gateway rollout's session.
+	session *sessions.Slot
 }
 
 type score struct {

@@ -257,11 +257,7 @@ func (p *Pipeline) runStage(ctx context.Context, r *Rollout) error {
 	r.outcome = &agent.Outcome{} // visible to summaries while running
 	r.mu.Unlock()
 	if r.Req.Agent == AgentGateway {
-		var agentRun func(context.Context) (map[string]float64, error)
-		if r.Req.Harness != "" {
-			agentRun = func(ctx context.Context) (map[string]float64, error) { return p.runHarness(ctx, r) }
-		}
-		return p.runSession(ctx, r, fo, lease.B.Model, agentRun)
+		return p.runSession(ctx, r, fo, lease.B.Model)
 	}
 	tools := &pluginTools{p: p, r: r, timeout: p.d.Cfg.Agent.ToolTimeout.Duration, finish: finish}
 	out, err := p.runner.Run(ctx, ep, fo, lease.B.ID, p.splicer(lease.B), tools)

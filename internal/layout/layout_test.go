@@ -47,7 +47,7 @@ var layers = []struct {
 		"core/rundir", "core/lengthhist", "core/openapi", "core/metrics", "internal/sandboxproto", "internal/seccomp", "internal/syncbuf", "internal/profiling"}},
 	{"values", []string{"core/trajectory", "core/config"}},
 	{"engines", []string{"core/tokenizer", "core/toolcall", "core/backend", "core/sandbox", "core/images", "core/store", "core/pluginhost", "core/dataset"}},
-	{"turns", []string{"core/agent", "core/gateway", "core/policy", "core/groups"}},
+	{"turns", []string{"core/agent", "core/gateway", "core/policy", "core/groups", "core/sessions"}},
 	{"line", []string{"core/pipeline"}},
 	{"services", []string{"core/coord"}},
 	{"front", []string{"core/api", "core/ui", "core/batch"}},
@@ -161,6 +161,9 @@ func TestArrows(t *testing.T) {
 	for _, p := range allPackages(t) {
 		if under(p.path, "e2e", "bench", "internal/layout") {
 			continue
+		}
+		if under(p.path, "core") && layerOf(p.path) < 0 {
+			t.Errorf("%s is in no layer: add it to layers (and docs/architecture.md)", p.path)
 		}
 		for _, im := range p.imports {
 			why := violation(p.path, im)
