@@ -160,7 +160,7 @@ test: no-built-files
 	@for m in $(GO_MODULES); do echo "go test module $$m"; (cd $$m && $(REQUIRE_REFS) $(GO) test -count=1 -timeout 20m $$( [ -d e2e ] && echo ./e2e/) ./...) || exit 1; done
 	@# The packages that read and write bytes by hand, and the store that
 	@# hands them to goccy, under the race detector (and its checkptr).
-	$(GO) test -race -count=1 ./core/store/ ./core/trajectory/ ./core/backend/ ./core/httpc/ ./core/jsonw/
+	$(GO) test -race -count=1 ./core/store/ ./core/trajectory/ ./core/backend/ ./core/engine/ ./core/jsonscan/ ./core/httpc/ ./core/jsonw/
 	$(MAKE) client-test pysdk-test ruff-scripts
 
 # The Python SDK (sdk/python): pip-installed from this checkout into a pinned

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/engine"
 	"github.com/prorl/prorl/core/lengthhist"
 	"github.com/prorl/prorl/internal/simllm"
 )
@@ -252,7 +253,7 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 		// routing measured (ours) ran with the largest heap to collect.
 		defer ts.Close()
 		defer s.Close()
-		c, err := backend.NewClient("vllm", ts.URL, "prorl-sim")
+		c, err := engine.NewClient("vllm", ts.URL, "prorl-sim")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -389,7 +390,7 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 					}
 					prev = be
 					t1 := time.Now()
-					res, err := be.Client.Generate(ctx, backend.GenerateRequest{PromptIDs: ids, MaxTokens: want, IgnoreEOS: true, Temperature: 1, Seed: &seed, Priority: prio})
+					res, err := be.Client.Generate(ctx, engine.GenerateRequest{PromptIDs: ids, MaxTokens: want, IgnoreEOS: true, Temperature: 1, Seed: &seed, Priority: prio})
 					end()
 					waitT[i] += t1.Sub(t0).Seconds() / m.TimeScale
 					if k == 0 && firstT[i] == 0 {
@@ -405,7 +406,7 @@ func runStep(b *testing.B, w *workload, m simllm.EngineModel, fleet []fleetBacke
 						return
 					}
 					ids = append(ids, res.IDs...)
-					if want -= len(res.IDs); res.FinishReason != backend.FinishAbort {
+					if want -= len(res.IDs); res.FinishReason != engine.FinishAbort {
 						break
 					}
 				}

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/engine"
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/toolcall"
 	"github.com/prorl/prorl/core/trajectory"
@@ -48,7 +48,7 @@ type Tools interface {
 
 // Generator is the rollout's backend: generation plus its tokenizer.
 type Generator interface {
-	backend.Client
+	engine.Client
 }
 
 // TurnBackends is implemented by generators that can move a rollout to
@@ -163,7 +163,7 @@ func backendErr(ctx context.Context, what string, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	var se *backend.StatusError
+	var se *engine.StatusError
 	if errors.As(err, &se) && se.Status/100 == 4 {
 		// The backend refused the request itself (context length, bad ids): retrying will not help.
 		if strings.Contains(se.Body, "maximum context length") {
@@ -209,8 +209,8 @@ func (o *Outcome) metric(k string, v float64) {
 }
 
 // request is a turn's generation request.
-func (ep *Episode) request(prompt []int, maxNew int) backend.GenerateRequest {
-	return backend.GenerateRequest{
+func (ep *Episode) request(prompt []int, maxNew int) engine.GenerateRequest {
+	return engine.GenerateRequest{
 		PromptIDs: prompt, MaxTokens: maxNew, Temperature: ep.Temperature, TopP: ep.TopP, TopK: ep.TopK, Seed: ep.Seed, Stop: ep.Stop,
 	}
 }
@@ -218,7 +218,7 @@ func (ep *Episode) request(prompt []int, maxNew int) backend.GenerateRequest {
 // chatTurn is a first turn rendered and generated in one exchange.
 type chatTurn struct {
 	prompt []int
-	res    *backend.GenerateResult
+	res    *engine.GenerateResult
 	err    error
 }
 
@@ -228,7 +228,7 @@ type chatTurn struct {
 // that surely leaves a whole turn's room (else a request sized to the
 // room left is wanted). nil: render apart (also when the server declines).
 func (rn *Runner) chatFirst(ctx context.Context, ep Episode, gen Generator) (*chatTurn, time.Duration) {
-	cg, ok := gen.(backend.ChatGenerator)
+	cg, ok := gen.(engine.ChatGenerator)
 	if !ok || rn.Local != nil || (rn.Prompts != nil && ep.TokenizerSource != "") || ep.MessageSpans {
 		return nil, 0
 	}
@@ -237,9 +237,9 @@ func (rn *Runner) chatFirst(ctx context.Context, ep Episode, gen Generator) (*ch
 		return nil, 0
 	}
 	t0 := time.Now()
-	prompt, res, err := cg.GenerateChat(ctx, backend.ChatRequest{Messages: ep.Messages, Tools: ep.Tools, Kwargs: ep.TemplateKwargs,
+	prompt, res, err := cg.GenerateChat(ctx, engine.ChatRequest{Messages: ep.Messages, Tools: ep.Tools, Kwargs: ep.TemplateKwargs,
 		PromptEstimate: bound / 4, GenerateRequest: ep.request(nil, ep.MaxTokensPerTurn)})
-	if errors.Is(err, backend.ErrNoChat) {
+	if errors.Is(err, engine.ErrNoChat) {
 		return nil, 0
 	}
 	if err == nil && len(res.IDs) == 0 {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/engine"
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/toolcall"
 	"github.com/prorl/prorl/core/trajectory"
@@ -42,10 +42,10 @@ func (s *scripted) Decode(_ context.Context, ids []int) (string, error) {
 }
 func (s *scripted) Health(context.Context) error { return nil }
 
-func (s *scripted) Generate(_ context.Context, r backend.GenerateRequest) (*backend.GenerateResult, error) {
+func (s *scripted) Generate(_ context.Context, r engine.GenerateRequest) (*engine.GenerateResult, error) {
 	s.calls++
 	if s.calls == s.failAt {
-		return nil, &backend.StatusError{URL: "sim", Status: 500, Body: "boom"}
+		return nil, &engine.StatusError{URL: "sim", Status: 500, Body: "boom"}
 	}
 	text := s.replies[min(s.calls-1, len(s.replies)-1)]
 	ids := append(s.tok.Encode(text), 2) // <|im_end|>
@@ -57,7 +57,7 @@ func (s *scripted) Generate(_ context.Context, r backend.GenerateRequest) (*back
 	for i := range lps {
 		lps[i] = -0.5
 	}
-	return &backend.GenerateResult{IDs: ids, Logprobs: lps, FinishReason: fr}, nil
+	return &engine.GenerateResult{IDs: ids, Logprobs: lps, FinishReason: fr}, nil
 }
 
 type toolsFunc func(name string, args json.RawMessage) (ToolResult, error)
@@ -148,7 +148,7 @@ func TestRun(t *testing.T) {
 				prompt, _ := gen.Render(context.Background(), ep.Messages, ep.Tools, tokenizer.RenderOptions{AddGenerationPrompt: true})
 				sc.renders = 0
 				if tt.name == "observation overflows budget" {
-					first, _ := gen.Generate(context.Background(), backend.GenerateRequest{MaxTokens: 1 << 20})
+					first, _ := gen.Generate(context.Background(), engine.GenerateRequest{MaxTokens: 1 << 20})
 					sc.calls = 0
 					ep.MaxTotalTokens = len(prompt) + len(first.IDs) + 5 // room for the turn, not the observation
 				}
@@ -208,7 +208,7 @@ func TestRun(t *testing.T) {
 }
 
 // chatScripted renders and generates the first turn in one call, as
-// vLLM's chat endpoint does; refuse answers backend.ErrNoChat.
+// vLLM's chat endpoint does; refuse answers engine.ErrNoChat.
 type chatScripted struct {
 	*scripted
 	chats  int
@@ -218,10 +218,10 @@ type chatScripted struct {
 	empty bool // answer no tokens
 }
 
-func (c *chatScripted) GenerateChat(ctx context.Context, r backend.ChatRequest) ([]int, *backend.GenerateResult, error) {
+func (c *chatScripted) GenerateChat(ctx context.Context, r engine.ChatRequest) ([]int, *engine.GenerateResult, error) {
 	c.chats++
 	if c.refuse {
-		return nil, nil, backend.ErrNoChat
+		return nil, nil, engine.ErrNoChat
 	}
 	prompt, err := c.Render(ctx, r.Messages, r.Tools, tokenizer.RenderOptions{AddGenerationPrompt: true})
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/engine"
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/toolcall"
 	"github.com/prorl/prorl/core/trajectory"
@@ -30,7 +30,7 @@ func (g *localGen) Decode(context.Context, []int) (string, error) {
 	return "", errors.New("the backend's /detokenize was called")
 }
 func (g *localGen) Health(context.Context) error { return nil }
-func (g *localGen) Generate(_ context.Context, r backend.GenerateRequest) (*backend.GenerateResult, error) {
+func (g *localGen) Generate(_ context.Context, r engine.GenerateRequest) (*engine.GenerateResult, error) {
 	g.prompts = append(g.prompts, append([]int(nil), r.PromptIDs...))
 	stop, _ := g.l.BPE().TokenID("<|im_end|>")
 	ids := append(g.l.EncodeText(g.replies[g.calls]), stop)
@@ -39,7 +39,7 @@ func (g *localGen) Generate(_ context.Context, r backend.GenerateRequest) (*back
 	for i := range lps {
 		lps[i] = -0.25
 	}
-	return &backend.GenerateResult{IDs: ids, Logprobs: lps, FinishReason: "stop"}, nil
+	return &engine.GenerateResult{IDs: ids, Logprobs: lps, FinishReason: "stop"}, nil
 }
 
 func TestLocalTokenizerEpisode(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/engine"
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/toolcall"
 	"github.com/prorl/prorl/core/trajectory"
@@ -131,7 +131,7 @@ func (l *loop) end(status trajectory.Status, reason, final string) ([]int, error
 
 // generate is turn k's generation (turn 0's may have come with the
 // prompt) and the backends that served it.
-func (l *loop) generate(ctx context.Context, k, maxNew int) (*backend.GenerateResult, []string, time.Duration, error) {
+func (l *loop) generate(ctx context.Context, k, maxNew int) (*engine.GenerateResult, []string, time.Duration, error) {
 	if k > 0 || l.first == nil {
 		return Generate(ctx, l.gen, l.ep.request(l.out.Tokens.IDs, maxNew))
 	}

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/engine"
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/toolcall"
 	"github.com/prorl/prorl/core/trajectory"
@@ -25,7 +25,7 @@ var ErrNoTokens = errors.New("the backend returned no tokens")
 
 // Generate runs one generation and says which backends served it (none
 // when gen cannot move a rollout, or did not: the one asked).
-func Generate(ctx context.Context, gen Generator, req backend.GenerateRequest) (g *backend.GenerateResult, backends []string, dur time.Duration, err error) {
+func Generate(ctx context.Context, gen Generator, req engine.GenerateRequest) (g *engine.GenerateResult, backends []string, dur time.Duration, err error) {
 	g0 := time.Now()
 	g, err = gen.Generate(ctx, req)
 	dur = time.Since(g0)
@@ -47,7 +47,7 @@ type Reply struct {
 
 // Decode is g's reply: its text (the backend's, or decoded) parsed for
 // tool calls by parser.
-func Decode(ctx context.Context, tok tokenizer.Tokenizer, parser toolcall.Parser, g *backend.GenerateResult, prefix string) (Reply, error) {
+func Decode(ctx context.Context, tok tokenizer.Tokenizer, parser toolcall.Parser, g *engine.GenerateResult, prefix string) (Reply, error) {
 	text, err := Text(ctx, tok, g)
 	if err != nil {
 		return Reply{}, err
@@ -64,7 +64,7 @@ func Parse(parser toolcall.Parser, text, prefix string) Reply {
 
 // AppendGenerated keeps a generation's tokens, scored, and returns their
 // span. A backend that gave no logprobs leaves zeros.
-func AppendGenerated(tk *trajectory.Tokens, g *backend.GenerateResult) *[2]int {
+func AppendGenerated(tk *trajectory.Tokens, g *engine.GenerateResult) *[2]int {
 	start := len(tk.IDs)
 	tk.IDs = append(tk.IDs, g.IDs...)
 	for range g.IDs {
@@ -89,7 +89,7 @@ func AppendUnscored(tk *trajectory.Tokens, ids []int) {
 // Record fills a turn's record from its generation: the tokens, the
 // policy versions that produced them (def when the backend names none),
 // and the backends that served it (the last one finished it).
-func Record(turn *trajectory.Turn, g *backend.GenerateResult, backends []string, def int64) {
+func Record(turn *trajectory.Turn, g *engine.GenerateResult, backends []string, def int64) {
 	turn.ResponseIDs, turn.Logprobs, turn.FinishReason = g.IDs, g.Logprobs, g.FinishReason
 	if len(g.Logprobs) != len(g.IDs) {
 		turn.Logprobs = make([]float64, len(g.IDs))
@@ -117,7 +117,7 @@ func ParserFor(p toolcall.Parser, tools []trajectory.Tool) toolcall.Parser {
 }
 
 // Text is a generation's text: the backend's, or decoded from its ids.
-func Text(ctx context.Context, tok tokenizer.Tokenizer, g *backend.GenerateResult) (string, error) {
+func Text(ctx context.Context, tok tokenizer.Tokenizer, g *engine.GenerateResult) (string, error) {
 	if g.HasText {
 		return g.Text, nil
 	}

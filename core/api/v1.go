@@ -19,6 +19,7 @@ import (
 	"github.com/prorl/prorl/core/baseurl"
 	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/coord"
+	"github.com/prorl/prorl/core/engine"
 	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/store"
@@ -665,9 +666,9 @@ func (s *Server) addBackendReq(ctx context.Context, req BackendRequest, field st
 		return s.addNodeBackend(ctx, req, field)
 	}
 	if req.Model == "" {
-		req.Model = backend.Discover(ctx, base)
+		req.Model = engine.Discover(ctx, base)
 	}
-	c, err := backend.NewClient(req.Protocol, base, req.Model)
+	c, err := engine.NewClient(req.Protocol, base, req.Model)
 	if err != nil {
 		return backend.Status{}, 0, Invalid(field+"protocol", "%v", err)
 	}

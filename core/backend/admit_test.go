@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/prorl/prorl/core/engine"
 )
 
 // routeAsync starts a RouteWait and returns where its answer will arrive.
@@ -368,7 +370,7 @@ func TestEvacuableSlowerTakesNewRequests(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, fast, slow := fastSlow(t, 1, 2)
 			if tc.abortable {
-				slow.Client = &VLLM{BaseURL: slow.URL} // never called: the evacuator is the test's
+				slow.Client = &engine.VLLM{BaseURL: slow.URL} // never called: the evacuator is the test's
 			}
 			p.SetEvacuator(func(context.Context, *Backend) error { return nil })
 			ctx := context.Background()
@@ -461,7 +463,7 @@ func TestAdmissionKeepsLongOnFaster(t *testing.T) {
 			p, fast, slow := fastSlow(t, 1, 4)
 			// Abortable with an evacuator: the speed rule (leaveToFasterLocked)
 			// holds nothing back, so what holds is the rule under test.
-			slow.Client = &VLLM{BaseURL: slow.URL}
+			slow.Client = &engine.VLLM{BaseURL: slow.URL}
 			p.SetEvacuator(func(context.Context, *Backend) error { return nil })
 			ctx := context.Background()
 			acquire := func(on *Backend, cost float64) *Lease { return acquireOn(t, p, on, Hint{Cost: cost}) }

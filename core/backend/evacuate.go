@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/prorl/prorl/core/engine"
 )
 
 // Evacuation, at a step's tail: when no request waits in the host and a
 // slower backend is still generating while backends at least
 // evacuateMinRatio times as fast have free slots for all of its requests,
-// its generations are aborted with their tokens kept (an Aborter), and each
+// its generations are aborted with their tokens kept (an engine.Aborter), and each
 // continues on a faster backend from the tokens it has. Admission alone
 // cannot help then: with a math step's answers of unknown length, the
 // half-speed engines were still decoding long answers after the fast ones
@@ -34,19 +36,12 @@ const evacuateMinRatio = 1.5
 // evacuateTimeout bounds one abort.
 const evacuateTimeout = 30 * time.Second
 
-// Aborter aborts every generation in flight on a backend, each answering
-// with the tokens generated so far, and takes requests again at once,
-// keeping the prefix cache.
-type Aborter interface {
-	AbortInFlight(ctx context.Context) error
-}
-
-// AbortInFlight aborts b's generations through its client's Aborter;
-// ErrNoPause if it has none.
+// AbortInFlight aborts b's generations through its client's engine.Aborter;
+// engine.ErrNoPause if it has none.
 func (b *Backend) AbortInFlight(ctx context.Context) error {
-	a, ok := b.Client.(Aborter)
+	a, ok := b.Client.(engine.Aborter)
 	if !ok {
-		return ErrNoPause
+		return engine.ErrNoPause
 	}
 	return a.AbortInFlight(ctx)
 }
@@ -96,7 +91,7 @@ func (p *Pool) evacuate(fn func(context.Context, *Backend) error, b *Backend) {
 	defer p.mu.Unlock()
 	if err != nil {
 		p.log.Warn("evacuation failed; the backend's generations run on", "backend", b.ID, "error", err)
-		if errors.Is(err, ErrNoPause) {
+		if errors.Is(err, engine.ErrNoPause) {
 			b.noEvacuate = true
 		}
 	}
@@ -119,7 +114,7 @@ func (p *Pool) evacuableLocked(b *Backend) bool {
 	if p.evacuator == nil || b.noEvacuate {
 		return false
 	}
-	_, ok := b.Client.(Aborter)
+	_, ok := b.Client.(engine.Aborter)
 	return ok
 }
 

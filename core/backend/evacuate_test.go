@@ -6,6 +6,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/prorl/prorl/core/engine"
 )
 
 // TestEvacuation: once nothing waits and a backend twice as fast has a free
@@ -33,7 +35,7 @@ func TestEvacuation(t *testing.T) {
 			fast, slow := bs[0], bs[1]
 			fast.Weight, fast.Slots = tc.ratio, 2
 			slow.Weight, slow.Slots = 1, 2
-			slow.Client = &VLLM{BaseURL: slow.URL} // it can abort (the evacuator here is the test's)
+			slow.Client = &engine.VLLM{BaseURL: slow.URL} // it can abort (the evacuator here is the test's)
 			if tc.waiting {
 				// Full too, so that a request for the fast backend waits
 				// (an evacuable backend takes new requests while it has room).

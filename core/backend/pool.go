@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prorl/prorl/core/engine"
 )
 
 // ErrNoBackend means no healthy backend with spare capacity appeared in time.
@@ -37,8 +38,8 @@ type Backend struct {
 	CacheTokens int `json:"cache_tokens,omitempty"`
 	// Weight is the backend's capacity relative to others (2: twice as
 	// fast); load-balancing routings divide load by it. 0 means 1.
-	Weight float64 `json:"weight,omitempty"`
-	Client Client  `json:"-"`
+	Weight float64       `json:"weight,omitempty"`
+	Client engine.Client `json:"-"`
 
 	// guarded by Pool.mu
 	inflight   int

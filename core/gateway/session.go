@@ -20,7 +20,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prorl/prorl/core/agent"
-	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/engine"
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/toolcall"
 	"github.com/prorl/prorl/core/trajectory"
@@ -34,7 +34,7 @@ type Config struct {
 	ID, Key string
 	// Model is the name the session's replies carry.
 	Model     string
-	Gen       backend.Client
+	Gen       engine.Client
 	BackendID string
 	Tok       tokenizer.Tokenizer
 	Splicer   *tokenizer.Splicer
@@ -268,7 +268,7 @@ func (s *Session) Complete(ctx context.Context, c Call) (*Reply, error) {
 		r.PromptTokens = len(prompt)
 		return r, nil
 	}
-	g, backends, genDur, err := agent.Generate(ctx, s.cfg.Gen, backend.GenerateRequest{PromptIDs: prompt, MaxTokens: maxNew, Temperature: s.cfg.Temperature,
+	g, backends, genDur, err := agent.Generate(ctx, s.cfg.Gen, engine.GenerateRequest{PromptIDs: prompt, MaxTokens: maxNew, Temperature: s.cfg.Temperature,
 		TopP: s.cfg.TopP, TopK: s.cfg.TopK, Seed: s.cfg.Seed, Stop: append(slices.Clip(s.cfg.Stop), c.Stop...)})
 	if err != nil {
 		release()
@@ -329,7 +329,7 @@ func (s *Session) prompt(ctx context.Context, c Call, t *trace, suffix []traject
 
 // record keeps a generated call in its trace (t, or a new one) and the
 // session's turns.
-func (s *Session) record(c Call, t *trace, tk string, prompt, delta []int, g *backend.GenerateResult, backends []string, am trajectory.Message, reply *Reply,
+func (s *Session) record(c Call, t *trace, tk string, prompt, delta []int, g *engine.GenerateResult, backends []string, am trajectory.Message, reply *Reply,
 	start time.Time, genDur time.Duration) (*Reply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/engine"
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/toolcall"
 	"github.com/prorl/prorl/core/trajectory"
@@ -81,7 +81,7 @@ func newFixture(t *testing.T, scripts ...simllm.Script) *fixture {
 	log := &syncBuf{}
 	srv := httptest.NewServer(simllm.New(simllm.Options{Scripts: scripts, CorrectRate: 1, Log: log}))
 	t.Cleanup(srv.Close)
-	c, err := backend.NewClient("vllm", srv.URL, "prorl-sim")
+	c, err := engine.NewClient("vllm", srv.URL, "prorl-sim")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestCloseCancelsInFlight(t *testing.T) {
 	log := &syncBuf{}
 	srv := httptest.NewServer(simllm.New(simllm.Options{TokenLatency: 50 * time.Millisecond, Log: log}))
 	defer srv.Close()
-	c, err := backend.NewClient("vllm", srv.URL, "prorl-sim")
+	c, err := engine.NewClient("vllm", srv.URL, "prorl-sim")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/prorl/prorl/core/baseurl"
 	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/coord"
+	"github.com/prorl/prorl/core/engine"
 	"github.com/prorl/prorl/core/metrics"
 	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/pluginhost"
@@ -390,7 +391,7 @@ func (h *Host) addBackends(ctx context.Context, coordinating bool) error {
 	}
 	h.Pool.SetMigrateMaxTokens(h.Cfg.Backends.MigrateMaxTokens)
 	h.Pool.SetCacheOvercommit(h.Cfg.Backends.CacheOvercommit)
-	backend.SetIdleConnTimeout(h.Cfg.Backends.IdleConnTimeout.Duration)
+	engine.SetIdleConnTimeout(h.Cfg.Backends.IdleConnTimeout.Duration)
 	for _, b := range h.Cfg.Backends.Static {
 		if coordinating {
 			h.Log.Warn("a coordinator has no backends of its own: the nodes' are used", "ignored", b.URL)
@@ -401,9 +402,9 @@ func (h *Host) addBackends(ctx context.Context, coordinating bool) error {
 			return fmt.Errorf("backend %s: %w", b.URL, err)
 		}
 		if b.Model == "" {
-			b.Model = backend.Discover(ctx, srv.Base)
+			b.Model = engine.Discover(ctx, srv.Base)
 		}
-		c, err := backend.NewClient(b.Protocol, srv.Base, b.Model)
+		c, err := engine.NewClient(b.Protocol, srv.Base, b.Model)
 		if err != nil {
 			return err
 		}

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/engine"
 	"github.com/prorl/prorl/core/policy"
 )
 
 // blockingAborter is a backend whose abort returns when released.
 type blockingAborter struct {
-	backend.Client
+	engine.Client
 	started, release chan struct{}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/engine"
 	"github.com/prorl/prorl/core/policy"
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/trajectory"
@@ -35,8 +36,8 @@ type failover struct {
 	prompted *backend.Lease
 }
 
-func (f *failover) retrying(b *backend.Backend) backend.Client {
-	return &backend.Retrying{Client: b.Client, Attempts: 4, Backoff: 100 * time.Millisecond, OnRetry: func(err error) {
+func (f *failover) retrying(b *backend.Backend) engine.Client {
+	return &engine.Retrying{Client: b.Client, Attempts: 4, Backoff: 100 * time.Millisecond, OnRetry: func(err error) {
 		f.p.d.Log.Warn("generation failed; retrying on the same backend", "rollout", f.r.ID, "backend", b.ID, "error", err)
 	}}
 }
@@ -49,7 +50,7 @@ func hintOf(r *Rollout) backend.Hint {
 // do runs call against the current backend, moving to another on a
 // retriable failure. A generation of tokens context (>= 0) passes the
 // pool's admission; other calls (rendering, decoding) take no engine slot.
-func (f *failover) do(ctx context.Context, tokens int, call func(b *backend.Backend, c backend.Client) error) error {
+func (f *failover) do(ctx context.Context, tokens int, call func(b *backend.Backend, c engine.Client) error) error {
 	for {
 		f.mu.Lock()
 		l, moves := f.lease, f.moves
@@ -83,7 +84,7 @@ func (f *failover) do(ctx context.Context, tokens int, call func(b *backend.Back
 		}
 		err := call(b, f.retrying(b))
 		done()
-		if err == nil || errors.Is(err, policy.ErrCut) || !backend.Retriable(err) || ctx.Err() != nil || moves >= maxFailovers {
+		if err == nil || errors.Is(err, policy.ErrCut) || !engine.Retriable(err) || ctx.Err() != nil || moves >= maxFailovers {
 			return err
 		}
 		f.p.d.Pool.SetHealth(b.ID, err)
@@ -116,7 +117,7 @@ const maxContinuations = 64
 // (held while paused); a request aborted by a pause comes back with its
 // tokens so far, and the turn continues from them under the next policy;
 // one cut (its backend cannot abort) generates again.
-func (f *failover) Generate(ctx context.Context, req backend.GenerateRequest) (*backend.GenerateResult, error) {
+func (f *failover) Generate(ctx context.Context, req engine.GenerateRequest) (*engine.GenerateResult, error) {
 	f.mu.Lock()
 	f.turn = f.turn[:0]
 	if f.prompt == (backend.Prompt{}) {
@@ -128,14 +129,14 @@ func (f *failover) Generate(ctx context.Context, req backend.GenerateRequest) (*
 
 // generate makes requests until one ends without an abort, each adding
 // its tokens to out (nil: the turn's first).
-func (f *failover) generate(ctx context.Context, req backend.GenerateRequest, out *backend.GenerateResult) (*backend.GenerateResult, error) {
+func (f *failover) generate(ctx context.Context, req engine.GenerateRequest, out *engine.GenerateResult) (*engine.GenerateResult, error) {
 	for n := 0; ; n++ {
 		if n > maxContinuations {
 			return nil, fmt.Errorf("the generation was aborted %d times", maxContinuations)
 		}
-		var res *backend.GenerateResult
+		var res *engine.GenerateResult
 		var version int64
-		err := f.do(ctx, len(req.PromptIDs), func(b *backend.Backend, c backend.Client) error {
+		err := f.do(ctx, len(req.PromptIDs), func(b *backend.Backend, c engine.Client) error {
 			gctx, v, slot, err := f.p.gate.Enter(ctx, b.ID)
 			if err != nil {
 				return err
@@ -163,9 +164,9 @@ func (f *failover) generate(ctx context.Context, req backend.GenerateRequest, ou
 // continues adds res to out and says whether the turn goes on: an abort
 // with room left continues from the tokens kept, with req changed to ask
 // for the rest.
-func (f *failover) continues(out, res *backend.GenerateResult, version int64, req *backend.GenerateRequest) (*backend.GenerateResult, bool) {
+func (f *failover) continues(out, res *engine.GenerateResult, version int64, req *engine.GenerateRequest) (*engine.GenerateResult, bool) {
 	out = appendSegment(out, res, version)
-	if res.FinishReason != backend.FinishAbort {
+	if res.FinishReason != engine.FinishAbort {
 		return out, false
 	}
 	f.p.gate.CountAbort()
@@ -178,20 +179,20 @@ func (f *failover) continues(out, res *backend.GenerateResult, version int64, re
 }
 
 // GenerateChat renders and generates a rollout's first turn in one
-// exchange (backend.ChatGenerator). An abort continues through Generate's
+// exchange (engine.ChatGenerator). An abort continues through Generate's
 // path from the prompt the server rendered; a cut, or a backend that
-// cannot, answers backend.ErrNoChat and the caller renders apart.
-func (f *failover) GenerateChat(ctx context.Context, cr backend.ChatRequest) ([]int, *backend.GenerateResult, error) {
+// cannot, answers engine.ErrNoChat and the caller renders apart.
+func (f *failover) GenerateChat(ctx context.Context, cr engine.ChatRequest) ([]int, *engine.GenerateResult, error) {
 	f.mu.Lock()
 	f.turn = f.turn[:0]
 	f.mu.Unlock()
 	var prompt []int
-	var res *backend.GenerateResult
+	var res *engine.GenerateResult
 	var version int64
-	err := f.do(ctx, cr.PromptEstimate, func(b *backend.Backend, c backend.Client) error {
-		cg, ok := c.(backend.ChatGenerator)
+	err := f.do(ctx, cr.PromptEstimate, func(b *backend.Backend, c engine.Client) error {
+		cg, ok := c.(engine.ChatGenerator)
 		if !ok {
-			return backend.ErrNoChat
+			return engine.ErrNoChat
 		}
 		gctx, v, slot, err := f.p.gate.Enter(ctx, b.ID)
 		if err != nil {
@@ -205,7 +206,7 @@ func (f *failover) GenerateChat(ctx context.Context, cr backend.ChatRequest) ([]
 		return err
 	})
 	if errors.Is(err, policy.ErrCut) {
-		return nil, nil, fmt.Errorf("%w: the generation was cut", backend.ErrNoChat)
+		return nil, nil, fmt.Errorf("%w: the generation was cut", engine.ErrNoChat)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -225,11 +226,11 @@ func (f *failover) GenerateChat(ctx context.Context, cr backend.ChatRequest) ([]
 }
 
 // appendSegment adds one request's tokens to a turn's generation.
-func appendSegment(out, res *backend.GenerateResult, version int64) *backend.GenerateResult {
+func appendSegment(out, res *engine.GenerateResult, version int64) *engine.GenerateResult {
 	if out == nil {
 		r := *res
 		if len(res.IDs) > 0 {
-			r.Segments = []backend.Segment{{Tokens: len(res.IDs), Policy: version}}
+			r.Segments = []engine.Segment{{Tokens: len(res.IDs), Policy: version}}
 		}
 		return &r
 	}
@@ -238,7 +239,7 @@ func appendSegment(out, res *backend.GenerateResult, version int64) *backend.Gen
 		out.Logprobs = append(out.Logprobs, res.Logprobs...)
 		// The text is decoded whole: a character may straddle the parts.
 		out.Text, out.HasText = "", false
-		out.Segments = append(out.Segments, backend.Segment{Tokens: len(res.IDs), Policy: version})
+		out.Segments = append(out.Segments, engine.Segment{Tokens: len(res.IDs), Policy: version})
 	}
 	out.FinishReason = res.FinishReason
 	return out
@@ -261,7 +262,7 @@ func (f *failover) TakeTurnBackends() []string {
 
 func (f *failover) Render(ctx context.Context, msgs []trajectory.Message, tools []trajectory.Tool, opts tokenizer.RenderOptions) ([]int, error) {
 	var ids []int
-	err := f.do(ctx, -1, func(_ *backend.Backend, c backend.Client) (err error) {
+	err := f.do(ctx, -1, func(_ *backend.Backend, c engine.Client) (err error) {
 		ids, err = c.Render(ctx, msgs, tools, opts)
 		return err
 	})
@@ -270,7 +271,7 @@ func (f *failover) Render(ctx context.Context, msgs []trajectory.Message, tools 
 
 func (f *failover) Decode(ctx context.Context, ids []int) (string, error) {
 	var text string
-	err := f.do(ctx, -1, func(_ *backend.Backend, c backend.Client) (err error) { text, err = c.Decode(ctx, ids); return err })
+	err := f.do(ctx, -1, func(_ *backend.Backend, c engine.Client) (err error) { text, err = c.Decode(ctx, ids); return err })
 	return text, err
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/engine"
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/trajectory"
 	"github.com/prorl/prorl/internal/simllm"
@@ -19,7 +20,7 @@ func TestFailoverTellsThePrompt(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	ts := httptest.NewServer(simllm.New(simllm.Options{}))
 	t.Cleanup(ts.Close)
-	c, err := backend.NewClient("vllm", ts.URL, "")
+	c, err := engine.NewClient("vllm", ts.URL, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestFailoverTellsThePrompt(t *testing.T) {
 	counted := func() int { return f.pool.List()[0].ContextTokens }
 	var out []int
 	for i, fo := range fos {
-		res, err := fo.Generate(ctx, backend.GenerateRequest{PromptIDs: prompt, MaxTokens: 4})
+		res, err := fo.Generate(ctx, engine.GenerateRequest{PromptIDs: prompt, MaxTokens: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +63,7 @@ func TestFailoverTellsThePrompt(t *testing.T) {
 		}
 	}
 	next := append(append([]int(nil), prompt...), out...)
-	if _, err := fos[0].Generate(ctx, backend.GenerateRequest{PromptIDs: next, MaxTokens: 4}); err != nil {
+	if _, err := fos[0].Generate(ctx, engine.GenerateRequest{PromptIDs: next, MaxTokens: 4}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := counted(), len(prompt)+len(out); got != want {

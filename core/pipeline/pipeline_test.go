@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/core/engine"
 	"github.com/prorl/prorl/core/groups"
 	"github.com/prorl/prorl/core/lengthhist"
 	"github.com/prorl/prorl/core/pluginhost"
@@ -81,7 +82,7 @@ func newStopped(t *testing.T, cfgf func(*config.Config), sim *simllm.Server, dep
 	if sim != nil {
 		ts := httptest.NewServer(sim)
 		t.Cleanup(ts.Close)
-		c, _ := backend.NewClient("vllm", ts.URL, "")
+		c, _ := engine.NewClient("vllm", ts.URL, "")
 		if _, err := pool.Add(&backend.Backend{URL: ts.URL, Protocol: "vllm", Client: c}); err != nil {
 			t.Fatal(err)
 		}

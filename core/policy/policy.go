@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/engine"
 )
 
 // Store keeps the policy's state across restarts (store.Store has it).
@@ -233,7 +234,7 @@ func (g *Gate) abortBackends(ctx context.Context) {
 	paused := map[string]bool{}
 	var wg sync.WaitGroup
 	for _, b := range g.d.Pool.Backends() {
-		pz, ok := b.Client.(backend.Pauser)
+		pz, ok := b.Client.(engine.Pauser)
 		if !ok {
 			continue
 		}
@@ -242,7 +243,7 @@ func (g *Gate) abortBackends(ctx context.Context) {
 			defer wg.Done()
 			err := pz.Pause(ctx, true)
 			if err != nil {
-				if !errors.Is(err, backend.ErrNoPause) {
+				if !errors.Is(err, engine.ErrNoPause) {
 					g.d.Log.Warn("backend did not pause; its requests are cut instead", "backend", b.ID, "error", err)
 				}
 				return
@@ -313,7 +314,7 @@ func (g *Gate) Resume(ctx context.Context, version int64) ResumeReport {
 	g.held = map[*backend.Backend]bool{}
 	if g.restored && g.paused && g.mode == "abort" { // only an abort pauses backends
 		for _, b := range g.d.Pool.Backends() {
-			if _, ok := b.Client.(backend.Pauser); ok {
+			if _, ok := b.Client.(engine.Pauser); ok {
 				held[b] = false // false: it may never have paused
 			}
 		}
@@ -321,8 +322,8 @@ func (g *Gate) Resume(ctx context.Context, version int64) ResumeReport {
 	g.mu.Unlock()
 	rep := ResumeReport{Version: version}
 	for b, surely := range held {
-		err := b.Client.(backend.Pauser).Resume(ctx)
-		var se *backend.StatusError
+		err := b.Client.(engine.Pauser).Resume(ctx)
+		var se *engine.StatusError
 		if err != nil && !surely && errors.As(err, &se) && (se.Status == http.StatusNotFound || se.Status == http.StatusMethodNotAllowed) {
 			err = nil // a server without the pause API: it never paused
 		}

@@ -27,7 +27,7 @@ var (
 	// "importer -> imported" arrows that break a rule today (none: keep it so).
 	knownArrows = []string{}
 	// Packages of core/ over maxPackageLines of non-test Go.
-	knownLargePackages = []string{"core/api", "core/pipeline", "core/backend", "core/sandbox", "core/gateway"}
+	knownLargePackages = []string{"core/api", "core/pipeline", "core/sandbox", "core/gateway"}
 	// Functions over maxFuncLines, as "dir.Func".
 	knownLongFuncs = []string{}
 )
@@ -43,10 +43,10 @@ var layers = []struct {
 	pkgs []string
 }{
 	{"contract", []string{"sdk/proto", "sdk/wire"}},
-	{"plumbing", []string{"core/jsonw", "core/httpc", "core/baseurl", "core/reqbody", "core/egress", "core/flightcache", "core/dirlock",
+	{"plumbing", []string{"core/jsonw", "core/jsonscan", "core/httpc", "core/baseurl", "core/reqbody", "core/egress", "core/flightcache", "core/dirlock",
 		"core/rundir", "core/lengthhist", "core/openapi", "core/metrics", "internal/sandboxproto", "internal/seccomp", "internal/syncbuf", "internal/profiling"}},
 	{"values", []string{"core/trajectory", "core/config"}},
-	{"engines", []string{"core/tokenizer", "core/toolcall", "core/backend", "core/sandbox", "core/images", "core/store", "core/pluginhost", "core/dataset"}},
+	{"engines", []string{"core/tokenizer", "core/toolcall", "core/engine", "core/backend", "core/sandbox", "core/images", "core/store", "core/pluginhost", "core/dataset"}},
 	{"turns", []string{"core/agent", "core/gateway", "core/policy", "core/groups", "core/sessions"}},
 	{"line", []string{"core/pipeline"}},
 	{"services", []string{"core/coord"}},

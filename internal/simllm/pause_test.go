@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/engine"
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/trajectory"
 )
@@ -18,9 +18,9 @@ import (
 // its tokens so far; resumed with those tokens appended to the prompt, it
 // continues to exactly what the unpaused generation writes, logprobs too.
 func TestPauseAbortAndContinue(t *testing.T) {
-	for _, engine := range []bool{false, true} {
+	for _, sched := range []bool{false, true} {
 		opt := Options{Scripts: []Script{{Key: "Say a lot.", Play: Play{Final: longAnswer}}}, CorrectRate: 1, TokenLatency: 2 * time.Millisecond}
-		if engine {
+		if sched {
 			m := DefaultEngine()
 			m.TimeScale = 2 // ~12 ms a step: the pause lands mid-generation
 			opt.Engine = &m
@@ -28,19 +28,19 @@ func TestPauseAbortAndContinue(t *testing.T) {
 		sim := New(opt)
 		ts := httptest.NewServer(sim)
 		ctx := context.Background()
-		c := &backend.VLLM{BaseURL: ts.URL}
+		c := &engine.VLLM{BaseURL: ts.URL}
 		prompt, err := c.Render(ctx, []trajectory.Message{{Role: "user", Content: "Say a lot."}}, nil, tokenizer.RenderOptions{AddGenerationPrompt: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		seed := int64(3)
-		req := backend.GenerateRequest{PromptIDs: prompt, MaxTokens: 4000, Temperature: 1, TopP: 1, Seed: &seed}
+		req := engine.GenerateRequest{PromptIDs: prompt, MaxTokens: 4000, Temperature: 1, TopP: 1, Seed: &seed}
 		// The reference run, on a fresh simulator with no latency.
-		ref, err := (&backend.VLLM{BaseURL: httptest.NewServer(New(Options{Scripts: opt.Scripts, CorrectRate: 1})).URL}).Generate(ctx, req)
+		ref, err := (&engine.VLLM{BaseURL: httptest.NewServer(New(Options{Scripts: opt.Scripts, CorrectRate: 1})).URL}).Generate(ctx, req)
 		if err != nil || ref.FinishReason != "stop" || len(ref.IDs) < 50 {
 			t.Fatalf("reference: %+v %v", ref, err)
 		}
-		got := make(chan *backend.GenerateResult, 1)
+		got := make(chan *engine.GenerateResult, 1)
 		go func() {
 			g, err := c.Generate(ctx, req)
 			if err != nil {
@@ -53,11 +53,11 @@ func TestPauseAbortAndContinue(t *testing.T) {
 			t.Fatal(err)
 		}
 		part := <-got
-		if part.FinishReason != backend.FinishAbort || len(part.IDs) == 0 || len(part.IDs) >= len(ref.IDs) {
-			t.Fatalf("engine=%v: aborted generation: %d tokens, finish %q (reference %d)", engine, len(part.IDs), part.FinishReason, len(ref.IDs))
+		if part.FinishReason != engine.FinishAbort || len(part.IDs) == 0 || len(part.IDs) >= len(ref.IDs) {
+			t.Fatalf("engine=%v: aborted generation: %d tokens, finish %q (reference %d)", sched, len(part.IDs), part.FinishReason, len(ref.IDs))
 		}
 		if !slices.Equal(part.IDs, ref.IDs[:len(part.IDs)]) || !slices.Equal(part.Logprobs, ref.Logprobs[:len(part.IDs)]) {
-			t.Fatalf("engine=%v: the aborted tokens are not a prefix of the generation", engine)
+			t.Fatalf("engine=%v: the aborted tokens are not a prefix of the generation", sched)
 		}
 		if !isPaused(t, ts.URL) {
 			t.Fatal("not paused")
@@ -86,7 +86,7 @@ func TestPauseAbortAndContinue(t *testing.T) {
 			t.Fatalf("continuation finished %q", rest.FinishReason)
 		}
 		if !slices.Equal(append(slices.Clone(part.IDs), rest.IDs...), ref.IDs) || !slices.Equal(append(slices.Clone(part.Logprobs), rest.Logprobs...), ref.Logprobs) {
-			t.Fatalf("engine=%v: paused+continued differs from the unpaused generation", engine)
+			t.Fatalf("engine=%v: paused+continued differs from the unpaused generation", sched)
 		}
 		ts.Close()
 	}
@@ -98,11 +98,11 @@ func TestPauseWaitDrains(t *testing.T) {
 	ts := httptest.NewServer(sim)
 	defer ts.Close()
 	ctx := context.Background()
-	c := &backend.VLLM{BaseURL: ts.URL}
+	c := &engine.VLLM{BaseURL: ts.URL}
 	prompt, _ := c.Render(ctx, []trajectory.Message{{Role: "user", Content: "Say a lot."}}, nil, tokenizer.RenderOptions{AddGenerationPrompt: true})
-	got := make(chan *backend.GenerateResult, 1)
+	got := make(chan *engine.GenerateResult, 1)
 	go func() {
-		g, _ := c.Generate(ctx, backend.GenerateRequest{PromptIDs: prompt, MaxTokens: 4000, Temperature: 1, TopP: 1})
+		g, _ := c.Generate(ctx, engine.GenerateRequest{PromptIDs: prompt, MaxTokens: 4000, Temperature: 1, TopP: 1})
 		got <- g
 	}()
 	time.Sleep(30 * time.Millisecond)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/engine"
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/trajectory"
 	"github.com/prorl/prorl/internal/syncbuf"
@@ -42,7 +42,7 @@ func TestProtocolAndSplice(t *testing.T) {
 	defer ts.Close()
 	ctx := context.Background()
 	for _, proto := range []string{"vllm", "generate"} {
-		c, _ := backend.NewClient(proto, ts.URL, "prorl-sim")
+		c, _ := engine.NewClient(proto, ts.URL, "prorl-sim")
 		tools := []trajectory.Tool{{Type: "function", Function: trajectory.ToolFunction{Name: "finish", Description: "end", Parameters: json.RawMessage(`{"type":"object"}`)}}}
 		msgs := []trajectory.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "What is 2+2?"}}
 		prompt, err := c.Render(ctx, msgs, tools, tokenizer.RenderOptions{AddGenerationPrompt: true})
@@ -53,7 +53,7 @@ func TestProtocolAndSplice(t *testing.T) {
 			t.Fatalf("no generation prompt: %q", sim.tok.Decode(prompt))
 		}
 		seed := int64(7)
-		g, err := c.Generate(ctx, backend.GenerateRequest{PromptIDs: prompt, MaxTokens: 512, Temperature: 1, TopP: 1, Seed: &seed})
+		g, err := c.Generate(ctx, engine.GenerateRequest{PromptIDs: prompt, MaxTokens: 512, Temperature: 1, TopP: 1, Seed: &seed})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,14 +75,14 @@ func TestProtocolAndSplice(t *testing.T) {
 			t.Fatalf("delta %q, want %q", got, want)
 		}
 		next := append(append(slices.Clone(prompt), g.IDs...), delta...)
-		g2, err := c.Generate(ctx, backend.GenerateRequest{PromptIDs: next, MaxTokens: 512, Temperature: 1, TopP: 1, Seed: &seed})
+		g2, err := c.Generate(ctx, engine.GenerateRequest{PromptIDs: next, MaxTokens: 512, Temperature: 1, TopP: 1, Seed: &seed})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if text, _ := c.Decode(ctx, g2.IDs); !strings.Contains(text, `\\boxed{4}`) || !strings.Contains(text, "finish") {
 			t.Fatalf("second turn should finish with 4: %q", text)
 		}
-		g3, err := c.Generate(ctx, backend.GenerateRequest{PromptIDs: next, MaxTokens: 5, Seed: &seed})
+		g3, err := c.Generate(ctx, engine.GenerateRequest{PromptIDs: next, MaxTokens: 5, Seed: &seed})
 		if err != nil || g3.FinishReason != "length" || len(g3.IDs) != 5 {
 			t.Fatalf("max_tokens: %+v %v", g3, err)
 		}
@@ -93,7 +93,7 @@ func TestProtocolAndSplice(t *testing.T) {
 			t.Fatalf("log lacks the decision: %s", log.String())
 		}
 	}
-	if _, err := (&backend.VLLM{BaseURL: ts.URL, Model: "nope"}).Generate(ctx, backend.GenerateRequest{PromptIDs: []int{1}, MaxTokens: 1}); err == nil || !strings.Contains(err.Error(), "404") {
+	if _, err := (&engine.VLLM{BaseURL: ts.URL, Model: "nope"}).Generate(ctx, engine.GenerateRequest{PromptIDs: []int{1}, MaxTokens: 1}); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("unknown model: %v", err)
 	}
 }
@@ -128,7 +128,7 @@ func TestModelDirectory(t *testing.T) {
 	ts := httptest.NewServer(sim)
 	defer ts.Close()
 	ctx := context.Background()
-	c, _ := backend.NewClient("vllm", ts.URL, "prorl-sim")
+	c, _ := engine.NewClient("vllm", ts.URL, "prorl-sim")
 	msgs := []trajectory.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "What is 2+2?"}}
 	remote, err := c.Render(ctx, msgs, nil, tokenizer.RenderOptions{AddGenerationPrompt: true})
 	if err != nil {
@@ -138,7 +138,7 @@ func TestModelDirectory(t *testing.T) {
 	if !slices.Equal(remote, local) {
 		t.Fatalf("/tokenize %v, Go tokenizer %v", remote, local)
 	}
-	g, err := c.Generate(ctx, backend.GenerateRequest{PromptIDs: local, MaxTokens: 512, Temperature: 1, TopP: 1})
+	g, err := c.Generate(ctx, engine.GenerateRequest{PromptIDs: local, MaxTokens: 512, Temperature: 1, TopP: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package backend
+package engine
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/prorl/prorl/core/jsonscan"
 	"github.com/prorl/prorl/core/tokenizer"
 )
 
@@ -205,7 +206,7 @@ func TestUnescapeMatchesEncodingJSON(t *testing.T) {
 	for _, body := range unicodeEscapes {
 		var want string
 		werr := json.Unmarshal([]byte(`"`+body+`"`), &want)
-		got, ok := unescape([]byte(body))
+		got, ok := jsonscan.Unescape([]byte(body))
 		if ok && (werr != nil || got != want) {
 			t.Errorf("%s: got %q, encoding/json %q (%v)", body, got, want, werr)
 		}

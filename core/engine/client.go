@@ -1,7 +1,7 @@
 // Package backend talks to inference servers and chooses one per rollout:
 // protocol clients (vLLM, NeMo RL's /generate), a load-keyed min-heap with
 // sticky leases, and health checks.
-package backend
+package engine
 
 import (
 	"bytes"
@@ -111,6 +111,13 @@ type Pauser interface {
 // ErrNoPause: the protocol has no pause; in-flight requests are cancelled
 // instead and their turn generates again from its start.
 var ErrNoPause = errors.New("this backend protocol cannot pause generation")
+
+// Aborter aborts every generation in flight on a backend, each answering
+// with the tokens generated so far, and takes requests again at once,
+// keeping the prefix cache.
+type Aborter interface {
+	AbortInFlight(ctx context.Context) error
+}
 
 // Client is one inference server's protocol.
 type Client interface {
