@@ -292,7 +292,7 @@ func protocolAgainstVLLM(t *testing.T, url string) {
 		{"tokenize messages", "POST", "/tokenize", map[string]any{"model": testvllm.Model, "messages": msgs, "tools": tools, "add_generation_prompt": true}, true, false, ""},
 		{"tokenize text", "POST", "/tokenize", map[string]any{"model": testvllm.Model, "prompt": "Hello, world! 17 + 25 = 42", "add_special_tokens": false}, true, false, ""},
 		{"detokenize", "POST", "/detokenize", map[string]any{"model": testvllm.Model, "tokens": prompt}, true, false, ""},
-		// The host's request (core/backend/encode.go), every field it sends.
+		// The host's request (core/engine/encode.go), every field it sends.
 		{"completion", "POST", "/v1/completions", map[string]any{"model": testvllm.Model, "prompt": prompt, "max_tokens": 8, "temperature": 1.0,
 			"top_p": 1.0, "top_k": 20, "seed": seed, "stop": []string{"</answer>"}, "logprobs": 0, "return_tokens_as_token_ids": true,
 			"skip_special_tokens": false, "stream": false}, false, false, ""},
@@ -303,7 +303,7 @@ func protocolAgainstVLLM(t *testing.T, url string) {
 		{"completion, another model", "POST", "/v1/completions", map[string]any{"model": "gpt-4", "prompt": prompt, "max_tokens": 8}, false, false, ""},
 		{"completion, bad max_tokens", "POST", "/v1/completions", map[string]any{"model": testvllm.Model, "prompt": prompt, "max_tokens": -1}, false, false, ""},
 		{"completion, prompt over max_model_len", "POST", "/v1/completions", map[string]any{"model": testvllm.Model, "prompt": make([]int, 2000), "max_tokens": 8}, false, false, ""},
-		// The host's first-turn request (core/backend/chat.go), every field it sends.
+		// The host's first-turn request (core/engine/chat.go), every field it sends.
 		{name: "chat", method: "POST", path: "/v1/chat/completions", body: map[string]any{"model": testvllm.Model, "messages": msgs, "tools": tools,
 			"tool_choice": "none", "add_generation_prompt": true, "max_tokens": 8, "temperature": 1.0, "top_p": 1.0, "top_k": 20, "seed": seed,
 			"stop": []string{"</answer>"}, "logprobs": true, "return_token_ids": true, "skip_special_tokens": false, "stream": false},
@@ -330,9 +330,9 @@ func protocolAgainstVLLM(t *testing.T, url string) {
 				t.Fatalf("status %d, vLLM's %d (%v)", simCode, refCode, ref)
 			}
 			if c.golden != "" && os.Getenv("PRORL_UPDATE_GOLDEN") == "1" {
-				// The host's decoder is tested on both answers (core/backend/testdata).
+				// The host's decoder is tested on both answers (core/engine/testdata).
 				for who, b := range map[string][]byte{"vllm_": refRaw, "sim_": simRaw} {
-					if err := os.WriteFile(filepath.Join("..", "..", "core", "backend", "testdata", who+c.golden), b, 0o644); err != nil {
+					if err := os.WriteFile(filepath.Join("..", "..", "core", "engine", "testdata", who+c.golden), b, 0o644); err != nil {
 						t.Fatal(err)
 					}
 				}
