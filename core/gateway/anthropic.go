@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/prorl/prorl/core/gateway/session"
 	"github.com/prorl/prorl/core/trajectory"
 )
 
@@ -70,8 +71,8 @@ func (b anthropicBlocks) text(field string) (string, *apiError) {
 	return strings.Join(parts, "\n"), nil
 }
 
-func (q *messagesRequest) call() (Call, *apiError) {
-	var c Call
+func (q *messagesRequest) call() (session.Call, *apiError) {
+	var c session.Call
 	if q.MaxTokens == nil {
 		return c, invalidf("max_tokens", "required")
 	}
@@ -178,7 +179,7 @@ func (q *messagesRequest) call() (Call, *apiError) {
 	return c, nil
 }
 
-func (g *Gateway) messages(w http.ResponseWriter, r *http.Request, s *Session, _ provider) *apiError {
+func (g *Gateway) messages(w http.ResponseWriter, r *http.Request, s *session.Session, _ provider) *apiError {
 	var q messagesRequest
 	rep, aerr := g.complete(w, r, s, &q, q.call)
 	if aerr != nil {
@@ -248,9 +249,9 @@ func inputObject(args string) json.RawMessage {
 // not check it (a harness sends thinking back only to be compared).
 func signature(thinking string) string { return fmt.Sprintf("prorl-%d", len(thinking)) }
 
-func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request, s *Session, _ provider) *apiError {
+func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request, s *session.Session, _ provider) *apiError {
 	var q messagesRequest
-	n, aerr := g.count(w, r, s, &q, func() (Call, *apiError) {
+	n, aerr := g.count(w, r, s, &q, func() (session.Call, *apiError) {
 		one := 1
 		q.MaxTokens = &one // count_tokens has no max_tokens
 		return q.call()

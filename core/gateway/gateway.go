@@ -1,3 +1,7 @@
+// Package gateway lets an unmodified agent harness drive a rollout: it
+// serves OpenAI Chat Completions, OpenAI Responses and Anthropic Messages
+// bound to a session (package session keeps its exact tokens), in each
+// provider's request, response, streaming and error shapes.
 package gateway
 
 import (
@@ -15,6 +19,7 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/hashicorp/go-hclog"
+	"github.com/prorl/prorl/core/gateway/session"
 	"github.com/prorl/prorl/core/reqbody"
 )
 
@@ -36,7 +41,7 @@ type Gateway struct {
 type entry struct {
 	id, key string
 	ready   chan struct{}
-	s       *Session
+	s       *session.Session
 }
 
 // New returns an empty gateway.
@@ -60,12 +65,12 @@ func (g *Gateway) Expect(id, key string) {
 }
 
 // Attach makes a session live.
-func (g *Gateway) Attach(s *Session) {
+func (g *Gateway) Attach(s *session.Session) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	e, ok := g.byID[s.cfg.ID]
+	e, ok := g.byID[s.ID()]
 	if !ok {
-		e = &entry{id: s.cfg.ID, key: s.cfg.Key, ready: make(chan struct{})}
+		e = &entry{id: s.ID(), key: s.Key(), ready: make(chan struct{})}
 		g.byID[e.id], g.byKey[e.key] = e, e
 	}
 	if e.s == nil {
@@ -88,8 +93,8 @@ func (g *Gateway) Remove(id string) {
 type Route struct {
 	Path, Method, Name, Summary string
 	p                           provider
-	kind                        callKind
-	h                           func(*Gateway, http.ResponseWriter, *http.Request, *Session, provider) *apiError
+	kind                        session.Kind
+	h                           func(*Gateway, http.ResponseWriter, *http.Request, *session.Session, provider) *apiError
 }
 
 // API is the provider whose shapes the route speaks: openai, anthropic,
@@ -111,13 +116,13 @@ var Prefixes = []string{"/gateway/{session:r-[0-9a-f]+}/v1", "/gateway/v1"}
 
 // Routes lists the gateway's endpoints.
 var Routes = []Route{
-	{"/chat/completions", http.MethodPost, "gateway_chat_completions", "OpenAI Chat Completions", openAI, callGenerate, (*Gateway).chatCompletions},
-	{"/responses", http.MethodPost, "gateway_responses", "OpenAI Responses", openAI, callGenerate, (*Gateway).responses},
-	{"/responses/input_tokens", http.MethodPost, "gateway_responses_input_tokens", "OpenAI Responses: count input tokens", openAI, callCount, (*Gateway).responsesInputTokens},
-	{"/messages", http.MethodPost, "gateway_messages", "Anthropic Messages", anthropic, callGenerate, (*Gateway).messages},
-	{"/messages/count_tokens", http.MethodPost, "gateway_count_tokens", "Anthropic Messages: count tokens", anthropic, callCount, (*Gateway).countTokens},
-	{"/models", http.MethodGet, "gateway_models", "The session's model (OpenAI or Anthropic list shape)", byHeader, callMeta, (*Gateway).models},
-	{"/models/{model}", http.MethodGet, "gateway_model", "One model (OpenAI or Anthropic shape)", byHeader, callMeta, (*Gateway).model},
+	{"/chat/completions", http.MethodPost, "gateway_chat_completions", "OpenAI Chat Completions", openAI, session.Generate, (*Gateway).chatCompletions},
+	{"/responses", http.MethodPost, "gateway_responses", "OpenAI Responses", openAI, session.Generate, (*Gateway).responses},
+	{"/responses/input_tokens", http.MethodPost, "gateway_responses_input_tokens", "OpenAI Responses: count input tokens", openAI, session.Count, (*Gateway).responsesInputTokens},
+	{"/messages", http.MethodPost, "gateway_messages", "Anthropic Messages", anthropic, session.Generate, (*Gateway).messages},
+	{"/messages/count_tokens", http.MethodPost, "gateway_count_tokens", "Anthropic Messages: count tokens", anthropic, session.Count, (*Gateway).countTokens},
+	{"/models", http.MethodGet, "gateway_models", "The session's model (OpenAI or Anthropic list shape)", byHeader, session.Meta, (*Gateway).models},
+	{"/models/{model}", http.MethodGet, "gateway_model", "One model (OpenAI or Anthropic shape)", byHeader, session.Meta, (*Gateway).model},
 }
 
 // Register adds the gateway's routes under /gateway; wrap (may be nil)
@@ -128,7 +133,7 @@ func (g *Gateway) Register(r *mux.Router, wrap func(name string, h http.HandlerF
 	}
 	for _, prefix := range Prefixes {
 		for _, rt := range Routes {
-			h := func(w http.ResponseWriter, r *http.Request, s *Session, p provider) *apiError {
+			h := func(w http.ResponseWriter, r *http.Request, s *session.Session, p provider) *apiError {
 				return rt.h(g, w, r, s, p)
 			}
 			r.Handle(prefix+rt.Path, wrap(rt.Name, g.handle(rt.p, rt.kind, h))).Methods(rt.Method)
@@ -159,15 +164,15 @@ func providerOf(p provider, r *http.Request) provider {
 }
 
 // handler serves one provider call for a session.
-type handler func(w http.ResponseWriter, r *http.Request, s *Session, p provider) *apiError
+type handler func(w http.ResponseWriter, r *http.Request, s *session.Session, p provider) *apiError
 
-func (g *Gateway) handle(p provider, kind callKind, h handler) http.HandlerFunc {
+func (g *Gateway) handle(p provider, kind session.Kind, h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p := providerOf(p, r)
 		s, aerr := g.session(r)
 		if aerr == nil {
 			var release func()
-			if release, aerr = s.admit(kind); aerr == nil {
+			if release, aerr = admit(s, kind); aerr == nil {
 				defer release()
 				aerr = h(w, r, s, p)
 			}
@@ -178,8 +183,24 @@ func (g *Gateway) handle(p provider, kind callKind, h handler) http.HandlerFunc 
 	}
 }
 
+// admit takes a place for a call of s, or answers as the provider does
+// when the session is over a bound (session.Session.Admit).
+func admit(s *session.Session, kind session.Kind) (release func(), aerr *apiError) {
+	release, no := s.Admit(kind)
+	if no == nil {
+		return release, nil
+	}
+	switch no.Reason {
+	case session.RateLimited:
+		return nil, &apiError{status: http.StatusTooManyRequests, kind: kindRateLimit, retryAfter: no.RetryAfter, msg: no.Msg}
+	case session.OverQuota:
+		return nil, &apiError{status: http.StatusTooManyRequests, kind: kindQuota, msg: no.Msg}
+	}
+	return nil, &apiError{status: http.StatusNotFound, kind: kindNotFound, msg: no.Msg}
+}
+
 // session finds the request's session by its URL or key and checks the key.
-func (g *Gateway) session(r *http.Request) (*Session, *apiError) {
+func (g *Gateway) session(r *http.Request) (*session.Session, *apiError) {
 	key := r.Header.Get("x-api-key")
 	if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
 		key = b
@@ -335,7 +356,7 @@ func (e *fieldError) Error() string { return e.field + ": " + e.msg }
 
 // complete decodes a provider's request into q, converts it with call
 // and answers it on the session.
-func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, s *Session, q any, call func() (Call, *apiError)) (*Reply, *apiError) {
+func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, s *session.Session, q any, call func() (session.Call, *apiError)) (*session.Reply, *apiError) {
 	if aerr := g.decode(w, r, q); aerr != nil {
 		return nil, aerr
 	}
@@ -351,7 +372,7 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, s *Session, q
 }
 
 // count is complete for the token-counting endpoints: it renders, generates nothing.
-func (g *Gateway) count(w http.ResponseWriter, r *http.Request, s *Session, q any, call func() (Call, *apiError), field string) (int, *apiError) {
+func (g *Gateway) count(w http.ResponseWriter, r *http.Request, s *session.Session, q any, call func() (session.Call, *apiError), field string) (int, *apiError) {
 	if aerr := g.decode(w, r, q); aerr != nil {
 		return 0, aerr
 	}
@@ -368,7 +389,7 @@ func (g *Gateway) count(w http.ResponseWriter, r *http.Request, s *Session, q an
 
 // modelName is the model a reply names: the one the harness asked for (it
 // checks), else the session's.
-func modelName(asked string, s *Session) string {
+func modelName(asked string, s *session.Session) string {
 	if asked == "" {
 		return s.Model()
 	}
@@ -377,10 +398,10 @@ func modelName(asked string, s *Session) string {
 
 // callError maps a session's error to the provider's.
 func callError(err error) *apiError {
-	var re *RequestError
-	var be *BackendError
+	var re *session.RequestError
+	var be *session.BackendError
 	switch {
-	case errors.Is(err, ErrClosed):
+	case errors.Is(err, session.ErrClosed):
 		return &apiError{status: http.StatusNotFound, kind: kindNotFound, msg: "the session has ended"}
 	case errors.As(err, &re):
 		return invalidf(re.Field, "%v", re.Err)
@@ -425,7 +446,7 @@ func (s *sse) raw(line string) {
 	}
 }
 
-func (g *Gateway) models(w http.ResponseWriter, r *http.Request, s *Session, p provider) *apiError {
+func (g *Gateway) models(w http.ResponseWriter, r *http.Request, s *session.Session, p provider) *apiError {
 	if p == anthropic {
 		writeJSON(w, http.StatusOK, map[string]any{"data": []any{anthropicModel(s.Model())}, "has_more": false, "first_id": s.Model(), "last_id": s.Model()})
 		return nil
@@ -436,7 +457,7 @@ func (g *Gateway) models(w http.ResponseWriter, r *http.Request, s *Session, p p
 
 // model describes any name: harnesses ask for their own model names, and
 // the session answers every one of them with its policy.
-func (g *Gateway) model(w http.ResponseWriter, r *http.Request, s *Session, p provider) *apiError {
+func (g *Gateway) model(w http.ResponseWriter, r *http.Request, s *session.Session, p provider) *apiError {
 	name := mux.Vars(r)["model"]
 	if p == anthropic {
 		writeJSON(w, http.StatusOK, anthropicModel(name))

@@ -11,54 +11,27 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/hashicorp/go-hclog"
+	"github.com/prorl/prorl/core/gateway/session"
 )
 
-// TestAdmit: a session serves at most MaxConcurrent calls at once (429,
-// retry), at most MaxRequests calls that generate nothing, and no token
-// count once its turns are spent (the quota answers); completions past
-// the turn budget are still admitted for their clean stop.
-func TestAdmit(t *testing.T) {
-	s := NewSession(Config{ID: "r-1", MaxConcurrent: 2, MaxRequests: 3, MaxCalls: 1})
-	r1, e := s.admit(callGenerate)
+// TestAdmitAnswers: a refused call answers as the providers do: too many
+// at once a retryable 429, a spent budget the quota, an ended session 404.
+func TestAdmitAnswers(t *testing.T) {
+	s := session.NewSession(session.Config{ID: "r-1", MaxConcurrent: 1, MaxRequests: 1})
+	release, e := admit(s, session.Meta)
 	if e != nil {
 		t.Fatal(e)
 	}
-	r2, e := s.admit(callCount)
-	if e != nil {
-		t.Fatal(e)
+	if _, e := admit(s, session.Generate); e == nil || e.status != http.StatusTooManyRequests || e.kind != kindRateLimit || e.retryAfter == 0 {
+		t.Errorf("second at once: %+v", e)
 	}
-	if _, e := s.admit(callMeta); e == nil || e.status != http.StatusTooManyRequests || e.kind != kindRateLimit || e.retryAfter == 0 {
-		t.Fatalf("third at once: %+v", e)
-	}
-	r1()
-	r2()
-	if r, e := s.admit(callMeta); e != nil {
-		t.Fatal(e)
-	} else {
-		r()
-	}
-	s.mu.Lock()
-	s.calls = 1 // the one turn spent
-	s.mu.Unlock()
-	if _, e := s.admit(callCount); e == nil || e.kind != kindQuota {
-		t.Fatalf("count after the turns: %+v", e)
-	}
-	if r, e := s.admit(callGenerate); e != nil {
-		t.Fatalf("a completion past the turns: %+v", e)
-	} else {
-		r()
-	}
-	if r, e := s.admit(callMeta); e != nil { // the third that generates nothing
-		t.Fatal(e)
-	} else {
-		r()
-	}
-	if _, e := s.admit(callMeta); e == nil || e.kind != kindQuota {
-		t.Fatalf("fourth that generates nothing: %+v", e)
+	release()
+	if _, e := admit(s, session.Meta); e == nil || e.status != http.StatusTooManyRequests || e.kind != kindQuota || e.retryAfter != 0 {
+		t.Errorf("over the budget: %+v", e)
 	}
 	s.Close()
-	if _, e := s.admit(callGenerate); e == nil || e.status != http.StatusNotFound {
-		t.Fatalf("closed: %+v", e)
+	if _, e := admit(s, session.Generate); e == nil || e.status != http.StatusNotFound || e.kind != kindNotFound {
+		t.Errorf("closed: %+v", e)
 	}
 }
 

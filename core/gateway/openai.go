@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prorl/prorl/core/gateway/session"
 	"github.com/prorl/prorl/core/trajectory"
 )
 
@@ -165,8 +166,8 @@ func toolChoiceNone(raw json.RawMessage, field string) (bool, *apiError) {
 	return false, invalidf(field, "unknown tool_choice type %q", o.Type)
 }
 
-func (q *chatRequest) call() (Call, *apiError) {
-	var c Call
+func (q *chatRequest) call() (session.Call, *apiError) {
+	var c session.Call
 	if len(q.Messages) == 0 {
 		return c, invalidf("messages", "at least one message is required")
 	}
@@ -264,7 +265,7 @@ func chatCalls(m trajectory.Message, indexed bool) []chatToolCallOut {
 	return out
 }
 
-func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, s *Session, _ provider) *apiError {
+func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, s *session.Session, _ provider) *apiError {
 	var q chatRequest
 	rep, aerr := g.complete(w, r, s, &q, q.call)
 	if aerr != nil {

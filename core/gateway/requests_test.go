@@ -9,11 +9,12 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/hashicorp/go-hclog"
+	"github.com/prorl/prorl/core/gateway/session"
 	"github.com/prorl/prorl/core/trajectory"
 )
 
 // parse runs a provider's decoding and conversion, as its handler does.
-func parse(kind, body string) (Call, *apiError) {
+func parse(kind, body string) (session.Call, *apiError) {
 	g := New(hclog.NewNullLogger(), 1<<20)
 	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
 	w := httptest.NewRecorder()
@@ -21,19 +22,19 @@ func parse(kind, body string) (Call, *apiError) {
 	case "chat":
 		var q chatRequest
 		if e := g.decode(w, r, &q); e != nil {
-			return Call{}, e
+			return session.Call{}, e
 		}
 		return q.call()
 	case "messages":
 		var q messagesRequest
 		if e := g.decode(w, r, &q); e != nil {
-			return Call{}, e
+			return session.Call{}, e
 		}
 		return q.call()
 	default:
 		var q responsesRequest
 		if e := g.decode(w, r, &q); e != nil {
-			return Call{}, e
+			return session.Call{}, e
 		}
 		c, _, e := q.call()
 		return c, e
@@ -120,7 +121,7 @@ func TestSessionLookup(t *testing.T) {
 	g.Register(r, nil)
 	srv := httptest.NewServer(r)
 	defer srv.Close()
-	g.Attach(NewSession(Config{ID: "r-ab", Key: "secret", Model: "m"}))
+	g.Attach(session.NewSession(session.Config{ID: "r-ab", Key: "secret", Model: "m"}))
 	cases := []struct {
 		path, key, anthropic string
 		status               int

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prorl/prorl/core/gateway/session"
 	"github.com/prorl/prorl/core/trajectory"
 )
 
@@ -99,7 +100,7 @@ func (in *responsesInput) UnmarshalJSON(b []byte) error {
 
 // call converts the request; the map gives each namespaced tool its
 // namespace (a call of it names it).
-func (q *responsesRequest) call() (c Call, ns map[string]string, aerr *apiError) {
+func (q *responsesRequest) call() (c session.Call, ns map[string]string, aerr *apiError) {
 	ns = map[string]string{}
 	if q.PreviousResponseID != "" {
 		return c, nil, invalidf("previous_response_id", "the gateway keeps no responses: send the whole conversation as input (store: false)")
@@ -196,10 +197,10 @@ func (q *responsesRequest) call() (c Call, ns map[string]string, aerr *apiError)
 	return c, ns, nil
 }
 
-func (g *Gateway) responses(w http.ResponseWriter, r *http.Request, s *Session, _ provider) *apiError {
+func (g *Gateway) responses(w http.ResponseWriter, r *http.Request, s *session.Session, _ provider) *apiError {
 	var q responsesRequest
 	var ns map[string]string
-	rep, aerr := g.complete(w, r, s, &q, func() (c Call, aerr *apiError) {
+	rep, aerr := g.complete(w, r, s, &q, func() (c session.Call, aerr *apiError) {
 		c, ns, aerr = q.call()
 		return c, aerr
 	})
@@ -286,9 +287,9 @@ func outputText(text string) map[string]any {
 	return map[string]any{"type": "output_text", "text": text, "annotations": []any{}}
 }
 
-func (g *Gateway) responsesInputTokens(w http.ResponseWriter, r *http.Request, s *Session, _ provider) *apiError {
+func (g *Gateway) responsesInputTokens(w http.ResponseWriter, r *http.Request, s *session.Session, _ provider) *apiError {
 	var q responsesRequest
-	n, aerr := g.count(w, r, s, &q, func() (Call, *apiError) {
+	n, aerr := g.count(w, r, s, &q, func() (session.Call, *apiError) {
 		c, _, aerr := q.call()
 		return c, aerr
 	}, "input")

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prorl/prorl/core/agent"
 	"github.com/prorl/prorl/core/gateway"
+	"github.com/prorl/prorl/core/gateway/session"
 	"github.com/prorl/prorl/core/sessions"
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/trajectory"
@@ -44,7 +45,7 @@ func (p *Pipeline) runSession(ctx context.Context, r *Rollout, fo *failover, mod
 		tok = p.runner.Local
 	}
 	lease := fo.lease
-	cfg := gateway.Config{ID: r.ID, Key: r.Req.SessionKey, Model: model, Gen: fo, BackendID: lease.B.ID,
+	cfg := session.Config{ID: r.ID, Key: r.Req.SessionKey, Model: model, Gen: fo, BackendID: lease.B.ID,
 		Tok: tok, Splicer: p.splicer(lease.B), Parser: p.runner.Parser, Policy: p.gate.Version,
 		MaxCalls: ep.MaxTurns, MaxTokensPerCall: ep.MaxTokensPerTurn, MaxTotalTokens: ep.MaxTotalTokens,
 		MaxConcurrent: p.d.Cfg.Gateway.MaxConcurrentPerSession, MaxRequests: sessions.MaxAuxRequests(p.d.Cfg.Gateway.MaxRequestsPerSession, ep.MaxTurns),

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prorl/prorl/core/agent"
 	"github.com/prorl/prorl/core/gateway"
+	"github.com/prorl/prorl/core/gateway/session"
 	"github.com/prorl/prorl/core/trajectory"
 )
 
@@ -37,7 +38,7 @@ var ErrClosed = errors.New("the session is already closed")
 // before it is live) to its end.
 type Slot struct {
 	mu      sync.Mutex
-	session *gateway.Session
+	session *session.Session
 	close   *Close
 	live    chan struct{}
 }
@@ -72,7 +73,7 @@ type AgentRun func(context.Context) (map[string]float64, error)
 
 // Outcome is a session's end: what it produced and how it was closed.
 type Outcome struct {
-	*gateway.Outcome
+	*session.Outcome
 	// Close is how the agent closed it (nil: the run ended it).
 	Close *Close
 }
@@ -80,8 +81,8 @@ type Outcome struct {
 // Run attaches a session of cfg to gw and holds it live until it is
 // closed, ctx ends or run (when not nil) returns. The outcome is kept
 // either way; the error is ctx's, or run's.
-func (s *Slot) Run(ctx context.Context, gw *gateway.Gateway, cfg gateway.Config, run AgentRun, harness string) (*Outcome, error) {
-	sess := gateway.NewSession(cfg)
+func (s *Slot) Run(ctx context.Context, gw *gateway.Gateway, cfg session.Config, run AgentRun, harness string) (*Outcome, error) {
+	sess := session.NewSession(cfg)
 	s.mu.Lock()
 	s.session = sess
 	closed := s.close != nil

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prorl/prorl/core/agent"
 	"github.com/prorl/prorl/core/gateway"
+	"github.com/prorl/prorl/core/gateway/session"
 	"github.com/prorl/prorl/core/trajectory"
 )
 
@@ -56,7 +57,7 @@ func TestSlot(t *testing.T) {
 			}
 			done := make(chan result, 1)
 			go func() {
-				o, err := s.Run(ctx, gw, gateway.Config{ID: "r-1", Key: "k"}, tc.run, "h")
+				o, err := s.Run(ctx, gw, session.Config{ID: "r-1", Key: "k"}, tc.run, "h")
 				done <- result{o, err}
 			}()
 			select {

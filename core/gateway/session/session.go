@@ -1,18 +1,17 @@
-// Package gateway lets an unmodified agent harness drive a rollout: it
-// serves OpenAI Chat Completions, OpenAI Responses and Anthropic Messages
-// bound to a session, renders each request with the model's chat template,
+// Package session keeps an agent harness's conversations with the policy
+// token-exact: it renders each call with the model's chat template,
 // generates token-in/token-out on the session's sticky backend, and keeps
 // the exact tokens as traces. A call whose conversation extends a trace's
 // (the harness sent back our replies unchanged) is merged into it: the new
 // messages are spliced after the ids we generated, never re-tokenised.
-package gateway
+// Package gateway serves it over the providers' HTTP APIs.
+package session
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"reflect"
 	"slices"
 	"sync"
@@ -137,6 +136,9 @@ func NewSession(cfg Config) *Session {
 // ID is the session's id.
 func (s *Session) ID() string { return s.cfg.ID }
 
+// Key is the session's API key.
+func (s *Session) Key() string { return s.cfg.Key }
+
 // Model is the model name the session answers with.
 func (s *Session) Model() string { return s.cfg.Model }
 
@@ -158,37 +160,53 @@ func (s *Session) Close() {
 	close(s.done)
 }
 
-// callKind is what a call makes the host do.
-type callKind int
+// Kind is what a call makes the host do.
+type Kind int
 
 const (
-	callGenerate callKind = iota // a completion: the turn budget bounds it
-	callCount                    // renders a prompt, generates nothing
-	callMeta                     // answers from the session's own state
+	Generate Kind = iota // a completion: the turn budget bounds it
+	Count                // renders a prompt, generates nothing
+	Meta                 // answers from the session's own state
 )
 
-// admit takes a place for one call of the session, before its body is
-// read, or answers as the provider does when the session is over a bound:
-// too many calls at once is a rate limit (retry shortly); the session's
-// budget spent is a quota (do not retry). A completion past the turn
-// budget is admitted: it gets a clean stop, as before.
-func (s *Session) admit(kind callKind) (release func(), aerr *apiError) {
+// Refusal is a call the session will not take now, as a provider says it:
+// too many at once is a rate limit (retry shortly); the session's budget
+// spent is a quota (do not retry); an ended session is not found.
+type Refusal struct {
+	Reason     Reason
+	RetryAfter int // seconds, when positive
+	Msg        string
+}
+
+// Reason is why a call was refused.
+type Reason int
+
+const (
+	Ended Reason = iota
+	RateLimited
+	OverQuota
+)
+
+func (r *Refusal) Error() string { return r.Msg }
+
+// Admit takes a place for one call of the session, before its body is
+// read, or refuses it when the session is over a bound. A completion past
+// the turn budget is admitted: it gets a clean stop, as before.
+func (s *Session) Admit(kind Kind) (release func(), refused *Refusal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.closed:
-		return nil, &apiError{status: http.StatusNotFound, kind: kindNotFound, msg: "the session has ended"}
+		return nil, &Refusal{Reason: Ended, Msg: "the session has ended"}
 	case s.cfg.MaxConcurrent > 0 && s.inflight >= s.cfg.MaxConcurrent:
-		return nil, &apiError{status: http.StatusTooManyRequests, kind: kindRateLimit, retryAfter: 1,
-			msg: fmt.Sprintf("this session already has %d requests in flight; retry when one has finished", s.inflight)}
-	case kind == callCount && s.cfg.MaxCalls > 0 && s.calls >= s.cfg.MaxCalls:
-		return nil, &apiError{status: http.StatusTooManyRequests, kind: kindQuota,
-			msg: fmt.Sprintf("this session's budget of %d turns is spent", s.cfg.MaxCalls)}
-	case kind != callGenerate && s.cfg.MaxRequests > 0 && s.aux >= s.cfg.MaxRequests:
-		return nil, &apiError{status: http.StatusTooManyRequests, kind: kindQuota,
-			msg: fmt.Sprintf("this session's budget of %d requests that generate nothing is spent", s.cfg.MaxRequests)}
+		return nil, &Refusal{Reason: RateLimited, RetryAfter: 1,
+			Msg: fmt.Sprintf("this session already has %d requests in flight; retry when one has finished", s.inflight)}
+	case kind == Count && s.cfg.MaxCalls > 0 && s.calls >= s.cfg.MaxCalls:
+		return nil, &Refusal{Reason: OverQuota, Msg: fmt.Sprintf("this session's budget of %d turns is spent", s.cfg.MaxCalls)}
+	case kind != Generate && s.cfg.MaxRequests > 0 && s.aux >= s.cfg.MaxRequests:
+		return nil, &Refusal{Reason: OverQuota, Msg: fmt.Sprintf("this session's budget of %d requests that generate nothing is spent", s.cfg.MaxRequests)}
 	}
-	if kind != callGenerate {
+	if kind != Generate {
 		s.aux++
 	}
 	s.inflight++
@@ -278,7 +296,7 @@ func (s *Session) Complete(ctx context.Context, c Call) (*Reply, error) {
 		}
 		return nil, &BackendError{Err: err}
 	}
-	reply := &Reply{ID: randomID(), PromptTokens: len(prompt), CompletionTokens: len(g.IDs), Merged: merged, FinishReason: "stop"}
+	reply := &Reply{ID: NewID(), PromptTokens: len(prompt), CompletionTokens: len(g.IDs), Merged: merged, FinishReason: "stop"}
 	rep, err := agent.Decode(ctx, s.cfg.Tok, agent.ParserFor(s.cfg.Parser, c.Tools), g, reply.ID)
 	if err != nil {
 		release()
@@ -370,7 +388,7 @@ func (s *Session) uncount() {
 
 // stopReply is the clean stop a call over the budget gets.
 func (s *Session) stopReply() *Reply {
-	return &Reply{ID: randomID(), Message: trajectory.Message{Role: "assistant"}, FinishReason: "length"}
+	return &Reply{ID: NewID(), Message: trajectory.Message{Role: "assistant"}, FinishReason: "length"}
 }
 
 // matchLocked finds the open trace whose conversation the call extends and
