@@ -14,20 +14,21 @@ import (
 	"github.com/prorl/prorl/core/coord"
 	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/pluginhost"
+	"github.com/prorl/prorl/core/tally"
 )
 
 // uiOverview is the dashboard's overview: one snapshot of the host.
 type uiOverview struct {
-	Time      time.Time              `json:"time"`
-	Instance  string                 `json:"instance,omitempty"`
-	Policy    pipeline.PolicyState   `json:"policy"`
-	Stages    pipeline.Stats         `json:"stages"`
-	Tally     pipeline.TallySnapshot `json:"tally"`
-	Backends  []backend.Status       `json:"backends"`
-	Plugins   []pluginhost.Status    `json:"plugins"`
-	Sandboxes *uiSandboxes           `json:"sandboxes,omitempty"`
-	Nodes     []coord.NodeStatus     `json:"nodes,omitempty"`
-	Unacked   int                    `json:"unacked_results"`
+	Time      time.Time            `json:"time"`
+	Instance  string               `json:"instance,omitempty"`
+	Policy    pipeline.PolicyState `json:"policy"`
+	Stages    pipeline.Stats       `json:"stages"`
+	Tally     tally.Snapshot       `json:"tally"`
+	Backends  []backend.Status     `json:"backends"`
+	Plugins   []pluginhost.Status  `json:"plugins"`
+	Sandboxes *uiSandboxes         `json:"sandboxes,omitempty"`
+	Nodes     []coord.NodeStatus   `json:"nodes,omitempty"`
+	Unacked   int                  `json:"unacked_results"`
 	// Stuck counts live rollouts held in one stage longer than
 	// pipeline.stuck_after.
 	Stuck      int     `json:"stuck"`

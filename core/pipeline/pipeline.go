@@ -30,6 +30,7 @@ import (
 	"github.com/prorl/prorl/core/sandbox"
 	"github.com/prorl/prorl/core/sessions"
 	"github.com/prorl/prorl/core/store"
+	"github.com/prorl/prorl/core/tally"
 	"github.com/prorl/prorl/core/tokenizer"
 	"github.com/prorl/prorl/core/tokenizer/harmony"
 	"github.com/prorl/prorl/core/toolcall"
@@ -89,7 +90,7 @@ type Pipeline struct {
 
 	initQ        *startQueue
 	runQ, evalQ  *handoff
-	tally        Tally
+	tally        tally.Tally
 	initReserved atomic.Int64 // queued in init, including reservations
 	activeStage  [3]atomic.Int64
 
@@ -798,7 +799,7 @@ func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Fail
 		p.gw.Remove(r.ID)
 	}
 	res := p.result(r, st, f)
-	p.tally.add(res)
+	p.tally.Add(res)
 	if st == trajectory.StatusCompleted || st == trajectory.StatusTruncated {
 		p.lengths.Observe(r.lenKey, res.GeneratedTokens())
 	}
@@ -988,4 +989,4 @@ func (p *Pipeline) splicer(b *backend.Backend) *tokenizer.Splicer {
 }
 
 // Tally is what has finished, counted for dashboards.
-func (p *Pipeline) Tally() *Tally { return &p.tally }
+func (p *Pipeline) Tally() *tally.Tally { return &p.tally }

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/prorl/prorl/core/agent"
+	"github.com/prorl/prorl/core/failover"
 	"github.com/prorl/prorl/core/gateway"
 	"github.com/prorl/prorl/core/gateway/session"
 	"github.com/prorl/prorl/core/sessions"
@@ -36,7 +37,7 @@ func (p *Pipeline) CloseSession(id string, c sessions.Close) error {
 // on the rollout's sticky backend until it is closed, cancelled or timed
 // out; its traces are the rollout's trajectory either way. A harness
 // rollout runs its harness in its sandbox as the session's agent.
-func (p *Pipeline) runSession(ctx context.Context, r *Rollout, fo *failover, model string) error {
+func (p *Pipeline) runSession(ctx context.Context, r *Rollout, fo *failover.Backend, model string) error {
 	r.mu.Lock()
 	ep := *r.episode
 	r.mu.Unlock()
@@ -44,7 +45,7 @@ func (p *Pipeline) runSession(ctx context.Context, r *Rollout, fo *failover, mod
 	if p.runner.Local != nil {
 		tok = p.runner.Local
 	}
-	lease := fo.lease
+	lease := fo.Lease()
 	cfg := session.Config{ID: r.ID, Key: r.Req.SessionKey, Model: model, Gen: fo, BackendID: lease.B.ID,
 		Tok: tok, Splicer: p.splicer(lease.B), Parser: p.runner.Parser, Policy: p.gate.Version,
 		MaxCalls: ep.MaxTurns, MaxTokensPerCall: ep.MaxTokensPerTurn, MaxTotalTokens: ep.MaxTotalTokens,

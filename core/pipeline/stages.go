@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prorl/prorl/core/agent"
+	"github.com/prorl/prorl/core/backend"
+	"github.com/prorl/prorl/core/failover"
 	"github.com/prorl/prorl/core/pluginhost"
 	"github.com/prorl/prorl/core/sandbox"
 	"github.com/prorl/prorl/core/trajectory"
@@ -235,13 +237,28 @@ func (t *pluginTools) Call(ctx context.Context, id, name string, args json.RawMe
 	return agent.ToolResult{Output: resp.Output, Done: resp.Done, FinalResponse: resp.FinalResponse, IsError: resp.IsError}, nil
 }
 
+// hintOf is what the pool's routing knows of the rollout.
+func hintOf(r *Rollout) backend.Hint {
+	return backend.Hint{Key: r.ID, Group: r.Req.GroupID, GroupSize: r.Req.GroupSize, Cost: float64(r.Req.Expected())}
+}
+
+// failover is r's backend, starting on lease.
+func (p *Pipeline) failover(r *Rollout, lease *backend.Lease) *failover.Backend {
+	return failover.New(failover.Deps{Pool: p.d.Pool, Gate: p.gate, Log: p.d.Log, Wait: p.d.Cfg.Backends.WaitForBackend.Duration},
+		failover.Rollout{ID: r.ID, Hint: hintOf(r), Priority: r.Req.Priority, OnBackend: func(id string) {
+			r.mu.Lock()
+			r.backendID = id
+			r.mu.Unlock()
+		}}, lease)
+}
+
 func (p *Pipeline) runStage(ctx context.Context, r *Rollout) error {
 	lease, err := p.d.Pool.AcquireFor(ctx, p.d.Cfg.Backends.WaitForBackend.Duration, hintOf(r))
 	if err != nil {
 		return err
 	}
-	fo := &failover{p: p, r: r, lease: lease}
-	defer fo.release()
+	fo := p.failover(r, lease)
+	defer fo.Release()
 	r.mu.Lock()
 	r.backendID = lease.B.ID
 	ep := *r.episode

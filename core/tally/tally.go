@@ -1,4 +1,6 @@
-package pipeline
+// Package tally counts the rollouts a host finished, for its dashboard
+// and metrics.
+package tally
 
 import (
 	"sort"
@@ -10,7 +12,7 @@ import (
 
 // Tally counts what finished, for dashboards: by status and failure
 // reason, rewards per domain (a histogram), the finish rate, and the last
-// rollouts that finished. Exact: fed by finalize, not by reading results
+// rollouts that finished. Exact: fed as each result is stored, not by reading results
 // back (which the trainer may already have acknowledged).
 type Tally struct {
 	mu       sync.Mutex
@@ -82,8 +84,8 @@ type Finished struct {
 	TotalMS    float64   `json:"total_ms"`
 }
 
-// TallySnapshot is a copy of the counts.
-type TallySnapshot struct {
+// Snapshot is a copy of the counts.
+type Snapshot struct {
 	Finished uint64            `json:"finished"`
 	ByReason map[string]uint64 `json:"by_reason"`
 	// Rewards per domain: [below 0, RewardBins bins over [0, 1], above 1].
@@ -98,7 +100,8 @@ type TallySnapshot struct {
 	Timeline []Bucket `json:"timeline"`
 }
 
-func (t *Tally) add(res *trajectory.Result) {
+// Add counts a finished result.
+func (t *Tally) Add(res *trajectory.Result) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.byReason == nil {
@@ -152,10 +155,10 @@ func (t *Tally) add(res *trajectory.Result) {
 }
 
 // Snapshot copies the counts.
-func (t *Tally) Snapshot() TallySnapshot {
+func (t *Tally) Snapshot() Snapshot {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := TallySnapshot{Finished: t.finished, ByReason: map[string]uint64{}, Rewards: map[string][]uint64{}, Health: map[string]uint64{}}
+	s := Snapshot{Finished: t.finished, ByReason: map[string]uint64{}, Rewards: map[string][]uint64{}, Health: map[string]uint64{}}
 	for k, v := range t.health {
 		s.Health[k] = v
 	}

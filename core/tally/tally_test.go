@@ -1,4 +1,4 @@
-package pipeline
+package tally
 
 import (
 	"testing"
@@ -15,7 +15,7 @@ func TestTally(t *testing.T) {
 		{ID: "d", Domain: "swe", Status: trajectory.StatusTruncated, Reward: -1, Failure: &trajectory.Failure{Reason: "max_turns"}, Metrics: map[string]float64{"health_runaway_generation": 1}},
 	}
 	for _, r := range results {
-		ta.add(r)
+		ta.Add(r)
 	}
 	s := ta.Snapshot()
 	if s.Finished != 4 || s.ByReason["completed"] != 2 || s.ByReason["failed/sandbox_failed"] != 1 || s.ByReason["truncated/max_turns"] != 1 {

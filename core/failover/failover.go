@@ -1,4 +1,10 @@
-package pipeline
+// Package failover is a rollout's inference backend: its lease on the
+// heap, a failing request retried on the same backend first; when that
+// backend still fails, it leaves the heap (its health check brings it
+// back) and the rollout moves to another healthy backend with the same
+// prompt, so the tokens are unchanged. Every generation passes the policy
+// gate; one aborted by a pause continues under the next policy.
+package failover
 
 import (
 	"context"
@@ -8,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/engine"
 	"github.com/prorl/prorl/core/policy"
@@ -15,16 +22,48 @@ import (
 	"github.com/prorl/prorl/core/trajectory"
 )
 
+// New is r's backend, starting on lease l.
+func New(d Deps, r Rollout, l *backend.Lease) *Backend {
+	if r.OnBackend == nil {
+		r.OnBackend = func(string) {}
+	}
+	return &Backend{d: d, r: r, lease: l}
+}
+
+// Lease is the rollout's lease now.
+func (f *Backend) Lease() *backend.Lease {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lease
+}
+
 // maxFailovers bounds how many backends one rollout may move through.
 const maxFailovers = 3
 
-// failover is a rollout's backend: its lease, retried on the same backend
-// first; when that backend still fails, it leaves the heap (its health
-// check brings it back) and the rollout moves to another healthy backend
-// with the same prompt, so the tokens are unchanged.
-type failover struct {
-	p     *Pipeline
-	r     *Rollout
+// Deps are what a rollout's backend uses of the host.
+type Deps struct {
+	Pool *backend.Pool
+	Gate *policy.Gate
+	Log  hclog.Logger
+	// Wait is how long a move waits for another healthy backend.
+	Wait time.Duration
+}
+
+// Rollout is what the backend knows of its rollout.
+type Rollout struct {
+	ID       string
+	Hint     backend.Hint
+	Priority int
+	// OnBackend, when set, is told the backend that serves the rollout
+	// whenever it changes.
+	OnBackend func(id string)
+}
+
+// Backend is a rollout's backend (agent.Generator, engine.ChatGenerator,
+// tokenizer.Tokenizer, agent.TurnBackends).
+type Backend struct {
+	d     Deps
+	r     Rollout
 	mu    sync.Mutex
 	lease *backend.Lease
 	moves int
@@ -36,21 +75,16 @@ type failover struct {
 	prompted *backend.Lease
 }
 
-func (f *failover) retrying(b *backend.Backend) engine.Client {
+func (f *Backend) retrying(b *backend.Backend) engine.Client {
 	return &engine.Retrying{Client: b.Client, Attempts: 4, Backoff: 100 * time.Millisecond, OnRetry: func(err error) {
-		f.p.d.Log.Warn("generation failed; retrying on the same backend", "rollout", f.r.ID, "backend", b.ID, "error", err)
+		f.d.Log.Warn("generation failed; retrying on the same backend", "rollout", f.r.ID, "backend", b.ID, "error", err)
 	}}
-}
-
-// hintOf is what the pool's routing knows of the rollout.
-func hintOf(r *Rollout) backend.Hint {
-	return backend.Hint{Key: r.ID, Group: r.Req.GroupID, GroupSize: r.Req.GroupSize, Cost: float64(r.Req.Expected())}
 }
 
 // do runs call against the current backend, moving to another on a
 // retriable failure. A generation of tokens context (>= 0) passes the
 // pool's admission; other calls (rendering, decoding) take no engine slot.
-func (f *failover) do(ctx context.Context, tokens int, call func(b *backend.Backend, c engine.Client) error) error {
+func (f *Backend) do(ctx context.Context, tokens int, call func(b *backend.Backend, c engine.Client) error) error {
 	for {
 		f.mu.Lock()
 		l, moves := f.lease, f.moves
@@ -70,7 +104,7 @@ func (f *failover) do(ctx context.Context, tokens int, call func(b *backend.Back
 			b, done = l.RouteNow()
 		} else {
 			var err error
-			if b, done, err = l.RouteWait(ctx, -f.r.Req.Priority, tokens); err != nil {
+			if b, done, err = l.RouteWait(ctx, -f.r.Priority, tokens); err != nil {
 				return err
 			}
 		}
@@ -78,33 +112,30 @@ func (f *failover) do(ctx context.Context, tokens int, call func(b *backend.Back
 		f.turn = append(f.turn, b.ID)
 		f.mu.Unlock()
 		if cur := l.Current(); cur == b { // a sticky lease: it may have been moved (rebalancing)
-			f.r.mu.Lock()
-			f.r.backendID = cur.ID
-			f.r.mu.Unlock()
+			f.r.OnBackend(cur.ID)
 		}
 		err := call(b, f.retrying(b))
 		done()
 		if err == nil || errors.Is(err, policy.ErrCut) || !engine.Retriable(err) || ctx.Err() != nil || moves >= maxFailovers {
 			return err
 		}
-		f.p.d.Pool.SetHealth(b.ID, err)
-		next, aerr := f.p.d.Pool.AcquireFor(ctx, f.p.d.Cfg.Backends.WaitForBackend.Duration, hintOf(f.r))
+		f.d.Pool.SetHealth(b.ID, err)
+		next, aerr := f.d.Pool.AcquireFor(ctx, f.d.Wait, f.r.Hint)
 		if aerr != nil {
 			return err
 		}
-		f.p.d.Log.Warn("backend keeps failing; rollout moves to another", "rollout", f.r.ID, "from", b.ID, "to", next.B.ID, "error", err)
+		f.d.Log.Warn("backend keeps failing; rollout moves to another", "rollout", f.r.ID, "from", b.ID, "to", next.B.ID, "error", err)
 		l.Release()
 		f.mu.Lock()
 		f.lease = next
 		f.moves++
 		f.mu.Unlock()
-		f.r.mu.Lock()
-		f.r.backendID = next.B.ID
-		f.r.mu.Unlock()
+		f.r.OnBackend(next.B.ID)
 	}
 }
 
-func (f *failover) release() {
+// Release gives the lease back.
+func (f *Backend) Release() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lease.Release()
@@ -117,7 +148,7 @@ const maxContinuations = 64
 // (held while paused); a request aborted by a pause comes back with its
 // tokens so far, and the turn continues from them under the next policy;
 // one cut (its backend cannot abort) generates again.
-func (f *failover) Generate(ctx context.Context, req engine.GenerateRequest) (*engine.GenerateResult, error) {
+func (f *Backend) Generate(ctx context.Context, req engine.GenerateRequest) (*engine.GenerateResult, error) {
 	f.mu.Lock()
 	f.turn = f.turn[:0]
 	if f.prompt == (backend.Prompt{}) {
@@ -129,7 +160,7 @@ func (f *failover) Generate(ctx context.Context, req engine.GenerateRequest) (*e
 
 // generate makes requests until one ends without an abort, each adding
 // its tokens to out (nil: the turn's first).
-func (f *failover) generate(ctx context.Context, req engine.GenerateRequest, out *engine.GenerateResult) (*engine.GenerateResult, error) {
+func (f *Backend) generate(ctx context.Context, req engine.GenerateRequest, out *engine.GenerateResult) (*engine.GenerateResult, error) {
 	for n := 0; ; n++ {
 		if n > maxContinuations {
 			return nil, fmt.Errorf("the generation was aborted %d times", maxContinuations)
@@ -137,13 +168,13 @@ func (f *failover) generate(ctx context.Context, req engine.GenerateRequest, out
 		var res *engine.GenerateResult
 		var version int64
 		err := f.do(ctx, len(req.PromptIDs), func(b *backend.Backend, c engine.Client) error {
-			gctx, v, slot, err := f.p.gate.Enter(ctx, b.ID)
+			gctx, v, slot, err := f.d.Gate.Enter(ctx, b.ID)
 			if err != nil {
 				return err
 			}
 			version = v
 			res, err = c.Generate(gctx, req)
-			if f.p.gate.Leave(slot) && ctx.Err() == nil {
+			if f.d.Gate.Leave(slot) && ctx.Err() == nil {
 				return policy.ErrCut
 			}
 			return err
@@ -164,12 +195,12 @@ func (f *failover) generate(ctx context.Context, req engine.GenerateRequest, out
 // continues adds res to out and says whether the turn goes on: an abort
 // with room left continues from the tokens kept, with req changed to ask
 // for the rest.
-func (f *failover) continues(out, res *engine.GenerateResult, version int64, req *engine.GenerateRequest) (*engine.GenerateResult, bool) {
+func (f *Backend) continues(out, res *engine.GenerateResult, version int64, req *engine.GenerateRequest) (*engine.GenerateResult, bool) {
 	out = appendSegment(out, res, version)
 	if res.FinishReason != engine.FinishAbort {
 		return out, false
 	}
-	f.p.gate.CountAbort()
+	f.d.Gate.CountAbort()
 	if req.MaxTokens -= len(res.IDs); req.MaxTokens <= 0 {
 		out.FinishReason = "length"
 		return out, false
@@ -182,7 +213,7 @@ func (f *failover) continues(out, res *engine.GenerateResult, version int64, req
 // exchange (engine.ChatGenerator). An abort continues through Generate's
 // path from the prompt the server rendered; a cut, or a backend that
 // cannot, answers engine.ErrNoChat and the caller renders apart.
-func (f *failover) GenerateChat(ctx context.Context, cr engine.ChatRequest) ([]int, *engine.GenerateResult, error) {
+func (f *Backend) GenerateChat(ctx context.Context, cr engine.ChatRequest) ([]int, *engine.GenerateResult, error) {
 	f.mu.Lock()
 	f.turn = f.turn[:0]
 	f.mu.Unlock()
@@ -194,13 +225,13 @@ func (f *failover) GenerateChat(ctx context.Context, cr engine.ChatRequest) ([]i
 		if !ok {
 			return engine.ErrNoChat
 		}
-		gctx, v, slot, err := f.p.gate.Enter(ctx, b.ID)
+		gctx, v, slot, err := f.d.Gate.Enter(ctx, b.ID)
 		if err != nil {
 			return err
 		}
 		version = v
 		prompt, res, err = cg.GenerateChat(gctx, cr)
-		if f.p.gate.Leave(slot) && ctx.Err() == nil {
+		if f.d.Gate.Leave(slot) && ctx.Err() == nil {
 			return policy.ErrCut
 		}
 		return err
@@ -246,7 +277,7 @@ func appendSegment(out, res *engine.GenerateResult, version int64) *engine.Gener
 }
 
 // TakeTurnBackends implements agent.TurnBackends.
-func (f *failover) TakeTurnBackends() []string {
+func (f *Backend) TakeTurnBackends() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := append([]string(nil), f.turn...)
@@ -260,7 +291,8 @@ func (f *failover) TakeTurnBackends() []string {
 	return dedup
 }
 
-func (f *failover) Render(ctx context.Context, msgs []trajectory.Message, tools []trajectory.Tool, opts tokenizer.RenderOptions) ([]int, error) {
+// Render renders on the rollout's backend (tokenizer.Tokenizer).
+func (f *Backend) Render(ctx context.Context, msgs []trajectory.Message, tools []trajectory.Tool, opts tokenizer.RenderOptions) ([]int, error) {
 	var ids []int
 	err := f.do(ctx, -1, func(_ *backend.Backend, c engine.Client) (err error) {
 		ids, err = c.Render(ctx, msgs, tools, opts)
@@ -269,13 +301,15 @@ func (f *failover) Render(ctx context.Context, msgs []trajectory.Message, tools 
 	return ids, err
 }
 
-func (f *failover) Decode(ctx context.Context, ids []int) (string, error) {
+// Decode decodes on the rollout's backend (tokenizer.Tokenizer).
+func (f *Backend) Decode(ctx context.Context, ids []int) (string, error) {
 	var text string
 	err := f.do(ctx, -1, func(_ *backend.Backend, c engine.Client) (err error) { text, err = c.Decode(ctx, ids); return err })
 	return text, err
 }
 
-func (f *failover) Health(ctx context.Context) error {
+// Health is the current backend's health.
+func (f *Backend) Health(ctx context.Context) error {
 	f.mu.Lock()
 	l := f.lease
 	f.mu.Unlock()
