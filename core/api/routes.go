@@ -46,8 +46,6 @@ type Deps struct {
 	Admission func() error
 	// Cluster is a coordinator's node registry; nil on a host.
 	Cluster *coord.Coordinator
-	// SandboxStats counts sandboxes running and starting (nil: none).
-	SandboxStats func() (running, starting int)
 	// Dialects add other servers' APIs (ProRL's, Polar's).
 	Dialects []Dialect
 }
@@ -57,8 +55,6 @@ type Server struct {
 	Deps
 	idemMu  sync.Mutex
 	closing atomic.Bool
-	// streamSnap is the overview the live streams share (ui.go).
-	streamSnap sharedSnapshot
 	// dialects are the routes Deps.Dialects added.
 	dialects []Route
 	// waits ends with EndWaits: long polls and streams (waitCtx).
@@ -244,12 +240,6 @@ func (s *Server) ownRoutes() []row {
 		// Sessions: rollouts whose agent runs elsewhere and calls the gateway.
 		{"/v1/sessions", http.MethodPost, "open_session", UserLevel, s.openSession, nil},
 		{"/v1/sessions/{id:[^/:]+}:close", http.MethodPost, "close_session", UserLevel, s.closeSession, []string{"wait"}},
-		// The dashboard's data (the pages themselves are /ui).
-		{"/v1/ui/overview", http.MethodGet, "ui_overview", UserLevel, s.uiOverview, nil},
-		{"/v1/ui/stream", http.MethodGet, "ui_stream", UserLevel, s.uiStream, []string{"interval_ms"}},
-		{"/v1/ui/rollouts", http.MethodGet, "ui_rollouts", UserLevel, s.uiRollouts, []string{"stuck_after", "limit", "offset"}},
-		{"/v1/ui/rollouts/{id}/tokens", http.MethodGet, "ui_tokens", UserLevel, s.uiTokens, nil},
-		{"/v1/ui/cancel", http.MethodPost, "ui_cancel", AdminLevel, s.uiCancel, nil},
 		{"/healthz", http.MethodGet, "healthz", PublicLevel, s.healthz, nil},
 		{"/readyz", http.MethodGet, "readyz", PublicLevel, s.readyz, nil},
 		{"/openapi.json", http.MethodGet, "openapi", PublicLevel, s.openAPI, nil},

@@ -240,9 +240,3 @@ type EvaluateRequest struct {
 type NodeRolloutsRequest struct {
 	Rollouts []pipeline.Assigned `json:"rollouts"`
 }
-
-// UICancelRequest is POST /v1/ui/cancel: a rollout or a group.
-type UICancelRequest struct {
-	ID      string `json:"id"`
-	GroupID string `json:"group_id"`
-}

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prorl/prorl/core/api"
+	"github.com/prorl/prorl/core/api/dashboard"
 	"github.com/prorl/prorl/core/api/nodes"
 	"github.com/prorl/prorl/core/api/polar"
 	"github.com/prorl/prorl/core/api/prorl"
@@ -188,11 +189,12 @@ func build(ctx context.Context, cfg *config.Config, log hclog.Logger, coordinati
 	if rerun+interrupted+cancelled > 0 {
 		log.Warn("recovered rollouts a previous run left unfinished", "rerun", rerun, "reported_interrupted", interrupted, "reported_cancelled", cancelled)
 	}
-	ad := api.Deps{Cfg: cfg, Log: log.Named("api"), Pipeline: h.Pipeline, Pool: h.Pool, Plugins: plugs, Store: h.Store, Metrics: h.Metrics,
-		Dialects: []api.Dialect{prorl.Routes, polar.Routes, nodes.Routes(h.Coordinator)}}
+	dash := dashboard.Deps{Pipeline: h.Pipeline, Pool: h.Pool, Plugins: plugs, Store: h.Store, Cluster: h.Coordinator}
 	if h.Sandboxes != nil {
-		ad.SandboxStats = h.Sandboxes.Stats
+		dash.SandboxStats = h.Sandboxes.Stats
 	}
+	ad := api.Deps{Cfg: cfg, Log: log.Named("api"), Pipeline: h.Pipeline, Pool: h.Pool, Plugins: plugs, Store: h.Store, Metrics: h.Metrics,
+		Dialects: []api.Dialect{prorl.Routes, polar.Routes, nodes.Routes(h.Coordinator), dashboard.Routes(dash)}}
 	if c := h.Coordinator; c != nil {
 		ad.Admission, ad.Cluster = c.Admission, c
 		h.clusterMetrics(c)
@@ -487,7 +489,7 @@ func (h *Host) hostMetrics(plugs *pluginhost.Manager) {
 		return float64(n)
 	})
 	h.Metrics.Gauge("prorl_rollouts_stuck", "Live rollouts held in one stage longer than pipeline.stuck_after.", nil, func() float64 {
-		return float64(api.StuckCount(h.Pipeline.Active(), h.Cfg.Pipeline.StuckAfter.Duration, time.Now()))
+		return float64(dashboard.StuckCount(h.Pipeline.Active(), h.Cfg.Pipeline.StuckAfter.Duration, time.Now()))
 	})
 	for _, check := range []string{"loop", "runaway_generation", "template_mismatch", "slow_init"} {
 		h.Metrics.Counter("prorl_rollout_health_total", "Finished rollouts that tripped a health check.", prometheus.Labels{"check": check},

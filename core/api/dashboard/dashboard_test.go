@@ -1,11 +1,14 @@
-package api
+package dashboard
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prorl/prorl/core/api"
 )
 
 // TestSharedSnapshot: viewers of the live stream share one overview per
@@ -33,5 +36,23 @@ func TestSharedSnapshot(t *testing.T) {
 	c.mu.Unlock()
 	if got := string(c.get(build)); got != `{"n":2}` {
 		t.Fatalf("after the interval got %s, want a new snapshot", got)
+	}
+}
+
+// TestRoutesDocumented: each of the dashboard's routes is documented (the
+// host's OpenAPI document is built from these); only cancelling needs the
+// admin token.
+func TestRoutesDocumented(t *testing.T) {
+	rs := Routes(Deps{})(nil)
+	if len(rs) != 5 {
+		t.Fatalf("%d routes", len(rs))
+	}
+	for _, rt := range rs {
+		if rt.Doc.Summary == "" || rt.Doc.Resp == nil || !strings.HasPrefix(rt.Name, "ui_") || rt.Handler == nil {
+			t.Errorf("%s %s: %+v", rt.Method, rt.Path, rt)
+		}
+		if admin := rt.Name == "ui_cancel"; admin != (rt.Level == api.AdminLevel) || !admin && rt.Level != api.UserLevel {
+			t.Errorf("%s: level %d", rt.Path, rt.Level)
+		}
 	}
 }

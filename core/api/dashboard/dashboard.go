@@ -1,4 +1,7 @@
-package api
+// Package dashboard serves the dashboard's data (/v1/ui/*): an overview
+// of the host, live and recent rollouts, a rollout's tokens as text, and
+// cancels from the page. The page itself is core/ui.
+package dashboard
 
 import (
 	"context"
@@ -10,12 +13,57 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+	"github.com/prorl/prorl/core/api"
 	"github.com/prorl/prorl/core/backend"
 	"github.com/prorl/prorl/core/coord"
+	"github.com/prorl/prorl/core/openapi"
 	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/pluginhost"
+	"github.com/prorl/prorl/core/store"
 	"github.com/prorl/prorl/core/tally"
 )
+
+// Deps are the parts of the host the dashboard shows.
+type Deps struct {
+	Pipeline *pipeline.Pipeline
+	Pool     *backend.Pool
+	Plugins  *pluginhost.Manager
+	Store    store.Store
+	// Cluster is a coordinator's node registry; nil on a host.
+	Cluster *coord.Coordinator
+	// SandboxStats counts sandboxes running and starting (nil: none).
+	SandboxStats func() (running, starting int)
+}
+
+type server struct {
+	Deps
+	svc api.Service
+	// streamSnap is the overview the live streams share.
+	streamSnap sharedSnapshot
+}
+
+// Routes are the dashboard's data over d, as a dialect of the API.
+func Routes(d Deps) api.Dialect {
+	return func(svc api.Service) []api.Route {
+		s := &server{Deps: d, svc: svc}
+		o, arr, str, bln, itg := openapi.Object, openapi.ArrayOf, openapi.String, openapi.Boolean, openapi.Integer
+		cancelled := o(map[string]openapi.Schema{"cancelled": itg}, "cancelled")
+		return []api.Route{
+			{Path: "/v1/ui/overview", Method: http.MethodGet, Name: "ui_overview", Level: api.UserLevel, Handler: s.uiOverview,
+				Doc: api.Doc{Summary: "The dashboard's overview of the host", Resp: uiOverview{}}},
+			{Path: "/v1/ui/stream", Method: http.MethodGet, Name: "ui_stream", Level: api.UserLevel, Handler: s.uiStream, Query: []string{"interval_ms"},
+				Doc: api.Doc{Summary: "The overview as server-sent events", ContentType: "text/event-stream", Resp: str,
+					Query: map[string]openapi.Schema{"interval_ms": {"type": "integer", "minimum": 1}}}},
+			{Path: "/v1/ui/rollouts", Method: http.MethodGet, Name: "ui_rollouts", Level: api.UserLevel, Handler: s.uiRollouts, Query: []string{"stuck_after", "limit", "offset"},
+				Doc: api.Doc{Summary: "Live rollouts, then the last finished", Query: map[string]openapi.Schema{"stuck_after": str, "limit": {"type": "integer", "minimum": 1}, "offset": {"type": "integer", "minimum": 0}},
+					Resp: o(map[string]openapi.Schema{"rollouts": arr(openapi.Ref(uiRollout{})), "total": itg, "stuck_after_seconds": openapi.Number}, "rollouts", "total", "stuck_after_seconds")}},
+			{Path: "/v1/ui/rollouts/{id}/tokens", Method: http.MethodGet, Name: "ui_tokens", Level: api.UserLevel, Handler: s.uiTokens,
+				Doc: api.Doc{Summary: "A rollout's tokens as text", Resp: o(map[string]openapi.Schema{"id": str, "texts": arr(str), "truncated": bln}, "id", "texts", "truncated")}},
+			{Path: "/v1/ui/cancel", Method: http.MethodPost, Name: "ui_cancel", Level: api.AdminLevel, Handler: s.uiCancel,
+				Doc: api.Doc{Summary: "Cancel a rollout or a group from the dashboard (admin)", Body: UICancelRequest{}, Resp: cancelled}},
+		}
+	}
+}
 
 // uiOverview is the dashboard's overview: one snapshot of the host.
 type uiOverview struct {
@@ -40,11 +88,11 @@ type uiSandboxes struct {
 	Starting int `json:"starting"`
 }
 
-func (s *Server) overview() uiOverview {
+func (s *server) overview() uiOverview {
 	o := uiOverview{Time: time.Now(), Policy: s.Pipeline.PolicyState(), Stages: s.Pipeline.Stats(), Tally: s.Pipeline.Tally().Snapshot(),
 		Backends: s.Pool.List(), Plugins: s.Plugins.Statuses(), Unacked: s.Store.Stats().Finished}
-	o.StuckAfter = s.Cfg.Pipeline.StuckAfter.Seconds()
-	o.Stuck = StuckCount(s.Pipeline.Active(), s.Cfg.Pipeline.StuckAfter.Duration, o.Time)
+	o.StuckAfter = s.svc.Settings().Pipeline.StuckAfter.Seconds()
+	o.Stuck = StuckCount(s.Pipeline.Active(), s.svc.Settings().Pipeline.StuckAfter.Duration, o.Time)
 	if s.SandboxStats != nil {
 		r, st := s.SandboxStats()
 		o.Sandboxes = &uiSandboxes{Running: r, Starting: st}
@@ -55,8 +103,8 @@ func (s *Server) overview() uiOverview {
 	return o
 }
 
-func (s *Server) uiOverview(w http.ResponseWriter, _ *http.Request) {
-	WriteJSON(w, http.StatusOK, s.overview())
+func (s *server) uiOverview(w http.ResponseWriter, _ *http.Request) {
+	api.WriteJSON(w, http.StatusOK, s.overview())
 }
 
 // streamMinInterval is the shortest interval_ms of the live stream, and
@@ -85,12 +133,12 @@ func (c *sharedSnapshot) get(build func() []byte) []byte {
 
 // uiStream pushes the overview as server-sent events every interval_ms
 // (default 1000, at least 250); the viewers share one snapshot.
-func (s *Server) uiStream(w http.ResponseWriter, r *http.Request) {
+func (s *server) uiStream(w http.ResponseWriter, r *http.Request) {
 	every := time.Second
 	if v := r.URL.Query().Get("interval_ms"); v != "" {
 		ms, err := strconv.Atoi(v)
 		if err != nil || ms < int(streamMinInterval.Milliseconds()) || ms > 60000 {
-			WriteError(w, Invalid("interval_ms", "between %d and 60000", streamMinInterval.Milliseconds()))
+			api.WriteError(w, api.Invalid("interval_ms", "between %d and 60000", streamMinInterval.Milliseconds()))
 			return
 		}
 		every = time.Duration(ms) * time.Millisecond
@@ -99,7 +147,7 @@ func (s *Server) uiStream(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	ctx, cancel := s.waitCtx(r)
+	ctx, cancel := s.svc.WaitCtx(r)
 	defer cancel()
 	fl, _ := w.(http.Flusher)
 	t := time.NewTicker(every)
@@ -147,13 +195,13 @@ type uiRollout struct {
 // uiRollouts lists live rollouts (a stage held longer than stuck_after,
 // default 10m, is flagged) then the last 500 that finished, newest first;
 // limit and offset page through them.
-func (s *Server) uiRollouts(w http.ResponseWriter, r *http.Request) {
+func (s *server) uiRollouts(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	stuck := s.Cfg.Pipeline.StuckAfter.Duration
+	stuck := s.svc.Settings().Pipeline.StuckAfter.Duration
 	if v := q.Get("stuck_after"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
-			WriteError(w, Invalid("stuck_after", "a positive duration like 10m, got %q", v))
+			api.WriteError(w, api.Invalid("stuck_after", "a positive duration like 10m, got %q", v))
 			return
 		}
 		stuck = d
@@ -162,7 +210,7 @@ func (s *Server) uiRollouts(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			WriteError(w, Invalid("limit", "between 1 and 1000"))
+			api.WriteError(w, api.Invalid("limit", "between 1 and 1000"))
 			return
 		}
 		limit = n
@@ -170,7 +218,7 @@ func (s *Server) uiRollouts(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("offset"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			WriteError(w, Invalid("offset", "a non-negative integer"))
+			api.WriteError(w, api.Invalid("offset", "a non-negative integer"))
 			return
 		}
 		offset = n
@@ -196,19 +244,19 @@ func (s *Server) uiRollouts(w http.ResponseWriter, r *http.Request) {
 	if rows == nil {
 		rows = []uiRollout{}
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"rollouts": rows, "total": total, "stuck_after_seconds": stuck.Seconds()})
+	api.WriteJSON(w, http.StatusOK, map[string]any{"rollouts": rows, "total": total, "stuck_after_seconds": stuck.Seconds()})
 }
 
 // uiTokens is each token's text of a rollout's sequence, for the viewer
 // (at most 20,000 tokens).
-func (s *Server) uiTokens(w http.ResponseWriter, r *http.Request) {
+func (s *server) uiTokens(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
 	res, ok := s.Store.Get(id)
 	if !ok {
 		if rl, live := s.Pipeline.Lookup(id); live {
 			res = s.Pipeline.Snapshot(rl)
 		} else {
-			WriteError(w, Errf(http.StatusNotFound, "not_found", "id", "no rollout %q", id))
+			api.WriteError(w, api.Errf(http.StatusNotFound, "not_found", "id", "no rollout %q", id))
 			return
 		}
 	}
@@ -216,32 +264,32 @@ func (s *Server) uiTokens(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	texts, err := s.Pipeline.TokenTexts(ctx, res.Tokens.IDs, 20000)
 	if err != nil {
-		WriteError(w, Errf(http.StatusServiceUnavailable, "no_tokenizer", "", "%v", err))
+		api.WriteError(w, api.Errf(http.StatusServiceUnavailable, "no_tokenizer", "", "%v", err))
 		return
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"id": id, "texts": texts, "truncated": len(texts) < len(res.Tokens.IDs)})
+	api.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "texts": texts, "truncated": len(texts) < len(res.Tokens.IDs)})
 }
 
 // uiCancel cancels a rollout or a whole group from the dashboard: admin
 // only, unlike the API's own cancels (a dashboard is shared).
-func (s *Server) uiCancel(w http.ResponseWriter, r *http.Request) {
+func (s *server) uiCancel(w http.ResponseWriter, r *http.Request) {
 	var req UICancelRequest
-	if e := Decode(w, r, 1<<16, &req); e != nil {
-		WriteError(w, e)
+	if e := api.Decode(w, r, 1<<16, &req); e != nil {
+		api.WriteError(w, e)
 		return
 	}
 	switch {
 	case (req.ID == "") == (req.GroupID == ""):
-		WriteError(w, Invalid("id", "give id or group_id"))
+		api.WriteError(w, api.Invalid("id", "give id or group_id"))
 	case req.ID != "":
 		if !s.Pipeline.Cancel(req.ID, "cancelled from the dashboard") {
-			WriteError(w, Errf(http.StatusNotFound, "not_found", "id", "no live rollout %q", req.ID))
+			api.WriteError(w, api.Errf(http.StatusNotFound, "not_found", "id", "no live rollout %q", req.ID))
 			return
 		}
-		WriteJSON(w, http.StatusOK, map[string]any{"cancelled": 1})
+		api.WriteJSON(w, http.StatusOK, map[string]any{"cancelled": 1})
 	default:
 		n := s.Pipeline.CancelWhere(func(o *pipeline.Rollout) bool { return o.Req.GroupID == req.GroupID }, "cancelled from the dashboard")
-		WriteJSON(w, http.StatusOK, map[string]any{"cancelled": n})
+		api.WriteJSON(w, http.StatusOK, map[string]any{"cancelled": n})
 	}
 }
 
@@ -254,4 +302,10 @@ func StuckCount(active []pipeline.Summary, after time.Duration, now time.Time) i
 		}
 	}
 	return n
+}
+
+// UICancelRequest is POST /v1/ui/cancel: a rollout or a group.
+type UICancelRequest struct {
+	ID      string `json:"id"`
+	GroupID string `json:"group_id"`
 }
