@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/dirlock"
+	"github.com/prorl/prorl/core/sandbox/cgroup"
 	"github.com/prorl/prorl/internal/sandboxproto"
 	"github.com/prorl/prorl/internal/seccomp"
 	"golang.org/x/sys/unix"
@@ -77,7 +78,7 @@ type Manager struct {
 	uids     atomic.Int64
 	asRoot   bool
 	fixedUID int // apptainer user mode: the one account sandboxes run as
-	cgroups  *cgroups
+	cgroups  *cgroup.Set
 	cgErr    error
 	// Counters count frames and output the host refused from sandboxes.
 	Counters Counters
@@ -180,7 +181,7 @@ func New(cfg Config, log hclog.Logger) (*Manager, error) {
 	m.instance = filepath.Base(dir)
 	m.lock = f
 	if cfg.Cgroups != "off" && d.Name() != "none" && !cfg.Baseline {
-		m.cgroups, m.cgErr = newCgroups(m.instance)
+		m.cgroups, m.cgErr = cgroup.New(m.instance)
 		if m.cgErr != nil && cfg.Cgroups == "required" {
 			_ = RemoveAll(dir)
 			m.lock.Close()
@@ -197,10 +198,8 @@ func New(cfg Config, log hclog.Logger) (*Manager, error) {
 // "cgroup v2", or per-process rlimits and why.
 func (m *Manager) Enforcement() string {
 	switch {
-	case m.cgroups != nil && m.cgroups.v2 != "":
-		return "cgroup v2"
 	case m.cgroups != nil:
-		return "cgroup v1"
+		return m.cgroups.Version()
 	case m.cgErr != nil:
 		return "per-process rlimits (" + m.cgErr.Error() + ")"
 	}
@@ -235,7 +234,7 @@ func (m *Manager) Reap() {
 		_, err := os.Stat(filepath.Join(m.cfg.WorkRoot, instance))
 		return err == nil
 	}
-	if n := reapOrphanCgroups(known); n > 0 {
+	if n := cgroup.ReapOrphans(known); n > 0 {
 		m.log.Info("removed the cgroups of dead hosts whose work directories are gone", "instances", n)
 	}
 }
@@ -261,7 +260,7 @@ func (m *Manager) reapDirs() {
 		}
 		n := killLabelled(labelPrefix(e.Name())) + killLabelled(instancePrefix(e.Name()))
 		if m.cfg.Cgroups != "off" {
-			reapCgroups(e.Name())
+			cgroup.Reap(e.Name())
 		}
 		err = RemoveAll(dir)
 		f.Close()
@@ -372,14 +371,14 @@ func (m *Manager) Start(ctx context.Context, owner string, spec Spec) (*Sandbox,
 			return nil, err
 		}
 	}
-	if l.Cgroup, err = m.cgroups.create(id, spec.Limits); err != nil {
+	if l.Cgroup, err = m.cgroups.Create(id, spec.Limits.MemoryBytes, spec.Limits.MaxProcesses); err != nil {
 		_ = RemoveAll(dir)
 		return nil, fmt.Errorf("sandbox cgroup: %w", err)
 	}
 	unmount := m.sizeWorkDir(l)
 	s, err := start(ctx, m.driver, l, m.log.With("sandbox", id, "rollout", owner), &m.Counters)
 	if err != nil {
-		l.Cgroup.remove()
+		l.Cgroup.Remove()
 		unmount()
 		_ = RemoveAll(dir)
 		return nil, err
@@ -541,7 +540,7 @@ func (m *Manager) Close() {
 		go func() { defer wg.Done(); _ = m.Stop(id) }()
 	}
 	wg.Wait()
-	m.cgroups.close()
+	m.cgroups.Close()
 	if m.lock != nil {
 		_ = RemoveAll(filepath.Join(m.cfg.WorkRoot, m.instance))
 		m.lock.Close()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/prorl/prorl/core/sandbox/cgroup"
 	"github.com/prorl/prorl/internal/sandboxproto"
 )
 
@@ -81,7 +82,7 @@ type Launch struct {
 	Limits   sandboxproto.Limits
 	UID      int    // host uid to run as; 0 keeps the host's
 	Instance string // the host instance, for names the reaper can find
-	Cgroup   *cgroup
+	Cgroup   *cgroup.Group
 	Baseline bool // Config.Baseline
 }
 
@@ -130,7 +131,7 @@ type Sandbox struct {
 	// PrepareTime is the driver's setup (an Apptainer instance start);
 	// StartTime runs until the agent inside answered.
 	PrepareTime, StartTime time.Duration
-	cgroup                 *cgroup
+	cgroup                 *cgroup.Group
 	unmount                func()
 }
 
@@ -225,7 +226,7 @@ func launch(ctx context.Context, d Driver, l Launch, log hclog.Logger, count *Co
 	}
 	cmd.Stdout = pw
 	cmd.Stderr = &logWriter{log: log}
-	err = l.Cgroup.start(cmd)
+	err = l.Cgroup.Start(cmd)
 	pw.Close()
 	if err != nil {
 		out.Close()
@@ -556,7 +557,7 @@ func (s *Sandbox) stop(grace time.Duration) error {
 	if s.cleanup != nil {
 		s.cleanup()
 	}
-	s.cgroup.remove()
+	s.cgroup.Remove()
 	if s.unmount != nil {
 		s.unmount()
 	}

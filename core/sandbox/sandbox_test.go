@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/dirlock"
+	"github.com/prorl/prorl/core/sandbox/cgroup"
 	"github.com/prorl/prorl/internal/hammer"
 
 	"github.com/prorl/prorl/sdk/sdktest"
@@ -266,7 +267,7 @@ func TestDrivers(t *testing.T) {
 				var inside []int
 				started := map[int]string{} // a pid's start time: under load a pid is soon reused by another process
 				if s.cgroup != nil {
-					if inside = s.cgroup.procs(); len(inside) < 3 {
+					if inside = s.cgroup.Procs(); len(inside) < 3 {
 						t.Fatalf("the sandbox's cgroup holds %v: the launcher, the agent and the session at least", inside)
 					}
 					for _, p := range inside {
@@ -332,7 +333,7 @@ func isZombie(pid string) bool {
 // what tells a process from a later one given the same pid) and whether it
 // is gone or a zombie.
 func procStat(pid string) (start string, gone bool) {
-	f, err := procStatFields(pid) // from field 3, the state; field 22 is the start time
+	f, err := cgroup.ProcStatFields(pid) // from field 3, the state; field 22 is the start time
 	if err != nil {
 		return "", true
 	}
@@ -359,8 +360,7 @@ func TestReaper(t *testing.T) {
 	a.lock.Close()
 	var groups []string
 	if a.cgroups != nil {
-		a.cgroups.forker.close()
-		groups = []string{a.cgroups.v2, a.cgroups.mem, a.cgroups.pids}
+		groups = a.cgroups.Abandon()
 	}
 	label := labelPrefix(a.instance)
 	if countLabelled(label) == 0 {
@@ -384,83 +384,6 @@ func TestReaper(t *testing.T) {
 	for _, g := range groups {
 		if _, err := os.Stat(g); g != "" && !os.IsNotExist(err) {
 			t.Fatalf("dead host's cgroup %s left: %v", g, err)
-		}
-	}
-}
-
-// The cgroups of a dead host whose work directory is gone (another work
-// root, deleted) are removed, also when its pid has been reused, and only
-// those: not a live host's, not one a process is still in.
-func TestReapOrphanCgroups(t *testing.T) {
-	parents := cgroupParents()
-	if len(parents) == 0 {
-		t.Skip("no cgroup hierarchy")
-	}
-	dead := exec.Command("true")
-	if err := dead.Run(); err != nil {
-		t.Fatal(err)
-	}
-	sleeper := exec.Command("sleep", "60")
-	if err := sleeper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
-	if age, err := processAge(strconv.Itoa(dead.Process.Pid)); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("a process that ended: age %v, %v", age, err)
-	}
-	if age, err := processAge(strconv.Itoa(sleeper.Process.Pid)); err != nil || age < 0 || age > time.Minute {
-		t.Fatalf("a process just started: age %v, %v", age, err)
-	}
-	orphan := fmt.Sprintf("h%d-orphan%d", dead.Process.Pid, os.Getpid())
-	live := fmt.Sprintf("h%d-live", os.Getpid())
-	busy := fmt.Sprintf("h%d-busy%d", dead.Process.Pid, os.Getpid())
-	// A dead host whose pid a process started since has taken: its groups
-	// are made first, then named after that process (a rename keeps their
-	// time), as if it had reused the pid.
-	for _, p := range parents {
-		if err := os.MkdirAll(filepath.Join(p, fmt.Sprintf("prorl-tmp%d", os.Getpid()), "spare-1"), 0o755); err != nil {
-			t.Skipf("cannot make cgroups here: %v", err)
-		}
-	}
-	time.Sleep(1100 * time.Millisecond)
-	reuser := exec.Command("sleep", "60")
-	if err := reuser.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = reuser.Process.Kill(); _ = reuser.Wait() }()
-	reused := fmt.Sprintf("h%d-reused", reuser.Process.Pid)
-	for _, p := range parents {
-		if err := os.Rename(filepath.Join(p, fmt.Sprintf("prorl-tmp%d", os.Getpid())), filepath.Join(p, "prorl-"+reused)); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { removeGroups(filepath.Join(p, "prorl-"+reused, "spare-1"), filepath.Join(p, "prorl-"+reused)) })
-	}
-	for _, p := range parents {
-		for _, inst := range []string{orphan, live, busy} {
-			if err := os.MkdirAll(filepath.Join(p, "prorl-"+inst, "spare-1"), 0o755); err != nil {
-				t.Skipf("cannot make cgroups here: %v", err)
-			}
-			t.Cleanup(func() { removeGroups(filepath.Join(p, "prorl-"+inst, "spare-1"), filepath.Join(p, "prorl-"+inst)) })
-		}
-		procs := "tasks"
-		if len(parents) == 1 {
-			procs = "cgroup.procs" // v2
-		}
-		if err := write(filepath.Join(p, "prorl-"+busy, "spare-1"), procs, strconv.Itoa(sleeper.Process.Pid)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Only this test's instances are unknown: other hosts' stay out of it.
-	known := func(inst string) bool { return inst != orphan && inst != live && inst != busy && inst != reused }
-	if n := reapOrphanCgroups(known); n != 2*len(parents) {
-		t.Fatalf("reaped %d instance groups, want %d", n, 2*len(parents))
-	}
-	for _, p := range parents {
-		for inst, gone := range map[string]bool{orphan: true, reused: true, live: false, busy: false} {
-			_, err := os.Stat(filepath.Join(p, "prorl-"+inst))
-			if os.IsNotExist(err) != gone {
-				t.Errorf("%s in %s: gone %v, want %v", inst, p, os.IsNotExist(err), gone)
-			}
 		}
 	}
 }

@@ -1,23 +1,30 @@
-package sandbox
+package cgroup
 
 import (
-	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
-// v1Manager is a bwrap manager with per-sandbox cgroup v1 groups, or skips.
-func v1Manager(t *testing.T) (*Manager, *forker) {
+// v1Set is this test's instance groups with a forker (cgroup v1), or skips.
+func v1Set(t *testing.T) *Set {
 	t.Helper()
-	m := newManager(t, "bwrap", workRoot(t))
-	if m.cgroups == nil || m.cgroups.forker == nil {
-		t.Skipf("needs cgroup v1 groups the host may create (%s)", m.Enforcement())
+	c, err := New(fmt.Sprintf("h%d-test%d", os.Getpid(), time.Now().UnixNano()))
+	if err != nil {
+		t.Skipf("cannot make cgroups here: %v", err)
 	}
-	return m, m.cgroups.forker
+	if c.forker == nil {
+		c.Close()
+		t.Skip("needs cgroup v1 groups the host may create")
+	}
+	t.Cleanup(c.Close)
+	return c
 }
 
 // waitSpare waits until the forker has joined a spare pair of groups.
@@ -48,37 +55,57 @@ func hostThreadsIn(dir string) []string {
 	return out
 }
 
-// TestForkerStarts: sandboxes started by the forker run in their own
+// sleeper is a command that lives until killed, and dies with the thread
+// that forked it (as a sandbox does).
+func sleeper() *exec.Cmd {
+	cmd := exec.Command("sleep", "300")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
+
+// alive reports whether a started command's process is still running.
+func alive(cmd *exec.Cmd) bool {
+	f, err := ProcStatFields(strconv.Itoa(cmd.Process.Pid))
+	return err == nil && f[0] != "Z"
+}
+
+// TestForkerStarts: processes started by the forker run in their own
 // groups with their limits, the host's thread leaves those groups, and a
-// sandbox outlives the forker's later moves (its Pdeathsig follows the
-// forking thread, which must not exit).
+// process outlives the forker's later moves (its Pdeathsig follows the
+// forking thread, which must not exit); removing a group kills what is in
+// it and deletes it.
 func TestForkerStarts(t *testing.T) {
-	m, f := v1Manager(t)
-	ctx := context.Background()
-	var boxes []*Sandbox
+	c := v1Set(t)
+	f := c.forker
+	var groups []*Group
+	var cmds []*exec.Cmd
 	for i := range 4 {
 		waitSpare(t, f)
 		before := f.forked.Load()
-		s, err := m.Start(ctx, "forker", Spec{})
+		id := fmt.Sprintf("s%d", i)
+		g, err := c.Create(id, 1<<30, 128)
 		if err != nil {
 			t.Fatal(err)
 		}
-		boxes = append(boxes, s)
-		if got := f.forked.Load(); got != before+1 {
-			t.Fatalf("start %d: the forker started %d sandboxes, want %d", i, got, before+1)
+		cmd := sleeper()
+		if err := g.Start(cmd); err != nil {
+			t.Fatal(err)
 		}
-		g := s.cgroup
-		if filepath.Base(g.mem) != s.ID || filepath.Base(g.pids) != s.ID {
-			t.Fatalf("groups %s, %s not named after the sandbox %s", g.mem, g.pids, s.ID)
+		groups, cmds = append(groups, g), append(cmds, cmd)
+		if got := f.forked.Load(); got != before+1 {
+			t.Fatalf("start %d: the forker started %d processes, want %d", i, got, before+1)
+		}
+		if filepath.Base(g.mem) != id || filepath.Base(g.pids) != id {
+			t.Fatalf("groups %s, %s not named after the sandbox %s", g.mem, g.pids, id)
 		}
 		for file, want := range map[string]string{filepath.Join(g.mem, "memory.limit_in_bytes"): strconv.Itoa(1 << 30),
-			filepath.Join(g.pids, "pids.max"): strconv.Itoa(128 + agentReserve)} {
+			filepath.Join(g.pids, "pids.max"): strconv.Itoa(128 + AgentReserve)} {
 			if b, _ := os.ReadFile(file); strings.TrimSpace(string(b)) != want {
 				t.Fatalf("%s = %q, want %s", file, b, want)
 			}
 		}
-		if len(g.procs()) < 2 {
-			t.Fatalf("the sandbox's group holds %v: the launcher and the agent at least", g.procs())
+		if ps := g.Procs(); len(ps) != 1 || ps[0] != cmd.Process.Pid {
+			t.Fatalf("the group holds %v, want the started process %d", ps, cmd.Process.Pid)
 		}
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 			in := append(hostThreadsIn(g.mem), hostThreadsIn(g.pids)...)
@@ -90,62 +117,61 @@ func TestForkerStarts(t *testing.T) {
 			}
 		}
 	}
-	for _, s := range boxes {
-		r, err := s.Session(ctx, "echo alive", 10*time.Second)
-		if err != nil || string(r.Stdout) != "alive\n" {
-			t.Fatalf("sandbox %s: %v %+v", s.ID, err, r)
+	for i, g := range groups {
+		if !alive(cmds[i]) {
+			t.Fatalf("process %d died when the forker moved on", i)
 		}
-		g := s.cgroup
-		if err := m.Stop(s.ID); err != nil {
-			t.Fatal(err)
-		}
+		g.Remove()
+		_ = cmds[i].Wait()
 		for _, d := range []string{g.mem, g.pids} {
 			if _, err := os.Stat(d); !os.IsNotExist(err) {
-				t.Fatalf("%s left after stop: %v", d, err)
+				t.Fatalf("%s left after remove: %v", d, err)
 			}
 		}
 	}
 }
 
 // TestForkerCancel: a group that took the spare and is removed before its
-// sandbox starts is removed once the forker has left it, and the forker
+// process starts is removed once the forker has left it, and the forker
 // goes on to the next start.
 func TestForkerCancel(t *testing.T) {
-	m, f := v1Manager(t)
-	waitSpare(t, f)
-	g, err := m.cgroups.create("cancelled", Limits{MemoryBytes: 1 << 28, MaxProcesses: 8})
+	c := v1Set(t)
+	waitSpare(t, c.forker)
+	g, err := c.Create("cancelled", 1<<28, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if g.spare == nil {
 		t.Fatal("the group did not take the waiting spare")
 	}
-	g.remove()
+	g.Remove()
 	for _, d := range []string{g.mem, g.pids} {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Fatalf("%s left after remove: %v", d, err)
 		}
 	}
-	waitSpare(t, f)
-	s, err := m.Start(context.Background(), "after", Spec{})
+	waitSpare(t, c.forker)
+	g, err = c.Create("after", 1<<28, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := s.Session(context.Background(), "echo ok", 10*time.Second); err != nil || string(r.Stdout) != "ok\n" {
-		t.Fatalf("%v %+v", err, r)
+	cmd := sleeper()
+	if err := g.Start(cmd); err != nil || !alive(cmd) {
+		t.Fatalf("a start after the cancel: %v", err)
 	}
+	g.Remove()
+	_ = cmd.Wait()
 }
 
 // TestForkerClose: closing with a spare waiting removes it and the host's
 // parent groups, and the forker thread is back in the host's own groups.
 func TestForkerClose(t *testing.T) {
-	m, f := v1Manager(t)
-	waitSpare(t, f)
-	f.mu.Lock()
-	sp := f.ready
-	f.mu.Unlock()
-	c := m.cgroups
-	m.Close()
+	c := v1Set(t)
+	waitSpare(t, c.forker)
+	c.forker.mu.Lock()
+	sp := c.forker.ready
+	c.forker.mu.Unlock()
+	c.Close()
 	for _, d := range []string{sp.mem, sp.pids, c.mem, c.pids} {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Fatalf("%s left after close: %v", d, err)

@@ -1,4 +1,4 @@
-package sandbox
+package cgroup
 
 import (
 	"os"
@@ -26,7 +26,7 @@ import (
 // that finds no spare ready (another start took it a moment before) joins
 // and leaves on its own thread, as without a forker.
 type forker struct {
-	c       *cgroups
+	c       *Set
 	mu      sync.Mutex
 	ready   *spare // joined, waiting for a start
 	quit    chan struct{}
@@ -43,7 +43,7 @@ type spare struct {
 	errs      chan error
 }
 
-func newForker(c *cgroups) *forker {
+func newForker(c *Set) *forker {
 	f := &forker{c: c, quit: make(chan struct{}), done: make(chan struct{})}
 	go f.run()
 	return f
@@ -123,7 +123,7 @@ func (sp *spare) join(tid string) error {
 
 // claim gives g the waiting spare's groups, renamed to g's (nil: none is
 // ready).
-func (f *forker) claim(g *cgroup) *spare {
+func (f *forker) claim(g *Group) *spare {
 	if f == nil {
 		return nil
 	}

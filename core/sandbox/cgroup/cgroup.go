@@ -1,4 +1,9 @@
-package sandbox
+// Package cgroup bounds a sandbox's memory (tmpfs included) and processes
+// as a whole, and lets its stop kill everything in it: one group per
+// sandbox under this host instance's parent groups, cgroup v1 (the memory
+// and pids hierarchies) or v2, where the host may create groups under its
+// own. It also finds and removes what dead hosts left.
+package cgroup
 
 import (
 	"bytes"
@@ -17,12 +22,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Per-sandbox cgroups bound memory (tmpfs included) and processes for the
-// whole sandbox, and let Stop kill everything in it. Both cgroup v1 (the
-// memory and pids hierarchies) and v2 are used where the host may create
-// groups under its own; elsewhere (a rootless host without delegation)
-// sandboxes fall back to per-process rlimits, and Enforcement says so.
-type cgroups struct {
+// Set is this host instance's parent groups. Where none can be made (a
+// rootless host without delegation) New says why and sandboxes fall back
+// to per-process rlimits.
+type Set struct {
 	v2   string // v2: this host's parent group
 	mem  string // v1: parent groups in the memory and pids hierarchies
 	pids string
@@ -31,14 +34,15 @@ type cgroups struct {
 	forker          *forker // v1
 }
 
-// agentReserve is the processes and threads a sandbox's agent may hold
+// AgentReserve is the processes and threads a sandbox's agent may hold
 // beyond its commands' limit.
-const agentReserve = 64
+const AgentReserve = 64
 
-type cgroup struct {
+// Group is one sandbox's groups.
+type Group struct {
 	v2        string
 	mem, pids string
-	parent    *cgroups
+	parent    *Set
 	// spare: the forker waits in this group to start its sandbox.
 	spare *spare
 }
@@ -66,15 +70,15 @@ func ownCgroups() (v2 string, v1 map[string]string, err error) {
 	return v2, v1, nil
 }
 
-// newCgroups makes this host instance's parent groups, or says why not.
-func newCgroups(instance string) (*cgroups, error) {
+// New makes this host instance's parent groups, or says why not.
+func New(instance string) (*Set, error) {
 	h, err := cgroupHomes()
 	if err != nil {
 		return nil, err
 	}
 	name := "prorl-" + instance
 	if h.mem != "" {
-		c := &cgroups{mem: filepath.Join(h.mem, name), pids: filepath.Join(h.pids, name), ownMem: h.mem, ownPids: h.pids}
+		c := &Set{mem: filepath.Join(h.mem, name), pids: filepath.Join(h.pids, name), ownMem: h.mem, ownPids: h.pids}
 		if err := os.Mkdir(c.mem, 0o755); err != nil {
 			return nil, fmt.Errorf("cgroup v1 memory: %w", err)
 		}
@@ -95,7 +99,7 @@ func newCgroups(instance string) (*cgroups, error) {
 			_ = os.Remove(dir)
 			return nil, fmt.Errorf("cgroup v2: enable memory and pids under %s: %w", dir, err)
 		}
-		return &cgroups{v2: dir}, nil
+		return &Set{v2: dir}, nil
 	}
 	return nil, errors.New("no writable cgroup hierarchy with memory and pids controllers")
 }
@@ -104,21 +108,30 @@ func write(dir, file, v string) error {
 	return os.WriteFile(filepath.Join(dir, file), []byte(v), 0)
 }
 
-// create makes one sandbox's group with its limits.
-func (c *cgroups) create(id string, l Limits) (*cgroup, error) {
+// Version is "cgroup v1" or "cgroup v2".
+func (c *Set) Version() string {
+	if c.v2 != "" {
+		return "cgroup v2"
+	}
+	return "cgroup v1"
+}
+
+// Create makes one sandbox's group with its limits (0: none); a nil Set
+// makes none.
+func (c *Set) Create(id string, memoryBytes, maxProcesses uint64) (*Group, error) {
 	if c == nil {
 		return nil, nil
 	}
 	// Commands hit RLIMIT_NPROC at MaxProcesses first; the reserve keeps
 	// the agent able to make threads (and answer) while a fork bomb runs.
-	mem, pids := strconv.FormatUint(l.MemoryBytes, 10), strconv.FormatUint(l.MaxProcesses+agentReserve, 10)
-	if l.MemoryBytes == 0 {
+	mem, pids := strconv.FormatUint(memoryBytes, 10), strconv.FormatUint(maxProcesses+AgentReserve, 10)
+	if memoryBytes == 0 {
 		mem = "max"
 	}
-	if l.MaxProcesses == 0 {
+	if maxProcesses == 0 {
 		pids = "max"
 	}
-	g := &cgroup{parent: c}
+	g := &Group{parent: c}
 	if c.v2 != "" {
 		g.v2 = filepath.Join(c.v2, id)
 		if err := os.Mkdir(g.v2, 0o755); err != nil {
@@ -126,7 +139,7 @@ func (c *cgroups) create(id string, l Limits) (*cgroup, error) {
 		}
 		for _, kv := range [][2]string{{"memory.max", mem}, {"memory.swap.max", "0"}, {"pids.max", pids}} {
 			if err := write(g.v2, kv[0], kv[1]); err != nil && kv[0] != "memory.swap.max" {
-				g.remove()
+				g.Remove()
 				return nil, fmt.Errorf("cgroup %s: %w", kv[0], err)
 			}
 		}
@@ -138,30 +151,30 @@ func (c *cgroups) create(id string, l Limits) (*cgroup, error) {
 			return nil, err
 		}
 		if err := os.Mkdir(g.pids, 0o755); err != nil {
-			g.remove()
+			g.Remove()
 			return nil, err
 		}
 	}
-	if l.MemoryBytes == 0 {
+	if memoryBytes == 0 {
 		mem = "-1"
 	}
 	// memsw after the limit it may not be below; no swap beyond the limit.
 	for _, kv := range [][3]string{{g.mem, "memory.limit_in_bytes", mem}, {g.mem, "memory.memsw.limit_in_bytes", mem}, {g.pids, "pids.max", pids}} {
 		if err := write(kv[0], kv[1], kv[2]); err != nil && kv[1] != "memory.memsw.limit_in_bytes" {
-			g.remove()
+			g.Remove()
 			return nil, fmt.Errorf("cgroup %s: %w", kv[1], err)
 		}
 	}
 	return g, nil
 }
 
-// start starts cmd inside the group, so that everything it ever forks is
+// Start starts cmd inside the group (a nil group: as it is), so that everything it ever forks is
 // in it from the first instruction. v2 clones straight into the group; v1
 // has no such call, so a thread already in the group forks it: the
 // forker's (forker.go), or else the starting thread, which joins the
 // group for the fork and leaves it after (a thread that cannot leave is
 // retired).
-func (g *cgroup) start(cmd *exec.Cmd) error {
+func (g *Group) Start(cmd *exec.Cmd) error {
 	if g == nil {
 		return cmd.Start()
 	}
@@ -201,12 +214,12 @@ func (g *cgroup) start(cmd *exec.Cmd) error {
 }
 
 // leave returns a thread to the host's own v1 groups.
-func (c *cgroups) leave(tid string) bool {
+func (c *Set) leave(tid string) bool {
 	return write(c.ownMem, "tasks", tid) == nil && write(c.ownPids, "tasks", tid) == nil
 }
 
-// procs lists the processes in the group.
-func (g *cgroup) procs() []int {
+// Procs lists the processes in the group.
+func (g *Group) Procs() []int {
 	for _, d := range []string{g.v2, g.pids, g.mem} {
 		if d != "" {
 			return procsIn(d)
@@ -229,8 +242,8 @@ func procsIn(dir string) []int {
 	return out
 }
 
-// remove kills whatever is left in the group and deletes it.
-func (g *cgroup) remove() {
+// Remove kills whatever is left in the group and deletes it.
+func (g *Group) Remove() {
 	if g == nil {
 		return
 	}
@@ -276,8 +289,8 @@ func emptyAndRemove(dir string) {
 	}
 }
 
-// close removes the host's parent groups (empty by then).
-func (c *cgroups) close() {
+// Close removes the host's parent groups (empty by then).
+func (c *Set) Close() {
 	if c == nil {
 		return
 	}
@@ -309,7 +322,7 @@ func cgroupHomes() (homes, error) {
 }
 
 // cgroupParents are the directories hosts on this machine make their
-// instance groups in (newCgroups).
+// instance groups in (New).
 func cgroupParents() []string {
 	h, err := cgroupHomes()
 	if err != nil {
@@ -324,9 +337,9 @@ func cgroupParents() []string {
 	return out
 }
 
-// reapCgroups removes the groups of a dead host instance, killing what is
-// left in them.
-func reapCgroups(instance string) {
+// Reap removes the groups of a dead host instance, killing what is left
+// in them.
+func Reap(instance string) {
 	for _, parent := range cgroupParents() {
 		dead := filepath.Join(parent, "prorl-"+instance)
 		ents, err := os.ReadDir(dead)
@@ -342,12 +355,12 @@ func reapCgroups(instance string) {
 	}
 }
 
-// reapOrphanCgroups removes the groups of dead host instances that no
+// ReapOrphans removes the groups of dead host instances that no
 // work directory tells about (their host used another work root, since
 // deleted): an instance "h<pid>-…" whose pid no process has, and with no
 // process left in its groups. known says whether a work directory speaks
 // for an instance (Reap's lock decides those). It returns how many went.
-func reapOrphanCgroups(known func(instance string) bool) int {
+func ReapOrphans(known func(instance string) bool) int {
 	n := 0
 	for _, parent := range cgroupParents() {
 		ents, err := os.ReadDir(parent)
@@ -398,7 +411,7 @@ func deadInstance(instance string, made time.Time) bool {
 // start time in /proc/<pid>/stat (clock ticks since boot, USER_HZ = 100 on
 // Linux), both counted from boot, so no wall clock enters.
 func processAge(pid string) (time.Duration, error) {
-	f, err := procStatFields(pid)
+	f, err := ProcStatFields(pid)
 	if err != nil {
 		return 0, err
 	}
@@ -421,9 +434,9 @@ func processAge(pid string) (time.Duration, error) {
 	return time.Duration(secs*float64(time.Second)) - time.Duration(ticks)*10*time.Millisecond, nil
 }
 
-// procStatFields are the fields of /proc/<pid>/stat from the third (the
+// ProcStatFields are the fields of /proc/<pid>/stat from the third (the
 // state) on: after the command, which may hold spaces and parentheses.
-func procStatFields(pid string) ([]string, error) {
+func ProcStatFields(pid string) ([]string, error) {
 	b, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
 		return nil, err
@@ -467,3 +480,11 @@ func removeEmptyTree(dir string) bool {
 }
 
 var errBusy = errors.New("a process is in the group")
+
+// Abandon stops the forker thread and returns the parent groups'
+// directories, left in place as a host that crashed leaves them: for the
+// tests of what the next host reaps.
+func (c *Set) Abandon() []string {
+	c.forker.close()
+	return []string{c.v2, c.mem, c.pids}
+}
