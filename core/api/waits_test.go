@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"encoding/json"
@@ -8,12 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
-	"github.com/prorl/prorl/core/backend"
-	"github.com/prorl/prorl/core/config"
-	"github.com/prorl/prorl/core/pipeline"
+	"github.com/prorl/prorl/core/api"
 	"github.com/prorl/prorl/core/store"
+	"github.com/prorl/prorl/internal/apitest"
 )
 
 // TestEndWaits: at shutdown, long polls answer what they have and streams
@@ -22,8 +19,8 @@ import (
 // the server's grace period and were then cut mid-body.
 func TestEndWaits(t *testing.T) {
 	// A dialect's stream waits on WaitCtx (as Polar's /events does).
-	stream := func(svc Service) []Route {
-		return []Route{{Path: "/dialect/stream", Method: http.MethodGet, Name: "dialect_stream", Level: PublicLevel, Handler: func(w http.ResponseWriter, r *http.Request) {
+	stream := func(svc api.Service) []api.Route {
+		return []api.Route{{Path: "/dialect/stream", Method: http.MethodGet, Name: "dialect_stream", Level: api.PublicLevel, Handler: func(w http.ResponseWriter, r *http.Request) {
 			ctx, cancel := svc.WaitCtx(r)
 			defer cancel()
 			w.WriteHeader(http.StatusOK)
@@ -31,7 +28,7 @@ func TestEndWaits(t *testing.T) {
 			<-ctx.Done()
 		}}}
 	}
-	s, h := newBareServer(t, store.NewMemory(10), stream)
+	s, h := apitest.NewServer(t, store.NewMemory(10), stream)
 	ts := httptest.NewServer(h)
 	defer ts.Close()
 	defer ts.CloseClientConnections() // first: a failed test's waits would hold Close
@@ -99,17 +96,4 @@ func TestEndWaits(t *testing.T) {
 	s.EndWaits()
 	check("begun before EndWaits", before)
 	check("begun after EndWaits", run())
-}
-
-// newBareServer is a Server on st with the default config, a pipeline and
-// an empty backend pool, and no plugins.
-func newBareServer(t *testing.T, st store.Store, dialects ...Dialect) (*Server, http.Handler) {
-	t.Helper()
-	cfg, log := config.Default(), hclog.NewNullLogger()
-	pool := backend.NewPool(log)
-	p, err := pipeline.New(pipeline.Deps{Cfg: cfg, Log: log, Pool: pool, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return New(Deps{Cfg: cfg, Log: log, Pipeline: p, Pool: pool, Store: st, Dialects: dialects})
 }

@@ -68,7 +68,7 @@ func layerOf(p string) int {
 }
 
 // testOnly are packages only tests and the simulator's binary may import.
-var testOnly = []string{"internal/simllm", "internal/testvllm", "internal/harnessplay", "internal/datasets", "internal/hammer", "internal/testmodels", "internal/testbin"}
+var testOnly = []string{"internal/simllm", "internal/testvllm", "internal/harnessplay", "internal/datasets", "internal/hammer", "internal/testmodels", "internal/testbin", "internal/apitest"}
 
 type pkg struct {
 	path    string   // relative to the module root

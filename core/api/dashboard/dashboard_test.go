@@ -2,13 +2,13 @@ package dashboard
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prorl/prorl/core/api"
+	"github.com/prorl/prorl/internal/apitest"
 )
 
 // TestSharedSnapshot: viewers of the live stream share one overview per
@@ -43,16 +43,10 @@ func TestSharedSnapshot(t *testing.T) {
 // host's OpenAPI document is built from these); only cancelling needs the
 // admin token.
 func TestRoutesDocumented(t *testing.T) {
-	rs := Routes(Deps{})(nil)
-	if len(rs) != 5 {
-		t.Fatalf("%d routes", len(rs))
-	}
-	for _, rt := range rs {
-		if rt.Doc.Summary == "" || rt.Doc.Resp == nil || !strings.HasPrefix(rt.Name, "ui_") || rt.Handler == nil {
-			t.Errorf("%s %s: %+v", rt.Method, rt.Path, rt)
+	apitest.CheckRoutes(t, Routes(Deps{})(nil), 5, "ui_", func(rt api.Route) api.Level {
+		if rt.Name == "ui_cancel" {
+			return api.AdminLevel
 		}
-		if admin := rt.Name == "ui_cancel"; admin != (rt.Level == api.AdminLevel) || !admin && rt.Level != api.UserLevel {
-			t.Errorf("%s: level %d", rt.Path, rt.Level)
-		}
-	}
+		return api.UserLevel
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prorl/prorl/core/api"
 	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/coord"
+	"github.com/prorl/prorl/internal/apitest"
 )
 
 type settingsOnly struct{ api.Service }
@@ -70,12 +71,10 @@ func TestRegistry(t *testing.T) {
 // TestRoutesDocumented: each route is documented, and only listing the
 // nodes takes the user's token.
 func TestRoutesDocumented(t *testing.T) {
-	for _, rt := range Routes(nil)(settingsOnly{}) {
-		if rt.Doc.Summary == "" || rt.Doc.Resp == nil || rt.Handler == nil {
-			t.Errorf("%s %s: %+v", rt.Method, rt.Path, rt)
+	apitest.CheckRoutes(t, Routes(nil)(settingsOnly{}), 4, "", func(rt api.Route) api.Level {
+		if rt.Method == http.MethodGet {
+			return api.UserLevel
 		}
-		if user := rt.Method == http.MethodGet; user != (rt.Level == api.UserLevel) || !user && rt.Level != api.AdminLevel {
-			t.Errorf("%s %s: level %d", rt.Method, rt.Path, rt.Level)
-		}
-	}
+		return api.AdminLevel
+	})
 }

@@ -10,43 +10,28 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/prorl/prorl/core/api"
-	"github.com/prorl/prorl/core/backend"
-	"github.com/prorl/prorl/core/config"
-	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/store"
 	"github.com/prorl/prorl/core/trajectory"
+	"github.com/prorl/prorl/internal/apitest"
 )
 
 // newBareServer is the task API over a host with no plugins or backends.
 func newBareServer(t *testing.T, st store.Store) *server {
 	t.Helper()
-	cfg, log := config.Default(), hclog.NewNullLogger()
-	pool := backend.NewPool(log)
-	p, err := pipeline.New(pipeline.Deps{Cfg: cfg, Log: log, Pool: pool, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, _ := api.New(api.Deps{Cfg: cfg, Log: log, Pipeline: p, Pool: pool, Store: st})
+	svc, _ := apitest.NewServer(t, st)
 	return newServer(svc)
 }
 
-// TestRoutesDocumented: each Polar route is documented (the OpenAPI
-// document the host serves is built from these); only /health is public.
+// TestRoutesDocumented: each Polar route is documented; only /health is
+// public.
 func TestRoutesDocumented(t *testing.T) {
-	rs := Routes(newBareServer(t, store.NewMemory(10)).svc)
-	if len(rs) != 8 {
-		t.Fatalf("%d routes", len(rs))
-	}
-	for _, rt := range rs {
-		if rt.Doc.Summary == "" || rt.Doc.Resp == nil || !strings.HasPrefix(rt.Name, "polar_") || rt.Handler == nil {
-			t.Errorf("%s %s: %+v", rt.Method, rt.Path, rt)
+	apitest.CheckRoutes(t, Routes(newBareServer(t, store.NewMemory(10)).svc), 8, "polar_", func(rt api.Route) api.Level {
+		if rt.Path == "/health" {
+			return api.PublicLevel
 		}
-		if public := rt.Path == "/health"; public != (rt.Level == api.PublicLevel) || !public && rt.Level != api.UserLevel {
-			t.Errorf("%s: level %d", rt.Path, rt.Level)
-		}
-	}
+		return api.UserLevel
+	})
 }
 
 // A Polar task's record is one key, replaced by a resubmission; a store
@@ -115,14 +100,7 @@ func TestPolarLookupFromStore(t *testing.T) {
 // waiting or after, ends with a whole body rather than holding the
 // server's grace period.
 func TestEventsEndAtShutdown(t *testing.T) {
-	cfg, log := config.Default(), hclog.NewNullLogger()
-	st := store.NewMemory(10)
-	pool := backend.NewPool(log)
-	p, err := pipeline.New(pipeline.Deps{Cfg: cfg, Log: log, Pool: pool, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, h := api.New(api.Deps{Cfg: cfg, Log: log, Pipeline: p, Pool: pool, Store: st, Dialects: []api.Dialect{Routes}})
+	s, h := apitest.NewServer(t, store.NewMemory(10), Routes)
 	ts := httptest.NewServer(h)
 	defer ts.Close()
 	defer ts.CloseClientConnections()

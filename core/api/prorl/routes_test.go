@@ -1,11 +1,11 @@
 package prorl
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/prorl/prorl/core/api"
 	"github.com/prorl/prorl/core/config"
+	"github.com/prorl/prorl/internal/apitest"
 )
 
 // settingsOnly is a Service that only has settings: Routes reads no more.
@@ -18,16 +18,10 @@ func (settingsOnly) Settings() *config.Config { return config.Default() }
 // server needs for it.
 func TestRoutesDocumented(t *testing.T) {
 	admin := map[string]bool{"/start": true, "/stop": true, "/add_llm_server": true, "/clear_llm_server": true}
-	rs := Routes(settingsOnly{})
-	if len(rs) != 7 {
-		t.Fatalf("%d routes", len(rs))
-	}
-	for _, rt := range rs {
-		if rt.Doc.Summary == "" || rt.Doc.Resp == nil || !strings.HasPrefix(rt.Name, "prorl_") || rt.Handler == nil {
-			t.Errorf("%s %s: %+v", rt.Method, rt.Path, rt)
+	apitest.CheckRoutes(t, Routes(settingsOnly{}), 7, "prorl_", func(rt api.Route) api.Level {
+		if admin[rt.Path] {
+			return api.AdminLevel
 		}
-		if want := api.UserLevel; admin[rt.Path] && rt.Level != api.AdminLevel || !admin[rt.Path] && rt.Level != want {
-			t.Errorf("%s: level %d", rt.Path, rt.Level)
-		}
-	}
+		return api.UserLevel
+	})
 }
