@@ -438,3 +438,46 @@ func TestStoreFaultHeals(t *testing.T) {
 	}
 	t.Logf("24 results held during a full disk; durable %v after the fault ended (readiness included)", healed)
 }
+
+// TestSampleKinds: every result says what it is to a trainer, as
+// docs/trainers.md's table says: a rollout no backend could serve is an
+// infrastructure failure (no sample, no reward to learn from), a refused
+// task an invalid_task, a cancelled one cancelled, a scored one
+// trainable; the JSON carries it and usable() agrees.
+func TestSampleKinds(t *testing.T) {
+	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--token-latency", "20ms", "--think-turns", "3"}})
+	e.startHost()
+	submit := func(task string) string {
+		t.Helper()
+		var sub api.SubmitResponse
+		e.do("POST", "/v1/rollouts", `{"task":`+task+`}`).json(t, &sub)
+		return sub.RolloutIDs[0]
+	}
+	math := `{"domain":"math","question":"What is 17 + 25?","answer":"42"}`
+	// No backend yet: it waits [backends] wait_for_backend (10 s), then fails.
+	noBackend := submit(math)
+	if res := e.wait(t, noBackend); res.Failure == nil || res.Failure.Reason != trajectory.ReasonBackendUnavailable || res.Sample != trajectory.SampleInfrastructure || res.Reward != 0 {
+		t.Fatalf("no backend: %s %+v sample %q reward %v", res.Status, res.Failure, res.Sample, res.Reward)
+	}
+	e.addBackend()
+	cancelled := submit(math)
+	e.waitRunning(t, 1)
+	if r := e.do("DELETE", "/v1/rollouts/"+cancelled, nil); r.code/100 != 2 {
+		t.Fatalf("cancel: %d %s", r.code, r.body)
+	}
+	cases := map[string]string{
+		submit(math): trajectory.SampleTrainable,
+		submit(`{"domain":"math","question":"no answer"}`): trajectory.SampleInvalidTask,
+		cancelled: trajectory.SampleCancelled,
+	}
+	for id, want := range cases {
+		res := e.wait(t, id)
+		if res.Sample != want || res.MaskSample {
+			t.Errorf("%s: %s %+v: sample %q mask %v, want %q", id, res.Status, res.Failure, res.Sample, res.MaskSample, want)
+		}
+		raw := e.do("GET", "/v1/rollouts/"+id, nil)
+		if !strings.Contains(string(raw.body), `"sample":"`+want+`"`) {
+			t.Errorf("%s: the JSON does not say sample %q: %.300s", id, want, raw.body)
+		}
+	}
+}

@@ -86,14 +86,14 @@ func AppendUnscored(tk *trajectory.Tokens, ids []int) {
 	tk.Logprobs = append(tk.Logprobs, make([]float64, len(ids))...)
 }
 
-// Record fills a turn's record from its generation: the tokens, the
+// Record fills a turn's record from its generation: the tokens (and the
+// logprobs the backend gave), the
 // policy versions that produced them (def when the backend names none),
 // and the backends that served it (the last one finished it).
 func Record(turn *trajectory.Turn, g *engine.GenerateResult, backends []string, def int64) {
+	// Logprobs as the backend gave them: a generation without them shows
+	// (the result is then mask_sample), while the sequence's are zeros.
 	turn.ResponseIDs, turn.Logprobs, turn.FinishReason = g.IDs, g.Logprobs, g.FinishReason
-	if len(g.Logprobs) != len(g.IDs) {
-		turn.Logprobs = make([]float64, len(g.IDs))
-	}
 	turn.PolicyVersion, turn.PolicySpans = g.PolicySpans(def)
 	if len(backends) > 0 {
 		turn.Backend = backends[len(backends)-1]

@@ -104,7 +104,7 @@ func (r *Rules) Idle() bool { return len(r.early) == 0 && len(r.dynamic) == 0 }
 // Usable reports whether a result can be trained on: it was scored and
 // has at least one token under the loss mask (Polar's rule for early stop).
 func Usable(res *trajectory.Result) bool {
-	if res.Status != trajectory.StatusCompleted && res.Status != trajectory.StatusTruncated {
+	if trajectory.SampleOf(res.Status, res.Failure) != trajectory.SampleTrainable || res.MaskSample {
 		return false
 	}
 	for _, m := range res.Tokens.LossMask {

@@ -915,7 +915,21 @@ func (p *Pipeline) result(r *Rollout, st trajectory.Status, f *trajectory.Failur
 	if res.Turns == nil {
 		res.Turns = []trajectory.Turn{}
 	}
+	res.Sample = trajectory.SampleOf(st, f)
+	res.MaskSample = res.Sample == trajectory.SampleTrainable && !logprobsAligned(res)
 	return res
+}
+
+// logprobsAligned reports whether every generation came with a logprob
+// for each of its tokens (a backend that gives none leaves zeros in the
+// sequence: they are not the policy's).
+func logprobsAligned(res *trajectory.Result) bool {
+	for _, t := range res.Turns {
+		if len(t.Logprobs) != len(t.ResponseIDs) {
+			return false
+		}
+	}
+	return true
 }
 
 // Shutdown stops accepting work, lets live rollouts finish until ctx ends,

@@ -755,3 +755,20 @@ func TestCancelSurvivesCrash(t *testing.T) {
 		t.Fatalf("the other rollout: %+v, want completed, attempt 2", res)
 	}
 }
+
+// TestLogprobsAligned: a result whose generations all came with logprobs is
+// trained on; one with a generation without them is masked (mask_sample).
+func TestLogprobsAligned(t *testing.T) {
+	for _, tc := range []struct {
+		turns []trajectory.Turn
+		want  bool
+	}{
+		{nil, true},
+		{[]trajectory.Turn{{ResponseIDs: []int{1, 2}, Logprobs: []float64{-1, -2}}}, true},
+		{[]trajectory.Turn{{ResponseIDs: []int{1, 2}, Logprobs: []float64{-1, -2}}, {ResponseIDs: []int{3}}}, false},
+	} {
+		if got := logprobsAligned(&trajectory.Result{Turns: tc.turns}); got != tc.want {
+			t.Errorf("%+v: %v, want %v", tc.turns, got, tc.want)
+		}
+	}
+}

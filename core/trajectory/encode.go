@@ -98,6 +98,14 @@ func writeResult(w *jsonw.Writer, r *Result) {
 	}
 	w.Key("status")
 	w.Str(string(r.Status))
+	if r.Sample != "" {
+		w.Key("sample")
+		w.Str(r.Sample)
+	}
+	if r.MaskSample {
+		w.Key("mask_sample")
+		w.Bool(true)
+	}
 	if r.Stage != "" {
 		w.Key("stage")
 		w.Str(r.Stage)

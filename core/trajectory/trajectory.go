@@ -55,6 +55,38 @@ const (
 var Reasons = []string{ReasonBackendUnavailable, ReasonPluginCrashed, ReasonSandboxFailed, ReasonContextOverflow,
 	ReasonMaxTurns, ReasonTimeout, ReasonCancelled, ReasonEarlyStopped, ReasonToolError, ReasonInvalidTask, ReasonInternal, ReasonInterrupted, ReasonEvalFailed}
 
+// What a result is to a trainer (Result.Sample): a trainable sample, the
+// policy's own doing, whose reward is as scored and whose loss mask is
+// intact; or no sample at all, never a reward: an infrastructure failure
+// (retry it), a cancel the trainer or a group rule asked for, or a task
+// the domain refused.
+const (
+	SampleTrainable      = "trainable"
+	SampleInfrastructure = "infrastructure"
+	SampleCancelled      = "cancelled"
+	SampleInvalidTask    = "invalid_task"
+)
+
+// SampleOf classifies a finished rollout by its status and failure:
+// completed and truncated ones (context_overflow, max_turns, a loop) are
+// trainable; a timeout and every failure but invalid_task are the
+// infrastructure's (backend_unavailable, sandbox_failed, plugin_crashed,
+// interrupted, eval_failed, tool_error: a domain's tool that broke, not a
+// malformed call, which the model reads as an observation; internal).
+func SampleOf(st Status, f *Failure) string {
+	switch st {
+	case StatusCompleted, StatusTruncated:
+		return SampleTrainable
+	case StatusCancelled:
+		return SampleCancelled
+	case StatusFailed:
+		if f != nil && f.Reason == ReasonInvalidTask {
+			return SampleInvalidTask
+		}
+	}
+	return SampleInfrastructure
+}
+
 // Sampling are the generation parameters of a request.
 type Sampling struct {
 	Temperature      *float64 `json:"temperature,omitempty"`
@@ -185,13 +217,20 @@ type Timing struct {
 
 // Result is a rollout as the trainer sees it.
 type Result struct {
-	ID            string             `json:"id"`
-	GroupID       string             `json:"group_id"`
-	SampleIndex   int                `json:"sample_index"`
-	Attempt       int                `json:"attempt"`
-	Domain        string             `json:"domain"`
-	TaskID        string             `json:"task_id,omitempty"`
-	Status        Status             `json:"status"`
+	ID          string `json:"id"`
+	GroupID     string `json:"group_id"`
+	SampleIndex int    `json:"sample_index"`
+	Attempt     int    `json:"attempt"`
+	Domain      string `json:"domain"`
+	TaskID      string `json:"task_id,omitempty"`
+	Status      Status `json:"status"`
+	// Sample is what the result is to a trainer (SampleOf): only a
+	// "trainable" one carries a reward to learn from.
+	Sample string `json:"sample,omitempty"`
+	// MaskSample: the tokens and logprobs do not line up (a backend that
+	// gave no logprobs for a generation): train on none of it rather than
+	// on guessed numbers.
+	MaskSample    bool               `json:"mask_sample,omitempty"`
 	Stage         string             `json:"stage,omitempty"`
 	Failure       *Failure           `json:"failure,omitempty"`
 	Reward        float64            `json:"reward"`

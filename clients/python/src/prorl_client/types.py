@@ -11,6 +11,8 @@ else:  # pragma: no cover
     from typing_extensions import NotRequired
 
 Status = Literal["queued", "running", "completed", "failed", "cancelled", "timeout", "truncated"]
+# What a result is to a trainer: only a "trainable" one carries a reward to learn from.
+SampleKind = Literal["trainable", "infrastructure", "cancelled", "invalid_task"]
 FINISHED: frozenset[str] = frozenset({"completed", "failed", "cancelled", "timeout", "truncated"})
 
 
@@ -182,6 +184,8 @@ class Result(TypedDict):
     timing: Timing
     submitted_at: str
     task_id: NotRequired[str]
+    sample: NotRequired[SampleKind]
+    mask_sample: NotRequired[bool]
     stage: NotRequired[str]
     failure: NotRequired[Failure]
     metrics: NotRequired[dict[str, float]]
@@ -202,5 +206,8 @@ class Evaluation(TypedDict, total=False):
 
 
 def usable(r: Result) -> bool:
-    """Whether a result can be trained on: scored, with tokens under the loss mask."""
-    return r["status"] in ("completed", "truncated") and any(m == 1 for m in r["tokens"]["loss_mask"])
+    """Whether a result can be trained on: a trainable sample (not an infrastructure
+    failure, a cancel or a refused task), its tokens and logprobs aligned, with
+    tokens under the loss mask."""
+    sample = r.get("sample") or ("trainable" if r["status"] in ("completed", "truncated") else "")
+    return sample == "trainable" and not r.get("mask_sample", False) and any(m == 1 for m in r["tokens"]["loss_mask"])
