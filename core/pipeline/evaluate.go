@@ -47,8 +47,7 @@ func (p *Pipeline) Evaluate(ctx context.Context, domain string, task json.RawMes
 		if p.d.Sandboxes == nil {
 			return nil, errors.New("the domain evaluates in a sandbox but sandboxes are disabled on this host ([sandbox] driver)")
 		}
-		release := p.evalSandbox(id, prep.EvalSandbox, req)
-		defer release()
+		defer p.evalSandbox(ctx, id, prep.EvalSandbox, req)()
 	}
 	var r *pluginhost.Evaluation
 	err = p.callPlugin(ctx, plug, ro, "Evaluate", func(c pluginhost.Conn) (err error) {

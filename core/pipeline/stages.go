@@ -314,8 +314,7 @@ func (p *Pipeline) evalStage(ctx context.Context, r *Rollout) error {
 	spec := r.evalSandbox
 	r.mu.Unlock()
 	if spec != nil {
-		release := p.evalSandbox(r.ID, spec, req)
-		defer release()
+		defer p.evalSandbox(ctx, r.ID, spec, req)()
 	}
 	var resp *pluginhost.Evaluation
 	err := p.call(ctx, r, "Evaluate", func(c pluginhost.Conn) (err error) {
@@ -342,14 +341,24 @@ func sandboxSpec(sb *pluginhost.SandboxSpec) sandbox.Spec {
 }
 
 // evalSandbox reserves the fresh sandbox Evaluate asked for (started only
-// if the plugin uses it) and returns its release.
-func (p *Pipeline) evalSandbox(owner string, spec *pluginhost.SandboxSpec, req *pluginhost.EvaluateInput) func() {
+// if the plugin uses it) and returns its release. Once ctx is done (a
+// cancel, a timeout) the release goes on in the background: the sandbox's
+// processes die at once either way, and the rollout does not wait for the
+// driver's own teardown (Apptainer's instance stop takes about 2 s).
+func (p *Pipeline) evalSandbox(ctx context.Context, owner string, spec *pluginhost.SandboxSpec, req *pluginhost.EvaluateInput) func() {
 	res := p.d.Sandboxes.Reserve(owner, sandboxSpec(spec))
 	req.EvalSandboxID = res.ID
-	return func() {
+	release := func() {
 		if err := res.Release(); err != nil {
 			p.d.Log.Warn("eval sandbox stop", "owner", owner, "error", err)
 		}
+	}
+	return func() {
+		if ctx.Err() != nil {
+			go release()
+			return
+		}
+		release()
 	}
 }
 

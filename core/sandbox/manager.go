@@ -73,6 +73,8 @@ type Manager struct {
 	imgSem   map[string]chan struct{}
 	mu       sync.Mutex
 	boxes    map[string]*Sandbox
+	// stopping counts stops under way (Stop), which Close waits for.
+	stopping sync.WaitGroup
 	reserved map[string]*Reserved
 	starting atomic.Int64
 	uids     atomic.Int64
@@ -512,10 +514,14 @@ func (m *Manager) Stop(id string) error {
 	m.mu.Lock()
 	s, ok := m.boxes[id]
 	delete(m.boxes, id)
+	if ok {
+		m.stopping.Add(1) // Close waits for it: a stop may run in the background
+	}
 	m.mu.Unlock()
 	if !ok {
 		return nil
 	}
+	defer m.stopping.Done()
 	return s.stop(m.cfg.StopGrace)
 }
 
@@ -540,6 +546,7 @@ func (m *Manager) Close() {
 		go func() { defer wg.Done(); _ = m.Stop(id) }()
 	}
 	wg.Wait()
+	m.stopping.Wait()
 	m.cgroups.Close()
 	if m.lock != nil {
 		_ = RemoveAll(filepath.Join(m.cfg.WorkRoot, m.instance))

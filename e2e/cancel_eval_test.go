@@ -1,0 +1,124 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prorl/prorl/core/api"
+	"github.com/prorl/prorl/core/sandbox"
+	"github.com/prorl/prorl/core/trajectory"
+	"github.com/prorl/prorl/sdk/sdktest"
+)
+
+// TestCancelStopsEvaluation: cancelling a rollout whose evaluation runs a
+// test that would take 45 s ends the rollout and leaves no process of that
+// test running within a second, measured, on bwrap and on Apptainer.
+func TestCancelStopsEvaluation(t *testing.T) {
+	for _, driver := range []string{"bwrap", "apptainer"} {
+		t.Run(driver, func(t *testing.T) { testCancelStopsEvaluation(t, driver) })
+	}
+}
+
+func testCancelStopsEvaluation(t *testing.T, driver string) {
+	imageDir := "/var/cache/prorl/images"
+	if os.Geteuid() != 0 {
+		home, _ := os.UserHomeDir()
+		imageDir = filepath.Join(home, ".cache", "prorl", "images")
+	}
+	sandboxTOML := "[sandbox]\nimage_dir = \"" + imageDir + "\"\nagent_binary = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"
+	image := filepath.Join(imageDir, "default", "rootfs")
+	if driver == "apptainer" {
+		if _, err := sandbox.FindApptainer(""); err != nil {
+			sdktest.Missing(t, "apptainer (make apptainer)", err)
+		}
+		mode := "user"
+		image = filepath.Join(imageDir, "default.sandbox")
+		if os.Geteuid() == 0 {
+			mode, image = "userns", filepath.Join(imageDir, "default.sif")
+		}
+		sandboxTOML += "driver = \"apptainer\"\napptainer_root_mode = \"" + mode + "\"\n"
+	}
+	if _, err := os.Stat(image); err != nil {
+		sdktest.Missing(t, "the default sandbox image (make image)", err)
+	}
+	// A marker no other process has: the test's own sleep, by its length.
+	marker := fmt.Sprintf("45.%d", os.Getpid()%1000+100)
+	solution := "import subprocess\nsubprocess.run(['sleep', '" + marker + "'])\nprint(4)"
+	row := map[string]any{"id": "slow-" + driver, "question": "Print 4 (" + driver + ").", "time_limit": 50,
+		"tests": []map[string]string{{"input": "", "output": "4\n"}}, "solution": solution}
+	rowJSON, err := json.Marshal(row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plugin := filepath.Join(binDir, "plugins/prorl-code")
+	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1"}, tasks: string(rowJSON) + "\n",
+		extraTOML: "[plugins.code]\nenabled = true\npath = \"" + plugin + "\"\n[plugins.code.config]\nimage = \"default\"\n" + sandboxTOML})
+	e.startHost()
+	e.addBackend()
+	task := map[string]any{"domain": "code"}
+	for k, v := range row {
+		if k != "solution" {
+			task[k] = v
+		}
+	}
+	var sub api.SubmitResponse
+	e.do("POST", "/v1/rollouts", map[string]any{"task": task}).json(t, &sub)
+	id := sub.RolloutIDs[0]
+	// The evaluation is running once the test's sleep is.
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(processesWith("sleep", marker)) == 0 {
+		if time.Now().After(deadline) {
+			var res trajectory.Result
+			e.do("GET", "/v1/rollouts/"+id, nil).json(t, &res)
+			t.Fatalf("the evaluation's test never started: %s %+v", res.Status, res.Failure)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t0 := time.Now()
+	if r := e.do("DELETE", "/v1/rollouts/"+id, nil); r.code/100 != 2 {
+		t.Fatalf("cancel: %d %s", r.code, r.body)
+	}
+	var ended, gone time.Duration
+	for ended == 0 || gone == 0 {
+		if ended == 0 {
+			var res trajectory.Result
+			e.do("GET", "/v1/rollouts/"+id, nil).json(t, &res)
+			if res.Status.Finished() {
+				ended = time.Since(t0)
+				if res.Status != trajectory.StatusCancelled || res.Sample != trajectory.SampleCancelled {
+					t.Errorf("cancelled in eval: %s %+v sample %q", res.Status, res.Failure, res.Sample)
+				}
+			}
+		}
+		if gone == 0 && len(processesWith("sleep", marker)) == 0 {
+			gone = time.Since(t0)
+		}
+		if time.Since(t0) > 30*time.Second {
+			t.Fatalf("30 s after the cancel: ended %v, test process gone %v (%v)", ended, gone, processesWith("sleep", marker))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("%s: cancel -> rollout ended in %v, the evaluation's test process gone in %v", driver, ended.Round(time.Millisecond), gone.Round(time.Millisecond))
+	if ended > time.Second || gone > time.Second {
+		t.Errorf("%s: cancel took %v to end the rollout and %v to stop its evaluation, want <= 1 s each", driver, ended, gone)
+	}
+}
+
+// processesWith lists the pids whose command line is exactly these words.
+func processesWith(words ...string) []string {
+	want := []byte(strings.Join(words, "\x00") + "\x00")
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, en := range ents {
+		if b, err := os.ReadFile(filepath.Join("/proc", en.Name(), "cmdline")); err == nil && bytes.Equal(b, want) {
+			out = append(out, en.Name())
+		}
+	}
+	return out
+}
