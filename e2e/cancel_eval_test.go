@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,4 +122,66 @@ func processesWith(words ...string) []string {
 		}
 	}
 	return out
+}
+
+// TestCancelAbortsGeneration: cancelling a rollout while its backend is
+// generating ends the generation on the backend (the simulator's engine
+// runs nothing more) within a second, measured.
+func TestCancelAbortsGeneration(t *testing.T) {
+	// An engine twenty times slower than the calibrated GPU: a turn
+	// generates for seconds, a step takes about 0.1-0.2 s (the engine drops a
+	// cancelled request at its next step boundary, as vLLM does).
+	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--engine", "--engine-speed", "0.05"}})
+	e.startHost()
+	e.addBackend()
+	running := func() (int, int64) {
+		var st struct {
+			Running   int   `json:"running"`
+			Generated int64 `json:"generated_tokens"`
+		}
+		r, err := httpGetJSON(e.sim+"/sim/stats", &st)
+		if err != nil || r != 200 {
+			t.Fatalf("sim stats: %d %v", r, err)
+		}
+		return st.Running, st.Generated
+	}
+	var sub api.SubmitResponse
+	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}}).json(t, &sub)
+	deadline := time.Now().Add(time.Minute)
+	for n, _ := running(); n == 0; n, _ = running() {
+		if time.Now().After(deadline) {
+			t.Fatal("the backend never started generating")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t0 := time.Now()
+	if r := e.do("DELETE", "/v1/rollouts/"+sub.RolloutIDs[0], nil); r.code/100 != 2 {
+		t.Fatalf("cancel: %d %s", r.code, r.body)
+	}
+	for n, _ := running(); n > 0; n, _ = running() {
+		if time.Since(t0) > 10*time.Second {
+			t.Fatalf("the backend still generates %d sequences 10 s after the cancel", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stopped := time.Since(t0)
+	_, before := running()
+	time.Sleep(300 * time.Millisecond)
+	if _, after := running(); after != before {
+		t.Errorf("the engine generated %d more tokens after the cancel", after-before)
+	}
+	t.Logf("cancel -> the backend's generation ended in %v", stopped.Round(time.Millisecond))
+	if stopped > time.Second {
+		t.Errorf("the generation ran %v after the cancel, want <= 1 s", stopped)
+	}
+}
+
+// httpGetJSON GETs url and decodes its JSON answer into v.
+func httpGetJSON(url string, v any) (int, error) {
+	res, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	return res.StatusCode, json.NewDecoder(res.Body).Decode(v)
 }
