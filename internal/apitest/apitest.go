@@ -45,3 +45,10 @@ func CheckRoutes(t *testing.T, rs []api.Route, n int, prefix string, level func(
 		}
 	}
 }
+
+// SettingsOnly is a Service that answers only Settings (the default
+// config): all that building most dialects' routes reads.
+type SettingsOnly struct{ api.Service }
+
+// Settings implements api.Service.
+func (SettingsOnly) Settings() *config.Config { return config.Default() }

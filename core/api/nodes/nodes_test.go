@@ -9,18 +9,13 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/prorl/prorl/core/api"
-	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/coord"
 	"github.com/prorl/prorl/internal/apitest"
 )
 
-type settingsOnly struct{ api.Service }
-
-func (settingsOnly) Settings() *config.Config { return config.Default() }
-
 func serve(c *coord.Coordinator) *mux.Router {
 	r := mux.NewRouter()
-	for _, rt := range Routes(c)(settingsOnly{}) {
+	for _, rt := range Routes(c)(apitest.SettingsOnly{}) {
 		r.HandleFunc(rt.Path, rt.Handler).Methods(rt.Method)
 	}
 	return r
@@ -71,7 +66,7 @@ func TestRegistry(t *testing.T) {
 // TestRoutesDocumented: each route is documented, and only listing the
 // nodes takes the user's token.
 func TestRoutesDocumented(t *testing.T) {
-	apitest.CheckRoutes(t, Routes(nil)(settingsOnly{}), 4, "", func(rt api.Route) api.Level {
+	apitest.CheckRoutes(t, Routes(nil)(apitest.SettingsOnly{}), 4, "", func(rt api.Route) api.Level {
 		if rt.Method == http.MethodGet {
 			return api.UserLevel
 		}
