@@ -14,6 +14,7 @@ import (
 	"github.com/prorl/prorl/core/api"
 	"github.com/prorl/prorl/core/sandbox"
 	"github.com/prorl/prorl/core/trajectory"
+	"github.com/prorl/prorl/internal/harnessplay"
 	"github.com/prorl/prorl/sdk/sdktest"
 )
 
@@ -184,4 +185,108 @@ func httpGetJSON(url string, v any) (int, error) {
 	}
 	defer res.Body.Close()
 	return res.StatusCode, json.NewDecoder(res.Body).Decode(v)
+}
+
+// TestCancelStopsHarness: cancelling a harness rollout while the harness
+// (mini-swe-agent, unmodified) runs a command that would take 45 s ends
+// the rollout and leaves neither the command nor the harness running,
+// within a second, measured.
+func TestCancelStopsHarness(t *testing.T) {
+	h := harnessplay.Harnesses[0] // mini-swe-agent: it runs commands through its bash tool
+	if _, err := os.Stat(filepath.Join(harnessDir(h.Name), ".prorl-installed")); err != nil {
+		sdktest.Missing(t, "harness "+h.Name+" (make harnesses)", err)
+	}
+	marker := fmt.Sprintf("45.%d", os.Getpid()%1000+200)
+	question := "How long is " + marker + "?"
+	script := h.Script(question, []string{"sleep " + marker}, []string{"sleep " + marker})
+	scriptFile := filepath.Join(t.TempDir(), "scripts.jsonl")
+	if err := os.WriteFile(scriptFile, []byte(script+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	imageDir := "/var/cache/prorl/images"
+	if os.Geteuid() != 0 {
+		home, _ := os.UserHomeDir()
+		imageDir = filepath.Join(home, ".cache", "prorl", "images")
+	}
+	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--max-model-len", "1000000", "--scripts", scriptFile},
+		extraTOML: "[sandbox]\nimage_dir = \"" + imageDir + "\"\nagent_binary = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"})
+	e.startHost()
+	e.addBackend()
+	var sub api.SubmitResponse
+	r := e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": question, "answer": "45"},
+		"sampling": map[string]any{"max_total_tokens": 1000000},
+		"harness":  map[string]any{"name": h.Name, "instruction": h.Instruction(question), "image": "default"}})
+	if r.code != 202 {
+		t.Fatalf("submit: %d %s", r.code, r.body)
+	}
+	r.json(t, &sub)
+	id := sub.RolloutIDs[0]
+	deadline := time.Now().Add(3 * time.Minute)
+	for len(processesWith("sleep", marker)) == 0 {
+		if time.Now().After(deadline) {
+			var res trajectory.Result
+			e.do("GET", "/v1/rollouts/"+id, nil).json(t, &res)
+			t.Fatalf("the harness never ran its command: %s %+v %v", res.Status, res.Failure, res.Metrics)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	harness := processesMatching("minisweagent.run.mini")
+	if len(harness) == 0 {
+		t.Fatal("no harness process found while its command runs")
+	}
+	t0 := time.Now()
+	if r := e.do("DELETE", "/v1/rollouts/"+id, nil); r.code/100 != 2 {
+		t.Fatalf("cancel: %d %s", r.code, r.body)
+	}
+	var ended, gone time.Duration
+	for ended == 0 || gone == 0 {
+		if ended == 0 {
+			var res trajectory.Result
+			e.do("GET", "/v1/rollouts/"+id, nil).json(t, &res)
+			if res.Status.Finished() {
+				ended = time.Since(t0)
+				if res.Status != trajectory.StatusCancelled {
+					t.Errorf("cancelled while its harness ran: %s %+v", res.Status, res.Failure)
+				}
+			}
+		}
+		if gone == 0 && len(processesWith("sleep", marker)) == 0 && len(alivePids(harness)) == 0 {
+			gone = time.Since(t0)
+		}
+		if time.Since(t0) > 30*time.Second {
+			t.Fatalf("30 s after the cancel: ended %v, command and harness gone %v (command %v, harness %v)", ended, gone,
+				processesWith("sleep", marker), alivePids(harness))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("%s: cancel -> rollout ended in %v, its command and the harness (%d processes) gone in %v", h.Name,
+		ended.Round(time.Millisecond), len(harness), gone.Round(time.Millisecond))
+	if ended > time.Second || gone > time.Second {
+		t.Errorf("cancel took %v to end the rollout and %v to stop the harness, want <= 1 s each", ended, gone)
+	}
+}
+
+// processesMatching lists the pids whose command line contains s.
+func processesMatching(s string) []string {
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, en := range ents {
+		if b, err := os.ReadFile(filepath.Join("/proc", en.Name(), "cmdline")); err == nil && bytes.Contains(b, []byte(s)) {
+			out = append(out, en.Name())
+		}
+	}
+	return out
+}
+
+// alivePids are those of pids still running (not gone, not zombies).
+func alivePids(pids []string) []string {
+	var out []string
+	for _, p := range pids {
+		if b, err := os.ReadFile(filepath.Join("/proc", p, "stat")); err == nil {
+			if i := bytes.LastIndexByte(b, ')'); i > 0 && len(b) > i+2 && b[i+2] != 'Z' {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
