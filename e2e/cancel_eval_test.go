@@ -290,3 +290,64 @@ func alivePids(pids []string) []string {
 	}
 	return out
 }
+
+// TestCancelStopsToolCommand: cancelling a rollout of the host's own loop
+// while its python tool runs a program that would take 45 s ends the
+// rollout and the program within a second, measured.
+func TestCancelStopsToolCommand(t *testing.T) {
+	marker := fmt.Sprintf("45.%d", os.Getpid()%1000+300)
+	question := "What is " + marker + " rounded down?"
+	script, err := json.Marshal(map[string]any{"key": question, "final": "The answer is \\boxed{45}.",
+		"calls": []map[string]any{{"tool": "python", "arguments": map[string]any{"code": "import subprocess\nsubprocess.run(['sleep', '" + marker + "'])", "timeout": 60}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scriptFile := filepath.Join(t.TempDir(), "scripts.jsonl")
+	if err := os.WriteFile(scriptFile, append(script, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--scripts", scriptFile},
+		extraTOML: "[sandbox]\nagent_binary = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"})
+	e.startHost()
+	e.addBackend()
+	var sub api.SubmitResponse
+	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": question, "answer": "45"}}).json(t, &sub)
+	id := sub.RolloutIDs[0]
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(processesWith("sleep", marker)) == 0 {
+		if time.Now().After(deadline) {
+			var res trajectory.Result
+			e.do("GET", "/v1/rollouts/"+id, nil).json(t, &res)
+			t.Fatalf("the tool's program never ran: %s %+v", res.Status, res.Failure)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t0 := time.Now()
+	if r := e.do("DELETE", "/v1/rollouts/"+id, nil); r.code/100 != 2 {
+		t.Fatalf("cancel: %d %s", r.code, r.body)
+	}
+	var ended, gone time.Duration
+	for ended == 0 || gone == 0 {
+		if ended == 0 {
+			var res trajectory.Result
+			e.do("GET", "/v1/rollouts/"+id, nil).json(t, &res)
+			if res.Status.Finished() {
+				ended = time.Since(t0)
+				if res.Status != trajectory.StatusCancelled {
+					t.Errorf("cancelled while its tool ran: %s %+v", res.Status, res.Failure)
+				}
+			}
+		}
+		if gone == 0 && len(processesWith("sleep", marker)) == 0 {
+			gone = time.Since(t0)
+		}
+		if time.Since(t0) > 30*time.Second {
+			t.Fatalf("30 s after the cancel: ended %v, program gone %v", ended, gone)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("cancel -> rollout ended in %v, the tool's program gone in %v", ended.Round(time.Millisecond), gone.Round(time.Millisecond))
+	if ended > time.Second || gone > time.Second {
+		t.Errorf("cancel took %v to end the rollout and %v to stop its tool's program, want <= 1 s each", ended, gone)
+	}
+}
