@@ -28,11 +28,7 @@ func TestCancelStopsEvaluation(t *testing.T) {
 }
 
 func testCancelStopsEvaluation(t *testing.T, driver string) {
-	imageDir := "/var/cache/prorl/images"
-	if os.Geteuid() != 0 {
-		home, _ := os.UserHomeDir()
-		imageDir = filepath.Join(home, ".cache", "prorl", "images")
-	}
+	imageDir := imagesDir()
 	sandboxTOML := "[sandbox]\nimage_dir = \"" + imageDir + "\"\nagent_binary = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"
 	image := filepath.Join(imageDir, "default", "rootfs")
 	if driver == "apptainer" {
@@ -73,43 +69,52 @@ func testCancelStopsEvaluation(t *testing.T, driver string) {
 	e.do("POST", "/v1/rollouts", map[string]any{"task": task}).json(t, &sub)
 	id := sub.RolloutIDs[0]
 	// The evaluation is running once the test's sleep is.
-	deadline := time.Now().Add(2 * time.Minute)
-	for len(processesWith("sleep", marker)) == 0 {
+	ended, gone := cancelWhileRunning(t, e, id, func() bool { return len(processesWith("sleep", marker)) > 0 })
+	t.Logf("%s: cancel -> rollout ended in %v, the evaluation's test process gone in %v", driver, ended.Round(time.Millisecond), gone.Round(time.Millisecond))
+	if ended > time.Second || gone > time.Second {
+		t.Errorf("%s: cancel took %v to end the rollout and %v to stop its evaluation, want <= 1 s each", driver, ended, gone)
+	}
+}
+
+// cancelWhileRunning waits (3 minutes at most) until running reports what
+// rollout id started is up, cancels the rollout, and measures until its
+// result is final and says cancelled (ended) and running reports nothing
+// left (gone).
+func cancelWhileRunning(t *testing.T, e *env, id string, running func() bool) (ended, gone time.Duration) {
+	t.Helper()
+	result := func() trajectory.Result {
+		var res trajectory.Result
+		e.do("GET", "/v1/rollouts/"+id, nil).json(t, &res)
+		return res
+	}
+	for deadline := time.Now().Add(3 * time.Minute); !running(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			var res trajectory.Result
-			e.do("GET", "/v1/rollouts/"+id, nil).json(t, &res)
-			t.Fatalf("the evaluation's test never started: %s %+v", res.Status, res.Failure)
+			res := result()
+			t.Fatalf("what the rollout starts never ran: %s %+v %v", res.Status, res.Failure, res.Metrics)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	t0 := time.Now()
 	if r := e.do("DELETE", "/v1/rollouts/"+id, nil); r.code/100 != 2 {
 		t.Fatalf("cancel: %d %s", r.code, r.body)
 	}
-	var ended, gone time.Duration
 	for ended == 0 || gone == 0 {
 		if ended == 0 {
-			var res trajectory.Result
-			e.do("GET", "/v1/rollouts/"+id, nil).json(t, &res)
-			if res.Status.Finished() {
+			if res := result(); res.Status.Finished() {
 				ended = time.Since(t0)
 				if res.Status != trajectory.StatusCancelled || res.Sample != trajectory.SampleCancelled {
-					t.Errorf("cancelled in eval: %s %+v sample %q", res.Status, res.Failure, res.Sample)
+					t.Errorf("cancelled: %s %+v sample %q", res.Status, res.Failure, res.Sample)
 				}
 			}
 		}
-		if gone == 0 && len(processesWith("sleep", marker)) == 0 {
+		if gone == 0 && !running() {
 			gone = time.Since(t0)
 		}
 		if time.Since(t0) > 30*time.Second {
-			t.Fatalf("30 s after the cancel: ended %v, test process gone %v (%v)", ended, gone, processesWith("sleep", marker))
+			t.Fatalf("30 s after the cancel: rollout ended %v, what it started gone %v", ended, gone)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Logf("%s: cancel -> rollout ended in %v, the evaluation's test process gone in %v", driver, ended.Round(time.Millisecond), gone.Round(time.Millisecond))
-	if ended > time.Second || gone > time.Second {
-		t.Errorf("%s: cancel took %v to end the rollout and %v to stop its evaluation, want <= 1 s each", driver, ended, gone)
-	}
+	return ended, gone
 }
 
 // processesWith lists the pids whose command line is exactly these words.
@@ -135,7 +140,7 @@ func TestCancelAbortsGeneration(t *testing.T) {
 	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--engine", "--engine-speed", "0.05"}})
 	e.startHost()
 	e.addBackend()
-	running := func() (int, int64) {
+	engine := func() (running int, generated int64) {
 		var st struct {
 			Running   int   `json:"running"`
 			Generated int64 `json:"generated_tokens"`
@@ -148,27 +153,10 @@ func TestCancelAbortsGeneration(t *testing.T) {
 	}
 	var sub api.SubmitResponse
 	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": "What is 17 + 25?", "answer": "42"}}).json(t, &sub)
-	deadline := time.Now().Add(time.Minute)
-	for n, _ := running(); n == 0; n, _ = running() {
-		if time.Now().After(deadline) {
-			t.Fatal("the backend never started generating")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t0 := time.Now()
-	if r := e.do("DELETE", "/v1/rollouts/"+sub.RolloutIDs[0], nil); r.code/100 != 2 {
-		t.Fatalf("cancel: %d %s", r.code, r.body)
-	}
-	for n, _ := running(); n > 0; n, _ = running() {
-		if time.Since(t0) > 10*time.Second {
-			t.Fatalf("the backend still generates %d sequences 10 s after the cancel", n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	stopped := time.Since(t0)
-	_, before := running()
+	_, stopped := cancelWhileRunning(t, e, sub.RolloutIDs[0], func() bool { n, _ := engine(); return n > 0 })
+	_, before := engine()
 	time.Sleep(300 * time.Millisecond)
-	if _, after := running(); after != before {
+	if _, after := engine(); after != before {
 		t.Errorf("the engine generated %d more tokens after the cancel", after-before)
 	}
 	t.Logf("cancel -> the backend's generation ended in %v", stopped.Round(time.Millisecond))
@@ -203,11 +191,7 @@ func TestCancelStopsHarness(t *testing.T) {
 	if err := os.WriteFile(scriptFile, []byte(script+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	imageDir := "/var/cache/prorl/images"
-	if os.Geteuid() != 0 {
-		home, _ := os.UserHomeDir()
-		imageDir = filepath.Join(home, ".cache", "prorl", "images")
-	}
+	imageDir := imagesDir()
 	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--max-model-len", "1000000", "--scripts", scriptFile},
 		extraTOML: "[sandbox]\nimage_dir = \"" + imageDir + "\"\nagent_binary = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"})
 	e.startHost()
@@ -221,44 +205,19 @@ func TestCancelStopsHarness(t *testing.T) {
 	}
 	r.json(t, &sub)
 	id := sub.RolloutIDs[0]
-	deadline := time.Now().Add(3 * time.Minute)
-	for len(processesWith("sleep", marker)) == 0 {
-		if time.Now().After(deadline) {
-			var res trajectory.Result
-			e.do("GET", "/v1/rollouts/"+id, nil).json(t, &res)
-			t.Fatalf("the harness never ran its command: %s %+v %v", res.Status, res.Failure, res.Metrics)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	harness := processesMatching("minisweagent.run.mini")
-	if len(harness) == 0 {
-		t.Fatal("no harness process found while its command runs")
-	}
-	t0 := time.Now()
-	if r := e.do("DELETE", "/v1/rollouts/"+id, nil); r.code/100 != 2 {
-		t.Fatalf("cancel: %d %s", r.code, r.body)
-	}
-	var ended, gone time.Duration
-	for ended == 0 || gone == 0 {
-		if ended == 0 {
-			var res trajectory.Result
-			e.do("GET", "/v1/rollouts/"+id, nil).json(t, &res)
-			if res.Status.Finished() {
-				ended = time.Since(t0)
-				if res.Status != trajectory.StatusCancelled {
-					t.Errorf("cancelled while its harness ran: %s %+v", res.Status, res.Failure)
+	var harness []string
+	ended, gone := cancelWhileRunning(t, e, id, func() bool {
+		if len(processesWith("sleep", marker)) > 0 {
+			if harness == nil {
+				// Its processes, taken once its command runs.
+				if harness = processesMatching("minisweagent.run.mini"); len(harness) == 0 {
+					t.Fatal("no harness process found while its command runs")
 				}
 			}
+			return true
 		}
-		if gone == 0 && len(processesWith("sleep", marker)) == 0 && len(alivePids(harness)) == 0 {
-			gone = time.Since(t0)
-		}
-		if time.Since(t0) > 30*time.Second {
-			t.Fatalf("30 s after the cancel: ended %v, command and harness gone %v (command %v, harness %v)", ended, gone,
-				processesWith("sleep", marker), alivePids(harness))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return harness != nil && len(alivePids(harness)) > 0
+	})
 	t.Logf("%s: cancel -> rollout ended in %v, its command and the harness (%d processes) gone in %v", h.Name,
 		ended.Round(time.Millisecond), len(harness), gone.Round(time.Millisecond))
 	if ended > time.Second || gone > time.Second {
@@ -313,39 +272,7 @@ func TestCancelStopsToolCommand(t *testing.T) {
 	var sub api.SubmitResponse
 	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": question, "answer": "45"}}).json(t, &sub)
 	id := sub.RolloutIDs[0]
-	deadline := time.Now().Add(2 * time.Minute)
-	for len(processesWith("sleep", marker)) == 0 {
-		if time.Now().After(deadline) {
-			var res trajectory.Result
-			e.do("GET", "/v1/rollouts/"+id, nil).json(t, &res)
-			t.Fatalf("the tool's program never ran: %s %+v", res.Status, res.Failure)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t0 := time.Now()
-	if r := e.do("DELETE", "/v1/rollouts/"+id, nil); r.code/100 != 2 {
-		t.Fatalf("cancel: %d %s", r.code, r.body)
-	}
-	var ended, gone time.Duration
-	for ended == 0 || gone == 0 {
-		if ended == 0 {
-			var res trajectory.Result
-			e.do("GET", "/v1/rollouts/"+id, nil).json(t, &res)
-			if res.Status.Finished() {
-				ended = time.Since(t0)
-				if res.Status != trajectory.StatusCancelled {
-					t.Errorf("cancelled while its tool ran: %s %+v", res.Status, res.Failure)
-				}
-			}
-		}
-		if gone == 0 && len(processesWith("sleep", marker)) == 0 {
-			gone = time.Since(t0)
-		}
-		if time.Since(t0) > 30*time.Second {
-			t.Fatalf("30 s after the cancel: ended %v, program gone %v", ended, gone)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	ended, gone := cancelWhileRunning(t, e, id, func() bool { return len(processesWith("sleep", marker)) > 0 })
 	t.Logf("cancel -> rollout ended in %v, the tool's program gone in %v", ended.Round(time.Millisecond), gone.Round(time.Millisecond))
 	if ended > time.Second || gone > time.Second {
 		t.Errorf("cancel took %v to end the rollout and %v to stop its tool's program, want <= 1 s each", ended, gone)

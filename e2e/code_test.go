@@ -120,11 +120,7 @@ func TestEvaluateTimeout(t *testing.T) {
 // code image (`make image`: the toolchains) when it is built, else the host
 // root (bwrap only).
 func codeImageTOML(t *testing.T) string {
-	imageDir := "/var/cache/prorl/images"
-	if os.Geteuid() != 0 {
-		home, _ := os.UserHomeDir()
-		imageDir = filepath.Join(home, ".cache", "prorl", "images")
-	}
+	imageDir := imagesDir()
 	if _, err := os.Stat(filepath.Join(imageDir, "code", "rootfs")); err != nil {
 		if sdktest.RefsRequired() {
 			t.Fatalf("code image missing (make image): %v", err)

@@ -22,6 +22,16 @@ import (
 // harness runs in the image the request names (the Debian default image).
 const mathQuestion = "What is 17 + 25?"
 
+// imagesDir is where make image and make swe-fixtures built the sandbox
+// images: /var/cache/prorl/images as root, else under the home.
+func imagesDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/cache/prorl/images"
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "prorl", "images")
+}
+
 // harnessDir is where make harnesses installed a preset (as root, like the images).
 func harnessDir(name string) string {
 	if os.Geteuid() == 0 {
@@ -39,11 +49,7 @@ func harnessDir(name string) string {
 // returned, and code in the sandbox reaches neither the host's API nor
 // anything of the gateway but its routes.
 func TestHarnessRollouts(t *testing.T) {
-	imageDir := "/var/cache/prorl/images"
-	if os.Geteuid() != 0 {
-		home, _ := os.UserHomeDir()
-		imageDir = filepath.Join(home, ".cache", "prorl", "images")
-	}
+	imageDir := imagesDir()
 	if _, err := os.Stat(filepath.Join(imageDir, "swe-prorl__calc-1", "rootfs")); err != nil {
 		sdktest.Missing(t, "SWE fixtures (make swe-fixtures)", err)
 	}

@@ -5,11 +5,12 @@ import (
 	"path/filepath"
 
 	"encoding/json"
-	"github.com/prorl/prorl/internal/testmodels"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prorl/prorl/internal/testmodels"
 
 	"github.com/prorl/prorl/core/api"
 	"github.com/prorl/prorl/core/pipeline"

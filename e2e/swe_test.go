@@ -47,11 +47,7 @@ func testSWE(t *testing.T, driver string) {
 		}
 		sandboxTOML += "driver = \"apptainer\"\napptainer_root_mode = \"" + mode + "\"\n"
 	}
-	imageDir := "/var/cache/prorl/images" // make swe-fixtures, as root
-	if os.Geteuid() != 0 {
-		home, _ := os.UserHomeDir()
-		imageDir = filepath.Join(home, ".cache", "prorl", "images")
-	}
+	imageDir := imagesDir()
 	if _, err := os.Stat(strings.NewReplacer("{image_dir}", imageDir, "{instance_id}", "prorl__calc-1").Replace(template)); err != nil {
 		sdktest.Missing(t, "SWE fixtures (make swe-fixtures)", err)
 	}
