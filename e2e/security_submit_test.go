@@ -49,7 +49,10 @@ func mathTask(size int) map[string]any {
 // task once.
 func TestSubmissionAmplification(t *testing.T) {
 	data := t.TempDir()
-	e := newEnv(t, envOpts{serverTOML: "data_dir = \"" + data + "\"\n"})
+	// Each init in flight marshals its own copy of the task to the
+	// plugin, so processing holds up to init_workers copies; one worker
+	// keeps that out of what this test bounds, the submission itself.
+	e := newEnv(t, envOpts{serverTOML: "data_dir = \"" + data + "\"\n", pipelineTOML: "init_workers = 1\n"})
 	e.startHost()
 	db := filepath.Join(data, "prorl.db")
 	size := func() int64 {
