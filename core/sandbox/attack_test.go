@@ -348,8 +348,9 @@ func TestFloodBoundsHost(t *testing.T) {
 	}
 	base := rss()
 	peak := base
-	stop := make(chan struct{})
+	stop, sampled := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(sampled)
 		for {
 			select {
 			case <-stop:
@@ -368,6 +369,7 @@ func TestFloodBoundsHost(t *testing.T) {
 		t.Fatalf("session flood: %v %v", r != nil && r.Truncated, err)
 	}
 	close(stop)
+	<-sampled
 	runtime.GC()
 	if grew := peak - base; grew > 64<<20 {
 		t.Errorf("host RSS grew %d MiB during a 2 GB flood (bound 64 MiB)", grew>>20)
