@@ -97,6 +97,9 @@ type engineSeq struct {
 	aborted     bool
 	done        chan struct{}
 	blocks      []*list.Element // its blocks in the prefix cache, once admitted
+	// salt starts its blocks' hash chain: requests share cached blocks
+	// only under the same cache_salt (vLLM hashes it into the first block).
+	salt uint64
 }
 
 // computed is how many of s's tokens have keys and values: the prompt's
@@ -171,9 +174,15 @@ func (e *Engine) Stats() EngineStats {
 // prefill prompt and decode out (the output ids, cached once done).
 // priority orders admission when the model schedules by priority.
 func (e *Engine) Generate(ctx context.Context, prompt, out []int, priority int) error {
+	return e.GenerateSalted(ctx, prompt, out, priority, "")
+}
+
+// GenerateSalted is Generate under a cache salt: its prompt finds only
+// blocks cached under the same salt ("" none).
+func (e *Engine) GenerateSalted(ctx context.Context, prompt, out []int, priority int, salt string) error {
 	e.once.Do(func() { go e.loop() })
 	s := &engineSeq{ctx: ctx, ids: append(append(make([]int, 0, len(prompt)+len(out)), prompt...), out...),
-		promptLen: len(prompt), out: len(out), done: make(chan struct{}), priority: priority}
+		promptLen: len(prompt), out: len(out), done: make(chan struct{}), priority: priority, salt: saltSeed(salt)}
 	e.mu.Lock()
 	e.arrived++
 	s.arrival = e.arrived
@@ -242,7 +251,7 @@ func (e *Engine) abortLocked() {
 	for _, q := range [][]*engineSeq{e.waiting, e.running} {
 		for _, s := range q {
 			s.aborted = true
-			e.cache.hold(s.ids[:s.computed()], e.m.BlockSize, s.blocks, 0)
+			e.cache.hold(s.ids[:s.computed()], e.m.BlockSize, s.salt, s.blocks, 0)
 			close(s.done)
 		}
 	}
@@ -319,9 +328,9 @@ func (e *Engine) admitLocked() {
 		// The last prompt token is always computed (its logits sample the
 		// first output), so a hit ends at the last whole block before it,
 		// as vLLM's get_computed_blocks has it.
-		hit := min(e.cache.match(s.ids[:s.promptLen], e.m.BlockSize), (s.promptLen-1)/e.m.BlockSize*e.m.BlockSize)
+		hit := min(e.cache.match(s.ids[:s.promptLen], e.m.BlockSize, s.salt), (s.promptLen-1)/e.m.BlockSize*e.m.BlockSize)
 		s.prefillLeft = s.promptLen - hit
-		s.blocks = e.cache.hold(s.ids[:s.promptLen], e.m.BlockSize, nil, hit/e.m.BlockSize)
+		s.blocks = e.cache.hold(s.ids[:s.promptLen], e.m.BlockSize, s.salt, nil, hit/e.m.BlockSize)
 		e.stats.Requests++
 		e.stats.PromptTokens += int64(s.promptLen)
 		e.stats.CachedTokens += int64(hit)
@@ -381,7 +390,7 @@ func (e *Engine) applyLocked(step time.Duration, k, prefill int) {
 		case s.ctx.Err() != nil:
 			close(s.done)
 		case s.prefillLeft == 0 && s.decoded >= s.out:
-			e.cache.hold(s.ids[:s.computed()], e.m.BlockSize, s.blocks, 0)
+			e.cache.hold(s.ids[:s.computed()], e.m.BlockSize, s.salt, s.blocks, 0)
 			close(s.done)
 		default:
 			keep = append(keep, s)
@@ -426,8 +435,18 @@ func (c *blockCache) drop() {
 	}
 }
 
-func blockHashes(ids []int, bs int, f func(h uint64) bool) {
-	var parent uint64
+// saltSeed is the hash chain's start under a cache salt (0: none).
+func saltSeed(salt string) uint64 {
+	if salt == "" {
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(salt))
+	return h.Sum64()
+}
+
+func blockHashes(ids []int, bs int, seed uint64, f func(h uint64) bool) {
+	parent := seed
 	buf := make([]byte, 8+4*bs)
 	for i := 0; i+bs <= len(ids); i += bs {
 		h := fnv.New64a()
@@ -445,9 +464,9 @@ func blockHashes(ids []int, bs int, f func(h uint64) bool) {
 
 // match is the number of leading tokens of ids in the cache (the caller
 // holds ids next, which touches them).
-func (c *blockCache) match(ids []int, bs int) int {
+func (c *blockCache) match(ids []int, bs int, seed uint64) int {
 	n := 0
-	blockHashes(ids, bs, func(h uint64) bool {
+	blockHashes(ids, bs, seed, func(h uint64) bool {
 		if len(c.m[h]) == 0 {
 			return false
 		}
@@ -466,12 +485,12 @@ func (c *blockCache) match(ids []int, bs int) int {
 // last block computed twice). A held block evicted meanwhile (the
 // simulator does not pin running requests' blocks, vLLM does) is looked
 // up or computed again.
-func (c *blockCache) hold(ids []int, bs int, held []*list.Element, reuse int) []*list.Element {
+func (c *blockCache) hold(ids []int, bs int, seed uint64, held []*list.Element, reuse int) []*list.Element {
 	if c.cap <= 0 {
 		return nil
 	}
 	c.hashes = c.hashes[:0]
-	blockHashes(ids, bs, func(h uint64) bool {
+	blockHashes(ids, bs, seed, func(h uint64) bool {
 		c.hashes = append(c.hashes, h)
 		return true
 	})

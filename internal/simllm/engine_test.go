@@ -176,14 +176,36 @@ func TestBlockCacheEvictsTailFirst(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newBlockCache(tc.capacity)
 			a, b := seq(1000, tc.a), seq(2000, tc.b)
-			c.hold(a, bs, nil, len(a)/bs) // one request's blocks, then another's
-			c.hold(b, bs, nil, len(b)/bs)
-			if got := c.match(a, bs); got != tc.wantA*bs {
+			c.hold(a, bs, 0, nil, len(a)/bs) // one request's blocks, then another's
+			c.hold(b, bs, 0, nil, len(b)/bs)
+			if got := c.match(a, bs, 0); got != tc.wantA*bs {
 				t.Errorf("a: %d tokens matched, want %d", got, tc.wantA*bs)
 			}
-			if got := c.match(b, bs); got != tc.wanB*bs {
+			if got := c.match(b, bs, 0); got != tc.wanB*bs {
 				t.Errorf("b: %d tokens matched, want %d", got, tc.wanB*bs)
 			}
 		})
+	}
+}
+
+// TestCacheSalt: blocks cached under one cache_salt are found only under
+// the same salt, as vLLM hashes the salt into a prompt's first block.
+func TestCacheSalt(t *testing.T) {
+	const bs = 4
+	ids := make([]int, 4*bs)
+	for i := range ids {
+		ids[i] = 100 + i
+	}
+	c := newBlockCache(64)
+	v1, v2 := saltSeed("prorl-policy-1"), saltSeed("prorl-policy-2")
+	c.hold(ids, bs, v1, nil, 0)
+	for _, tc := range []struct {
+		name string
+		seed uint64
+		want int
+	}{{"same salt", v1, len(ids)}, {"another salt", v2, 0}, {"no salt", 0, 0}} {
+		if got := c.match(ids, bs, tc.seed); got != tc.want {
+			t.Errorf("%s: %d tokens matched, want %d", tc.name, got, tc.want)
+		}
 	}
 }

@@ -66,8 +66,10 @@ type Server struct {
 	logMu   sync.Mutex
 	logW    *bufio.Writer
 	n       atomic.Uint64
-	mux     *http.ServeMux
-	pause   pauseState
+	// chaosN counts the requests chaos drew for.
+	chaosN atomic.Uint64
+	mux    *http.ServeMux
+	pause  pauseState
 }
 
 // New returns a simulator.
@@ -245,9 +247,28 @@ func hash64(parts ...any) uint64 {
 
 func unit(parts ...any) float64 { return float64(hash64(parts...)>>11) / float64(1<<53) }
 
+// checkSalt reads a request's cache_salt as vLLM does: absent is none,
+// and an empty one is refused.
+func (s *Server) checkSalt(w http.ResponseWriter, entry *LogEntry, salt *string) (string, bool) {
+	if salt == nil {
+		return "", true
+	}
+	if *salt == "" {
+		entry.Status, entry.Response = 400, s.apiError(w, 400, "Parameter 'cache_salt' must be a non-empty string if provided.")
+		return "", false
+	}
+	return *salt, true
+}
+
 // chaos injects failures; it reports whether the request was handled.
+// Each request draws anew (its own count), as a real server's faults
+// strike a request, not a prompt: a retry of the same prompt may pass.
 func (s *Server) chaos(w http.ResponseWriter, seed any) bool {
-	if s.opt.DropRate > 0 && unit("drop", seed, s.n.Load()) < s.opt.DropRate {
+	if s.opt.DropRate == 0 && s.opt.FailRate == 0 {
+		return false
+	}
+	k := s.chaosN.Add(1)
+	if s.opt.DropRate > 0 && unit("drop", seed, k) < s.opt.DropRate {
 		if hj, ok := w.(http.Hijacker); ok {
 			if c, _, err := hj.Hijack(); err == nil {
 				_ = c.Close()
@@ -255,7 +276,7 @@ func (s *Server) chaos(w http.ResponseWriter, seed any) bool {
 			}
 		}
 	}
-	if s.opt.FailRate > 0 && unit("fail", seed, s.n.Load()) < s.opt.FailRate {
+	if s.opt.FailRate > 0 && unit("fail", seed, k) < s.opt.FailRate {
 		s.apiError(w, http.StatusInternalServerError, "simulated failure")
 		return true
 	}
@@ -486,7 +507,7 @@ func (s *Server) engineStats(w http.ResponseWriter, _ *http.Request) {
 // /pause, resumed with its kept tokens) continues that message: the
 // scripted policy is deterministic, so the continuation is the rest of what
 // it would have written, with the same seed and logprobs.
-func (s *Server) run(prompt []int, maxTokens int, ignoreEOS bool, priority int, reqSeed *int64, r *http.Request) (*genOut, error) {
+func (s *Server) run(prompt []int, maxTokens int, ignoreEOS bool, priority int, salt string, reqSeed *int64, r *http.Request) (*genOut, error) {
 	// Under first-come-first-served scheduling a priority is ignored, as
 	// vLLM 0.32 does (older versions refused it: TestAgainstVLLM/protocol).
 	if len(prompt) == 0 {
@@ -554,7 +575,7 @@ func (s *Server) run(prompt []int, maxTokens int, ignoreEOS bool, priority int, 
 	for i, id := range ids {
 		lps[i] = -3 * unit("lp", seed, len(base), len(partial)+i, id)
 	}
-	decoded, err := s.wait(r.Context(), abort, prompt, ids, priority)
+	decoded, err := s.wait(r.Context(), abort, prompt, ids, priority, salt)
 	if err != nil {
 		return nil, err
 	}
@@ -566,9 +587,9 @@ func (s *Server) run(prompt []int, maxTokens int, ignoreEOS bool, priority int, 
 
 // wait holds a generation for its simulated time; it returns how many of
 // out's tokens were generated (fewer when /pause aborted it).
-func (s *Server) wait(ctx context.Context, abort <-chan struct{}, prompt, out []int, priority int) (int, error) {
+func (s *Server) wait(ctx context.Context, abort <-chan struct{}, prompt, out []int, priority int, salt string) (int, error) {
 	if s.engine != nil {
-		err := s.engine.Generate(ctx, prompt, out, priority)
+		err := s.engine.GenerateSalted(ctx, prompt, out, priority, salt)
 		if a, ok := err.(*Aborted); ok {
 			return a.Decoded, nil
 		}
@@ -641,6 +662,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		Stream                 bool            `json:"stream"`
 		IgnoreEOS              bool            `json:"ignore_eos"`
 		Priority               int             `json:"priority"`
+		CacheSalt              *string         `json:"cache_salt"`
 	}
 	entry, ok := s.begin(w, r, &req, false)
 	if !ok {
@@ -660,12 +682,16 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		}
 		prompt = s.tok.Encode(text)
 	}
+	salt, ok := s.checkSalt(w, entry, req.CacheSalt)
+	if !ok {
+		return
+	}
 	seed := seedOf(req.Seed, prompt)
 	if s.chaos(w, seed) {
 		entry.Status = 500
 		return
 	}
-	out, err := s.run(prompt, maxTokens, req.IgnoreEOS, req.Priority, req.Seed, r)
+	out, err := s.run(prompt, maxTokens, req.IgnoreEOS, req.Priority, salt, req.Seed, r)
 	if err != nil {
 		entry.Status, entry.Response = 400, s.apiError(w, 400, err.Error())
 		return
@@ -752,6 +778,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		Stream                 bool            `json:"stream"`
 		IgnoreEOS              bool            `json:"ignore_eos"`
 		Priority               int             `json:"priority"`
+		CacheSalt              *string         `json:"cache_salt"`
 	}
 	entry, ok := s.begin(w, r, &req, false)
 	if !ok {
@@ -783,12 +810,16 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		entry.Status, entry.Response = 400, s.apiError(w, 400, err.Error())
 		return
 	}
+	salt, ok := s.checkSalt(w, entry, req.CacheSalt)
+	if !ok {
+		return
+	}
 	prompt := s.tok.Encode(text)
 	if s.chaos(w, seedOf(req.Seed, prompt)) {
 		entry.Status = 500
 		return
 	}
-	out, err := s.run(prompt, maxTokens, req.IgnoreEOS, req.Priority, req.Seed, r)
+	out, err := s.run(prompt, maxTokens, req.IgnoreEOS, req.Priority, salt, req.Seed, r)
 	if err != nil {
 		entry.Status, entry.Response = 400, s.apiError(w, 400, err.Error())
 		return
@@ -850,7 +881,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		entry.Status = 500
 		return
 	}
-	out, err := s.run(req.PromptIDs, req.MaxTokens, false, 0, req.Seed, r)
+	out, err := s.run(req.PromptIDs, req.MaxTokens, false, 0, "", req.Seed, r)
 	if err != nil {
 		entry.Status, entry.Response = 400, s.apiError(w, 400, err.Error())
 		return

@@ -25,8 +25,18 @@ import (
 // generated and the prompt tokens it found in its prefix cache.
 func vllmCompletion(t *testing.T, url string, prompt []int, n int) (out []int, cached int) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"model": testvllm.Model, "prompt": prompt, "max_tokens": n, "ignore_eos": true,
-		"temperature": 0, "return_token_ids": true})
+	return vllmCompletionSalted(t, url, prompt, n, "")
+}
+
+// vllmCompletionSalted is vllmCompletion under a cache_salt ("" none).
+func vllmCompletionSalted(t *testing.T, url string, prompt []int, n int, salt string) (out []int, cached int) {
+	t.Helper()
+	req := map[string]any{"model": testvllm.Model, "prompt": prompt, "max_tokens": n, "ignore_eos": true,
+		"temperature": 0, "return_token_ids": true}
+	if salt != "" {
+		req["cache_salt"] = salt
+	}
+	body, _ := json.Marshal(req)
 	res, err := http.Post(url+"/v1/completions", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +84,30 @@ func TestAgainstVLLM(t *testing.T) {
 		"--enable-prompt-tokens-details", "--max-num-seqs", "4")
 	t.Run("prefix cache", func(t *testing.T) { prefixCacheAgainstVLLM(t, url) })
 	t.Run("protocol", func(t *testing.T) { protocolAgainstVLLM(t, url) })
+	t.Run("cache salt", func(t *testing.T) { cacheSaltAgainstVLLM(t, url) })
+}
+
+// cacheSaltAgainstVLLM: a prompt cached under one cache_salt is found
+// again under that salt only (not under another, nor without one), in vLLM
+// and in the simulator, request by request.
+func cacheSaltAgainstVLLM(t *testing.T, url string) {
+	const bs = 32
+	eng := NewEngine(EngineModel{Slots: 4, StepBase: time.Millisecond, CacheTokens: 39 * bs, BlockSize: bs, TimeScale: 1e-4})
+	defer eng.Stop()
+	p := make([]int, 3*bs)
+	for i := range p {
+		p[i] = 20000 + 7*i
+	}
+	for i, salt := range []string{"prorl-policy-1", "prorl-policy-1", "prorl-policy-2", "", "prorl-policy-2", "prorl-policy-1"} {
+		out, want := vllmCompletionSalted(t, url, p, bs+1, salt)
+		before := eng.Stats().CachedTokens
+		if err := eng.GenerateSalted(context.Background(), p, out, 0, salt); err != nil {
+			t.Fatal(err)
+		}
+		if got := int(eng.Stats().CachedTokens - before); got != want {
+			t.Errorf("request %d (salt %q): the simulator found %d cached, vLLM %d", i, salt, got, want)
+		}
+	}
 }
 
 func prefixCacheAgainstVLLM(t *testing.T, url string) {
@@ -300,6 +334,10 @@ func protocolAgainstVLLM(t *testing.T, url string) {
 			"return_token_ids": true, "logprobs": 1}, false, false, ""},
 		{"completion, priority without priority scheduling", "POST", "/v1/completions", map[string]any{"model": testvllm.Model, "prompt": prompt,
 			"max_tokens": 8, "priority": 3}, false, false, ""},
+		{"completion, cache salt", "POST", "/v1/completions", map[string]any{"model": testvllm.Model, "prompt": prompt, "max_tokens": 8,
+			"cache_salt": "prorl-policy-3"}, false, false, ""},
+		{"completion, empty cache salt", "POST", "/v1/completions", map[string]any{"model": testvllm.Model, "prompt": prompt, "max_tokens": 8,
+			"cache_salt": ""}, false, false, ""},
 		{"completion, another model", "POST", "/v1/completions", map[string]any{"model": "gpt-4", "prompt": prompt, "max_tokens": 8}, false, false, ""},
 		{"completion, bad max_tokens", "POST", "/v1/completions", map[string]any{"model": testvllm.Model, "prompt": prompt, "max_tokens": -1}, false, false, ""},
 		{"completion, prompt over max_model_len", "POST", "/v1/completions", map[string]any{"model": testvllm.Model, "prompt": make([]int, 2000), "max_tokens": 8}, false, false, ""},
@@ -315,6 +353,10 @@ func protocolAgainstVLLM(t *testing.T, url string) {
 		{name: "chat, tool_choice without tools", method: "POST", path: "/v1/chat/completions", body: map[string]any{"model": testvllm.Model, "messages": msgs, "tool_choice": "required", "max_tokens": 4}},
 		{name: "chat, tool_choice none without tools", method: "POST", path: "/v1/chat/completions", body: map[string]any{"model": testvllm.Model, "messages": msgs, "tool_choice": "none", "max_tokens": 4}},
 		{name: "chat, bad max_tokens", method: "POST", path: "/v1/chat/completions", body: map[string]any{"model": testvllm.Model, "messages": msgs, "max_tokens": 0}},
+		{name: "chat, cache salt", method: "POST", path: "/v1/chat/completions", body: map[string]any{"model": testvllm.Model, "messages": msgs, "max_tokens": 4,
+			"cache_salt": "prorl-policy-3"}},
+		{name: "chat, empty cache salt", method: "POST", path: "/v1/chat/completions", body: map[string]any{"model": testvllm.Model, "messages": msgs, "max_tokens": 4,
+			"cache_salt": ""}},
 		{name: "chat, another model", method: "POST", path: "/v1/chat/completions", body: map[string]any{"model": "gpt-4", "messages": msgs, "max_tokens": 4}},
 		{"models", "GET", "/v1/models", nil, false, false, ""},
 		{"health", "GET", "/health", nil, true, false, ""},
