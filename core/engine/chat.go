@@ -60,11 +60,12 @@ type chatRequest struct {
 	Stop                []string             `json:"stop,omitempty"`
 	Logprobs            bool                 `json:"logprobs"`
 	// return_token_ids gives the generated ids and the prompt's (vLLM >= 0.10.2).
-	ReturnTokenIDs    bool `json:"return_token_ids"`
-	SkipSpecialTokens bool `json:"skip_special_tokens"`
-	Stream            bool `json:"stream"`
-	IgnoreEOS         bool `json:"ignore_eos,omitempty"`
-	Priority          int  `json:"priority,omitempty"`
+	ReturnTokenIDs    bool   `json:"return_token_ids"`
+	SkipSpecialTokens bool   `json:"skip_special_tokens"`
+	Stream            bool   `json:"stream"`
+	IgnoreEOS         bool   `json:"ignore_eos,omitempty"`
+	Priority          int    `json:"priority,omitempty"`
+	CacheSalt         string `json:"cache_salt,omitempty"`
 }
 
 type chatResponse struct {
@@ -152,7 +153,7 @@ func (v *VLLM) GenerateChat(ctx context.Context, r ChatRequest) ([]int, *Generat
 	req := chatRequest{
 		Model: v.Model, Messages: openAIMessages(r.Messages), Tools: r.Tools, AddGenerationPrompt: true, ChatTemplateKwargs: r.Kwargs,
 		MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK, Seed: r.Seed, Stop: r.Stop,
-		Logprobs: true, ReturnTokenIDs: true, SkipSpecialTokens: false, IgnoreEOS: r.IgnoreEOS, Priority: r.Priority,
+		Logprobs: true, ReturnTokenIDs: true, SkipSpecialTokens: false, IgnoreEOS: r.IgnoreEOS, Priority: r.Priority, CacheSalt: r.CacheSalt,
 	}
 	if len(r.Tools) > 0 {
 		req.ToolChoice = "none"

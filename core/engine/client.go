@@ -39,6 +39,10 @@ type GenerateRequest struct {
 	// --scheduling-policy priority; vLLM 0.32 ignores it otherwise, older
 	// versions refuse it).
 	Priority int
+	// CacheSalt separates the server's prefix cache: requests reuse each
+	// other's cached prefix only under the same salt (vLLM's cache_salt,
+	// SGLang's extra_key). Empty: none.
+	CacheSalt string
 }
 
 // GenerateResult is token ids and their logprobs out.

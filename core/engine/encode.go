@@ -29,7 +29,7 @@ func (r *completionRequest) appendJSON(b []byte) ([]byte, error) {
 	w.Int(int64(r.Logprobs))
 	w.Key("return_tokens_as_token_ids")
 	w.Bool(r.ReturnTokensAsTokenIDs)
-	writeFlags(w, r.SkipSpecialTokens, r.Stream, r.IgnoreEOS, r.Priority)
+	writeFlags(w, r.SkipSpecialTokens, r.Stream, r.IgnoreEOS, r.Priority, r.CacheSalt)
 	return append(w.B, '}'), w.Err
 }
 
@@ -85,7 +85,7 @@ func (r *chatRequest) appendJSON(b []byte) ([]byte, error) {
 	w.Bool(r.Logprobs)
 	w.Key("return_token_ids")
 	w.Bool(r.ReturnTokenIDs)
-	writeFlags(w, r.SkipSpecialTokens, r.Stream, r.IgnoreEOS, r.Priority)
+	writeFlags(w, r.SkipSpecialTokens, r.Stream, r.IgnoreEOS, r.Priority, r.CacheSalt)
 	return append(w.B, '}'), w.Err
 }
 
@@ -113,7 +113,7 @@ func writeSampling(w *jsonw.Writer, maxTokens int, temperature, topP float64, to
 }
 
 // writeFlags writes the fields both requests end with.
-func writeFlags(w *jsonw.Writer, skipSpecialTokens, stream, ignoreEOS bool, priority int) {
+func writeFlags(w *jsonw.Writer, skipSpecialTokens, stream, ignoreEOS bool, priority int, cacheSalt string) {
 	w.Key("skip_special_tokens")
 	w.Bool(skipSpecialTokens)
 	w.Key("stream")
@@ -125,5 +125,9 @@ func writeFlags(w *jsonw.Writer, skipSpecialTokens, stream, ignoreEOS bool, prio
 	if priority != 0 {
 		w.Key("priority")
 		w.Int(int64(priority))
+	}
+	if cacheSalt != "" {
+		w.Key("cache_salt")
+		w.Str(cacheSalt)
 	}
 }

@@ -44,6 +44,7 @@ func TestRequestEncodersMatchEncodingJSON(t *testing.T) {
 			Logprobs: 1, ReturnTokensAsTokenIDs: rng.IntN(2) == 0, Stream: rng.IntN(2) == 0, IgnoreEOS: rng.IntN(2) == 0, Priority: rng.IntN(3) - 1}
 		if rng.IntN(2) == 0 {
 			c.Model, c.TopK, c.Seed, c.Stop = encStrings[rng.IntN(len(encStrings))], rng.IntN(50), &seed, []string{"</s>", "<&>"}
+			c.CacheSalt = "policy-" + encStrings[rng.IntN(len(encStrings))]
 		}
 		if rng.IntN(4) == 0 {
 			c.Prompt = nil
@@ -57,7 +58,7 @@ func TestRequestEncodersMatchEncodingJSON(t *testing.T) {
 		}
 		check(r)
 		ch := &chatRequest{Messages: randChat(rng), AddGenerationPrompt: rng.IntN(2) == 0, MaxTokens: rng.IntN(9000), Temperature: c.Temperature,
-			TopP: c.TopP, Logprobs: rng.IntN(2) == 0, ReturnTokenIDs: rng.IntN(2) == 0, Stream: rng.IntN(2) == 0, IgnoreEOS: c.IgnoreEOS, Priority: c.Priority}
+			TopP: c.TopP, Logprobs: rng.IntN(2) == 0, ReturnTokenIDs: rng.IntN(2) == 0, Stream: rng.IntN(2) == 0, IgnoreEOS: c.IgnoreEOS, Priority: c.Priority, CacheSalt: c.CacheSalt}
 		if rng.IntN(2) == 0 {
 			ch.Model, ch.Tools, ch.ToolChoice, ch.ChatTemplateKwargs = r.Model, r.Tools, "none", r.ChatTemplateKwargs
 			ch.TopK, ch.Seed, ch.Stop = c.TopK, c.Seed, c.Stop

@@ -28,6 +28,8 @@ type sglangRequest struct {
 	ReturnLogprob  bool           `json:"return_logprob"`
 	// -1: logprobs of the output only, not of the prompt.
 	LogprobStartLen int `json:"logprob_start_len"`
+	// ExtraKey separates the radix cache (SGLang's cache_salt on /generate).
+	ExtraKey string `json:"extra_key,omitempty"`
 }
 
 type sglangSampling struct {
@@ -66,7 +68,7 @@ func (s *SGLang) Generate(ctx context.Context, r GenerateRequest) (*GenerateResu
 	}
 	var resp sglangResponse
 	err := postJSON(ctx, s.BaseURL+"/generate", sglangRequest{
-		InputIDs: r.PromptIDs, ReturnLogprob: true, LogprobStartLen: -1,
+		InputIDs: r.PromptIDs, ReturnLogprob: true, LogprobStartLen: -1, ExtraKey: r.CacheSalt,
 		SamplingParams: sglangSampling{MaxNewTokens: r.MaxTokens, Temperature: r.Temperature, TopP: r.TopP, TopK: topK,
 			Stop: r.Stop, Seed: r.Seed, NoStopTrim: true},
 	}, &resp)

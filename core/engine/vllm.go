@@ -40,6 +40,7 @@ type completionRequest struct {
 	Stream                 bool     `json:"stream"`
 	IgnoreEOS              bool     `json:"ignore_eos,omitempty"`
 	Priority               int      `json:"priority,omitempty"`
+	CacheSalt              string   `json:"cache_salt,omitempty"`
 }
 
 type completionResponse struct {
@@ -81,7 +82,7 @@ func (v *VLLM) Generate(ctx context.Context, r GenerateRequest) (*GenerateResult
 		TopK: r.TopK, Seed: r.Seed, Stop: r.Stop, Logprobs: 1,
 		// Exact ids as "token_id:N" in logprobs.tokens (vLLM >= 0.6). Not
 		// return_token_ids: it also echoes the whole prompt back, every turn.
-		ReturnTokensAsTokenIDs: true, SkipSpecialTokens: false, IgnoreEOS: r.IgnoreEOS, Priority: r.Priority,
+		ReturnTokensAsTokenIDs: true, SkipSpecialTokens: false, IgnoreEOS: r.IgnoreEOS, Priority: r.Priority, CacheSalt: r.CacheSalt,
 	}
 	var resp completionResponse
 	if err := postJSON(ctx, v.BaseURL+"/v1/completions", &req, &resp); err != nil {
