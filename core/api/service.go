@@ -128,7 +128,7 @@ func (s *Server) ResolveDomain(name, field string) (string, *Error) {
 
 // Group implements Service.
 func (s *Server) Group(sr *SubmitRequest, domain string) ([]pipeline.Request, string) {
-	return groupRequests(sr, domain)
+	return groupRequests(sr, domain, retryPolicy(s.Cfg.Pipeline.Retry, sr))
 }
 
 // CheckHarness implements Service.

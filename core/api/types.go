@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prorl/prorl/core/config"
 	"github.com/prorl/prorl/core/groups"
 	"github.com/prorl/prorl/core/pipeline"
 	"github.com/prorl/prorl/core/trajectory"
@@ -58,6 +61,26 @@ type SubmitRequest struct {
 	// Harness runs the rollouts with an agent harness through the gateway
 	// instead of the host's agent loop.
 	Harness *HarnessRequest `json:"harness,omitempty"`
+	// RetryInfra runs a sample that an infrastructure failure ended again,
+	// as a new attempt (default: [pipeline.retry] infra, on).
+	RetryInfra *bool `json:"retry_infra,omitempty"`
+	// RetryBudget overrides [pipeline.retry] budget per failure reason:
+	// how many more attempts each may cost a sample.
+	RetryBudget map[string]int `json:"retry_budget,omitempty"`
+	// RetryDeadline bounds a sample's attempts from its first start
+	// (default: [pipeline.retry] deadline, else 3 × timeout).
+	RetryDeadline *Timeout `json:"retry_deadline,omitempty"`
+	// IncompleteGroup is "return" (default: every sample's result comes
+	// back, a failed one with its attempts) or "drop" (once a sample ends
+	// with no trainable result, the group's unfinished samples are
+	// cancelled with reason group_dropped).
+	IncompleteGroup string `json:"incomplete_group,omitempty"`
+	// MaxStaleness bounds, in policy versions, how far a sample's oldest
+	// token may be behind the policy it is returned under; StaleMode is
+	// what a sample past it gets: "restart" (default: run again as a new
+	// attempt, within retry_deadline) or "mark" (returned with stale set).
+	MaxStaleness *int64 `json:"max_staleness,omitempty"`
+	StaleMode    string `json:"stale_mode,omitempty"`
 }
 
 // HarnessRequest names a configured harness ([harnesses.NAME]) and what
@@ -140,6 +163,9 @@ func validID(s string) bool {
 	return true
 }
 
+// maxStaleness bounds max_staleness: a policy version is a trainer's step.
+const maxStaleness = 1_000_000
+
 // validate checks a submit request; prefix names fields inside a batch.
 func (s *SubmitRequest) validate(prefix string, maxSamples int) *Error {
 	f := func(n string) string { return prefix + n }
@@ -191,6 +217,25 @@ func (s *SubmitRequest) validate(prefix string, maxSamples int) *Error {
 	}
 	if s.Priority != nil && (*s.Priority < 0 || *s.Priority > maxPriority) {
 		return Invalid(f("priority"), "must be between 0 and %d, got %d", maxPriority, *s.Priority)
+	}
+	for _, reason := range slices.Sorted(maps.Keys(s.RetryBudget)) {
+		if msg := config.CheckRetryBudget(reason, s.RetryBudget[reason]); msg != "" {
+			return Invalid(f("retry_budget."+reason), "%s", msg)
+		}
+	}
+	if s.RetryDeadline != nil && (*s.RetryDeadline <= 0 || time.Duration(*s.RetryDeadline) > MaxTimeout*(config.MaxRetryBudget+1)) {
+		return Invalid(f("retry_deadline"), "must be positive and at most %s", MaxTimeout*(config.MaxRetryBudget+1))
+	}
+	if s.MaxStaleness != nil && (*s.MaxStaleness < 0 || *s.MaxStaleness > maxStaleness) {
+		return Invalid(f("max_staleness"), "must be between 0 and %d, got %d", maxStaleness, *s.MaxStaleness)
+	}
+	if s.StaleMode != "" && !slices.Contains(pipeline.StaleModes, s.StaleMode) {
+		return Invalid(f("stale_mode"), "must be one of %s, got %q", strings.Join(pipeline.StaleModes, ", "), s.StaleMode)
+	}
+	switch s.IncompleteGroup {
+	case "", "return", "drop":
+	default:
+		return Invalid(f("incomplete_group"), `must be "return" or "drop", got %q`, s.IncompleteGroup)
 	}
 	if e := s.EarlyStopMinUsable; e != nil {
 		n := 1

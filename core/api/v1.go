@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -67,12 +68,33 @@ func (s *Server) requests(sr *SubmitRequest, prefix string) ([]pipeline.Request,
 	if e := s.checkHarness(sr.Harness, prefix+"harness"); e != nil {
 		return nil, "", e
 	}
-	reqs, gid := groupRequests(sr, plug.Name)
+	reqs, gid := groupRequests(sr, plug.Name, retryPolicy(s.Cfg.Pipeline.Retry, sr))
 	return reqs, gid, nil
 }
 
+// retryPolicy is a submission's retry policy: the deployment's
+// [pipeline.retry] with what the request overrides; nil for none.
+func retryPolicy(c config.Retry, sr *SubmitRequest) *pipeline.Retry {
+	on := c.Infra
+	if sr.RetryInfra != nil {
+		on = *sr.RetryInfra
+	}
+	if !on {
+		return nil
+	}
+	rp := &pipeline.Retry{Budget: maps.Clone(c.Budget), Deadline: c.Deadline.Duration}
+	if rp.Budget == nil {
+		rp.Budget = map[string]int{}
+	}
+	maps.Copy(rp.Budget, sr.RetryBudget)
+	if sr.RetryDeadline != nil {
+		rp.Deadline = time.Duration(*sr.RetryDeadline)
+	}
+	return rp
+}
+
 // groupRequests builds a checked submission's group of rollouts.
-func groupRequests(sr *SubmitRequest, domain string) ([]pipeline.Request, string) {
+func groupRequests(sr *SubmitRequest, domain string, retry *pipeline.Retry) ([]pipeline.Request, string) {
 	n := 1
 	if sr.N != nil {
 		n = *sr.N
@@ -83,7 +105,8 @@ func groupRequests(sr *SubmitRequest, domain string) ([]pipeline.Request, string
 	}
 	reqs := make([]pipeline.Request, n)
 	for i := range reqs {
-		rq := pipeline.Request{GroupID: gid, GroupSize: n, Index: i, Domain: domain, Task: sr.Task, Sampling: sr.Sampling, Metadata: sr.Metadata}
+		rq := pipeline.Request{GroupID: gid, GroupSize: n, Index: i, Domain: domain, Task: sr.Task, Sampling: sr.Sampling, Metadata: sr.Metadata,
+			Retry: retry, DropIncomplete: sr.IncompleteGroup == "drop", MaxStaleness: sr.MaxStaleness, StaleMode: sr.StaleMode}
 		if sr.MaxTurns != nil {
 			rq.MaxTurns = *sr.MaxTurns
 		}

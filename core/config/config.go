@@ -9,10 +9,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -153,6 +155,10 @@ type Sandbox struct {
 	// with --userns) or "user" (rootless, as apptainer_user).
 	ApptainerRootMode string `toml:"apptainer_root_mode"`
 	ApptainerUser     string `toml:"apptainer_user"`
+	// FaultStartRate fails this share of sandbox starts on purpose, as a
+	// driver that cannot start one fails them: for fault drills and the
+	// fault bench, never for training (0, the default, is off).
+	FaultStartRate float64 `toml:"fault_start_rate"`
 }
 
 // Store configures where submissions and results are kept.
@@ -240,7 +246,27 @@ type Pipeline struct {
 	// remembers: a rollout submitted without expected_tokens is started
 	// and placed by what the task's earlier rollouts generated (0: off).
 	ExpectedTokensMemory int `toml:"expected_tokens_memory"`
+	// Retry is how a sample's infrastructure failures are run again.
+	Retry Retry `toml:"retry"`
 }
+
+// Retry runs a sample that an infrastructure failure ended again, as a
+// new attempt of the same rollout; a request may override each key.
+type Retry struct {
+	// Infra turns retries on for requests that do not say (retry_infra).
+	Infra bool `toml:"infra"`
+	// Budget is how many more attempts a sample may spend on each failure
+	// reason (infrastructure reasons only; a reason not listed: none).
+	Budget map[string]int `toml:"budget"`
+	// Deadline bounds a sample's attempts: none starts, or runs, later
+	// than its first attempt's start plus this. 0: three times the
+	// rollout's timeout.
+	Deadline Duration `toml:"deadline"`
+}
+
+// MaxRetryBudget bounds one reason's budget: a budget without a cap is how
+// one run wedged (NeMo-RL#3666).
+const MaxRetryBudget = 10
 
 // Agent holds the defaults of the multi-turn loop.
 type Agent struct {
@@ -294,6 +320,11 @@ type Backends struct {
 	WaitForBackend Duration `toml:"wait_for_backend"`
 	// IdleConnTimeout closes pooled backend connections unused this long.
 	IdleConnTimeout Duration `toml:"idle_conn_timeout"`
+	// CacheSaltPerPolicy salts every generation's prefix cache with its
+	// policy version (vLLM's cache_salt, SGLang's extra_key), so tokens of
+	// a new version are never computed from an old version's KV when the
+	// server keeps its cache across a weight update.
+	CacheSaltPerPolicy bool `toml:"cache_salt_per_policy"`
 	// Routing places rollouts and requests on backends: sticky (default),
 	// group-aware, prorl, consistent-hash, round-robin, least-requests.
 	Routing string `toml:"routing"`
@@ -415,6 +446,9 @@ func Default() *Config {
 			InitQueue: 100_000, RunQueue: 4096, EvalQueue: 4096,
 			RolloutTimeout: Duration{30 * time.Minute}, StuckAfter: Duration{10 * time.Minute},
 			ExpectedTokensMemory: 1 << 18,
+			Retry: Retry{Infra: true, Budget: map[string]int{
+				"backend_unavailable": 2, "sandbox_failed": 2, "plugin_crashed": 2, "interrupted": 2,
+				"eval_failed": 1, "tool_error": 1, "internal": 1, "timeout": 0}},
 		},
 		Agent:     Agent{MaxTurns: 8, MaxTokensPerTurn: 2048, MaxTotalTokens: 32768, ToolCallFormat: "hermes", ToolTimeout: Duration{5 * time.Minute}},
 		Tokenizer: Tokenizer{Check: "every_turn"},
@@ -696,6 +730,32 @@ func (c *Config) checkPipeline(k *checker) {
 	if c.Pipeline.RolloutTimeout.Duration <= 0 {
 		k.add("pipeline.rollout_timeout", "must be positive")
 	}
+	if r := c.Sandbox.FaultStartRate; r < 0 || r > 1 {
+		k.add("sandbox.fault_start_rate", "must be between 0 and 1")
+	}
+	if c.Pipeline.Retry.Deadline.Duration < 0 {
+		k.add("pipeline.retry.deadline", "must not be negative")
+	}
+	for _, reason := range slices.Sorted(maps.Keys(c.Pipeline.Retry.Budget)) {
+		if msg := CheckRetryBudget(reason, c.Pipeline.Retry.Budget[reason]); msg != "" {
+			k.add("pipeline.retry.budget."+reason, "%s", msg)
+		}
+	}
+}
+
+// RetryReasons are the failure reasons a sample may be retried for: the
+// infrastructure's, never the policy's (trajectory.SampleOf).
+var RetryReasons = []string{"backend_unavailable", "sandbox_failed", "plugin_crashed", "interrupted", "eval_failed", "tool_error", "internal", "timeout"}
+
+// CheckRetryBudget says what is wrong with one reason's budget, or "".
+func CheckRetryBudget(reason string, n int) string {
+	switch {
+	case !slices.Contains(RetryReasons, reason):
+		return "not an infrastructure failure reason (one of " + strings.Join(RetryReasons, ", ") + ")"
+	case n < 0 || n > MaxRetryBudget:
+		return fmt.Sprintf("must be between 0 and %d", MaxRetryBudget)
+	}
+	return ""
 }
 
 // checkCluster checks the [cluster] table.

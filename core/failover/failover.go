@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -26,6 +27,9 @@ import (
 func New(d Deps, r Rollout, l *backend.Lease) *Backend {
 	if r.OnBackend == nil {
 		r.OnBackend = func(string) {}
+	}
+	if r.OnGenerate == nil {
+		r.OnGenerate = func(int64) {}
 	}
 	return &Backend{d: d, r: r, lease: l}
 }
@@ -47,6 +51,17 @@ type Deps struct {
 	Log  hclog.Logger
 	// Wait is how long a move waits for another healthy backend.
 	Wait time.Duration
+	// SaltPerPolicy salts each generation's prefix cache with its policy
+	// version (engine.GenerateRequest.CacheSalt).
+	SaltPerPolicy bool
+}
+
+// saltOf is the cache salt of a generation under policy version v.
+func (d *Deps) saltOf(v int64) string {
+	if !d.SaltPerPolicy {
+		return ""
+	}
+	return "prorl-policy-" + strconv.FormatInt(v, 10)
 }
 
 // Rollout is what the backend knows of its rollout.
@@ -57,6 +72,9 @@ type Rollout struct {
 	// OnBackend, when set, is told the backend that serves the rollout
 	// whenever it changes.
 	OnBackend func(id string)
+	// OnGenerate, when set, is told the policy version of every
+	// generation request as it passes the gate.
+	OnGenerate func(version int64)
 }
 
 // Backend is a rollout's backend (agent.Generator, engine.ChatGenerator,
@@ -173,7 +191,10 @@ func (f *Backend) generate(ctx context.Context, req engine.GenerateRequest, out 
 				return err
 			}
 			version = v
-			res, err = c.Generate(gctx, req)
+			f.r.OnGenerate(v)
+			sent := req
+			sent.CacheSalt = f.d.saltOf(v)
+			res, err = c.Generate(gctx, sent)
 			if f.d.Gate.Leave(slot) && ctx.Err() == nil {
 				return policy.ErrCut
 			}
@@ -230,7 +251,10 @@ func (f *Backend) GenerateChat(ctx context.Context, cr engine.ChatRequest) ([]in
 			return err
 		}
 		version = v
-		prompt, res, err = cg.GenerateChat(gctx, cr)
+		f.r.OnGenerate(v)
+		sent := cr
+		sent.CacheSalt = f.d.saltOf(v)
+		prompt, res, err = cg.GenerateChat(gctx, sent)
 		if f.d.Gate.Leave(slot) && ctx.Err() == nil {
 			return policy.ErrCut
 		}

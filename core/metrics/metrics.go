@@ -21,6 +21,8 @@ type Metrics struct {
 	PluginCalls *prometheus.HistogramVec
 	// PluginRetries counts calls retried on a restarted plugin process.
 	PluginRetries *prometheus.CounterVec
+	// Retries counts samples run again after an infrastructure failure.
+	Retries *prometheus.CounterVec // reason
 }
 
 // New registers every metric; gauges that read live state are added with
@@ -44,8 +46,10 @@ func New() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}, []string{"plugin", "method"}),
 		PluginRetries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "prorl_plugin_call_retries_total", Help: "Plugin calls retried on a restarted process after a crash."},
 			[]string{"plugin", "method"}),
+		Retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "prorl_rollout_retries_total", Help: "Samples run again as a new attempt after an infrastructure failure, by the reason of the attempt that failed."},
+			[]string{"reason"}),
 	}
-	r.MustRegister(m.Submitted, m.Finished, m.StageTime, m.TurnOverhd, m.Turns, m.HTTP, m.PluginCalls, m.PluginRetries)
+	r.MustRegister(m.Submitted, m.Finished, m.StageTime, m.TurnOverhd, m.Turns, m.HTTP, m.PluginCalls, m.PluginRetries, m.Retries)
 	return m
 }
 

@@ -122,6 +122,10 @@ type Pipeline struct {
 	wg      sync.WaitGroup
 }
 
+// defaultDeadlineTimeouts is a sample's retry deadline, in rollout
+// timeouts, when neither the request nor [pipeline.retry] sets one.
+const defaultDeadlineTimeouts = 3
+
 // maxFinishing is how many results may wait for the store's commit
 // without holding a worker: about two of its largest batches
 // (store.resultBatchMax), so a slow disk holds memory for as many at most
@@ -275,10 +279,21 @@ func (p *Pipeline) work(r *Rollout, idx int, fn func(context.Context, *Rollout) 
 		p.finalize(r, st, f)
 		return
 	}
+	if why := r.restart.Swap(nil); why != nil {
+		// Its tokens went stale while it waited for this stage.
+		r.mu.Unlock()
+		if p.restartStale(r, stage, why) {
+			return
+		}
+		r.mu.Lock()
+	}
 	// Not a child of p.base: thousands of stages in flight made its one
 	// lock and children map a per-stage cost (stopStages cancels them).
 	ctx, cancel := context.WithTimeout(context.Background(), r.remaining)
 	r.cancel, r.stage, r.inStage, r.stageFrom = cancel, stage, true, time.Now()
+	if r.started.IsZero() {
+		r.started = r.stageFrom
+	}
 	stopped := p.base.Err() != nil
 	r.mu.Unlock()
 	if stopped {
@@ -310,9 +325,23 @@ func (p *Pipeline) work(r *Rollout, idx int, fn func(context.Context, *Rollout) 
 	if p.d.Metrics != nil {
 		p.d.Metrics.StageTime.WithLabelValues(stage).Observe(el.Seconds())
 	}
+	if why := r.restart.Swap(nil); why != nil && r.cancelled.Load() == nil {
+		// Stopped for staleness (checkStaleness), or it went stale as the
+		// stage ended: either way its tokens are not sent.
+		if p.restartStale(r, stage, why) {
+			return
+		}
+		if err != nil {
+			p.finish(r, trajectory.StatusFailed, &trajectory.Failure{Stage: stage, Reason: trajectory.ReasonInternal,
+				Message: "stopped to run again for staleness, and could not be: " + why.Message})
+			return
+		}
+	}
 	if err != nil {
 		st, f := p.classify(ctx, r, stage, err)
-		p.finish(r, st, f)
+		if !p.retry(r, st, f) {
+			p.finish(r, st, f)
+		}
 		return
 	}
 	if next == nil {
@@ -442,6 +471,11 @@ func (p *Pipeline) admit(ids []string, attempts []int, reqs []Request, idem *sto
 		if rq.Timeout <= 0 {
 			rq.Timeout = p.d.Cfg.Pipeline.RolloutTimeout.Duration
 		}
+		if rq.Retry != nil && rq.Retry.Deadline <= 0 {
+			rp := *rq.Retry
+			rp.Deadline = defaultDeadlineTimeouts * rq.Timeout
+			rq.Retry = &rp
+		}
 		if rq.EarlyStopMin > 0 && rq.EarlyKey == "" {
 			if earlyKeys == nil {
 				earlyKeys = map[string]string{}
@@ -506,6 +540,7 @@ func (p *Pipeline) admit(ids []string, attempts []int, reqs []Request, idem *sto
 func (p *Pipeline) newRollout(id string, rq Request, attempt int, submitted time.Time) *Rollout {
 	r := &Rollout{ID: id, Req: rq, Attempt: attempt, submitted: submitted, done: make(chan struct{}), remaining: rq.Timeout,
 		stage: trajectory.StageInit, policy: p.gate.Version()}
+	r.oldest.Store(noToken)
 	if rq.Agent == AgentGateway {
 		r.session = sessions.NewSlot()
 	}
@@ -549,6 +584,7 @@ func (p *Pipeline) Recover(onRestart string) (rerun, interrupted, cancelled int,
 	for i, pd := range un {
 		rq := reqs[i]
 		r := p.newRollout(pd.ID, rq, pd.Attempt, pd.SubmittedAt)
+		r.attempts = pd.Attempts
 		var st trajectory.Status
 		var f *trajectory.Failure
 		switch {
@@ -570,8 +606,13 @@ func (p *Pipeline) Recover(onRestart string) (rerun, interrupted, cancelled int,
 			p.finalize(r, st, f)
 			continue
 		}
+		// The attempt the stop cut short is on record with the others; when
+		// it started is not (its first stage's start was never stored).
+		ended := trajectory.Attempt{Attempt: pd.Attempt, Reason: trajectory.ReasonInterrupted, Message: "the host stopped before this attempt finished",
+			PolicyVersion: r.policy, StartedAt: pd.SubmittedAt, EndedAt: time.Now()}
+		r.attempts = append(r.attempts, ended)
 		r.Attempt = pd.Attempt + 1
-		if err := p.d.Store.Retry(r.ID, r.Attempt); err != nil {
+		if err := p.d.Store.Retry(r.ID, r.Attempt, &ended); err != nil {
 			return rerun, interrupted, cancelled, fmt.Errorf("recover %s: %w", r.ID, err)
 		}
 		p.mu.Lock()
@@ -724,7 +765,10 @@ func (r *Rollout) PolicyAt() int64 {
 }
 
 // SetPolicy records new weights; later turns are stamped with it.
-func (p *Pipeline) SetPolicy(v int64) { p.gate.SetVersion(v) }
+func (p *Pipeline) SetPolicy(v int64) {
+	p.gate.SetVersion(v)
+	p.checkStaleness(v)
+}
 
 // The policy's reports, as core/policy makes them.
 type (
@@ -740,7 +784,9 @@ func (p *Pipeline) Pause(ctx context.Context, abort bool) (PauseReport, error) {
 
 // Resume sets the policy version and lets generation continue.
 func (p *Pipeline) Resume(ctx context.Context, version int64) ResumeReport {
-	return p.gate.Resume(ctx, version)
+	rep := p.gate.Resume(ctx, version)
+	p.checkStaleness(p.gate.Version())
+	return rep
 }
 
 // PolicyState returns the policy version and whether generation is paused.
@@ -809,6 +855,10 @@ func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Fail
 	p.mu.Unlock()
 	close(r.done)
 	p.cut(cuts)
+	if r.Req.DropIncomplete && (res.Sample == trajectory.SampleInfrastructure || res.Sample == trajectory.SampleInvalidTask) && p.base.Err() == nil {
+		p.cancelWhere(func(o *Rollout) bool { return o.Req.GroupID == r.Req.GroupID }, trajectory.ReasonGroupDropped,
+			fmt.Sprintf("sample %d of the group ended with no trainable result (%s, attempt %d)", r.Req.Index, st, res.Attempt))
+	}
 	if m := p.d.Metrics; m != nil {
 		reason := ""
 		if f != nil {
@@ -915,6 +965,8 @@ func (p *Pipeline) result(r *Rollout, st trajectory.Status, f *trajectory.Failur
 	if res.Turns == nil {
 		res.Turns = []trajectory.Turn{}
 	}
+	res.Attempts = r.attempts
+	res.Staleness, res.Stale = r.stalenessOf(p.gate.Version())
 	res.Sample = trajectory.SampleOf(st, f)
 	res.MaskSample = res.Sample == trajectory.SampleTrainable && !logprobsAligned(res)
 	return res

@@ -57,6 +57,14 @@ func newFixture(t *testing.T, cfgf func(*config.Config), sim *simllm.Server) *fi
 // newStopped builds a pipeline whose workers have not started yet.
 func newStopped(t *testing.T, cfgf func(*config.Config), sim *simllm.Server, depsf ...func(*Deps)) *fixture {
 	t.Helper()
+	// No python tool: these tests run without a sandbox manager.
+	return newWithPlugin(t, map[string]any{"python": false}, cfgf, sim, depsf...)
+}
+
+// newWithPlugin builds a stopped pipeline whose math plugin has the
+// configuration pc.
+func newWithPlugin(t *testing.T, pc map[string]any, cfgf func(*config.Config), sim *simllm.Server, depsf ...func(*Deps)) *fixture {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Backends.WaitForBackend.Duration = 200 * time.Millisecond
 	if cfgf != nil {
@@ -71,8 +79,7 @@ func newStopped(t *testing.T, cfgf func(*config.Config), sim *simllm.Server, dep
 	}
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
 	plugs, err := pluginhost.Start(context.Background(), log, map[string]*config.Plugin{"math": {
-		// No python tool: these tests run without a sandbox manager.
-		Enabled: true, Path: mathPlugin, Config: map[string]any{"python": false}, StartTimeout: config.Duration{Duration: 20 * time.Second}, MaxRestarts: 5, RestartWindow: config.Duration{Duration: time.Minute},
+		Enabled: true, Path: mathPlugin, Config: pc, StartTimeout: config.Duration{Duration: 20 * time.Second}, MaxRestarts: 5, RestartWindow: config.Duration{Duration: time.Minute},
 	}}, nil, pluginhost.Options{Instance: "test", SocketDir: sockDir})
 	if err != nil {
 		t.Fatal(err)

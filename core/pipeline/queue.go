@@ -11,7 +11,8 @@ import (
 // (longest expected first, so the longest do not start at a step's tail),
 // then submission order. A dynamic-sampling batch keeps submission order:
 // which groups it keeps must not depend on their expected length.
-// Rollouts already in a stage are never preempted; only the start order
+// Within a priority, a sample's later attempt starts before first
+// attempts: its group waits for it. Rollouts already in a stage are never preempted; only the start order
 // changes.
 type startQueue struct {
 	mu    sync.Mutex
@@ -32,7 +33,7 @@ func newStartQueue(capacity int) *startQueue {
 func (q *startQueue) push(ctx context.Context, r *Rollout) bool {
 	q.mu.Lock()
 	q.seq++
-	it := queued{r: r, prio: r.Req.Priority, seq: q.seq}
+	it := queued{r: r, prio: r.Req.Priority, seq: q.seq, again: r.Attempt > 1}
 	if r.Req.Dynamic == "" {
 		it.expected = r.Req.Expected()
 	}
@@ -75,6 +76,7 @@ type queued struct {
 	r              *Rollout
 	prio, expected int
 	seq            uint64
+	again          bool
 }
 
 type startHeap []queued
@@ -83,6 +85,9 @@ func (h startHeap) Len() int { return len(h) }
 func (h startHeap) Less(i, j int) bool {
 	if h[i].prio != h[j].prio {
 		return h[i].prio > h[j].prio
+	}
+	if h[i].again != h[j].again {
+		return h[i].again
 	}
 	if h[i].expected != h[j].expected {
 		return h[i].expected > h[j].expected

@@ -51,7 +51,7 @@ func (p *Pipeline) remoteStage(ctx context.Context, r *Rollout) error {
 	res, err := p.d.Remote.Execute(ctx, r, func() (int, error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if err := p.d.Store.Retry(r.ID, r.Attempt+1); err != nil {
+		if err := p.d.Store.Retry(r.ID, r.Attempt+1, nil); err != nil {
 			return r.Attempt, fmt.Errorf("record attempt %d: %w", r.Attempt+1, err)
 		}
 		r.Attempt++

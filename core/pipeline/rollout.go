@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,28 @@ type Request struct {
 	Workdir     string `json:"workdir,omitempty"`
 	// HarnessImage is the sandbox image when the domain has no sandbox.
 	HarnessImage string `json:"harness_image,omitempty"`
+	// Retry, when set, runs the sample again after an infrastructure
+	// failure (nil: its first failure is its result).
+	Retry *Retry `json:"retry,omitempty"`
+	// DropIncomplete: once a sample of the group ends with no trainable
+	// result, its group's unfinished samples are cancelled (group_dropped).
+	DropIncomplete bool `json:"drop_incomplete,omitempty"`
+	// MaxStaleness bounds how many policy versions a sample's oldest token
+	// may be behind the policy (nil: unbounded). StaleMode says what a
+	// sample past it gets: "restart" (the default: run again as a new
+	// attempt while its retry deadline allows) or "mark" (returned with
+	// stale set).
+	MaxStaleness *int64 `json:"max_staleness,omitempty"`
+	StaleMode    string `json:"stale_mode,omitempty"`
+}
+
+// Retry is a request's retry policy, fixed at submission.
+type Retry struct {
+	// Budget is how many more attempts each failure reason may cost.
+	Budget map[string]int `json:"budget"`
+	// Deadline: no attempt starts or runs later than the sample's first
+	// start plus this.
+	Deadline time.Duration `json:"deadline"`
 }
 
 // Expected is the tokens the rollout is expected to generate: the
@@ -159,7 +182,19 @@ type Rollout struct {
 	remote *trajectory.Result
 	// session is a gateway rollout's session.
 	session *sessions.Slot
+	// attempts are the earlier attempts' ends; started is when this
+	// attempt's first stage started (zero while it waits for it).
+	attempts []trajectory.Attempt
+	started  time.Time
+	// oldest is the policy version of the attempt's first generation
+	// (noToken before it); restart, when set, is why the attempt is being
+	// run again (its tokens went stale).
+	oldest  atomic.Int64
+	restart atomic.Pointer[trajectory.Failure]
 }
+
+// noToken is Rollout.oldest before any generation.
+const noToken = math.MinInt64
 
 type score struct {
 	reward   float64

@@ -244,8 +244,9 @@ func hintOf(r *Rollout) backend.Hint {
 
 // failover is r's backend, starting on lease.
 func (p *Pipeline) failover(r *Rollout, lease *backend.Lease) *failover.Backend {
-	return failover.New(failover.Deps{Pool: p.d.Pool, Gate: p.gate, Log: p.d.Log, Wait: p.d.Cfg.Backends.WaitForBackend.Duration},
-		failover.Rollout{ID: r.ID, Hint: hintOf(r), Priority: r.Req.Priority, OnBackend: func(id string) {
+	return failover.New(failover.Deps{Pool: p.d.Pool, Gate: p.gate, Log: p.d.Log, Wait: p.d.Cfg.Backends.WaitForBackend.Duration,
+		SaltPerPolicy: p.d.Cfg.Backends.CacheSaltPerPolicy},
+		failover.Rollout{ID: r.ID, Hint: hintOf(r), Priority: r.Req.Priority, OnGenerate: r.generated, OnBackend: func(id string) {
 			r.mu.Lock()
 			r.backendID = id
 			r.mu.Unlock()

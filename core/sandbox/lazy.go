@@ -2,10 +2,15 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 )
+
+// ErrInjected is a start failed on purpose ([sandbox] fault_start_rate).
+var ErrInjected = errors.New("sandbox start failed on purpose")
 
 // Reserved is a sandbox id handed out at init and started on first use:
 // many rollouts never call a tool that needs one, and an unused sandbox
@@ -15,9 +20,11 @@ type Reserved struct {
 	m     *Manager
 	owner string
 	spec  Spec
-	once  sync.Once
+	// start is held while the sandbox starts: concurrent callers wait for
+	// that start, and Release for it to end before it stops the sandbox.
+	start sync.Mutex
 	sb    *Sandbox
-	err   error
+	err   error // a start's final failure, given to every later caller
 	mu    sync.Mutex
 	done  bool
 }
@@ -31,19 +38,39 @@ func (m *Manager) Reserve(owner string, spec Spec) *Reserved {
 	return r
 }
 
-// Sandbox starts the sandbox the first time it is needed.
+// Sandbox starts the sandbox the first time it is needed. A start that
+// ended because its caller left (its context, say a plugin call cut by
+// the plugin's crash) is not the sandbox's failure: the next caller
+// starts it again.
 func (r *Reserved) Sandbox(ctx context.Context) (*Sandbox, error) {
-	r.once.Do(func() {
+	r.start.Lock()
+	defer r.start.Unlock()
+	r.mu.Lock()
+	done := r.done
+	r.mu.Unlock()
+	switch {
+	case r.sb != nil:
+		return r.sb, nil
+	case r.err != nil:
+		return nil, r.err
+	case done:
+		return nil, ErrStopped
+	}
+	if f := r.m.cfg.FaultStartRate; f > 0 && rand.Float64() < f {
 		r.mu.Lock()
-		done := r.done
+		r.err = fmt.Errorf("%w ([sandbox] fault_start_rate %g)", ErrInjected, f)
 		r.mu.Unlock()
-		if done {
-			r.err = ErrStopped
-			return
-		}
-		r.sb, r.err = r.m.startRetrying(ctx, r.owner, r.spec)
-	})
-	return r.sb, r.err
+		r.m.log.Warn("sandbox start failed on purpose", "rollout", r.owner, "fault_start_rate", f)
+		return nil, r.err
+	}
+	sb, err := r.m.startRetrying(ctx, r.owner, r.spec)
+	if err != nil && ctx.Err() != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.sb, r.err = sb, err
+	r.mu.Unlock()
+	return sb, err
 }
 
 // Started reports whether the sandbox was ever started.
@@ -58,12 +85,14 @@ func (r *Reserved) Release() error {
 	r.mu.Lock()
 	r.done = true
 	r.mu.Unlock()
-	r.once.Do(func() { r.err = ErrStopped }) // no start after release
+	r.start.Lock() // a start under way ends first; none begins after this
+	sb := r.sb
+	r.start.Unlock()
 	r.m.mu.Lock()
 	delete(r.m.reserved, r.ID)
 	r.m.mu.Unlock()
-	if r.sb != nil {
-		return r.m.Stop(r.sb.ID)
+	if sb != nil {
+		return r.m.Stop(sb.ID)
 	}
 	return nil
 }

@@ -55,6 +55,8 @@ type Config struct {
 	// Cgroups is "auto" (per-sandbox cgroups where the host can make
 	// them, else per-process limits), "required" or "off".
 	Cgroups string
+	// FaultStartRate fails this share of starts on purpose (fault drills).
+	FaultStartRate float64
 	// Baseline starts sandboxes as they were before the hardening (no
 	// per-command namespaces, seccomp, cgroups, capabilities or sized
 	// tmpfs), for benchmarks that measure its cost. Never for serving.
@@ -561,5 +563,5 @@ func ConfigFrom(sc config.Sandbox) Config {
 		MaxStarting: sc.MaxStarting, MaxStartingPerImage: sc.MaxStartingPerImage, Seccomp: sc.Seccomp, Cgroups: sc.Cgroups,
 		Limits: Limits{CPUSeconds: sc.CPUSeconds, MemoryBytes: sc.MemoryMiB << 20, ProcessMemoryBytes: sc.ProcessMemoryMiB << 20,
 			MaxProcesses: sc.MaxProcesses, MaxFileBytes: sc.MaxFileMiB << 20, MaxOutputBytes: sc.MaxOutputKiB << 10,
-			TmpBytes: sc.TmpMiB << 20, DiskBytes: sc.WorkMiB << 20}}
+			TmpBytes: sc.TmpMiB << 20, DiskBytes: sc.WorkMiB << 20}, FaultStartRate: sc.FaultStartRate}
 }

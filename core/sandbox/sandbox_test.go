@@ -568,6 +568,36 @@ func TestStartRetried(t *testing.T) {
 	}
 }
 
+// A start its caller abandoned (a plugin call cut by the plugin's crash)
+// is not the sandbox's failure: the next caller starts it. A start failed
+// on purpose ([sandbox] fault_start_rate) is final, as a real one is.
+func TestAbandonedStartTriedAgain(t *testing.T) {
+	m := newManager(t, "bwrap", workRoot(t))
+	defer m.Close()
+	r := m.Reserve("r", Spec{})
+	defer r.Release()
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.Sandbox(gone); err == nil {
+		t.Fatal("started for a caller that had left")
+	}
+	sb, err := r.Sandbox(context.Background())
+	if err != nil {
+		t.Fatalf("the next caller: %v", err)
+	}
+	if again, _ := r.Sandbox(context.Background()); again != sb {
+		t.Fatal("a second sandbox for one reservation")
+	}
+	m.cfg.FaultStartRate = 1
+	f := m.Reserve("f", Spec{})
+	defer f.Release()
+	for range 2 {
+		if _, err := f.Sandbox(context.Background()); !errors.Is(err, ErrInjected) {
+			t.Fatalf("fault_start_rate 1: %v", err)
+		}
+	}
+}
+
 // A writable directory is the sandbox's own copy of the image's, in place:
 // writable by commands, bounded by the disk budget, unseen by the image and
 // by other sandboxes.

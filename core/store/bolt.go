@@ -369,9 +369,15 @@ func (b *Bolt) Unfinished() ([]Pending, error) {
 }
 
 // Retry implements Store.
-func (b *Bolt) Retry(id string, attempt int) error {
+func (b *Bolt) Retry(id string, attempt int, ended *trajectory.Attempt) error {
 	return b.db.Batch(func(tx *bolt.Tx) error {
-		found, err := updatePending(tx, id, func(p *Pending) bool { p.Attempt = attempt; return true })
+		found, err := updatePending(tx, id, func(p *Pending) bool {
+			p.Attempt = attempt
+			if ended != nil {
+				p.Attempts = append(p.Attempts, *ended)
+			}
+			return true
+		})
 		if err == nil && !found {
 			err = fmt.Errorf("no pending rollout %q", id)
 		}

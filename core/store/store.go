@@ -66,6 +66,9 @@ type Pending struct {
 	// Cancelled is a cancellation asked for before the host stopped: a
 	// restarted host reports it, and does not run the rollout again.
 	Cancelled *trajectory.Failure `json:"cancelled,omitempty"`
+	// Attempts are the earlier attempts' ends, so that a restarted host
+	// reports them and counts them against the retry budgets.
+	Attempts []trajectory.Attempt `json:"attempts,omitempty"`
 	// Task is the rollout's task, given apart from Request so that a group
 	// of n stores it once, not n times: Submit writes it under TaskRef (its
 	// content hash) and Unfinished gives it back, one copy a task. A record
@@ -96,8 +99,9 @@ type Store interface {
 	Submit(ps []Pending, key *Keyed) error
 	// Unfinished lists what was submitted and never finished (after a crash).
 	Unfinished() ([]Pending, error)
-	// Retry records a new attempt of an unfinished rollout.
-	Retry(id string, attempt int) error
+	// Retry records a new attempt of an unfinished rollout and, if any,
+	// how the one before it ended.
+	Retry(id string, attempt int, ended *trajectory.Attempt) error
 	// Cancel records that the unfinished rollouts among ids are cancelled
 	// (those already finished are skipped), durably before it returns.
 	Cancel(ids []string, why trajectory.Failure) error
@@ -359,7 +363,7 @@ func (m *Memory) ExpireKeys(before time.Time) (int, error) {
 func (m *Memory) Unfinished() ([]Pending, error) { return nil, nil }
 
 // Retry implements Store.
-func (m *Memory) Retry(string, int) error { return nil }
+func (m *Memory) Retry(string, int, *trajectory.Attempt) error { return nil }
 
 // Cancel implements Store: nothing outlives the process to cancel.
 func (m *Memory) Cancel([]string, trajectory.Failure) error { return nil }

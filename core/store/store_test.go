@@ -148,7 +148,7 @@ func TestBoltDurable(t *testing.T) {
 	if err := b.Finish(&trajectory.Result{ID: "a", GroupID: "g"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Retry("b", 2); err != nil {
+	if err := b.Retry("b", 2, &trajectory.Attempt{Attempt: 1, Stage: "init", Reason: "sandbox_failed"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Submit(nil, &Keyed{Key: "key", Sub: Submission{GroupID: "g", RolloutIDs: []string{"a", "b"}}}); err != nil {
@@ -163,7 +163,8 @@ func TestBoltDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	un, err := b.Unfinished()
-	if err != nil || len(un) != 1 || un[0].ID != "b" || un[0].Attempt != 2 || string(un[0].Request) != `{"k":2}` {
+	if err != nil || len(un) != 1 || un[0].ID != "b" || un[0].Attempt != 2 || string(un[0].Request) != `{"k":2}` ||
+		len(un[0].Attempts) != 1 || un[0].Attempts[0].Reason != "sandbox_failed" {
 		t.Fatalf("unfinished %+v %v", un, err)
 	}
 	first := b.Stats().LastSeq

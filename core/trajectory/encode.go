@@ -1,6 +1,7 @@
 package trajectory
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -106,6 +107,14 @@ func writeResult(w *jsonw.Writer, r *Result) {
 		w.Key("mask_sample")
 		w.Bool(true)
 	}
+	if len(r.Attempts) > 0 {
+		// Rare (a retried sample) and small: the standard encoder.
+		b, err := json.Marshal(r.Attempts)
+		if err == nil {
+			w.Key("attempts")
+			w.RawJSON(b)
+		}
+	}
 	if r.Stage != "" {
 		w.Key("stage")
 		w.Str(r.Stage)
@@ -145,6 +154,19 @@ func writeResult(w *jsonw.Writer, r *Result) {
 	}
 	w.Key("policy_version")
 	w.Int(r.PolicyVersion)
+	if r.Staleness != nil {
+		w.Key("staleness")
+		w.Raw("{")
+		w.Key("in_queue")
+		w.Int(r.Staleness.InQueue)
+		w.Key("in_flight")
+		w.Int(r.Staleness.InFlight)
+		w.Raw("}")
+	}
+	if r.Stale {
+		w.Key("stale")
+		w.Bool(true)
+	}
 	w.Key("turns")
 	spans := make([]turnSpans, len(r.Turns))
 	w.List(r.Turns == nil, len(r.Turns), func(i int) { spans[i] = writeTurn(w, &r.Turns[i]) })

@@ -123,6 +123,10 @@ func randResult(rng *rand.Rand) *Result {
 		r.Failure = &Failure{Stage: s(), Reason: s(), Message: s()}
 	}
 	if rng.IntN(2) == 0 {
+		r.Staleness = &Staleness{InQueue: rng.Int64N(5), InFlight: rng.Int64N(5)}
+		r.Stale = rng.IntN(2) == 0
+	}
+	if rng.IntN(2) == 0 {
 		r.Metrics = map[string]float64{}
 		for range rng.IntN(5) {
 			r.Metrics[s()] = f()
@@ -145,6 +149,10 @@ func randResult(rng *rand.Rand) *Result {
 	}
 	if rng.IntN(2) == 0 {
 		consistentTokens(rng, r)
+	}
+	for i := range rng.IntN(3) {
+		r.Attempts = append(r.Attempts, Attempt{Attempt: i + 1, Stage: s(), Reason: s(), Message: s(), PolicyVersion: rng.Int64N(9),
+			StartedAt: r.SubmittedAt, EndedAt: r.SubmittedAt.Add(time.Duration(rng.Int64N(1e12))), GeneratedTokens: rng.IntN(100)})
 	}
 	for range rng.IntN(3) {
 		r.Traces = append(r.Traces, Trace{PromptIDs: ints(), ResponseIDs: ints(), LossMask: mask(), ResponseLogprobs: floats(),

@@ -10,11 +10,11 @@ func TestSampleOf(t *testing.T) {
 		ReasonBackendUnavailable: SampleInfrastructure, ReasonPluginCrashed: SampleInfrastructure, ReasonSandboxFailed: SampleInfrastructure,
 		ReasonTimeout: SampleInfrastructure, ReasonToolError: SampleInfrastructure, ReasonInternal: SampleInfrastructure,
 		ReasonInterrupted: SampleInfrastructure, ReasonEvalFailed: SampleInfrastructure,
-		ReasonCancelled: SampleCancelled, ReasonEarlyStopped: SampleCancelled,
+		ReasonCancelled: SampleCancelled, ReasonEarlyStopped: SampleCancelled, ReasonGroupDropped: SampleCancelled,
 		ReasonInvalidTask: SampleInvalidTask,
 	}
 	statusOf := map[string]Status{ReasonContextOverflow: StatusTruncated, ReasonMaxTurns: StatusTruncated, ReasonTimeout: StatusTimeout,
-		ReasonCancelled: StatusCancelled, ReasonEarlyStopped: StatusCancelled}
+		ReasonCancelled: StatusCancelled, ReasonEarlyStopped: StatusCancelled, ReasonGroupDropped: StatusCancelled}
 	for _, reason := range Reasons {
 		w, ok := want[reason]
 		if !ok {

@@ -42,6 +42,10 @@ const (
 	// ReasonEarlyStopped: cancelled because its group already had the
 	// usable results it asked for.
 	ReasonEarlyStopped = "early_stopped"
+	// ReasonGroupDropped: cancelled because another sample of its group
+	// ended with no trainable result and the group asked to be dropped
+	// whole (drop_incomplete).
+	ReasonGroupDropped = "group_dropped"
 	ReasonToolError    = "tool_error"
 	ReasonInvalidTask  = "invalid_task"
 	ReasonInternal     = "internal"
@@ -53,7 +57,7 @@ const (
 
 // Reasons lists the vocabulary, for metrics and validation.
 var Reasons = []string{ReasonBackendUnavailable, ReasonPluginCrashed, ReasonSandboxFailed, ReasonContextOverflow,
-	ReasonMaxTurns, ReasonTimeout, ReasonCancelled, ReasonEarlyStopped, ReasonToolError, ReasonInvalidTask, ReasonInternal, ReasonInterrupted, ReasonEvalFailed}
+	ReasonMaxTurns, ReasonTimeout, ReasonCancelled, ReasonEarlyStopped, ReasonGroupDropped, ReasonToolError, ReasonInvalidTask, ReasonInternal, ReasonInterrupted, ReasonEvalFailed}
 
 // What a result is to a trainer (Result.Sample): a trainable sample, the
 // policy's own doing, whose reward is as scored and whose loss mask is
@@ -230,7 +234,11 @@ type Result struct {
 	// MaskSample: the tokens and logprobs do not line up (a backend that
 	// gave no logprobs for a generation): train on none of it rather than
 	// on guessed numbers.
-	MaskSample    bool               `json:"mask_sample,omitempty"`
+	MaskSample bool `json:"mask_sample,omitempty"`
+	// Attempts are the sample's earlier attempts, each ended by an
+	// infrastructure failure and run again (same id and sample index);
+	// none of their tokens is in this result.
+	Attempts      []Attempt          `json:"attempts,omitempty"`
 	Stage         string             `json:"stage,omitempty"`
 	Failure       *Failure           `json:"failure,omitempty"`
 	Reward        float64            `json:"reward"`
@@ -240,10 +248,16 @@ type Result struct {
 	FinalResponse string             `json:"final_response,omitempty"`
 	EndReason     string             `json:"end_reason,omitempty"`
 	PolicyVersion int64              `json:"policy_version"`
-	Turns         []Turn             `json:"turns"`
-	Tokens        Tokens             `json:"tokens"`
-	Messages      []Message          `json:"messages"`
-	Tools         []Tool             `json:"tools"`
+	// Staleness is how far the policy moved while the sample waited and
+	// while it ran; none before any token was generated.
+	Staleness *Staleness `json:"staleness,omitempty"`
+	// Stale: the sample's oldest token is more than its request's
+	// max_staleness versions behind the policy it finished under.
+	Stale    bool      `json:"stale,omitempty"`
+	Turns    []Turn    `json:"turns"`
+	Tokens   Tokens    `json:"tokens"`
+	Messages []Message `json:"messages"`
+	Tools    []Tool    `json:"tools"`
 	// Traces are a gateway session's token sequences, one per conversation
 	// the harness kept (Polar's trace fields); Tokens is then the last one.
 	Traces      []Trace         `json:"traces,omitempty"`
@@ -261,6 +275,29 @@ type Result struct {
 	// durable store writes in the result's own transaction: after a crash
 	// both are on disk or neither is.
 	Marks []Mark `json:"-"`
+}
+
+// Staleness counts policy versions: InQueue from the version the sample
+// was submitted (or its attempt started) under to its first token's;
+// InFlight from its first token's to the version it finished under.
+type Staleness struct {
+	InQueue  int64 `json:"in_queue"`
+	InFlight int64 `json:"in_flight"`
+}
+
+// Attempt is one earlier attempt of a sample: what ended it, when, and
+// under which policy version it ran.
+type Attempt struct {
+	Attempt       int       `json:"attempt"`
+	Stage         string    `json:"stage"`
+	Reason        string    `json:"reason"`
+	Message       string    `json:"message,omitempty"`
+	PolicyVersion int64     `json:"policy_version"`
+	StartedAt     time.Time `json:"started_at"`
+	EndedAt       time.Time `json:"ended_at"`
+	// GeneratedTokens is what the policy generated in it: the cost of the
+	// retry, never part of the result.
+	GeneratedTokens int `json:"generated_tokens"`
 }
 
 // Mark is one record written with a result: Value (JSON) under Key, kept

@@ -98,8 +98,10 @@ func cacheSaltAgainstVLLM(t *testing.T, url string) {
 	for i := range p {
 		p[i] = 20000 + 7*i
 	}
+	var wants []int
 	for i, salt := range []string{"prorl-policy-1", "prorl-policy-1", "prorl-policy-2", "", "prorl-policy-2", "prorl-policy-1"} {
 		out, want := vllmCompletionSalted(t, url, p, bs+1, salt)
+		wants = append(wants, want)
 		before := eng.Stats().CachedTokens
 		if err := eng.GenerateSalted(context.Background(), p, out, 0, salt); err != nil {
 			t.Fatal(err)
@@ -108,6 +110,12 @@ func cacheSaltAgainstVLLM(t *testing.T, url string) {
 			t.Errorf("request %d (salt %q): the simulator found %d cached, vLLM %d", i, salt, got, want)
 		}
 	}
+	// vLLM's own answers say what a salt does: a hit under the same one,
+	// none under another or without one.
+	if wants[1] == 0 || wants[2] != 0 || wants[3] != 0 || wants[4] == 0 {
+		t.Fatalf("vLLM's cached tokens %v: the salt did not separate the cache", wants)
+	}
+	t.Logf("cached tokens, request by request: %v (vLLM and the simulator)", wants)
 }
 
 func prefixCacheAgainstVLLM(t *testing.T, url string) {

@@ -11,7 +11,7 @@ import threading
 import pytest
 from conftest import MATH, Host
 
-from prorl_client import AsyncClient, Client, ProrlError, Result, group_advantages, usable
+from prorl_client import AsyncClient, Client, ProrlError, Result, failures, group_advantages, usable, whole
 
 
 def sequence_ok(r: Result) -> bool:
@@ -96,6 +96,21 @@ def test_early_stop_and_priority(host: Host) -> None:
         stopped = [r for r in got if r["status"] == "cancelled" and r["failure"]["reason"] == "early_stopped"]
         assert len(good) >= 2 and len(good) + len(stopped) == 8 and stopped
         c.ack(g["rollout_ids"])
+
+
+def test_incomplete_group_dropped(host: Host) -> None:
+    with Client(host.url) as c:
+        ok = c.submit({"task": MATH, "n": 4})
+        # The domain refuses this task: no sample of it can be trainable, and "drop" stops the rest.
+        bad = c.submit({"task": {"domain": "math", "question": "no answer"}, "n": 4, "incomplete_group": "drop"})
+        got = c.wait_groups([ok, bad], timeout=60)
+        assert whole(got[ok["group_id"]]) and failures(got[ok["group_id"]]) == []
+        assert not whole(got[bad["group_id"]])
+        assert {why for _, why, _ in failures(got[bad["group_id"]])} <= {"invalid_task", "group_dropped"}
+        with pytest.raises(ProrlError) as e:
+            c.submit({"task": MATH, "retry_budget": {"max_turns": 1}})
+        assert e.value.status == 422 and e.value.field == "retry_budget.max_turns"
+        c.ack(ok["rollout_ids"] + bad["rollout_ids"])
 
 
 def test_evaluate_and_domains(host: Host) -> None:

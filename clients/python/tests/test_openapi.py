@@ -33,6 +33,8 @@ PAIRS = {
     "Session": "SessionResponse",
     "SubmitResponse": "SubmitResponse",
     "Failure": "Failure",
+    "Attempt": "Attempt",
+    "Staleness": "Staleness",
     "Tokens": "Tokens",
     "FunctionCall": "FunctionCall",
     "ToolCall": "ToolCall",

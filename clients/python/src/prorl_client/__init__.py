@@ -2,7 +2,7 @@
 
 from .adapters import group_advantages, to_slime, to_verl
 from .client import AsyncClient, Client, Page, ProrlError, finished
-from .types import Result, SubmitRequest, SubmitResponse, usable
+from .types import Result, SubmitRequest, SubmitResponse, failures, usable, whole
 
 __all__ = [
     "AsyncClient",
@@ -12,9 +12,11 @@ __all__ = [
     "Result",
     "SubmitRequest",
     "SubmitResponse",
+    "failures",
     "finished",
     "group_advantages",
     "to_slime",
     "to_verl",
     "usable",
+    "whole",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import Any, Literal, TypedDict
 
 if sys.version_info >= (3, 11):
@@ -42,6 +43,12 @@ class SubmitRequest(TypedDict, total=False):
     expected_tokens: int
     early_stop_min_usable: int
     harness: Harness
+    retry_infra: bool
+    retry_budget: dict[str, int]
+    retry_deadline: str | float
+    incomplete_group: Literal["return", "drop"]
+    max_staleness: int
+    stale_mode: Literal["restart", "mark"]
 
 
 class Harness(TypedDict, total=False):
@@ -165,6 +172,26 @@ class Timing(TypedDict):
     total: float
 
 
+class Staleness(TypedDict):
+    """Policy versions from submission (or the attempt's start) to the first token, and from it to the finish."""
+
+    in_queue: int
+    in_flight: int
+
+
+class Attempt(TypedDict):
+    """An earlier attempt of a sample, ended by an infrastructure failure and run again."""
+
+    attempt: int
+    stage: str
+    reason: str
+    policy_version: int
+    started_at: str
+    ended_at: str
+    generated_tokens: int
+    message: NotRequired[str]
+
+
 class Result(TypedDict):
     """A rollout's result (GET /v1/rollouts/{id}, /v1/results)."""
 
@@ -186,6 +213,9 @@ class Result(TypedDict):
     task_id: NotRequired[str]
     sample: NotRequired[SampleKind]
     mask_sample: NotRequired[bool]
+    attempts: NotRequired[list[Attempt]]
+    staleness: NotRequired[Staleness]
+    stale: NotRequired[bool]
     stage: NotRequired[str]
     failure: NotRequired[Failure]
     metrics: NotRequired[dict[str, float]]
@@ -211,3 +241,22 @@ def usable(r: Result) -> bool:
     tokens under the loss mask."""
     sample = r.get("sample") or ("trainable" if r["status"] in ("completed", "truncated") else "")
     return sample == "trainable" and not r.get("mask_sample", False) and any(m == 1 for m in r["tokens"]["loss_mask"])
+
+
+def whole(group: Sequence[Result]) -> bool:
+    """Whether a group came back whole: every sample usable (the host retries infrastructure
+    failures within the request's budgets; a sample that still failed says why in ``failure``
+    and ``attempts``)."""
+    return len(group) > 0 and all(usable(r) for r in group)
+
+
+def failures(group: Sequence[Result]) -> list[tuple[int, str, list[str]]]:
+    """The samples that keep a group from being whole: (sample index, why it ended, each
+    earlier attempt's reason)."""
+    out = []
+    for r in group:
+        if usable(r):
+            continue
+        why = r["failure"]["reason"] if "failure" in r else r.get("sample", r["status"])
+        out.append((r["sample_index"], why, [a["reason"] for a in r.get("attempts", [])]))
+    return out
