@@ -82,6 +82,16 @@ func testCancelStopsEvaluation(t *testing.T, driver string) {
 // left (gone).
 func cancelWhileRunning(t *testing.T, e *env, id string, running func() bool) (ended, gone time.Duration) {
 	t.Helper()
+	return cancelWith(t, e, id, running, func() {
+		if r := e.do("DELETE", "/v1/rollouts/"+id, nil); r.code/100 != 2 {
+			t.Fatalf("cancel: %d %s", r.code, r.body)
+		}
+	})
+}
+
+// cancelWith is cancelWhileRunning with the cancel the caller makes.
+func cancelWith(t *testing.T, e *env, id string, running func() bool, cancel func()) (ended, gone time.Duration) {
+	t.Helper()
 	result := func() trajectory.Result {
 		var res trajectory.Result
 		e.do("GET", "/v1/rollouts/"+id, nil).json(t, &res)
@@ -94,9 +104,7 @@ func cancelWhileRunning(t *testing.T, e *env, id string, running func() bool) (e
 		}
 	}
 	t0 := time.Now()
-	if r := e.do("DELETE", "/v1/rollouts/"+id, nil); r.code/100 != 2 {
-		t.Fatalf("cancel: %d %s", r.code, r.body)
-	}
+	cancel()
 	for ended == 0 || gone == 0 {
 		if ended == 0 {
 			if res := result(); res.Status.Finished() {
@@ -277,4 +285,112 @@ func TestCancelStopsToolCommand(t *testing.T) {
 	if ended > time.Second || gone > time.Second {
 		t.Errorf("cancel took %v to end the rollout and %v to stop its tool's program, want <= 1 s each", ended, gone)
 	}
+}
+
+// TestCancelScopes: a tool's program is stopped within a second whatever
+// the cancel names: the rollout's group, the rollouts of policies before
+// a version, or everything; its process and its sandbox's cgroup are
+// empty after (CPU it used drops with them).
+func TestCancelScopes(t *testing.T) {
+	for _, scope := range []string{"group", "before policy", "all"} {
+		t.Run(scope, func(t *testing.T) { testCancelScope(t, scope) })
+	}
+}
+
+func testCancelScope(t *testing.T, scope string) {
+	marker := fmt.Sprintf("46.%d", os.Getpid()%1000+300)
+	question := "What is " + marker + " rounded down?"
+	script, err := json.Marshal(map[string]any{"key": question, "final": "The answer is \\boxed{46}.",
+		"calls": []map[string]any{{"tool": "python", "arguments": map[string]any{"code": "import subprocess\nsubprocess.run(['sleep', '" + marker + "'])", "timeout": 60}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scriptFile := filepath.Join(t.TempDir(), "scripts.jsonl")
+	if err := os.WriteFile(scriptFile, append(script, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--scripts", scriptFile},
+		extraTOML: "[sandbox]\nagent_binary = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"})
+	e.startHost()
+	e.addBackend()
+	var sub api.SubmitResponse
+	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": question, "answer": "46"}}).json(t, &sub)
+	var body map[string]any
+	switch scope {
+	case "group":
+		body = map[string]any{"group_id": sub.GroupID}
+	case "before policy":
+		body = map[string]any{"before_policy_version": 1}
+	case "all":
+		body = map[string]any{"all": true}
+	}
+	var groups []string
+	running := func() bool {
+		pids := processesWith("sleep", marker)
+		if len(pids) > 0 && groups == nil {
+			groups = cgroupsOf(pids[0])
+		}
+		return len(pids) > 0
+	}
+	ended, gone := cancelWith(t, e, sub.RolloutIDs[0], running, func() {
+		if scope == "before policy" {
+			e.do("PUT", "/v1/policy", map[string]any{"version": 1})
+		}
+		if r := e.do("POST", "/v1/rollouts:cancel", body); r.code != 200 {
+			t.Fatalf("cancel %v: %d %s", body, r.code, r.body)
+		}
+	})
+	t.Logf("cancel (%s) -> rollout ended in %v, the tool's program gone in %v; its cgroups %v", scope, ended.Round(time.Millisecond), gone.Round(time.Millisecond), groups)
+	if ended > time.Second || gone > time.Second {
+		t.Errorf("cancel took %v to end the rollout and %v to stop its tool's program, want <= 1 s each", ended, gone)
+	}
+	if len(groups) == 0 {
+		t.Log("the program ran in no cgroup of its own (this host makes none): the process check stands alone")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, g := range groups {
+		for procs := cgroupProcs(g); len(procs) > 0; procs = cgroupProcs(g) {
+			if time.Now().After(deadline) {
+				t.Errorf("cgroup %s still holds %v after the cancel", g, procs)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// cgroupsOf is the cgroup directories of a process that are not the
+// test's own (the sandbox's), as paths under /sys/fs/cgroup.
+func cgroupsOf(pid string) []string {
+	mine, _ := os.ReadFile("/proc/self/cgroup")
+	b, err := os.ReadFile("/proc/" + pid + "/cgroup")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if strings.Contains(string(mine), line) {
+			continue
+		}
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		ctrl := strings.TrimPrefix(strings.Split(f[1], ",")[0], "name=")
+		dir := filepath.Join("/sys/fs/cgroup", ctrl, f[2])
+		if f[1] == "" {
+			dir = filepath.Join("/sys/fs/cgroup", f[2])
+		}
+		out = append(out, dir)
+	}
+	return out
+}
+
+// cgroupProcs lists the processes left in a cgroup (none when it is gone).
+func cgroupProcs(dir string) []string {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(b))
 }
