@@ -384,6 +384,16 @@ func onceEach(t *testing.T, rs []*trajectory.Result, ids []string) (reran int) {
 		}
 		if res.Attempt > 1 {
 			reran++
+			// Each lost attempt is on record: its node's death, or the
+			// coordinator's restart.
+			if len(res.Attempts) != res.Attempt-1 {
+				t.Errorf("%s: attempt %d with %d earlier attempts on record", res.ID, res.Attempt, len(res.Attempts))
+			}
+			for _, a := range res.Attempts {
+				if a.Reason != trajectory.ReasonInterrupted {
+					t.Errorf("%s: attempt %d ended %s (%s)", res.ID, a.Attempt, a.Reason, a.Message)
+				}
+			}
 		}
 	}
 	for _, id := range ids {

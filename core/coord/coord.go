@@ -409,7 +409,7 @@ func (c *Coordinator) unplace(r *pipeline.Rollout, nodeID string) {
 // Execute implements pipeline.Executor: it places the rollout on a node
 // and waits for the result the node reports; if the node dies first, the
 // rollout runs again on another one.
-func (c *Coordinator) Execute(ctx context.Context, r *pipeline.Rollout, retry func() (int, error)) (*trajectory.Result, error) {
+func (c *Coordinator) Execute(ctx context.Context, r *pipeline.Rollout, retry func(why string) (int, error)) (*trajectory.Result, error) {
 	req, err := json.Marshal(r.Req)
 	if err != nil {
 		return nil, err
@@ -452,7 +452,7 @@ func (c *Coordinator) Execute(ctx context.Context, r *pipeline.Rollout, retry fu
 			return res, nil
 		case <-w.lost:
 			c.unplace(r, n.ID)
-			attempt, err := retry()
+			attempt, err := retry("node " + n.ID + " was lost")
 			if err != nil {
 				return nil, err
 			}

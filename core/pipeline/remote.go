@@ -10,11 +10,12 @@ import (
 )
 
 // Executor runs a rollout on another host (a coordinator's node) and
-// returns the result it reported. It calls retry before running it again
-// elsewhere (the node it ran on was lost): the rollout keeps its id with
-// the next attempt number, persisted first.
+// returns the result it reported. It calls retry, saying why, before
+// running it again elsewhere (the node it ran on was lost): the rollout
+// keeps its id with the next attempt number, persisted first with the
+// lost attempt's end.
 type Executor interface {
-	Execute(ctx context.Context, r *Rollout, retry func() (attempt int, err error)) (*trajectory.Result, error)
+	Execute(ctx context.Context, r *Rollout, retry func(why string) (attempt int, err error)) (*trajectory.Result, error)
 }
 
 // remotePool runs up to n rollouts on nodes at once, a goroutine each
@@ -48,13 +49,18 @@ func (p *Pipeline) remotePool(n int) {
 }
 
 func (p *Pipeline) remoteStage(ctx context.Context, r *Rollout) error {
-	res, err := p.d.Remote.Execute(ctx, r, func() (int, error) {
+	res, err := p.d.Remote.Execute(ctx, r, func(why string) (int, error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if err := p.d.Store.Retry(r.ID, r.Attempt+1, nil); err != nil {
+		now := time.Now()
+		ended := trajectory.Attempt{Attempt: r.Attempt, Stage: trajectory.StageRun, Reason: trajectory.ReasonInterrupted, Message: why,
+			PolicyVersion: r.policy, StartedAt: r.started, EndedAt: now}
+		if err := p.d.Store.Retry(r.ID, r.Attempt+1, &ended); err != nil {
 			return r.Attempt, fmt.Errorf("record attempt %d: %w", r.Attempt+1, err)
 		}
+		r.attempts = append(r.attempts, ended)
 		r.Attempt++
+		r.started = now
 		return r.Attempt, nil
 	})
 	if err != nil {
@@ -71,7 +77,10 @@ func (p *Pipeline) remoteStage(ctx context.Context, r *Rollout) error {
 // total time. r.mu is held.
 func remoteResult(r *Rollout, rr *trajectory.Result, now time.Time) *trajectory.Result {
 	res := *rr
-	res.ID, res.GroupID, res.SampleIndex, res.Attempt, res.Seq = r.ID, r.Req.GroupID, r.Req.Index, r.Attempt, 0
+	res.ID, res.GroupID, res.SampleIndex, res.Attempt, res.Seq = r.ID, r.Req.GroupID, r.Req.Index, max(r.Attempt, rr.Attempt), 0
+	// The attempts lost with nodes, then those the node ran again itself
+	// (numbered on from the attempt it was given).
+	res.Attempts = append(append([]trajectory.Attempt(nil), r.attempts...), rr.Attempts...)
 	res.SubmittedAt, res.FinishedAt = r.submitted, &now
 	res.Timing.TotalMS = ms(now.Sub(r.submitted))
 	return &res

@@ -35,6 +35,18 @@ func toPolarSession(res *trajectory.Result, taskID string, node *string) PolarSe
 	if res.Failure != nil && res.Failure.Reason == trajectory.ReasonEarlyStopped {
 		meta["early_stopped"] = true
 	}
+	// What prorl adds to a trace's record: earlier attempts (their
+	// reasons) and a sample marked stale.
+	if len(res.Attempts) > 0 {
+		reasons := make([]string, len(res.Attempts))
+		for i, a := range res.Attempts {
+			reasons[i] = a.Reason
+		}
+		meta["retried_after"] = reasons
+	}
+	if res.Stale {
+		meta["stale"] = true
+	}
 	tr := PolarTrajectory{Status: st, Error: errMsg, Traces: []PolarTrace{},
 		Metadata: map[string]any{"rollout_id": res.ID, "group_id": res.GroupID, "sample_index": res.SampleIndex, "attempt": res.Attempt,
 			"domain": res.Domain, "policy_version": res.PolicyVersion, "record_count": len(res.Turns), "metrics": res.Metrics}}
