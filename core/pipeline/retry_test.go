@@ -1,10 +1,14 @@
 package pipeline
 
 import (
+	"encoding/json"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prorl/prorl/core/store"
 	"github.com/prorl/prorl/core/trajectory"
 )
 
@@ -99,5 +103,51 @@ func TestDropIncompleteGroup(t *testing.T) {
 				t.Fatalf("%d of 3 others cancelled as group_dropped, want %d", dropped, want)
 			}
 		})
+	}
+}
+
+// TestAttemptsSurviveRestart: a sample's failed attempts are on record in
+// the store; a host restarted before it finished reports them, adds the
+// attempt its stop cut short (interrupted), and counts them against the
+// budgets: with sandbox_failed's budget spent before the restart, the
+// next failure is the result.
+func TestAttemptsSurviveRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "prorl.db")
+	b, err := store.OpenBolt(path, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	rq := Request{GroupID: "g", Domain: "math", Task: mathTask(), Timeout: time.Minute,
+		Retry: &Retry{Budget: map[string]int{"sandbox_failed": 2, "interrupted": 2}, Deadline: time.Hour}}
+	raw, _ := json.Marshal(rq)
+	now := time.Now()
+	earlier := []trajectory.Attempt{
+		{Attempt: 1, Stage: "init", Reason: "sandbox_failed", StartedAt: now, EndedAt: now},
+		{Attempt: 2, Stage: "init", Reason: "sandbox_failed", StartedAt: now, EndedAt: now},
+	}
+	if err := b.Submit([]store.Pending{{ID: "r-1", Attempt: 3, Request: raw, SubmittedAt: now, Attempts: earlier}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f := newWithPlugin(t, map[string]any{"python": true}, nil, sim(0), func(d *Deps) { d.Store = b })
+	if rerun, _, _, err := f.p.Recover("rerun"); err != nil || rerun != 1 {
+		t.Fatalf("recover: %d %v", rerun, err)
+	}
+	f.p.Start()
+	r, ok := f.p.Lookup("r-1")
+	if !ok {
+		t.Fatal("not running again")
+	}
+	<-r.Done()
+	res, _ := b.Get("r-1")
+	if res == nil || res.Failure == nil || res.Failure.Reason != trajectory.ReasonSandboxFailed || res.Attempt != 4 {
+		t.Fatalf("after the restart: %+v", res)
+	}
+	var reasons []string
+	for _, a := range res.Attempts {
+		reasons = append(reasons, a.Reason)
+	}
+	if want := []string{"sandbox_failed", "sandbox_failed", "interrupted"}; !slices.Equal(reasons, want) {
+		t.Fatalf("attempts %v, want %v", reasons, want)
 	}
 }
