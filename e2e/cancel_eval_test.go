@@ -292,7 +292,7 @@ func TestCancelStopsToolCommand(t *testing.T) {
 // a version, or everything; its process and its sandbox's cgroup are
 // empty after (CPU it used drops with them).
 func TestCancelScopes(t *testing.T) {
-	for _, scope := range []string{"group", "before policy", "all"} {
+	for _, scope := range []string{"group", "batch", "before policy", "all"} {
 		t.Run(scope, func(t *testing.T) { testCancelScope(t, scope) })
 	}
 }
@@ -313,9 +313,20 @@ func testCancelScope(t *testing.T, scope string) {
 		extraTOML: "[sandbox]\nagent_binary = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"})
 	e.startHost()
 	e.addBackend()
+	task := map[string]any{"domain": "math", "question": question, "answer": "46"}
 	var sub api.SubmitResponse
-	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": question, "answer": "46"}}).json(t, &sub)
 	var body map[string]any
+	if scope == "batch" {
+		// A dynamic-sampling batch of one group of two.
+		var b struct {
+			Groups    []api.SubmitResponse `json:"groups"`
+			DynamicID string               `json:"dynamic_id"`
+		}
+		e.do("POST", "/v1/rollouts:batch", map[string]any{"requests": []any{map[string]any{"task": task, "n": 2}}, "informative_groups": 1}).json(t, &b)
+		sub, body = b.Groups[0], map[string]any{"dynamic_id": b.DynamicID}
+	} else {
+		e.do("POST", "/v1/rollouts", map[string]any{"task": task}).json(t, &sub)
+	}
 	switch scope {
 	case "group":
 		body = map[string]any{"group_id": sub.GroupID}

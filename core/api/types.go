@@ -257,7 +257,9 @@ type AckRequest struct {
 // CancelManyRequest is POST /v1/rollouts:cancel: one of a group, the
 // rollouts of older policies, or all.
 type CancelManyRequest struct {
-	GroupID             string `json:"group_id"`
+	GroupID string `json:"group_id"`
+	// DynamicID names a dynamic-sampling batch (rollouts:batch's answer).
+	DynamicID           string `json:"dynamic_id"`
 	BeforePolicyVersion *int64 `json:"before_policy_version"`
 	All                 bool   `json:"all"`
 }

@@ -603,6 +603,9 @@ func (s *Server) cancelMany(w http.ResponseWriter, r *http.Request) {
 	if req.GroupID != "" {
 		set++
 	}
+	if req.DynamicID != "" {
+		set++
+	}
 	if req.BeforePolicyVersion != nil {
 		set++
 	}
@@ -610,12 +613,12 @@ func (s *Server) cancelMany(w http.ResponseWriter, r *http.Request) {
 		set++
 	}
 	if set != 1 {
-		WriteError(w, Invalid("", "give exactly one of group_id, before_policy_version, all"))
+		WriteError(w, Invalid("", "give exactly one of group_id, dynamic_id, before_policy_version, all"))
 		return
 	}
-	// Only a group is the caller's own; a policy version or "all" reaches
-	// every caller's rollouts.
-	if req.GroupID == "" {
+	// Only a group or a batch is the caller's own; a policy version or
+	// "all" reaches every caller's rollouts.
+	if req.GroupID == "" && req.DynamicID == "" {
 		if _, isAdmin := s.caller(r); !s.authOpen() && !isAdmin {
 			field := "all"
 			if req.BeforePolicyVersion != nil {
@@ -629,6 +632,8 @@ func (s *Server) cancelMany(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case req.GroupID != "":
 		n = s.Pipeline.CancelWhere(func(ro *pipeline.Rollout) bool { return ro.Req.GroupID == req.GroupID }, "group cancelled")
+	case req.DynamicID != "":
+		n = s.Pipeline.CancelWhere(func(ro *pipeline.Rollout) bool { return ro.Req.Dynamic == req.DynamicID }, "batch cancelled")
 	case req.BeforePolicyVersion != nil:
 		v := *req.BeforePolicyVersion
 		n = s.Pipeline.CancelWhere(func(ro *pipeline.Rollout) bool { return ro.PolicyAt() < v }, fmt.Sprintf("stale: started before policy version %d", v))

@@ -107,10 +107,14 @@ class _Calls:
         return _Call("DELETE", f"/v1/rollouts/{rollout_id}")
 
     @staticmethod
-    def cancel_many(group_id: str | None, before_policy_version: int | None, all_: bool) -> _Call:
+    def cancel_many(
+        group_id: str | None, before_policy_version: int | None, all_: bool, dynamic_id: str | None = None
+    ) -> _Call:
         body: dict[str, Any] = {}
         if group_id is not None:
             body["group_id"] = group_id
+        if dynamic_id is not None:
+            body["dynamic_id"] = dynamic_id
         if before_policy_version is not None:
             body["before_policy_version"] = before_policy_version
         if all_:
@@ -306,6 +310,10 @@ class Client:
     def cancel_group(self, group_id: str) -> int:
         return int(self._do(_Calls.cancel_many(group_id, None, False))["cancelled"])
 
+    def cancel_batch(self, dynamic_id: str) -> int:
+        """Cancels a dynamic-sampling batch's unfinished rollouts."""
+        return int(self._do(_Calls.cancel_many(None, None, False, dynamic_id))["cancelled"])
+
     def cancel_before_policy(self, version: int) -> int:
         """Cancels every rollout started under an older policy (admin token)."""
         return int(self._do(_Calls.cancel_many(None, version, False))["cancelled"])
@@ -452,6 +460,9 @@ class AsyncClient:
 
     async def cancel_group(self, group_id: str) -> int:
         return int((await self._do(_Calls.cancel_many(group_id, None, False)))["cancelled"])
+
+    async def cancel_batch(self, dynamic_id: str) -> int:
+        return int((await self._do(_Calls.cancel_many(None, None, False, dynamic_id)))["cancelled"])
 
     async def cancel_before_policy(self, version: int) -> int:
         return int((await self._do(_Calls.cancel_many(None, version, False)))["cancelled"])
