@@ -262,9 +262,25 @@ func alivePids(pids []string) []string {
 // while its python tool runs a program that would take 45 s ends the
 // rollout and the program within a second, measured.
 func TestCancelStopsToolCommand(t *testing.T) {
-	marker := fmt.Sprintf("45.%d", os.Getpid()%1000+300)
+	e, task, marker := sleepingTool(t, 45)
+	var sub api.SubmitResponse
+	e.do("POST", "/v1/rollouts", map[string]any{"task": task}).json(t, &sub)
+	id := sub.RolloutIDs[0]
+	ended, gone := cancelWhileRunning(t, e, id, func() bool { return len(processesWith("sleep", marker)) > 0 })
+	t.Logf("cancel -> rollout ended in %v, the tool's program gone in %v", ended.Round(time.Millisecond), gone.Round(time.Millisecond))
+	if ended > time.Second || gone > time.Second {
+		t.Errorf("cancel took %v to end the rollout and %v to stop its tool's program, want <= 1 s each", ended, gone)
+	}
+}
+
+// sleepingTool is a host whose simulator answers its math task by running
+// a program in the python tool (a sleep of about whole seconds, its
+// argument the marker that finds its process) before the answer.
+func sleepingTool(t *testing.T, whole int) (e *env, task map[string]any, marker string) {
+	t.Helper()
+	marker = fmt.Sprintf("%d.%d", whole, os.Getpid()%1000+300)
 	question := "What is " + marker + " rounded down?"
-	script, err := json.Marshal(map[string]any{"key": question, "final": "The answer is \\boxed{45}.",
+	script, err := json.Marshal(map[string]any{"key": question, "final": fmt.Sprintf("The answer is \\boxed{%d}.", whole),
 		"calls": []map[string]any{{"tool": "python", "arguments": map[string]any{"code": "import subprocess\nsubprocess.run(['sleep', '" + marker + "'])", "timeout": 60}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -273,18 +289,11 @@ func TestCancelStopsToolCommand(t *testing.T) {
 	if err := os.WriteFile(scriptFile, append(script, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--scripts", scriptFile},
+	e = newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--scripts", scriptFile},
 		extraTOML: "[sandbox]\nagent_binary = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"})
 	e.startHost()
 	e.addBackend()
-	var sub api.SubmitResponse
-	e.do("POST", "/v1/rollouts", map[string]any{"task": map[string]any{"domain": "math", "question": question, "answer": "45"}}).json(t, &sub)
-	id := sub.RolloutIDs[0]
-	ended, gone := cancelWhileRunning(t, e, id, func() bool { return len(processesWith("sleep", marker)) > 0 })
-	t.Logf("cancel -> rollout ended in %v, the tool's program gone in %v", ended.Round(time.Millisecond), gone.Round(time.Millisecond))
-	if ended > time.Second || gone > time.Second {
-		t.Errorf("cancel took %v to end the rollout and %v to stop its tool's program, want <= 1 s each", ended, gone)
-	}
+	return e, map[string]any{"domain": "math", "question": question, "answer": fmt.Sprint(whole)}, marker
 }
 
 // TestCancelScopes: a tool's program is stopped within a second whatever
@@ -298,22 +307,7 @@ func TestCancelScopes(t *testing.T) {
 }
 
 func testCancelScope(t *testing.T, scope string) {
-	marker := fmt.Sprintf("46.%d", os.Getpid()%1000+300)
-	question := "What is " + marker + " rounded down?"
-	script, err := json.Marshal(map[string]any{"key": question, "final": "The answer is \\boxed{46}.",
-		"calls": []map[string]any{{"tool": "python", "arguments": map[string]any{"code": "import subprocess\nsubprocess.run(['sleep', '" + marker + "'])", "timeout": 60}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	scriptFile := filepath.Join(t.TempDir(), "scripts.jsonl")
-	if err := os.WriteFile(scriptFile, append(script, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--scripts", scriptFile},
-		extraTOML: "[sandbox]\nagent_binary = \"" + filepath.Join(binDir, "prorl-sandbox-agent") + "\"\n"})
-	e.startHost()
-	e.addBackend()
-	task := map[string]any{"domain": "math", "question": question, "answer": "46"}
+	e, task, marker := sleepingTool(t, 46)
 	var sub api.SubmitResponse
 	var body map[string]any
 	if scope == "batch" {
