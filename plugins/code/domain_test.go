@@ -260,6 +260,12 @@ func TestCheckCheats(t *testing.T) {
 	h := startWith(t, `{"time_limit": 3, "memory_mb": 128, "workers": 2}`)
 	task := `{"task_id":"HumanEval/x","prompt":"def f(x):\n    \"\"\"Double x.\"\"\"\n","entry_point":"f","test":"def check(candidate):\n    assert candidate(2) == 4\n    assert candidate(5) == 10\n"}`
 	mbpp := `{"task_id":1,"text":"double","test_list":["assert f(2) == 4","assert f(5) == 10"]}`
+	// MBPP 82's shape, its asserts in both forms the dataset uses.
+	sphere := `{"task_id":82,"text":"Write a function to find the volume of a sphere.","test_list":["assert math.isclose(volume_sphere(10), 4188.790204786391, rel_tol=0.001)","assert math.isclose(volume_sphere(25), 65449.84694978735, rel_tol=0.001)"]}`
+	sphereFrom := `{"task_id":82,"text":"Write a function to find the volume of a sphere.","test_list":["assert isclose(volume_sphere(10), 4188.790204786391, rel_tol=0.001)"]}`
+	sortedRow := `{"task_id":2,"text":"sort","test_list":["assert sorted(f([3, 1])) == [1, 3]"]}`
+	twice := `{"task_id":3,"text":"reverse","test_list":["assert rev(rev([1, 2])) == [1, 2]","assert rev([1, 2]) == [2, 1]"]}`
+	sphereImports := `{"task_id":82,"text":"Write a function to find the volume of a sphere.","test_imports":["import math"],"test_list":["assert math.isclose(volume_sphere(10), 4188.790204786391, rel_tol=0.001)"]}`
 	cases := []struct {
 		name, task, code, verdict string
 	}{
@@ -276,6 +282,17 @@ func TestCheckCheats(t *testing.T) {
 		{"a syntax error", task, "def f(x) return 2x", "CE"},
 		{"module-level exit", mbpp, "import sys\nsys.exit(0)\ndef f(x):\n    return 2 * x", "RE"},
 		{"mbpp control", mbpp, "def f(x):\n    return x + x", "AC"},
+		// MBPP's asserts use what the solution imported (no test_imports):
+		// the checker sees its own copy of those modules and functions.
+		{"asserts use the solution's module", sphere, "import math\ndef volume_sphere(r):\n    return 4 / 3 * math.pi * r ** 3", "AC"},
+		{"asserts use the solution's function", sphereFrom, "from math import isclose, pi\ndef volume_sphere(r):\n    return 4 / 3 * pi * r ** 3", "AC"},
+		{"test_imports still work", sphereImports, "def volume_sphere(r):\n    return 4 / 3 * 3.141592653589793 * r ** 3", "AC"},
+		{"patches its module's function", sphere, "import math\nmath.isclose = lambda *a, **k: True\ndef volume_sphere(r):\n    return 0", "WA"},
+		{"patches an imported function", sphereFrom, "import math\nmath.isclose = lambda *a, **k: True\nfrom math import isclose\ndef volume_sphere(r):\n    return 0", "WA"},
+		{"a module of its own making", sphere, "import types\nmath = types.ModuleType('math')\nmath.isclose = lambda *a, **k: True\ndef volume_sphere(r):\n    return 0", "RE"},
+		{"a function named as an import", sphereFrom, "def isclose(*a, **k):\n    return True\ndef volume_sphere(r):\n    return 0", "WA"},
+		{"shadows a builtin the asserts apply", sortedRow, "sorted = lambda *a, **k: [1, 3]\ndef f(x):\n    return []", "WA"},
+		{"a function applied to its own result", twice, "def rev(x):\n    return x[::-1]", "AC"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -258,12 +258,23 @@ def runner_main(fd):
 
     names = {}
     for k, v in list(ns.items()):
-        if k.startswith("__") or isinstance(v, types.ModuleType):
+        if k.startswith("__"):
             continue
         if before.get(k) == id(v):
             continue  # the prelude's, unchanged
+        if isinstance(v, types.ModuleType):
+            # What the solution imported, by name: the checker imports its
+            # own copy (MBPP's and HumanEval's asserts run in the solution's
+            # namespace and use them). Not a module the solution made up.
+            if isinstance(v.__name__, str) and sys.modules.get(v.__name__) is v:
+                names[k] = ["module", v.__name__]
+            continue
         if callable(v) and getattr(v, "__module__", None) == "solution":
             names[k] = ["class" if isinstance(v, type) else "function"]
+            continue
+        imported = imported_name(v)
+        if imported is not None:
+            names[k] = ["import", *imported]
             continue
         try:
             names[k] = ["value", encode(v, refuse)]
@@ -447,6 +458,64 @@ def named(r, name, kind):
     return fn
 
 
+def imported_name(v):
+    """(module, qualified name) of a function or class the solution imported
+    from a module it did not write, when that name finds this very object."""
+    mn, qn = getattr(v, "__module__", None), getattr(v, "__qualname__", None)
+    if not callable(v) or not isinstance(mn, str) or not isinstance(qn, str) or mn in ("solution", "__main__", "__check__"):
+        return None
+    m = sys.modules.get(mn)
+    obj = m
+    for part in qn.split("."):
+        obj = getattr(obj, part, None)
+    return (mn, qn) if obj is v else None
+
+
+def checker_import(desc):
+    """The checker's own copy of a module, or of a function or class in one,
+    that the solution imported: its values are computed here, so a solution
+    that patched its copy changes nothing the checks read. None when this
+    interpreter has no such module."""
+    import importlib
+
+    name = desc[0]
+    if not isinstance(name, str) or not all(p.isidentifier() for p in name.split(".")) or name.split(".")[0] == "solution":
+        return None
+    try:
+        obj = importlib.import_module(name)
+        if len(desc) > 1:
+            for part in str(desc[1]).split("."):
+                obj = getattr(obj, part)
+    except Exception:  # noqa: BLE001 - not importable here: the name is left out, as before
+        return None
+    return obj
+
+
+def judging_call(src, own):
+    """The name of a function of the solution's (own) that the checks call on
+    the result of another of its functions, as a comparison would be
+    called (isclose(f(x), y), sorted(f(x))); "" when none is."""
+    import ast
+
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return ""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in own):
+            continue
+        for arg in [*node.args, *(k.value for k in node.keywords)]:
+            for inner in ast.walk(arg):
+                if (
+                    isinstance(inner, ast.Call)
+                    and isinstance(inner.func, ast.Name)
+                    and inner.func.id in own
+                    and inner.func.id != node.func.id
+                ):
+                    return node.func.id
+    return ""
+
+
 def checker_main(test, setup, sock, result_fd):
     no_dump()
     # What the solution prints during a call is replayed here: it must not
@@ -469,13 +538,25 @@ def checker_main(test, setup, sock, result_fd):
         ns = {"__name__": "__check__", "__builtins__": builtins}
         mod = types.ModuleType("solution")
         for name, desc in hello["names"].items():
-            v = named(r, name, desc[0]) if desc[0] != "value" else r.decode(desc[1])
+            if desc[0] in ("module", "import"):
+                v = checker_import(desc[1:])
+                if v is None:
+                    continue
+            else:
+                v = named(r, name, desc[0]) if desc[0] != "value" else r.decode(desc[1])
             ns[name] = v
             setattr(mod, name, v)
         sys.modules["solution"] = mod
         if setup:
             exec(compile(setup, "setup.py", "exec"), ns)  # noqa: S102 - running the code is the point
         r.classes = user_classes(ns, "__check__")
+        own = {n for n, d in hello["names"].items() if d[0] == "function"}
+        judge = judging_call(test.get("check", "") + "\n" + test.get("then", ""), own)
+        if judge:
+            # A check that needs the solution's own function to compare the
+            # solution's answer would let it grade itself (a solution that
+            # defines isclose() returning True).
+            raise AssertionError(f"the checks would compare with {judge}(), a function the solution defines: not trusted")
         if "pytest" in test:
             failed = run_pytest(test["pytest"], r)
             if failed:

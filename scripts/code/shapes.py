@@ -292,6 +292,42 @@ def rows() -> list[dict[str, Any]]:
         ],
     )
 
+    # --- MBPP (full config) whose asserts use a module with no test_imports:
+    # MBPP's harness runs them in the solution's namespace, so the
+    # solution's own `import math` serves them.
+    add(
+        "mbpp asserts use the solution's import",
+        {
+            "task_id": 82,
+            "text": "Write a function to find the volume of a sphere.",
+            "code": "import math\r\ndef volume_sphere(r):\r\n  volume=(4/3)*math.pi*r*r*r\r\n  return volume",
+            "test_list": [
+                "assert math.isclose(volume_sphere(10), 4188.790204786391, rel_tol=0.001)",
+                "assert math.isclose(volume_sphere(25), 65449.84694978735, rel_tol=0.001)",
+                "assert math.isclose(volume_sphere(20), 33510.32163829113, rel_tol=0.001)",
+            ],
+            "test_setup_code": "",
+            "challenge_test_list": [],
+        },
+        [
+            ans("the dataset's code", py("import math\r\ndef volume_sphere(r):\r\n  volume=(4/3)*math.pi*r*r*r\r\n  return volume"), "AC"),
+            ans("from-imports", py("from math import pi\nimport math\ndef volume_sphere(r):\n    return 4 / 3 * pi * r ** 3"), "AC"),
+            ans("wrong", py("import math\ndef volume_sphere(r):\n    return math.pi * r ** 3"), "WA"),
+            ans(
+                "no import: the asserts' math is missing", py("def volume_sphere(r):\n    return 4 / 3 * 3.141592653589793 * r ** 3"), "RE"
+            ),
+            # MBPP's harness accepts these two; the checks here use their own math.
+            ans("patches math.isclose", py("import math\nmath.isclose = lambda *a, **k: True\ndef volume_sphere(r):\n    return 0"), "WA"),
+            ans(
+                "a fake math module",
+                py(
+                    "import types\nmath = types.ModuleType('math')\nmath.isclose = lambda *a, **k: True\ndef volume_sphere(r):\n    return 0"
+                ),
+                "RE",
+            ),
+        ],
+    )
+
     # --- MBPP+ (evalplus/mbppplus): the test calls the function by name
     # over inputs/results, with evalplus's assertion helper.
     add(
