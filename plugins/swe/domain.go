@@ -259,13 +259,17 @@ func rowEvalScript(t *Task, dir string) string {
 	return scriptText(append(lines, markedRun(t.TestCmd)...))
 }
 
-// parserFor is the harness's parser for a repository it knows, else one
-// that reads pytest, unittest and Django logs with full ids. Colour is
+// parserFor is the harness's parser the row names, else the one of a
+// repository it knows, else one that reads pytest, unittest and Django
+// logs under their full ids and SWE-bench's (testlog.Parse). Colour is
 // stripped first either way.
-func parserFor(repo string) testlog.Parser {
+func parserFor(repo, named string) testlog.Parser {
 	p := testlog.Parse
 	if r, ok := specs.Repos[repo]; ok {
 		p = testlog.Parsers[r.Parser]
+	}
+	if named != "" {
+		p = testlog.Parsers[named]
 	}
 	return func(log string) map[string]testlog.Status { return p(testlog.StripANSI(log)) }
 }

@@ -95,6 +95,28 @@ func TestParseTask(t *testing.T) {
 	if task, err := ParseTask(json.RawMessage(own)); err != nil || task.TestCmd != "pytest -rA t.py" || len(task.FailToPass) != 1 {
 		t.Fatalf("%+v %v", task, err)
 	}
+	// A row with its own test_cmd and SWE-bench's ids: a parametrized id
+	// cut at its space, a unittest docstring line; and one naming its parser.
+	ids := strings.Replace(own, `"FAIL_TO_PASS":"[\"t.py::test_x\"]"`, `"FAIL_TO_PASS":["tests/test_norm.py::test_norm[a","Normalises unicode."]`, 1)
+	rowTask, err := ParseTask(json.RawMessage(ids))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, parse, grade, err := evalPlan(rowTask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := "PASSED tests/test_norm.py::test_norm[a b]\ntest_norm (tests.test_text.T)\nNormalises unicode. ... ok\n"
+	if resolved, f2p, _ := grade(parse(log)); !resolved || f2p != 2 {
+		t.Fatalf("truncated and docstring ids graded %v (%d of 2) from %v", resolved, f2p, parse(log))
+	}
+	named := strings.Replace(own, `"test_cmd"`, `"log_parser":"django","test_cmd"`, 1)
+	if task, err := ParseTask(json.RawMessage(named)); err != nil || task.LogParser != "django" {
+		t.Fatalf("log_parser: %+v %v", task, err)
+	}
+	if _, err := ParseTask(json.RawMessage(strings.Replace(own, `"test_cmd"`, `"log_parser":"junit","test_cmd"`, 1))); err == nil || !strings.Contains(err.Error(), "log_parser") {
+		t.Fatalf("an unknown log_parser: %v", err)
+	}
 	django := `{"instance_id":"django__django-1","repo":"django/django","version":"3.0","base_commit":"abcdef1","problem_statement":"p","FAIL_TO_PASS":["test_a (utils_tests.test_text.T)"],"test_patch":"diff --git a/tests/utils_tests/test_text.py b/tests/utils_tests/test_text.py\n--- a/tests/utils_tests/test_text.py\n+++ b/tests/utils_tests/test_text.py\n"}`
 	task, err := ParseTask(json.RawMessage(django))
 	if err != nil {

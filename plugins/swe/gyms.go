@@ -101,7 +101,7 @@ func evalPlan(t *Task) (script string, parse testlog.Parser, grade grader, err e
 		parse = func(log string) map[string]testlog.Status { return testlog.ParseSWESmith(testlog.StripANSI(log)) }
 		script = swesmithEvalScript(t)
 	default:
-		parse = parserFor(t.Repo)
+		parse = parserFor(t.Repo, t.LogParser)
 		switch {
 		case t.EvalScriptText != "": // the row's own, below; no spec needed
 		case t.TestCmd != "":

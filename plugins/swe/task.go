@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -39,6 +40,9 @@ type Task struct {
 	Expected map[string]testlog.Status
 	// BugPatch (SWE-smith) makes the image's repository the buggy one.
 	BugPatch string
+	// LogParser names the harness's parser for the row's test log
+	// (testlog.Parsers); "" the repository's, else testlog.Parse.
+	LogParser string
 }
 
 type rawTask struct {
@@ -53,6 +57,7 @@ type rawTask struct {
 	TestCmd      string          `json:"test_cmd"`
 	EvalScript   string          `json:"eval_script"`
 	DockerImage  string          `json:"docker_image"`
+	LogParser    string          `json:"log_parser"`
 	ExpectedJSON json.RawMessage `json:"expected_output_json"`
 	// R2E-Gym rows have no instance_id.
 	RepoName   string `json:"repo_name"`
@@ -71,7 +76,10 @@ func ParseTask(raw json.RawMessage) (*Task, error) {
 		return nil, sdk.InvalidTask("task", "not a JSON object of the expected shape: %v", err)
 	}
 	t := &Task{Kind: KindSWEBench, InstanceID: r.InstanceID, Repo: r.Repo, BaseCommit: r.BaseCommit, Problem: r.Problem, TestPatch: r.TestPatch,
-		Version: taskrow.Scalar(r.Version), TestCmd: r.TestCmd, EvalScriptText: r.EvalScript, DockerImage: r.DockerImage}
+		Version: taskrow.Scalar(r.Version), TestCmd: r.TestCmd, EvalScriptText: r.EvalScript, DockerImage: r.DockerImage, LogParser: r.LogParser}
+	if _, ok := testlog.Parsers[t.LogParser]; t.LogParser != "" && !ok {
+		return nil, sdk.InvalidTask("log_parser", "%q is not one of the harness's parsers (%s)", t.LogParser, strings.Join(slices.Sorted(maps.Keys(testlog.Parsers)), ", "))
+	}
 	switch {
 	case len(r.ExpectedJSON) > 0 && string(r.ExpectedJSON) != "null":
 		t.Kind = KindR2E

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"runtime"
 	"sort"
 	"strings"
@@ -148,4 +149,58 @@ func diff(a, b map[string]Status) string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, "\n")
+}
+
+// TestDefaultParserAgainstHarness: for a row with its own test_cmd and no
+// log_parser, Parse reports every test SWE-bench's pytest and Django
+// parsers report, with their status, on every real log and edge case:
+// ids a row copied from SWE-bench (a parametrized id cut at its space, a
+// docstring line for a unittest name) are found, not MISSING.
+func TestDefaultParserAgainstHarness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the swebench harness")
+	}
+	logs := map[string]string{}
+	for _, c := range loadLogs(t) {
+		logs[c.name] = c.Log
+	}
+	for i, l := range edgeLogs {
+		logs[fmt.Sprintf("edge log %d", i)] = l
+	}
+	logs["parametrized ids with spaces"] = "PASSED tests/test_norm.py::test_norm[a b]\nFAILED tests/test_norm.py::test_norm[c d e] - AssertionError\nPASSED tests/test_norm.py::test_plain\n"
+	logs["unittest docstrings"] = "test_slug (utils_tests.test_text.TestUtilsText)\nSlugify handles unicode. ... ok\ntest_wrap (utils_tests.test_text.TestUtilsText)\nWrap long lines. ... FAIL\ntest_x (m.C) ... ok\n"
+	var cases []harnessCase
+	for name, l := range logs {
+		for _, p := range []string{"pytest", "django"} {
+			cases = append(cases, harnessCase{Parser: p, Log: l, name: name})
+		}
+	}
+	ref := harness(t, cases)
+	covered := 0
+	for i, c := range cases {
+		got, full := Parse(c.Log), parseFull(c.Log)
+		for k, v := range ref[i] {
+			if _, ours := full[k]; ours || !slices.Contains(statuses, v) {
+				// A full id read as its runner printed it, by design (a
+				// quirk of the harness's aside); or "ERROR:", which the
+				// pytest parser takes from a unittest line (no status).
+				continue
+			}
+			if got[k] != v {
+				t.Errorf("%s: the harness's %s parser has %q %s, ours %q", c.name, c.Parser, k, v, got[k])
+			}
+		}
+		covered += len(ref[i])
+	}
+	if !t.Failed() {
+		t.Logf("%d test ids the harness's pytest and Django parsers report over %d logs: every one found with its status", covered, len(logs))
+	}
+	full := Parse(logs["parametrized ids with spaces"])
+	if full["tests/test_norm.py::test_norm[a"] != Passed || full["tests/test_norm.py::test_norm[a b]"] != Passed || full["tests/test_norm.py::test_norm[c"] != Failed {
+		t.Errorf("parametrized ids: %v", full)
+	}
+	doc := Parse(logs["unittest docstrings"])
+	if doc["Slugify handles unicode."] != Passed || doc["test_slug (utils_tests.test_text.TestUtilsText)"] != Passed || doc["Wrap long lines."] != Failed {
+		t.Errorf("docstring ids: %v", doc)
+	}
 }

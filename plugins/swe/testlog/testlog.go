@@ -4,7 +4,9 @@
 package testlog
 
 import (
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -33,9 +35,27 @@ var (
 	unittestName = regexp.MustCompile(`^\w+ \([\w.]+\)`)
 )
 
-// Parse reads a log of any of the supported runners. A test reported more
-// than once keeps its last status (a rerun).
+// Parse reads a log of any of the supported runners, for a row that names
+// its own test command and no log_parser: every test under its full id,
+// and also under the ids SWE-bench's harness gives it, which its rows
+// store (parse_log_pytest's, a parametrized id cut at its first space;
+// parse_log_django's, a unittest docstring line in place of the name). A
+// test reported more than once keeps its last status (a rerun).
 func Parse(log string) map[string]Status {
+	out := ParseDjango(log)
+	for k, v := range ParsePytest(log) {
+		if slices.Contains(statuses, v) { // not "ERROR:", which it takes from a unittest line
+			out[k] = v
+		}
+	}
+	maps.Copy(out, parseFull(log))
+	return out
+}
+
+var statuses = []Status{Passed, Failed, Error, Skipped, XFail, XPass}
+
+// parseFull reads every test under its full id.
+func parseFull(log string) map[string]Status {
 	out := map[string]Status{}
 	lines := strings.Split(strings.ReplaceAll(log, "\r\n", "\n"), "\n")
 	for i, raw := range lines {
