@@ -447,17 +447,19 @@ func TestStoreFaultHeals(t *testing.T) {
 func TestSampleKinds(t *testing.T) {
 	e := newEnv(t, envOpts{simArgs: []string{"--correct-rate", "1", "--token-latency", "20ms", "--think-turns", "3"}})
 	e.startHost()
-	submit := func(task string) string {
+	submitWith := func(task, more string) string {
 		t.Helper()
 		var sub api.SubmitResponse
-		e.do("POST", "/v1/rollouts", `{"task":`+task+`}`).json(t, &sub)
+		e.do("POST", "/v1/rollouts", `{"task":`+task+more+`}`).json(t, &sub)
 		return sub.RolloutIDs[0]
 	}
+	submit := func(task string) string { t.Helper(); return submitWith(task, "") }
 	math := `{"domain":"math","question":"What is 17 + 25?","answer":"42"}`
-	// No backend yet: it waits [backends] wait_for_backend (10 s), then fails.
-	noBackend := submit(math)
-	if res := e.wait(t, noBackend); res.Failure == nil || res.Failure.Reason != trajectory.ReasonBackendUnavailable || res.Sample != trajectory.SampleInfrastructure || res.Reward != 0 {
-		t.Fatalf("no backend: %s %+v sample %q reward %v", res.Status, res.Failure, res.Sample, res.Reward)
+	// No backend yet: it waits [backends] wait_for_backend (10 s), then
+	// fails; not run again, as asked (each retry would wait as long).
+	noBackend := submitWith(math, `,"retry_infra":false`)
+	if res := e.wait(t, noBackend); res.Failure == nil || res.Failure.Reason != trajectory.ReasonBackendUnavailable || res.Sample != trajectory.SampleInfrastructure || res.Reward != 0 || res.Attempt != 1 {
+		t.Fatalf("no backend: %s %+v sample %q reward %v attempt %d", res.Status, res.Failure, res.Sample, res.Reward, res.Attempt)
 	}
 	e.addBackend()
 	cancelled := submit(math)
