@@ -153,6 +153,13 @@ func structure(s string) ([]string, int) {
 	if strings.HasPrefix(s, `\{`) && strings.HasSuffix(s, `\}`) {
 		return splitTop(s[2 : len(s)-2]), kindSet
 	}
+	// "{1, 2, 3}": braces that group a list in LaTeX, read as a set (as
+	// Math-Verify reads them).
+	if len(s) >= 2 && s[0] == '{' && s[len(s)-1] == '}' && balanced(s[1:len(s)-1]) {
+		if parts := splitTop(s[1 : len(s)-1]); len(parts) > 1 {
+			return parts, kindSet
+		}
+	}
 	if len(s) >= 2 && strings.ContainsRune("([", rune(s[0])) && strings.ContainsRune(")]", rune(s[len(s)-1])) {
 		inner := s[1 : len(s)-1]
 		if parts := splitTop(inner); len(parts) > 1 && balanced(inner) {
@@ -197,8 +204,16 @@ func balanced(s string) bool {
 	return d == 0
 }
 
-// splitTop splits on commas outside brackets.
+// splitTop splits on commas outside brackets; with none, on semicolons
+// ("-12;-11;-10", "(0;-2;6)": lists as some datasets write them).
 func splitTop(s string) []string {
+	if out := splitTopOn(s, ','); len(out) > 1 {
+		return out
+	}
+	return splitTopOn(s, ';')
+}
+
+func splitTopOn(s string, sep byte) []string {
 	var out []string
 	d, start := 0, 0
 	for i := 0; i < len(s); i++ {
@@ -207,7 +222,7 @@ func splitTop(s string) []string {
 			d++
 		case ')', ']', '}':
 			d--
-		case ',':
+		case sep:
 			if d == 0 {
 				out = append(out, strings.TrimSpace(s[start:i]))
 				start = i + 1

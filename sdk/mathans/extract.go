@@ -97,36 +97,81 @@ func matchBraces(s string) map[int]int {
 	return out
 }
 
-var answerIsRe = regexp.MustCompile(`(?i)answer\s*(?:is|:)[:\s]*`)
+var (
+	answerIsRe    = regexp.MustCompile(`(?i)answer\s*(?:is|:)[:\s]*`)
+	finalAnswerRe = regexp.MustCompile(`(?i)final answer is\s*\$`)
+)
 
 // Extract returns the final answer in a model's response, in this order:
 // the boxed answers (several distinct boxes are one multi-answer, "6, 8",
 // as Math-Verify reads them); the text after the last "the answer is";
 // the last math span; a last line that is an expression; the last number.
 func Extract(s string) (answer, method string) {
+	ms := answerIsRe.FindAllStringIndex(s, -1)
 	if bs := Boxed(s); len(bs) > 0 {
+		// A box, unless Minerva's closing statement follows the last box
+		// ("\boxed{255} ... The final answer is $10,455$. I hope it is
+		// correct."), which Math-Verify ranks first; a plain "the answer
+		// is" after a box does not displace it.
+		if f := finalAnswerRe.FindAllStringIndex(s, -1); len(f) > 0 && f[len(f)-1][0] > strings.LastIndex(s, `box`) {
+			if a, ok := answerText(s[f[len(f)-1][1]-1:]); ok {
+				return a, MethodAnswerIs
+			}
+		}
 		return joinDistinct(bs), MethodBoxed
 	}
-	ms := answerIsRe.FindAllStringIndex(s, -1)
 	if len(ms) > 0 {
-		a := s[ms[len(ms)-1][1]:]
-		// "answer is 3. Next sentence" keeps only the first sentence.
-		if i := strings.Index(a, ". "); i >= 0 {
-			a = a[:i]
-		}
-		if i := strings.IndexByte(a, '\n'); i >= 0 {
-			a = a[:i]
-		}
-		a = strings.TrimSpace(a)
-		a = strings.TrimRight(a, ".")
-		a = strings.TrimSpace(a)
-		if strings.HasPrefix(a, "$") && strings.HasSuffix(a, "$") && len(a) >= 2 {
-			a = strings.Trim(a, "$")
-		}
-		if a != "" {
+		if a, ok := answerText(s[ms[len(ms)-1][1]:]); ok {
 			return a, MethodAnswerIs
 		}
 	}
+	return extractRest(s)
+}
+
+// answerText is the answer stated after "the answer is": its first
+// sentence, without $; a sentence about the answer ("The largest $n$ is
+// 34") gives its one number, and none when it holds several (a hedge).
+func answerText(a string) (string, bool) {
+	// "answer is 3. Next sentence" keeps only the first sentence.
+	if i := strings.Index(a, ". "); i >= 0 {
+		a = a[:i]
+	}
+	if i := strings.IndexByte(a, '\n'); i >= 0 {
+		a = a[:i]
+	}
+	a = strings.TrimSpace(a)
+	a = strings.TrimRight(a, ".")
+	a = strings.TrimSpace(a)
+	if strings.HasPrefix(a, "$") && strings.HasSuffix(a, "$") && len(a) >= 2 {
+		a = strings.Trim(a, "$")
+	}
+	if inner, ok := strings.CutPrefix(a, `\(`); ok && strings.HasSuffix(inner, `\)`) {
+		a = strings.TrimSpace(strings.TrimSuffix(inner, `\)`))
+	}
+	if a == "" {
+		return "", false
+	}
+	if !wordRe.MatchString(latexCmdRe.ReplaceAllString(a, "")) {
+		return a, true
+	}
+	if ns := numberRe.FindAllString(a, 3); len(ns) == 1 {
+		return ns[0], true
+	}
+	return a, true
+}
+
+// A word of prose (three letters or more, LaTeX commands aside) makes an
+// answer a sentence.
+var (
+	wordRe     = regexp.MustCompile(`[A-Za-z]{3,}`)
+	latexCmdRe = regexp.MustCompile(`\\[A-Za-z]+|\\text\{[^}]*\}`)
+)
+
+// numberRe is a number as a sentence holds one ("34", "2,74", "-1.5").
+var numberRe = regexp.MustCompile(`-?\d+(?:[.,]\d+)*`)
+
+// extractRest reads a response with neither a box nor "the answer is".
+func extractRest(s string) (answer, method string) {
 	// Then, as Math-Verify: the last math span, else a last number.
 	if m, ok := lastMathSpan(s); ok {
 		return m, MethodMathSpan
@@ -158,7 +203,8 @@ func joinDistinct(bs []string) string {
 	return strings.Join(out, ", ")
 }
 
-// lastNumber is the last -?\d+(\.\d+)? in s, found scanning from the end.
+// lastNumber is the last number in s, found scanning from the end: digits
+// with "." or "," between digit groups ("1,000.99", "2,74"), and a sign.
 func lastNumber(s string) string {
 	isDigit := func(c byte) bool { return c >= '0' && c <= '9' }
 	end := len(s)
@@ -169,16 +215,17 @@ func lastNumber(s string) string {
 		return ""
 	}
 	start := end
-	for start > 0 && isDigit(s[start-1]) {
-		start--
-	}
-	// A fractional part: digits '.' digits.
-	if start >= 2 && s[start-1] == '.' && isDigit(s[start-2]) {
-		start--
-		for start > 0 && isDigit(s[start-1]) {
+	for start > 0 {
+		switch {
+		case isDigit(s[start-1]):
 			start--
+		case (s[start-1] == '.' || s[start-1] == ',') && start >= 2 && isDigit(s[start-2]):
+			start--
+		default:
+			goto done
 		}
 	}
+done:
 	if start > 0 && s[start-1] == '-' {
 		start--
 	}

@@ -6,9 +6,18 @@ import (
 )
 
 var (
-	thousandsRe = regexp.MustCompile(`^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$`)
-	spaceRe     = regexp.MustCompile(`\s+`)
-	unitWordRe  = regexp.MustCompile(`(?i)\s*(?:` + strings.Join(unitWords, "|") + `)\.?\s*(?:\^\{?[23]\}?|²|³)?\s*$`)
+	thousandsRe = regexp.MustCompile(`^-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?$`)
+	// A decimal comma (European): "2,74", "1000,99", "0,111". Not "1,2"
+	// (a list as often as a number) nor "1,000" (thousands).
+	decimalCommaRe = regexp.MustCompile(`^(-?)(\d+),(\d{2}|\d{4,})$|^(-?)(0),(\d+)$`)
+	doubledCmdRe   = regexp.MustCompile(`\\\\([A-Za-z]+)`)
+	// Relations as they are also written: \lt, <=, !=, ≤ ...
+	relWordRe = regexp.MustCompile(`\\(lt|gt|le|ge|ne|leqslant|geqslant)\b`)
+	// Currency and unit signs around a number ("$1,000.99", "1,000.99€",
+	// "2,74 $", "1,000.99m²").
+	moneyRe    = regexp.MustCompile(`^[€£¥]?\s*(-?\d[\d,.]*)\s*(?:[€£¥]|m²|m³|cm²|km²)?$`)
+	spaceRe    = regexp.MustCompile(`\s+`)
+	unitWordRe = regexp.MustCompile(`(?i)\s*(?:` + strings.Join(unitWords, "|") + `)\.?\s*(?:\^\{?[23]\}?|²|³)?\s*$`)
 )
 
 // Units and words dropped from the end of an answer ("5 cm", "12 dollars").
@@ -26,6 +35,14 @@ var unitWords = []string{
 func Normalize(s string) string {
 	s = strings.TrimSpace(s)
 	s = strings.ReplaceAll(s, "\n", " ")
+	// "\\frac" written with its backslash doubled (an escaped string) is
+	// \frac; in a matrix "\\" ends a row.
+	if strings.Contains(s, `\\`) && !strings.Contains(s, `\begin{`) {
+		s = doubledCmdRe.ReplaceAllString(s, `\$1`)
+	}
+	// "11,\! 111" and "14{,}916" are thousands separators.
+	s = strings.ReplaceAll(s, `,\! `, ",")
+	s = strings.ReplaceAll(s, `,\!`, ",")
 	for _, r := range []string{`\!`, `\,`, `\;`, `\:`, `\ `, `\quad`, `\qquad`, `\displaystyle`, `\left`, `\right`, `\big`, `\Big`} {
 		s = strings.ReplaceAll(s, r, "")
 	}
@@ -53,8 +70,18 @@ func Normalize(s string) string {
 	}
 	s = unwrapText(s)
 	s = strings.ReplaceAll(s, `\%`, "%")
+	s = relWordRe.ReplaceAllStringFunc(s, func(w string) string {
+		return map[string]string{`\lt`: " < ", `\gt`: " > ", `\le`: ` \leq `, `\ge`: ` \geq `, `\ne`: ` \neq `,
+			`\leqslant`: ` \leq `, `\geqslant`: ` \geq `}[w]
+	})
+	for _, r := range [][2]string{{"<=", ` \leq `}, {">=", ` \geq `}, {"!=", ` \neq `}, {"≤", ` \leq `}, {"≥", ` \geq `}, {"≠", ` \neq `}} {
+		s = strings.ReplaceAll(s, r[0], r[1])
+	}
 	s = strings.TrimSpace(spaceRe.ReplaceAllString(s, " "))
-	for _, w := range []string{" percent", " per cent"} {
+	if m := moneyRe.FindStringSubmatch(s); m != nil {
+		s = m[1]
+	}
+	for _, w := range []string{" percent", " per cent", " percentage", " pct"} {
 		if strings.HasSuffix(s, w) {
 			s = strings.TrimSuffix(s, w) + "%"
 		}
@@ -80,6 +107,8 @@ func Normalize(s string) string {
 	// "12,345" is one number; "32, 349" (a space after the comma) is two.
 	if thousandsRe.MatchString(s) {
 		s = strings.ReplaceAll(s, ",", "")
+	} else if m := decimalCommaRe.FindStringSubmatch(s); m != nil {
+		s = m[1] + m[2] + m[4] + m[5] + "." + m[3] + m[6]
 	}
 	// "x = 5" -> "5" when one side is one variable (or a tuple of them:
 	// "(p,q)=(3,2)"); "x \in [1,2]" -> "[1,2]".
