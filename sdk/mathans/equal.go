@@ -233,6 +233,14 @@ func splitTopOn(s string, sep byte) []string {
 }
 
 func equalLists(a, b []string, ordered bool, depth int, m *meter) bool {
+	if !ordered {
+		// Against a set (no element twice), an element written twice is one
+		// element; two lists with repeats are multisets (roots counted with
+		// their multiplicity: "1, 1, 2" is not "1, 2, 2").
+		if da, db := distinct(a), distinct(b); len(da) == len(a) || len(db) == len(b) {
+			a, b = da, db
+		}
+	}
 	if len(a) != len(b) {
 		return false
 	}
@@ -263,6 +271,19 @@ func equalLists(a, b []string, ordered bool, depth int, m *meter) bool {
 		}
 	}
 	return true
+}
+
+// distinct is xs with each element (as spelt, spaces aside) once.
+func distinct(xs []string) []string {
+	seen := make(map[string]bool, len(xs))
+	out := xs[:0:0]
+	for _, x := range xs {
+		if k := squash(x); !seen[k] {
+			seen[k] = true
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 func sameMultiset(a, b []string) bool {

@@ -86,8 +86,10 @@ func Normalize(s string) string {
 			s = strings.TrimSuffix(s, w) + "%"
 		}
 	}
-	// "6 and 8" is the list "6, 8".
+	// "6 and 8" is the list "6, 8"; so is "(11,7)or(7,11)".
 	s = strings.ReplaceAll(s, " and ", ", ")
+	s = strings.ReplaceAll(s, " or ", ", ")
+	s = strings.ReplaceAll(s, ")or(", "), (")
 	// Relations read left to right: "5 \geq x" is "x \leq 5".
 	s = canonicalRelation(s)
 	// Drop trailing units only after something numeric-looking, so a bare
