@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -128,7 +129,7 @@ func BenchmarkMathGrading(b *testing.B) {
 // agreement runs the differential tests against Math-Verify (sdk/mathans)
 // and reports each corpus's agreement as they log it.
 func agreement(b *testing.B) []row {
-	out, err := exec.Command("go", "-C", "../sdk", "test", "-count=1", "-run", "AgainstMathVerify", "-v", "./mathans/").CombinedOutput()
+	out, err := exec.Command("go", "-C", "../sdk", "test", "-count=1", "-run", "AgainstMathVerify|TestMathVerifySuite", "-v", "./mathans/").CombinedOutput()
 	if err != nil {
 		b.Fatalf("differential tests: %v\n%s", err, out)
 	}
@@ -143,6 +144,16 @@ func agreement(b *testing.B) []row {
 	}
 	if len(rows) == 0 {
 		b.Fatalf("no agreement figures in:\n%s", out)
+	}
+	// Math-Verify's own test suite: false positives and false negatives
+	// against the verdicts its tests state.
+	suite := regexp.MustCompile(`suite, (\d+) cases: ours agrees with the stated verdicts on (\d+) \(([\d.]+)%; (\d+) false positives, (\d+) false negatives\); Math-Verify 0.9.0 on (\d+) \((\d+) false positives\), (\d+) with its default settings`)
+	if m := suite.FindStringSubmatch(string(out)); m != nil {
+		pct, _ := strconv.ParseFloat(m[3], 64)
+		rows = append(rows, row{"Math-Verify's own test suite, stated verdicts (false positives, false negatives)",
+			fmt.Sprintf("%s%% of %s (%s FP, %s FN); Math-Verify %s (%s FP), %s at defaults", m[3], m[1], m[4], m[5], m[6], m[7], m[8]), ">= 97%", pct >= 97})
+	} else {
+		b.Fatalf("no suite figure in:\n%s", out)
 	}
 	return rows
 }
