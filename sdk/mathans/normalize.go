@@ -11,6 +11,10 @@ var (
 	// (a list as often as a number) nor "1,000" (thousands).
 	decimalCommaRe = regexp.MustCompile(`^(-?)(\d+),(\d{2}|\d{4,})$|^(-?)(0),(\d+)$`)
 	doubledCmdRe   = regexp.MustCompile(`\\\\([A-Za-z]+)`)
+	// A named quantity (letters, bars, colons: |AB|, A:B) and a plain number.
+	namedQuantityRe = regexp.MustCompile(`^[|]?[A-Za-z]{1,3}(?::[A-Za-z]{1,3})?[|]?$`)
+	plainNumberRe   = regexp.MustCompile(`^-?\d+(?:\.\d+)?(?:/\d+)?$`)
+	negatedRelRe    = regexp.MustCompile(`^-\s*([A-Za-z])\s*(<|>|\\leq|\\geq)\s*(-?\d+(?:\.\d+)?)$`)
 	// Relations as they are also written: \lt, <=, !=, ≤ ...
 	relWordRe = regexp.MustCompile(`\\(lt|gt|le|ge|ne|leqslant|geqslant)\b`)
 	// Currency and unit signs around a number ("$1,000.99", "1,000.99€",
@@ -91,6 +95,10 @@ func Normalize(s string) string {
 	s = strings.ReplaceAll(s, " or ", ", ")
 	s = strings.ReplaceAll(s, ")or(", "), (")
 	// Relations read left to right: "5 \geq x" is "x \leq 5".
+	// "-x > -1" is "x < 1".
+	if m := negatedRelRe.FindStringSubmatch(s); m != nil && isSimpleVar(m[1]) {
+		s = m[1] + " " + map[string]string{"<": ">", ">": "<", `\leq`: `\geq`, `\geq`: `\leq`}[m[2]] + " " + negate(m[3])
+	}
 	s = canonicalRelation(s)
 	// Drop trailing units only after something numeric-looking, so a bare
 	// "m" (a variable) survives.
@@ -121,7 +129,14 @@ func Normalize(s string) string {
 			s = rhs
 		case isSimpleVar(rhs) || isVarTuple(rhs):
 			s = lhs
+		case namedQuantityRe.MatchString(lhs) && plainNumberRe.MatchString(rhs):
+			// "|AB| = 1", "A:B = 1": a named quantity's value.
+			s = rhs
 		}
+	}
+	// "x \approx 11" states the value 11.
+	if lhs, rhs, ok := strings.Cut(s, `\approx`); ok && isSimpleVar(strings.TrimSpace(lhs)) && plainNumberRe.MatchString(strings.TrimSpace(rhs)) {
+		s = strings.TrimSpace(rhs)
 	}
 	if lhs, rhs, ok := strings.Cut(s, `\in `); ok && isSimpleVar(strings.TrimSpace(lhs)) {
 		s = strings.TrimSpace(rhs)
@@ -148,6 +163,14 @@ func Normalize(s string) string {
 		s = "-" + rest + ", " + rest
 	}
 	return strings.TrimSpace(s)
+}
+
+// negate is -n for a plain number n.
+func negate(n string) string {
+	if rest, ok := strings.CutPrefix(n, "-"); ok {
+		return rest
+	}
+	return "-" + n
 }
 
 // "3\frac{1}{2}" is 3.5, as Math-Verify reads it ("3128 1/2" it does not).
