@@ -172,8 +172,13 @@ var numberRe = regexp.MustCompile(`-?\d+(?:[.,]\d+)*`)
 
 // extractRest reads a response with neither a box nor "the answer is".
 func extractRest(s string) (answer, method string) {
-	// Then, as Math-Verify: the last math span, else a last number.
-	if m, ok := lastMathSpan(s); ok {
+	// Then, as Math-Verify: the last math span, unless the prose after it
+	// states a number ("... $d = \frac{90}{n}$ ... so there are 12
+	// sequences."); else a last number.
+	if m, end, ok := lastMathSpanAt(s); ok {
+		if n := lastNumber(s); n != "" && strings.LastIndex(s, n) > end {
+			return n, MethodLastNumber
+		}
 		return m, MethodMathSpan
 	}
 	// A response whose last line is an expression by itself (\frac{1}{2}).
@@ -226,6 +231,13 @@ func lastNumber(s string) string {
 		}
 	}
 done:
+	// A fraction written a/b.
+	if start >= 2 && s[start-1] == '/' && isDigit(s[start-2]) {
+		start--
+		for start > 0 && isDigit(s[start-1]) {
+			start--
+		}
+	}
 	if start > 0 && s[start-1] == '-' {
 		start--
 	}
@@ -235,6 +247,12 @@ done:
 // lastMathSpan returns the content of the last $...$, $$...$$, \(...\) or
 // \[...\] in s. One scan from the end, so its cost is linear.
 func lastMathSpan(s string) (string, bool) {
+	m, _, ok := lastMathSpanAt(s)
+	return m, ok
+}
+
+// lastMathSpanAt is lastMathSpan with the position of the span's end.
+func lastMathSpanAt(s string) (string, int, bool) {
 	type span struct{ open, close string }
 	best, content := -1, ""
 	for _, sp := range []span{{`\(`, `\)`}, {`\[`, `\]`}} {
@@ -255,5 +273,5 @@ func lastMathSpan(s string) (string, bool) {
 		}
 	}
 	content = strings.TrimSpace(content)
-	return content, best >= 0 && content != ""
+	return content, best, best >= 0 && content != ""
 }
