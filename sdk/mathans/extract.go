@@ -244,14 +244,19 @@ done:
 	return s[start:end]
 }
 
-// lastMathSpan returns the content of the last $...$, $$...$$, \(...\) or
-// \[...\] in s. One scan from the end, so its cost is linear.
-func lastMathSpan(s string) (string, bool) {
-	m, _, ok := lastMathSpanAt(s)
-	return m, ok
+// lastDollar is the position of the last $ in s that is not escaped, or -1.
+func lastDollar(s string) int {
+	for i := strings.LastIndexByte(s, '$'); i >= 0; i = strings.LastIndexByte(s[:i], '$') {
+		if i == 0 || s[i-1] != '\\' {
+			return i
+		}
+	}
+	return -1
 }
 
-// lastMathSpanAt is lastMathSpan with the position of the span's end.
+// lastMathSpanAt returns the content of the last $...$, $$...$$, \(...\)
+// or \[...\] in s and the position of its end. One scan from the end, so
+// its cost is linear.
 func lastMathSpanAt(s string) (string, int, bool) {
 	type span struct{ open, close string }
 	best, content := -1, ""
@@ -265,10 +270,11 @@ func lastMathSpanAt(s string) (string, int, bool) {
 			best, content = end, s[start+len(sp.open):end]
 		}
 	}
-	// Dollars: the last closing $ and the $ before it (a $$ pair counts once).
-	if end := strings.LastIndexByte(s, '$'); end > best {
+	// Dollars: the last closing $ and the $ before it (a $$ pair counts
+	// once; an escaped \$ is a dollar sign, not a delimiter).
+	if end := lastDollar(s); end > best {
 		inner := strings.TrimRight(s[:end], "$")
-		if start := strings.LastIndexByte(inner, '$'); start >= 0 {
+		if start := lastDollar(inner); start >= 0 {
 			best, content = end, strings.TrimLeft(inner[start+1:], "$")
 		}
 	}

@@ -10,7 +10,9 @@ var (
 	// A decimal comma (European): "2,74", "1000,99", "0,111". Not "1,2"
 	// (a list as often as a number) nor "1,000" (thousands).
 	decimalCommaRe = regexp.MustCompile(`^(-?)(\d+),(\d{2}|\d{4,})$|^(-?)(0),(\d+)$`)
-	doubledCmdRe   = regexp.MustCompile(`\\\\([A-Za-z]+)`)
+	// "14 {, }916": a braced thousands separator with spaces around.
+	bracedCommaRe = regexp.MustCompile(`(\d)\s*\{\s*,\s*\}\s*(\d)`)
+	doubledCmdRe  = regexp.MustCompile(`\\\\([A-Za-z]+)`)
 	// A named quantity (letters, bars, colons: |AB|, A:B) and a plain number.
 	namedQuantityRe = regexp.MustCompile(`^[|]?[A-Za-z]{1,3}(?::[A-Za-z]{1,3})?[|]?$`)
 	plainNumberRe   = regexp.MustCompile(`^-?\d+(?:\.\d+)?(?:/\d+)?$`)
@@ -68,6 +70,7 @@ func Normalize(s string) string {
 	}
 	s = strings.TrimPrefix(s, `\approx`)
 	s = strings.TrimPrefix(strings.TrimSpace(s), `\sim`)
+	s = bracedCommaRe.ReplaceAllString(s, "$1,$2")
 	s = strings.ReplaceAll(s, `{,}`, ",")
 	for _, d := range []string{`^{\circ}`, `^\circ`, `\circ`, `°`, `\degree`} {
 		s = strings.ReplaceAll(s, d, "")

@@ -180,8 +180,6 @@ var suiteDifferences = map[string]string{
 	"test_all/test_relations_math/26":                  whyFalse,
 	"test_all/test_relations_math/27":                  whyFalse,
 	"test_yujianll/test_string_extraction/9":           whyFalse,
-	"test_all/test_latex_notation/9":                   whyProse,
-	"test_all/test_latex_notation_math/3":              whyProse,
 	"test_all/test_complex_math_expressions/5":         whyMatrix,
 	"test_all/test_matrix_extraction/3":                whyMatrix,
 	"test_all/test_matrix_extraction/5":                whyMatrix,
@@ -208,7 +206,6 @@ var suiteDifferences = map[string]string{
 const (
 	whyOptions   = "the test passes options the math domain has not (one setting: LaTeX and expressions, 6 digits, strict); with Math-Verify's defaults the verdicts agree or the option decides"
 	whyFalse     = "Math-Verify accepts a false statement here (a chain with a false step, or 1+1/e for 1-1/e); ours refuses it, as it must"
-	whyProse     = "an answer in a long response without a box or an answer line: Math-Verify's extraction picks another span than ours"
 	whyMatrix    = "a matrix written as an array, or a matrix expression to evaluate"
 	whySets      = "several answers written with names, words (or, and) or repeated elements, matched up to order or names"
 	whyRelations = "a relation rearranged (-x > -1 for x < 1, an equation solved for y, \approx, a chain through an unknown command)"
