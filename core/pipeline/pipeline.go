@@ -389,8 +389,13 @@ func (p *Pipeline) classify(ctx context.Context, r *Rollout, stage string, err e
 	}
 	var ae *agent.Error
 	switch {
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		f.Reason, f.Message = trajectory.ReasonTimeout, fmt.Sprintf("rollout timeout %s reached in stage %s", r.Req.Timeout, stage)
+		return trajectory.StatusTimeout, f
+	case errors.Is(err, context.DeadlineExceeded):
+		// A call's own limit (a tool call's [agent] tool_timeout), not the
+		// rollout's: say which.
+		f.Reason, f.Message = trajectory.ReasonTimeout, fmt.Sprintf("a call timed out in stage %s: %v", stage, err)
 		return trajectory.StatusTimeout, f
 	case errors.Is(err, context.Canceled) && p.base.Err() != nil:
 		f.Reason, f.Message = trajectory.ReasonCancelled, "host shutting down"
