@@ -20,9 +20,10 @@ type Reserved struct {
 	m     *Manager
 	owner string
 	spec  Spec
-	// start is held while the sandbox starts: concurrent callers wait for
-	// that start, and Release for it to end before it stops the sandbox.
-	start sync.Mutex
+	// start is held (one token) while the sandbox starts: concurrent
+	// callers wait for that start, each no longer than its own context,
+	// and Release for it to end before it stops the sandbox.
+	start chan struct{}
 	sb    *Sandbox
 	err   error // a start's final failure, given to every later caller
 	mu    sync.Mutex
@@ -31,7 +32,7 @@ type Reserved struct {
 
 // Reserve hands out a sandbox id without starting anything.
 func (m *Manager) Reserve(owner string, spec Spec) *Reserved {
-	r := &Reserved{ID: "rs-" + randHex(8), m: m, owner: owner, spec: spec}
+	r := &Reserved{ID: "rs-" + randHex(8), m: m, owner: owner, spec: spec, start: make(chan struct{}, 1)}
 	m.mu.Lock()
 	m.reserved[r.ID] = r
 	m.mu.Unlock()
@@ -43,8 +44,12 @@ func (m *Manager) Reserve(owner string, spec Spec) *Reserved {
 // the plugin's crash) is not the sandbox's failure: the next caller
 // starts it again.
 func (r *Reserved) Sandbox(ctx context.Context) (*Sandbox, error) {
-	r.start.Lock()
-	defer r.start.Unlock()
+	select {
+	case r.start <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-r.start }()
 	r.mu.Lock()
 	done := r.done
 	r.mu.Unlock()
@@ -85,9 +90,9 @@ func (r *Reserved) Release() error {
 	r.mu.Lock()
 	r.done = true
 	r.mu.Unlock()
-	r.start.Lock() // a start under way ends first; none begins after this
+	r.start <- struct{}{} // a start under way ends first; none begins after this
 	sb := r.sb
-	r.start.Unlock()
+	<-r.start
 	r.m.mu.Lock()
 	delete(r.m.reserved, r.ID)
 	r.m.mu.Unlock()

@@ -588,6 +588,16 @@ func TestAbandonedStartTriedAgain(t *testing.T) {
 	if again, _ := r.Sandbox(context.Background()); again != sb {
 		t.Fatal("a second sandbox for one reservation")
 	}
+	// A caller waiting for another's start waits no longer than its own context.
+	w := m.Reserve("w", Spec{})
+	defer w.Release()
+	w.start <- struct{}{} // a start under way
+	short, stop := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer stop()
+	if _, err := w.Sandbox(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a waiter past its context: %v", err)
+	}
+	<-w.start
 	m.cfg.FaultStartRate = 1
 	f := m.Reserve("f", Spec{})
 	defer f.Release()
