@@ -885,12 +885,18 @@ func (p *Pipeline) finalize(r *Rollout, st trajectory.Status, f *trajectory.Fail
 		p.d.Log.Debug("rollout ended", "rollout", r.ID, "group", r.Req.GroupID, "domain", r.Req.Domain,
 			"status", st, "reward", res.Reward, "turns", len(res.Turns))
 	}
-	if plug := p.holder(r); plug != nil {
+	p.letGo(r, p.holder(r), r.reserved)
+}
+
+// letGo frees, in the background, what an attempt of r held: its
+// plugin's per-rollout state (plug, when it keeps some) and its sandbox.
+func (p *Pipeline) letGo(r *Rollout, plug *pluginhost.Plugin, reserved *sandbox.Reserved) {
+	if plug != nil {
 		go p.release(plug, r)
 	}
-	if r.reserved != nil {
+	if reserved != nil {
 		go func() {
-			if err := r.reserved.Release(); err != nil {
+			if err := reserved.Release(); err != nil {
 				p.d.Log.Warn("sandbox stop", "rollout", r.ID, "error", err)
 			}
 		}()

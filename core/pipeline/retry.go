@@ -16,22 +16,32 @@ import (
 // queued again (else the caller finalizes it).
 func (p *Pipeline) retry(r *Rollout, st trajectory.Status, f *trajectory.Failure) bool {
 	rp := r.Req.Retry
-	if rp == nil || trajectory.SampleOf(st, f) != trajectory.SampleInfrastructure || r.cancelled.Load() != nil || p.closing.Load() || p.base.Err() != nil {
+	if rp == nil || trajectory.SampleOf(st, f) != trajectory.SampleInfrastructure || !p.mayRunAgain(r) {
 		return false
 	}
-	r.mu.Lock()
-	used := 0
-	for _, a := range r.attempts {
-		if a.Reason == f.Reason {
-			used++
-		}
-	}
-	r.mu.Unlock()
 	left, ok := p.retryLeft(r, rp.Deadline)
-	if !ok || used >= rp.Budget[f.Reason] {
+	if !ok || r.attemptsEnded(f.Reason) >= rp.Budget[f.Reason] {
 		return false
 	}
 	return p.again(r, f, left)
+}
+
+// mayRunAgain: r was not cancelled and the host is not stopping.
+func (p *Pipeline) mayRunAgain(r *Rollout) bool {
+	return r.cancelled.Load() == nil && !p.closing.Load() && p.base.Err() == nil
+}
+
+// attemptsEnded counts r's earlier attempts that reason ended.
+func (r *Rollout) attemptsEnded(reason string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, a := range r.attempts {
+		if a.Reason == reason {
+			n++
+		}
+	}
+	return n
 }
 
 // retryLeft is how long r may still run for under deadline, from its
@@ -85,17 +95,8 @@ func (p *Pipeline) again(r *Rollout, f *trajectory.Failure, left time.Duration) 
 	r.oldest.Store(noToken)
 	r.restart.Store(nil)
 	r.mu.Unlock()
-	// What the failed attempt held goes, as finalize would let it go.
-	if plug != nil {
-		go p.release(plug, r)
-	}
-	if reserved != nil {
-		go func() {
-			if err := reserved.Release(); err != nil {
-				p.d.Log.Warn("sandbox stop", "rollout", r.ID, "error", err)
-			}
-		}()
-	}
+	// What the failed attempt held goes, as finalize lets it go.
+	p.letGo(r, plug, reserved)
 	if r.Req.Agent == AgentGateway {
 		p.gw.Remove(r.ID)
 		p.gw.Expect(r.ID, r.Req.SessionKey)

@@ -77,16 +77,8 @@ func (p *Pipeline) checkStaleness(v int64) {
 // restartLeft is how long r may still run for, and whether it may be
 // run again for staleness: before its deadline and its restarts cap.
 func (p *Pipeline) restartLeft(r *Rollout) (time.Duration, bool) {
-	r.mu.Lock()
-	n := 0
-	for _, a := range r.attempts {
-		if a.Reason == ReasonStale {
-			n++
-		}
-	}
-	r.mu.Unlock()
 	left, ok := p.retryLeft(r, p.deadlineOf(r))
-	return left, ok && n < maxStaleRestarts
+	return left, ok && r.attemptsEnded(ReasonStale) < maxStaleRestarts
 }
 
 // deadlineOf is r's retry deadline: its request's, else three timeouts.
@@ -102,7 +94,7 @@ func (p *Pipeline) deadlineOf(r *Rollout) time.Duration {
 // refusing), and then the caller reports r with why.
 func (p *Pipeline) restartStale(r *Rollout, stage string, why *trajectory.Failure) bool {
 	left, ok := p.restartLeft(r)
-	if !ok || r.cancelled.Load() != nil || p.closing.Load() || p.base.Err() != nil {
+	if !ok || !p.mayRunAgain(r) {
 		return false
 	}
 	f := *why
